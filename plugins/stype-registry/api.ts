@@ -1,0 +1,87 @@
+/**
+ * Public contract of the `stype-registry` resource: what other plugins (schema-validate,
+ * qom-score, policy, registry-api, stype-resolve...) may rely on. Other plugins import this file
+ * only, never the registry's internals.
+ */
+import type { ValidateFunction } from 'ajv';
+
+export type STypeStatus = 'approved' | 'pending';
+
+export interface STypeRecord {
+  /** `<namespace>.<name>`; the namespace may itself contain dots. */
+  id: string;
+  namespace: string;
+  name: string;
+  status: STypeStatus;
+  /** Semantic version of the SType (its schema version). */
+  version: string;
+  description: string;
+  samples: number;
+  created_at: string;
+  updated_at: string;
+  /** JSON Schema (2020-12) of the message payload (for `tools/call`, the tool arguments). */
+  schema: Record<string, unknown>;
+  /** JSON Schema of the result (MCP `structuredContent` or the result), when defined. */
+  output_schema?: Record<string, unknown>;
+  /** `sha256:<hex>` of the canonical JSON of `schema`. */
+  hash: string;
+  qom_profiles: string[];
+  policies: string[];
+  /** Which JSON-RPC messages resolve to this SType: a method, and for tools/call the tool name. */
+  match?: { method: string; tool?: string };
+  /**
+   * Pinned upstream tool definition: sha256 of the canonical JSON of {name, description,
+   * inputSchema} as approved. A tool whose live definition hashes differently has drifted.
+   */
+  pinned_tool_hash?: string;
+  /** Path of the file the SType came from (for error messages). */
+  source?: string;
+}
+
+export interface QomProfile {
+  name: string;
+  description: string;
+  /** Minimum overall score in [0, 1]. */
+  threshold: number;
+  /** Subset of completeness, consistency, specificity, schema_conform, safety, relevance. */
+  dimensions: string[];
+  /** Optional weights per dimension (default 1). */
+  weights?: Record<string, number>;
+}
+
+/** A named policy document as stored in the registry; its rule format belongs to the policy plugin. */
+export interface PolicyDocument {
+  name: string;
+  description?: string;
+  source?: string;
+  [key: string]: unknown;
+}
+
+export interface SearchMatch {
+  field: string;
+  snippet: string;
+}
+
+export interface SearchResult {
+  query: string;
+  results: Array<{ stype: string; score: number; matches: SearchMatch[] }>;
+  total: number;
+}
+
+export interface STypeRegistry {
+  list(): STypeRecord[];
+  get(id: string): STypeRecord | undefined;
+  /** The SType a JSON-RPC message resolves to: by `method` and, for `tools/call`, `params.name`. */
+  resolve(method: string, params: unknown): STypeRecord | undefined;
+  /** Compiled validator of the SType's schema (compiled once at load). */
+  validator(id: string): ValidateFunction | undefined;
+  /** Compiled validator of the SType's output schema, when it has one. */
+  outputValidator(id: string): ValidateFunction | undefined;
+  profiles(): QomProfile[];
+  profile(name: string): QomProfile | undefined;
+  policies(): PolicyDocument[];
+  policy(name: string): PolicyDocument | undefined;
+  search(query: string): SearchResult;
+  /** SType id for a tool name under the registry's namespace (e.g. `echo` → `everything.echo`). */
+  idForTool(tool: string): string | undefined;
+}

@@ -1,0 +1,86 @@
+/**
+ * Reading request bodies once, with limits. The raw bytes are kept on the state so that an
+ * unchanged message can be forwarded without re-serialising; the parsed JSON is kept too.
+ */
+import getRawBody from 'raw-body';
+import { GatewayError } from './errors.ts';
+import type { GatewayContext } from './state.ts';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+export async function readBody(ctx: GatewayContext): Promise<Buffer> {
+  if (ctx.state.rawBody) return ctx.state.rawBody;
+  const limit = ctx.state.limits.bodyBytes;
+  const declared = Number(ctx.get('content-length') || Number.NaN);
+  if (declared > limit) throw tooLarge(limit);
+  try {
+    ctx.state.rawBody = await getRawBody(ctx.req, { limit, length: Number.isFinite(declared) ? declared : undefined });
+  } catch (err) {
+    const e = err as { type?: string; status?: number };
+    if (e.type === 'entity.too.large') throw tooLarge(limit);
+    if (e.type === 'request.aborted') throw new GatewayError('bad_request', 'Request aborted by the client');
+    throw new GatewayError('bad_request', 'Could not read the request body', { cause: err });
+  }
+  return ctx.state.rawBody;
+}
+
+function tooLarge(limit: number): GatewayError {
+  return new GatewayError('payload_too_large', `Request body exceeds the limit of ${limit} bytes`, {
+    details: { limit_bytes: limit },
+  });
+}
+
+/**
+ * Parses the body as JSON. Malformed JSON, non-UTF-8 bytes and nesting deeper than the limit are
+ * `parse_error` / `bad_request` GatewayErrors, never crashes.
+ */
+export async function readJson(ctx: GatewayContext): Promise<unknown> {
+  if (ctx.state.json !== undefined) return ctx.state.json;
+  const raw = await readBody(ctx);
+  let text: string;
+  try {
+    text = utf8.decode(raw);
+  } catch {
+    throw new GatewayError('parse_error', 'Request body is not valid UTF-8');
+  }
+  if (text.trim() === '') throw new GatewayError('parse_error', 'Request body is empty');
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new GatewayError('parse_error', `Request body is not valid JSON: ${(err as Error).message}`);
+  }
+  const depth = jsonDepth(value, ctx.state.limits.jsonDepth);
+  if (depth > ctx.state.limits.jsonDepth) {
+    throw new GatewayError('bad_request', `JSON nesting exceeds the limit of ${ctx.state.limits.jsonDepth} levels`, {
+      details: { limit_depth: ctx.state.limits.jsonDepth },
+    });
+  }
+  ctx.state.json = value;
+  return value;
+}
+
+/** Depth of a JSON value, computed iteratively; stops counting once past `cap`. */
+export function jsonDepth(value: unknown, cap = Number.POSITIVE_INFINITY): number {
+  let max = 0;
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop() as [unknown, number];
+    if (v === null || typeof v !== 'object') continue;
+    if (d > max) max = d;
+    if (max > cap) return max;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+    }
+  }
+  return max;
+}
+
+/** Reads the body as a JSON object (not array/scalar); anything else is `bad_request`. */
+export async function readJsonObject(ctx: GatewayContext): Promise<Record<string, unknown>> {
+  const value = await readJson(ctx);
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new GatewayError('bad_request', 'Request body must be a JSON object');
+  }
+  return value as Record<string, unknown>;
+}

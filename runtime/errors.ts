@@ -1,0 +1,98 @@
+/**
+ * Typed errors. A stage throws a GatewayError naming *what* went wrong (its kind);
+ * the service's dialect decides how that is written on the wire (status and body).
+ */
+export type ErrorKind =
+  | 'bad_request'
+  | 'parse_error'
+  | 'invalid_rpc'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'policy_violation'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'conflict'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'validation_failed'
+  | 'qom_failed'
+  | 'rate_limited'
+  | 'overloaded'
+  | 'internal_error'
+  | 'upstream_error'
+  | 'upstream_timeout'
+  | 'unavailable';
+
+/** Default HTTP status for each kind; a dialect may override. */
+export const defaultStatus: Record<ErrorKind, number> = {
+  bad_request: 400,
+  parse_error: 400,
+  invalid_rpc: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  policy_violation: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  validation_failed: 422,
+  qom_failed: 422,
+  rate_limited: 429,
+  overloaded: 503,
+  internal_error: 500,
+  upstream_error: 502,
+  upstream_timeout: 504,
+  unavailable: 503,
+};
+
+export interface GatewayErrorOptions {
+  /** Structured detail, written under `details` (or JSON-RPC `error.data`). */
+  details?: Record<string, unknown>;
+  /** Overrides the wire code (`error` field in the simple dialect), e.g. `stype_not_found`. */
+  code?: string;
+  /** Extra top-level fields of the body, e.g. `retry_after_seconds`, `available_stypes`. */
+  extra?: Record<string, unknown>;
+  /** Overrides the HTTP status chosen by the dialect. */
+  status?: number;
+  /** Response headers to set with the error (e.g. Retry-After). */
+  headers?: Record<string, string>;
+  cause?: unknown;
+}
+
+export class GatewayError extends Error {
+  readonly kind: ErrorKind;
+  readonly details?: Record<string, unknown>;
+  readonly code?: string;
+  readonly extra?: Record<string, unknown>;
+  readonly status?: number;
+  readonly headers?: Record<string, string>;
+
+  constructor(kind: ErrorKind, message: string, options: GatewayErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'GatewayError';
+    this.kind = kind;
+    this.details = options.details;
+    this.code = options.code;
+    this.extra = options.extra;
+    this.status = options.status;
+    this.headers = options.headers;
+  }
+}
+
+export function isGatewayError(err: unknown): err is GatewayError {
+  return err instanceof GatewayError;
+}
+
+/** Turns anything thrown into a GatewayError; unknown errors become internal_error without leaking internals. */
+export function toGatewayError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  const e = err as { status?: number; expose?: boolean; message?: string; type?: string };
+  // Errors from Koa/raw-body carry an HTTP status of their own.
+  if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
+    if (e.status === 413) return new GatewayError('payload_too_large', 'Request body exceeds the size limit');
+    if (e.status === 415) return new GatewayError('unsupported_media_type', e.message ?? 'Unsupported media type');
+    return new GatewayError('bad_request', e.expose && e.message ? e.message : 'Bad request');
+  }
+  return new GatewayError('internal_error', 'Internal error', { cause: err });
+}

@@ -1,0 +1,104 @@
+/**
+ * The typed per-request state shared by the stages of a pipeline (Koa's `ctx.state`).
+ * Stages read and enrich it instead of re-parsing the body. Plugins may add fields of their own
+ * through declaration merging on `GatewayState`.
+ */
+import type { Next, ParameterizedContext } from 'koa';
+
+export type JsonRpcId = string | number | null;
+
+export interface JsonRpcRequest {
+  jsonrpc: '2.0';
+  method: string;
+  params?: Record<string, unknown> | unknown[];
+  id?: JsonRpcId;
+}
+
+export interface Violation {
+  /** JSON path relative to the request, e.g. `$.arguments.message`. */
+  path: string;
+  message: string;
+}
+
+export interface ResolvedSType {
+  id: string;
+  version: string;
+  /** `approved` or `pending`, from the registry. */
+  status?: string;
+}
+
+export interface QomResult {
+  profile: string;
+  score: number;
+  threshold: number;
+  passed: boolean;
+  dimensions: Record<string, number>;
+  /** Why each dimension scored what it did; filled when explanation is asked for. */
+  explanation?: Record<string, string>;
+}
+
+export interface PolicyDecision {
+  action: 'allow' | 'deny' | 'flag' | 'redact';
+  policy?: string;
+  rule?: string;
+  detail?: string;
+}
+
+export interface Caller {
+  /** Stable identity of the caller: a token name, a tenant id, or the client address. */
+  id: string;
+  authenticated: boolean;
+  attributes?: Record<string, unknown>;
+}
+
+export interface RequestLimits {
+  bodyBytes: number;
+  jsonDepth: number;
+}
+
+export interface GatewayState {
+  requestId: string;
+  service: string;
+  /** Route id (method + path pattern), for logs and metrics. */
+  route: string;
+  /** Enforcement mode of the route (`strict`, `permissive`, `audit`...), when one is set. */
+  mode?: string;
+  caller?: Caller;
+  /** Limits of the service (body size, JSON depth), read by readBody/readJson. */
+  limits: RequestLimits;
+  /** The raw request body, once read (see readBody); forwarded as is when unchanged. */
+  rawBody?: Buffer;
+  /** The parsed JSON body, once a stage asked for it (see readJson). */
+  json?: unknown;
+  /** The JSON-RPC request carried by the body, once parsed. */
+  rpc?: JsonRpcRequest;
+  /** Set when a stage changed `rpc` so that it must be re-serialised before forwarding. */
+  rpcModified?: boolean;
+  stype?: ResolvedSType;
+  /** Schema validation of the request. */
+  validation?: { valid: boolean; violations: Violation[] };
+  /** Schema validation of the upstream's result, where the SType defines an output schema. */
+  resultValidation?: { valid: boolean; violations: Violation[] };
+  qom?: QomResult;
+  decision?: PolicyDecision;
+  /** The upstream's JSON-RPC response, when a stage needs to inspect it (set by the proxy). */
+  rpcResponse?: unknown;
+  /**
+   * Hooks applied by the proxy to the upstream's JSON-RPC response message (from a JSON body or
+   * from the matching SSE event), in registration order. A hook may return a replacement message
+   * (e.g. an error object, or a filtered `tools/list` result). Earlier stages register them.
+   */
+  rpcResponseHooks?: RpcResponseHook[];
+  /** W3C trace context to send upstream (`traceparent` header value). */
+  traceparent?: string;
+  /** Free-form notes stages leave for later stages, logs and response metadata. */
+  annotations: Record<string, unknown>;
+}
+
+export type GatewayContext = ParameterizedContext<GatewayState>;
+export type RpcResponseHook = (
+  response: Record<string, unknown>,
+  ctx: GatewayContext,
+) => Record<string, unknown> | Promise<Record<string, unknown>>;
+export type Stage = (ctx: GatewayContext, next: Next) => Promise<void>;
+export type { Next };

@@ -1,0 +1,74 @@
+/**
+ * Upstream contract. An upstream is a named target declared under `upstreams:`; it is created
+ * once per service graph and reused across hot reloads while its config is unchanged (so child
+ * processes and connection pools survive a reload).
+ */
+import type { Readable } from 'node:stream';
+import type { JsonRpcRequest } from '../state.ts';
+
+export interface UpstreamHealth {
+  connected: boolean;
+  /** Why the upstream is not connected (last error), when it is not. */
+  error?: string;
+  detail?: Record<string, unknown>;
+}
+
+export interface UpstreamBase {
+  name: string;
+  kind: string;
+  health(): UpstreamHealth;
+  /** Resolves once the upstream is usable, or rejects after `timeoutMs`. */
+  ready(timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface HttpForwardRequest {
+  method: string;
+  /** Path and query appended to the upstream's base path. */
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  body?: Buffer | string | Readable | null;
+  signal?: AbortSignal;
+  /** Overrides the upstream's configured response timeout (headers), in ms. */
+  timeoutMs?: number;
+}
+
+export interface HttpForwardResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  /** The body as a stream, so SSE and chunked answers pass through unbuffered. */
+  body: Readable;
+}
+
+/** `http`, `jsonrpc` (JSON-RPC over HTTP) and `openai` upstreams: raw HTTP forwarding. */
+export interface HttpUpstream extends UpstreamBase {
+  kind: 'http' | 'jsonrpc' | 'openai';
+  url: URL;
+  /** Throws GatewayError upstream_error (connect failure) / upstream_timeout. */
+  forward(req: HttpForwardRequest): Promise<HttpForwardResponse>;
+}
+
+export interface RpcCallOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+  headers?: Record<string, string>;
+}
+
+/**
+ * A JSON-RPC endpoint the gateway itself can call (stdio child, or JSON-RPC over HTTP).
+ * `call` returns the response message (with the caller's original id) or `undefined` for a
+ * notification. Implementations remap ids so that concurrent callers never collide.
+ */
+export interface RpcUpstream extends UpstreamBase {
+  call(message: JsonRpcRequest, options?: RpcCallOptions): Promise<Record<string, unknown> | undefined>;
+}
+
+export type Upstream = UpstreamBase | HttpUpstream | RpcUpstream;
+
+export function isHttpUpstream(u: Upstream): u is HttpUpstream {
+  return typeof (u as HttpUpstream).forward === 'function';
+}
+
+export function isRpcUpstream(u: Upstream): u is RpcUpstream {
+  return typeof (u as RpcUpstream).call === 'function';
+}
