@@ -57,6 +57,8 @@ export interface GatewayErrorOptions {
   status?: number;
   /** Response headers to set with the error (e.g. Retry-After). */
   headers?: Record<string, string>;
+  /** Id of the JSON-RPC request this error answers, when known before `ctx.state.rpc` is set. */
+  rpcId?: string | number | null;
   cause?: unknown;
 }
 
@@ -67,6 +69,7 @@ export class GatewayError extends Error {
   readonly extra?: Record<string, unknown>;
   readonly status?: number;
   readonly headers?: Record<string, string>;
+  readonly rpcId?: string | number | null;
 
   constructor(kind: ErrorKind, message: string, options: GatewayErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -77,6 +80,7 @@ export class GatewayError extends Error {
     this.extra = options.extra;
     this.status = options.status;
     this.headers = options.headers;
+    this.rpcId = options.rpcId;
   }
 }
 

@@ -9,6 +9,7 @@ export type { MetricsKit } from './observability/metrics.ts';
 export { latencyBuckets } from './observability/metrics.ts';
 export type {
   HealthReport,
+  ServiceIntrospection,
   JsonSchema,
   PluginDefinition,
   PluginEnv,

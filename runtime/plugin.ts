@@ -4,7 +4,6 @@
  * schemas, open stores, load models) and returns the per-request middleware.
  * A resource type is the same idea for things several stages share (a registry, a store...).
  */
-import type Router from '@koa/router';
 import type { Logger } from 'pino';
 import type { MetricsKit } from './observability/metrics.ts';
 import type { GatewayContext, Stage } from './state.ts';
@@ -40,8 +39,19 @@ export interface PluginEnv {
   upstream<T extends Upstream = Upstream>(name: string): T;
   /** Resolves a path from the config against the config file's directory. */
   resolvePath(path: string): string;
+  /**
+   * What the running service is made of (routes and their stages), for stages that report on
+   * it (capabilities, status pages). Call it per request: the graph is complete only after build.
+   */
+  introspect(): ServiceIntrospection;
   /** Identifier of this stage instance, e.g. `typed-proxy:POST /:schema-validate`. */
   stageId: string;
+}
+
+export interface ServiceIntrospection {
+  routes: Array<{ id: string; methods: string[]; mode?: string; stages: Array<{ plugin: string; options: unknown }> }>;
+  resources: string[];
+  upstreams: string[];
 }
 
 export interface StageInstance {
@@ -92,4 +102,4 @@ export function defineResource<O = Record<string, unknown>, V = unknown>(
 
 export type AnyDefinition = PluginDefinition<never> | ResourceDefinition<never, unknown>;
 
-export type { GatewayContext, Router, Stage };
+export type { GatewayContext, Stage };

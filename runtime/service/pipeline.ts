@@ -17,6 +17,8 @@ export interface BuiltStage {
   plugin: string;
   onError: OnError;
   instance: StageInstance;
+  /** The validated options the stage was created with. */
+  options: Record<string, unknown>;
 }
 
 export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logger: Logger): Stage {
@@ -38,14 +40,15 @@ function dispatch(stages: Stage[], i: number, ctx: GatewayContext, last: Next): 
 function guard(stage: BuiltStage, failures: ReturnType<MetricsKit['counter']>, logger: Logger): Stage {
   const handle = stage.instance.handle;
   return async (ctx, next) => {
-    let nextState: 'not-called' | 'running' | 'done' | 'threw' = 'not-called';
+    // Where the rest of the pipeline is: tells this stage's failures from later stages' errors.
+    const track: { next: 'not-called' | 'running' | 'done' | 'threw' } = { next: 'not-called' };
     const trackedNext = async () => {
-      nextState = 'running';
+      track.next = 'running';
       try {
         await next();
-        nextState = 'done';
+        track.next = 'done';
       } catch (err) {
-        nextState = 'threw';
+        track.next = 'threw';
         throw err;
       }
     };
@@ -53,13 +56,13 @@ function guard(stage: BuiltStage, failures: ReturnType<MetricsKit['counter']>, l
       await handle(ctx, trackedNext);
     } catch (err) {
       // Errors from later stages, and typed decisions, are not this stage's failure.
-      if (nextState === 'threw' || err instanceof GatewayError) throw err;
+      if (track.next === 'threw' || err instanceof GatewayError) throw err;
       failures.inc({ stage: stage.id, plugin: stage.plugin, on_error: stage.onError });
       logger.error(
         { err, stage: stage.id, on_error: stage.onError, request_id: ctx.state.requestId },
         `stage failed internally (${stage.onError})`,
       );
-      if (stage.onError === 'fail-open' && nextState === 'not-called') {
+      if (stage.onError === 'fail-open' && track.next === 'not-called') {
         const skipped = (ctx.state.annotations.failed_open as string[] | undefined) ?? [];
         ctx.state.annotations.failed_open = [...skipped, stage.id];
         return next();

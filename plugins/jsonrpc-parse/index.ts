@@ -1,0 +1,55 @@
+/**
+ * jsonrpc-parse: reads the body as a JSON-RPC 2.0 message and puts it on `ctx.state.rpc`.
+ * Malformed JSON → parse_error (-32700); valid JSON that is not a JSON-RPC request → invalid_rpc
+ * (-32600) naming the field. Client *responses* (answers to server-initiated requests in MCP)
+ * pass through unparsed. Bodyless methods (GET/DELETE of MCP's streamable HTTP) pass through.
+ */
+import { definePlugin, GatewayError, type JsonRpcRequest, readJson } from '../../runtime/index.ts';
+
+export default definePlugin<{ allow_batch: boolean }>({
+  name: 'jsonrpc-parse',
+  description: 'Parse the body as a JSON-RPC 2.0 request (errors -32700 / -32600).',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      allow_batch: {
+        type: 'boolean',
+        default: false,
+        description: 'Batches are refused (-32600): MCP removed them, and per-message enforcement needs one message.',
+      },
+    },
+  },
+  create() {
+    return async (ctx, next) => {
+      if (ctx.method !== 'POST') return next();
+      const body = await readJson(ctx);
+      if (Array.isArray(body)) throw invalid('Batch requests are not supported', '$');
+      if (body === null || typeof body !== 'object') throw invalid('A JSON-RPC message must be an object', '$');
+      const msg = body as Record<string, unknown>;
+      if (msg.jsonrpc !== '2.0') throw invalid('"jsonrpc" must be "2.0"', '$.jsonrpc', msg.id);
+      if (!('method' in msg) && ('result' in msg || 'error' in msg)) {
+        ctx.state.annotations.rpc_kind = 'response';
+        return next();
+      }
+      if (typeof msg.method !== 'string' || msg.method === '') {
+        throw invalid('"method" must be a non-empty string', '$.method', msg.id);
+      }
+      if ('id' in msg && !(typeof msg.id === 'string' || typeof msg.id === 'number' || msg.id === null)) {
+        throw invalid('"id" must be a string, a number or null', '$.id');
+      }
+      if ('params' in msg && (msg.params === null || typeof msg.params !== 'object')) {
+        throw invalid('"params" must be an object or an array', '$.params', msg.id);
+      }
+      ctx.state.rpc = msg as unknown as JsonRpcRequest;
+      ctx.state.annotations.rpc_kind = 'id' in msg ? 'request' : 'notification';
+      await next();
+    };
+  },
+});
+
+function invalid(message: string, path: string, id?: unknown): GatewayError {
+  // Echo the id when it is usable, so the client can match the error to its request.
+  const rpcId = typeof id === 'string' || typeof id === 'number' ? id : null;
+  return new GatewayError('invalid_rpc', message, { details: { path }, rpcId });
+}

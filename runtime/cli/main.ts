@@ -1,0 +1,87 @@
+/**
+ * `switchyard` command line: serve, validate, schema.
+ */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { loadCatalog } from '../catalog.ts';
+import { loadService } from '../config/load.ts';
+import { fullServiceSchema } from '../config/service-schema.ts';
+import { ConfigError, formatProblem } from '../config/source.ts';
+import { Gateway } from '../gateway.ts';
+
+const usage = `usage:
+  switchyard serve <config...> [--set path=value ...]   run services
+  switchyard validate <config...> [--set path=value]    check configs; exit 1 on any error
+  switchyard schema [--out file]                         print the service config JSON Schema
+`;
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  const { values, positionals } = parseArgs({
+    args: rest,
+    allowPositionals: true,
+    options: { set: { type: 'string', multiple: true }, out: { type: 'string' }, help: { type: 'boolean' } },
+  });
+  const set = values.set ?? [];
+  switch (command) {
+    case 'serve': {
+      if (positionals.length === 0) return fail('serve needs at least one config file');
+      try {
+        const gateway = await Gateway.start(positionals, { set });
+        gateway.handleSignals();
+        for (const s of gateway.services) {
+          const p = s.info.ports;
+          process.stderr.write(
+            `${s.info.name}: http://127.0.0.1:${p.main}${p.metrics ? `  metrics :${p.metrics}` : ''}${p.admin ? `  admin :${p.admin}` : ''}\n`,
+          );
+        }
+        return -1; // keep running
+      } catch (err) {
+        return report(err);
+      }
+    }
+    case 'validate': {
+      if (positionals.length === 0) return fail('validate needs at least one config file');
+      let failed = false;
+      for (const file of positionals) {
+        try {
+          await loadService(file, { set });
+          process.stdout.write(`${file}: ok\n`);
+        } catch (err) {
+          failed = true;
+          report(err);
+        }
+      }
+      return failed ? 1 : 0;
+    }
+    case 'schema': {
+      const catalog = await loadCatalog();
+      const text = `${JSON.stringify(fullServiceSchema(catalog.all()), null, 2)}\n`;
+      if (values.out) writeFileSync(values.out, text);
+      else process.stdout.write(text);
+      return 0;
+    }
+    default:
+      process.stdout.write(usage);
+      return command === undefined || command === 'help' || values.help ? 0 : 2;
+  }
+}
+
+function fail(message: string): number {
+  process.stderr.write(`switchyard: ${message}\n${usage}`);
+  return 2;
+}
+
+function report(err: unknown): number {
+  if (err instanceof ConfigError) {
+    for (const p of err.problems) process.stderr.write(`${formatProblem(p)}\n`);
+  } else {
+    process.stderr.write(`switchyard: ${(err as Error).message}\n`);
+  }
+  return 1;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const code = await main(process.argv.slice(2));
+  if (code >= 0) process.exit(code);
+}

@@ -1,0 +1,200 @@
+/**
+ * Loading a service config: read (YAML/TOML) → interpolate `${VAR}` → apply `--set` overrides →
+ * validate the service schema and every stage's and resource's options against its plugin's
+ * schema. All problems are collected and reported together with file:line:column.
+ */
+import { dirname, resolve } from 'node:path';
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { type Catalog, loadCatalog } from '../catalog.ts';
+import type { OnError } from '../service/pipeline.ts';
+import { canonicalJson, sha256Hex } from '../util/hash.ts';
+import { interpolate, type InterpolationProblem } from './interpolate.ts';
+import { applyOverride, parseOverride } from './overrides.ts';
+import { serviceSchema } from './service-schema.ts';
+import {
+  ConfigError,
+  type ConfigPath,
+  type ConfigProblem,
+  type ConfigSource,
+  formatPath,
+  readConfigSource,
+} from './source.ts';
+import type { RouteConfig, ServiceConfig, StageConfig } from './types.ts';
+
+export interface LoadOptions {
+  /** `path=value` overrides, as given to `--set`. */
+  set?: string[];
+  env?: Record<string, string | undefined>;
+}
+
+export interface LoadedService {
+  file: string;
+  configDir: string;
+  config: ServiceConfig;
+  /** sha256 of the effective config (after interpolation, overrides and defaults). */
+  hash: string;
+  catalog: Catalog;
+}
+
+const ajv = new Ajv2020({ allErrors: true, useDefaults: true, coerceTypes: true, strict: false });
+addFormats.default(ajv);
+const compiled = new WeakMap<object, ValidateFunction>();
+
+function compile(schema: object): ValidateFunction {
+  let fn = compiled.get(schema);
+  if (!fn) {
+    fn = ajv.compile(schema);
+    compiled.set(schema, fn);
+  }
+  return fn;
+}
+
+const validateService = compile(serviceSchema());
+
+export async function loadService(file: string, options: LoadOptions = {}): Promise<LoadedService> {
+  const path = resolve(file);
+  const source = readConfigSource(path);
+  const problems: ConfigProblem[] = [];
+  const report = (at: ConfigPath, message: string, pathText = formatPath(at)) => {
+    const pos = source.locate(at);
+    problems.push({ file: path, line: pos.line, column: pos.column, path: pathText, message });
+  };
+
+  const interpolationProblems: InterpolationProblem[] = [];
+  let value = interpolate(source.value, options.env ?? process.env, interpolationProblems);
+  for (const p of interpolationProblems) report(p.path, p.message);
+  for (const spec of options.set ?? []) {
+    try {
+      const o = parseOverride(spec);
+      value = applyOverride(value, o.path, o.value);
+    } catch (err) {
+      problems.push({ file: path, line: 0, column: 0, path: '--set', message: (err as Error).message });
+    }
+  }
+
+  if (!validateService(value)) {
+    for (const e of validateService.errors ?? []) reportAjv(e, [], report);
+    throw new ConfigError(problems);
+  }
+  const raw = value as Record<string, unknown>;
+  const configDir = dirname(path);
+  let catalog: Catalog;
+  try {
+    catalog = await loadCatalog((raw.plugins as string[] | undefined) ?? [], configDir);
+  } catch (err) {
+    report(['plugins'], (err as Error).message);
+    throw new ConfigError(problems);
+  }
+
+  const config = normalise(raw, catalog, report);
+  checkResources(raw, catalog, report);
+  checkRoutes(config, report);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { file: path, configDir, config, hash: `sha256:${sha256Hex(canonicalJson(value))}`, catalog };
+}
+
+type Report = (at: ConfigPath, message: string, pathText?: string) => void;
+
+function reportAjv(e: ErrorObject, base: ConfigPath, report: Report): void {
+  const at: ConfigPath = [
+    ...base,
+    ...e.instancePath
+      .split('/')
+      .slice(1)
+      .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
+      .map((s) => (/^\d+$/.test(s) ? Number(s) : s)),
+  ];
+  const params = e.params as Record<string, unknown>;
+  let message = e.message ?? 'invalid';
+  if (e.keyword === 'additionalProperties') {
+    at.push(String(params.additionalProperty));
+    message = 'unknown property';
+  } else if (e.keyword === 'enum') {
+    message = `must be one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+  } else if (e.keyword === 'required') {
+    message = `missing required property "${params.missingProperty}"`;
+  }
+  report(at, message);
+}
+
+function normalise(raw: Record<string, unknown>, catalog: Catalog, report: Report): ServiceConfig {
+  const stagesAt = (list: unknown[], at: ConfigPath): StageConfig[] =>
+    list.map((item, i) => parseStage(item as Record<string, unknown>, [...at, i], catalog, report));
+
+  const pipeline = stagesAt((raw.pipeline as unknown[]) ?? [], ['pipeline']);
+  // Shorthands: `auth:` and `rate_limit:` become stages after the service-wide ones.
+  for (const [key, plugin] of [
+    ['auth', 'auth'],
+    ['rate_limit', 'rate-limit'],
+  ] as const) {
+    const block = raw[key] as Record<string, unknown> | undefined;
+    if (!block?.enabled) continue;
+    const { enabled: _enabled, ...options } = block;
+    pipeline.push(parseStage({ [plugin]: options }, [key], catalog, report));
+  }
+
+  const routes: RouteConfig[] = ((raw.routes as Array<Record<string, unknown>>) ?? []).map((r, i) => {
+    const match = r.match as { method?: string | string[]; path: string };
+    const methods = (Array.isArray(match.method) ? match.method : [match.method ?? 'GET']).map((m) => m.toUpperCase());
+    return {
+      id: (r.id as string | undefined) ?? `${methods.join(',')} ${match.path}`,
+      methods,
+      path: match.path,
+      dialect: r.dialect as string | undefined,
+      mode: r.mode as string | undefined,
+      pipeline: stagesAt(r.pipeline as unknown[], ['routes', i, 'pipeline']),
+    };
+  });
+  return { ...(raw as unknown as ServiceConfig), pipeline, routes };
+}
+
+function parseStage(item: Record<string, unknown>, at: ConfigPath, catalog: Catalog, report: Report): StageConfig {
+  const { on_error, ...rest } = item;
+  const names = Object.keys(rest);
+  const stage: StageConfig = { plugin: names[0] ?? '', options: {}, onError: (on_error as OnError) ?? 'fail-closed', path: at };
+  if (names.length !== 1) {
+    report(at, `a stage names exactly one plugin, found ${names.length ? names.join(', ') : 'none'}`);
+    return stage;
+  }
+  const def = catalog.stage(stage.plugin);
+  if (!def) {
+    report([...at, stage.plugin], `unknown plugin "${stage.plugin}"`);
+    return stage;
+  }
+  const options = (rest[stage.plugin] ?? {}) as Record<string, unknown>;
+  const validate = compile(def.options);
+  if (!validate(options)) for (const e of validate.errors ?? []) reportAjv(e, [...at, stage.plugin], report);
+  stage.options = options;
+  return stage;
+}
+
+function checkResources(raw: Record<string, unknown>, catalog: Catalog, report: Report): void {
+  for (const [name, block] of Object.entries((raw.resources as Record<string, Record<string, unknown>>) ?? {})) {
+    const def = catalog.resource(String(block.type));
+    if (!def) {
+      report(['resources', name, 'type'], `unknown resource type "${block.type}"`);
+      continue;
+    }
+    const { type: _type, ...options } = block;
+    const validate = compile(def.options);
+    if (!validate(options)) for (const e of validate.errors ?? []) reportAjv(e, ['resources', name], report);
+    // Write back defaults applied by ajv.
+    Object.assign(block, options);
+  }
+}
+
+function checkRoutes(config: ServiceConfig, report: Report): void {
+  const seen = new Map<string, number>();
+  config.routes.forEach((r, i) => {
+    for (const m of r.methods) {
+      const key = `${m} ${r.path}`;
+      if (seen.has(key)) report(['routes', i, 'match'], `duplicate route ${key} (also routes[${seen.get(key)}])`);
+      else seen.set(key, i);
+    }
+    if (r.dialect === undefined) r.dialect = config.dialect;
+  });
+}
+
+export type { ConfigSource };
+export { ConfigError };

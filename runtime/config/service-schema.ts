@@ -1,0 +1,170 @@
+/**
+ * JSON Schema of a service config file. Stage options are checked separately against each
+ * plugin's own schema; `fullServiceSchema` merges them in for editors (schemas/service.schema.json).
+ */
+import type { AnyDefinition, JsonSchema } from '../plugin.ts';
+import { upstreamConfigSchema } from '../upstreams/create.ts';
+
+const listener = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['port'],
+  properties: {
+    host: { type: 'string', default: '127.0.0.1', description: 'Address to bind; 0.0.0.0 for all interfaces.' },
+    port: { type: 'integer', minimum: 0, maximum: 65535, description: '0 picks a free port.' },
+  },
+};
+
+const onError = {
+  enum: ['fail-closed', 'fail-open'],
+  description: "What happens when the stage fails internally: 'fail-closed' answers 500, 'fail-open' skips it.",
+};
+
+/** A stage: a map with exactly one plugin name (its options as value) and optional `on_error`. */
+export const stageSchema: JsonSchema = {
+  type: 'object',
+  minProperties: 1,
+  properties: { on_error: onError },
+  additionalProperties: { type: ['object', 'null'] },
+};
+
+export const dialectNames = ['simple', 'jsonrpc', 'openai', 'plain'];
+
+export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
+  return {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    $id: 'https://switchyard.dev/schemas/service.schema.json',
+    title: 'Switchyard service',
+    description: 'One service: listeners, upstreams, shared resources and routes with their pipelines of stages.',
+    type: 'object',
+    additionalProperties: false,
+    required: ['service', 'listen', 'routes'],
+    properties: {
+      $schema: { type: 'string' },
+      service: { type: 'string', pattern: '^[a-z0-9][a-z0-9-]*$', description: 'Service name (metrics, logs).' },
+      version: { type: 'string', default: '0.1.0', description: 'Reported by health endpoints.' },
+      description: { type: 'string' },
+      listen: { ...listener, description: 'The main listener.' },
+      metrics: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['port'],
+        properties: { ...listener.properties, path: { type: 'string', default: '/metrics' } },
+      },
+      admin: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['port'],
+        properties: {
+          ...listener.properties,
+          token: { type: 'string', description: 'When set, admin calls need `Authorization: Bearer <token>`.' },
+        },
+      },
+      dialect: { enum: dialectNames, default: 'simple', description: 'How errors are written.' },
+      mode: { type: 'string', description: 'Default enforcement mode of the routes (e.g. strict).' },
+      request_id_header: { type: 'string', default: 'X-Request-Id' },
+      limits: {
+        type: 'object',
+        additionalProperties: false,
+        default: {},
+        properties: {
+          body_bytes: { type: 'integer', minimum: 1, default: 1048576 },
+          json_depth: { type: 'integer', minimum: 1, default: 64 },
+          max_concurrent: { type: 'integer', minimum: 1, default: 1024 },
+          keep_alive_timeout_ms: {
+            type: 'integer',
+            minimum: 1000,
+            default: 65000,
+            description: 'Idle keep-alive on client connections; above common load-balancer idle timeouts (60 s).',
+          },
+          drain_timeout_ms: { type: 'integer', minimum: 0, default: 30000 },
+        },
+      },
+      logging: {
+        type: 'object',
+        additionalProperties: false,
+        default: {},
+        properties: {
+          level: { enum: ['trace', 'debug', 'info', 'warn', 'error', 'silent'], default: 'info' },
+          format: { enum: ['json', 'pretty', 'compact'], default: 'json' },
+          file: { type: 'string' },
+          access_log: { type: 'boolean', default: true },
+        },
+      },
+      auth: {
+        type: 'object',
+        description: 'Shorthand for an `auth` stage in front of every route.',
+        properties: { enabled: { type: 'boolean', default: false } },
+      },
+      rate_limit: {
+        type: 'object',
+        description: 'Shorthand for a `rate-limit` stage in front of every route.',
+        properties: { enabled: { type: 'boolean', default: false } },
+      },
+      plugins: { type: 'array', items: { type: 'string' }, description: 'npm packages providing more plugins.' },
+      upstreams: { type: 'object', additionalProperties: upstreamConfigSchema, default: {} },
+      resources: {
+        type: 'object',
+        default: {},
+        additionalProperties: { type: 'object', required: ['type'], properties: { type: { type: 'string' } } },
+      },
+      pipeline: { type: 'array', items: stage, default: [], description: 'Stages run before every route.' },
+      routes: {
+        type: 'array',
+        items: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['match', 'pipeline'],
+          properties: {
+            id: { type: 'string' },
+            match: {
+              type: 'object',
+              additionalProperties: false,
+              required: ['path'],
+              properties: {
+                method: {
+                  oneOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }],
+                  default: 'GET',
+                },
+                path: { type: 'string', pattern: '^/', description: 'Path pattern, `:name` for params.' },
+              },
+            },
+            dialect: { enum: dialectNames },
+            mode: { type: 'string' },
+            pipeline: { type: 'array', items: stage, minItems: 1 },
+          },
+        },
+      },
+    },
+  };
+}
+
+/** The service schema with every known plugin's options spelled out, for editor completion. */
+export function fullServiceSchema(definitions: AnyDefinition[]): JsonSchema {
+  const stages = definitions
+    .filter((d) => d.kind === 'stage')
+    .map((d) => ({
+      type: 'object',
+      description: d.description,
+      additionalProperties: false,
+      required: [d.name],
+      properties: { [d.name]: d.options, on_error: onError },
+    }));
+  const schema = serviceSchema({ anyOf: stages });
+  const resources = definitions
+    .filter((d) => d.kind === 'resource')
+    .map((d) => {
+      const options = d.options as { properties?: object; required?: string[] };
+      return {
+        ...d.options,
+        description: d.description,
+        required: ['type', ...(options.required ?? [])],
+        properties: { type: { const: d.type }, ...options.properties },
+      };
+    });
+  (schema.properties as Record<string, JsonSchema>).resources = {
+    type: 'object',
+    additionalProperties: { anyOf: resources },
+  };
+  return schema;
+}

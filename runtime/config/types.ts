@@ -1,0 +1,50 @@
+/** The shape of a validated service config (defaults applied). */
+import type { OnError } from '../service/pipeline.ts';
+
+export interface ListenerConfig {
+  host: string;
+  port: number;
+}
+
+export interface StageConfig {
+  plugin: string;
+  options: Record<string, unknown>;
+  onError: OnError;
+  /** Path of the stage in the config file, for error messages. */
+  path: Array<string | number>;
+}
+
+export interface RouteConfig {
+  id: string;
+  methods: string[];
+  path: string;
+  dialect?: string;
+  mode?: string;
+  pipeline: StageConfig[];
+}
+
+export interface ServiceConfig {
+  service: string;
+  version: string;
+  description?: string;
+  listen: ListenerConfig;
+  metrics?: ListenerConfig & { path: string };
+  admin?: ListenerConfig & { token?: string };
+  dialect: string;
+  mode?: string;
+  request_id_header: string;
+  limits: {
+    body_bytes: number;
+    json_depth: number;
+    max_concurrent: number;
+    keep_alive_timeout_ms: number;
+    drain_timeout_ms: number;
+  };
+  logging: { level: string; format: 'json' | 'pretty' | 'compact'; file?: string; access_log: boolean };
+  plugins?: string[];
+  upstreams: Record<string, Record<string, unknown> & { kind: string }>;
+  resources: Record<string, Record<string, unknown> & { type: string }>;
+  /** Service-wide stages, then the auth / rate_limit shorthands, in front of every route. */
+  pipeline: StageConfig[];
+  routes: RouteConfig[];
+}

@@ -1,0 +1,154 @@
+/**
+ * The request core every listener runs before a route's pipeline: request id, trace context,
+ * routing, concurrency cap, error rendering through the route's dialect, access log and metrics.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { GatewayError, toGatewayError } from '../errors.ts';
+import type { MetricsKit } from '../observability/metrics.ts';
+import { latencyBuckets } from '../observability/metrics.ts';
+import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
+import type { GatewayContext } from '../state.ts';
+
+const safeRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
+const traceparentPattern = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+export interface RequestCore {
+  handle(graph: ServiceGraph, ctx: GatewayContext): Promise<void>;
+}
+
+export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog: boolean): RequestCore {
+  const requests = metrics.counter({
+    name: 'switchyard_requests_total',
+    help: 'Requests answered, by route, method and status code',
+    labelNames: ['route', 'method', 'status'] as const,
+  });
+  const duration = metrics.histogram({
+    name: 'switchyard_request_duration_seconds',
+    help: 'Time to answer a request (until the response headers and body are handed to the socket)',
+    labelNames: ['route', 'method'] as const,
+    buckets: latencyBuckets,
+  });
+  const inflightGauge = metrics.gauge({ name: 'switchyard_requests_in_flight', help: 'Requests being answered' });
+  const rejected = metrics.counter({
+    name: 'switchyard_requests_rejected_total',
+    help: 'Requests refused before their pipeline ran, by reason',
+    labelNames: ['reason'] as const,
+  });
+
+  return {
+    async handle(graph, ctx) {
+      const started = process.hrtime.bigint();
+      const config = graph.loaded.config;
+      const incomingId = ctx.get('x-request-id');
+      const requestId = safeRequestId.test(incomingId) ? incomingId : randomUUID();
+      ctx.set(config.request_id_header, requestId);
+      if (config.request_id_header.toLowerCase() !== 'x-request-id') ctx.set('X-Request-Id', requestId);
+      ctx.state = {
+        requestId,
+        service: config.service,
+        route: 'unmatched',
+        limits: { bodyBytes: config.limits.body_bytes, jsonDepth: config.limits.json_depth },
+        traceparent: childTraceparent(ctx.get('traceparent')),
+        annotations: {},
+      };
+      let route: CompiledRoute | undefined;
+      graph.inflight++;
+      inflightGauge.inc();
+      try {
+        route = findRoute(graph, ctx);
+        ctx.state.route = route.id;
+        ctx.state.mode = route.mode;
+        if (graph.inflight > config.limits.max_concurrent) {
+          rejected.inc({ reason: 'overloaded' });
+          throw new GatewayError('overloaded', 'Too many concurrent requests, retry shortly', {
+            headers: { 'Retry-After': '1' },
+          });
+        }
+        await route.handle(ctx, async () => {
+          if (ctx.body === undefined && ctx.status === 404) {
+            throw new GatewayError('internal_error', 'The route pipeline produced no response (no terminal stage)');
+          }
+        });
+      } catch (err) {
+        renderError(ctx, err, route, graph, logger);
+      } finally {
+        graph.inflight--;
+        inflightGauge.dec();
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        const routeId = ctx.state.route;
+        requests.inc({ route: routeId, method: ctx.method, status: String(ctx.status) });
+        duration.observe({ route: routeId, method: ctx.method }, seconds);
+        if (accessLog) {
+          logger.info(
+            {
+              request_id: requestId,
+              method: ctx.method,
+              path: ctx.path,
+              route: routeId,
+              status: ctx.status,
+              duration_ms: Math.round(seconds * 1e6) / 1e3,
+              caller: ctx.state.caller?.id,
+            },
+            'request',
+          );
+        }
+      }
+    },
+  };
+}
+
+function findRoute(graph: ServiceGraph, ctx: GatewayContext): CompiledRoute {
+  let pathMatched = false;
+  const allowed = new Set<string>();
+  for (const route of graph.routes) {
+    const m = route.match(ctx.path);
+    if (!m) continue;
+    pathMatched = true;
+    for (const method of route.methods) allowed.add(method);
+    if (route.methods.has(ctx.method) || (ctx.method === 'HEAD' && route.methods.has('GET'))) {
+      ctx.params = m.params as Record<string, string>;
+      return route;
+    }
+  }
+  if (pathMatched) {
+    throw new GatewayError('method_not_allowed', `Method ${ctx.method} is not allowed on ${ctx.path}`, {
+      headers: { Allow: [...allowed].join(', ') },
+      details: { allowed: [...allowed] },
+    });
+  }
+  throw new GatewayError('not_found', `No route for ${ctx.method} ${ctx.path}`);
+}
+
+function renderError(
+  ctx: GatewayContext,
+  err: unknown,
+  route: CompiledRoute | undefined,
+  graph: ServiceGraph,
+  logger: Logger,
+): void {
+  const gerr = toGatewayError(err);
+  if (gerr.kind === 'internal_error') {
+    logger.error({ err: gerr.cause ?? err, request_id: ctx.state.requestId, route: ctx.state.route }, 'internal error');
+  }
+  if (ctx.headerSent || !ctx.writable) {
+    // Too late for an error body (a stream had started): cut the connection so the client sees it.
+    ctx.req.socket.destroy();
+    return;
+  }
+  const dialect = route?.dialect ?? graph.dialect;
+  const rendered = dialect.render(gerr, gerr.rpcId ?? ctx.state.rpc?.id);
+  ctx.status = rendered.status;
+  ctx.body = rendered.body;
+  for (const [k, v] of Object.entries(gerr.headers ?? {})) ctx.set(k, v);
+  // Body not read (e.g. too large): close after answering so the client gets the status, not a reset.
+  if (gerr.kind === 'payload_too_large') ctx.set('Connection', 'close');
+}
+
+/** W3C trace context: keep the caller's trace id with a new span id, or start a new trace. */
+function childTraceparent(incoming: string): string {
+  const m = traceparentPattern.exec(incoming);
+  const traceId = m && m[1] !== '0'.repeat(32) ? m[1] : randomBytes(16).toString('hex');
+  const flags = m ? m[3] : '01';
+  return `00-${traceId}-${randomBytes(8).toString('hex')}-${flags}`;
+}

@@ -1,0 +1,257 @@
+/**
+ * A running service: its listeners (main, metrics, admin), its current graph, and hot reload as
+ * a transaction — load and validate the file, build and warm a whole new graph, then swap it in
+ * atomically. Requests already running finish on the graph they started on; the old graph is
+ * closed once they are done. A config that fails to load or build changes nothing.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Koa from 'koa';
+import type { Logger } from 'pino';
+import { collectDefaultMetrics } from 'prom-client';
+import { type LoadOptions, loadService } from '../config/load.ts';
+import { ConfigError, type ConfigProblem } from '../config/source.ts';
+import { createLogger } from '../observability/logger.ts';
+import { createMetricsKit, type MetricsKit } from '../observability/metrics.ts';
+import type { ServiceInfo } from '../plugin.ts';
+import { createAdminApp } from '../server/admin.ts';
+import { createRequestCore } from '../server/handler.ts';
+import type { GatewayContext } from '../state.ts';
+import { buildGraph, closeGraph, type ServiceGraph } from './graph.ts';
+
+export interface ServiceRuntimeOptions extends LoadOptions {
+  /** Use this logger instead of the one the config describes (tests). */
+  logger?: Logger;
+  /** How long start and reload wait for upstreams to become ready before going on. */
+  warmupMs?: number;
+}
+
+export interface ReloadOutcome {
+  ok: boolean;
+  at: string;
+  hash?: string;
+  /** The previous hash, when the reload swapped in a new graph. */
+  previous_hash?: string;
+  changed?: boolean;
+  error?: string;
+  problems?: ConfigProblem[];
+  warnings?: string[];
+}
+
+export class ServiceRuntime {
+  graph: ServiceGraph;
+  readonly info: ServiceInfo;
+  lastReload: ReloadOutcome | undefined;
+  private servers: Server[] = [];
+  private closing = false;
+  private reloading: Promise<ReloadOutcome> | undefined;
+
+  private constructor(
+    readonly file: string,
+    private readonly options: ServiceRuntimeOptions,
+    readonly logger: Logger,
+    readonly metrics: MetricsKit,
+    graph: ServiceGraph,
+  ) {
+    this.graph = graph;
+    this.info = graph.info;
+  }
+
+  static async start(file: string, options: ServiceRuntimeOptions = {}): Promise<ServiceRuntime> {
+    const loaded = await loadService(file, options);
+    const { config } = loaded;
+    const logger =
+      options.logger ?? createLogger(config.logging, { service: config.service }).child({ service: config.service });
+    const metrics = createMetricsKit();
+    metrics.registry.setDefaultLabels({ service: config.service });
+    collectDefaultMetrics({ register: metrics.registry });
+    const info: ServiceInfo = {
+      name: config.service,
+      version: config.version,
+      configDir: loaded.configDir,
+      ports: {},
+      startedAt: new Date(),
+    };
+    const graph = await buildGraph(loaded, { logger, metrics, info });
+    const runtime = new ServiceRuntime(loaded.file, options, logger, metrics, graph);
+    try {
+      await runtime.warm(graph);
+      await runtime.listen();
+    } catch (err) {
+      await runtime.close();
+      throw err;
+    }
+    logger.info({ ports: info.ports, hash: loaded.hash }, `service ${config.service} started`);
+    return runtime;
+  }
+
+  private async warm(graph: ServiceGraph): Promise<void> {
+    const ms = this.options.warmupMs ?? 5000;
+    const results = await Promise.allSettled([...graph.upstreams.values()].map((u) => u.upstream.ready(ms)));
+    results.forEach((r, i) => {
+      if (r.status === 'rejected') {
+        const name = [...graph.upstreams.keys()][i];
+        this.logger.warn({ upstream: name, err: r.reason }, 'upstream not ready yet; serving anyway, health reports it');
+      }
+    });
+  }
+
+  private async listen(): Promise<void> {
+    const config = this.graph.loaded.config;
+    const core = createRequestCore(this.metrics, this.logger, config.logging.access_log);
+    const app = new Koa();
+    app.silent = true;
+    app.use(async (ctx) => {
+      // Pin the graph at arrival: a reload during this request does not affect it.
+      const graph = this.graph;
+      await core.handle(graph, ctx as unknown as GatewayContext);
+    });
+    this.info.ports.main = await this.serve(app.callback(), config.listen.host, config.listen.port);
+
+    if (config.metrics) {
+      const registry = this.metrics.registry;
+      const path = config.metrics.path;
+      const handler = async (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => {
+        if (req.url?.split('?')[0] !== path || (req.method !== 'GET' && req.method !== 'HEAD')) {
+          res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+          return;
+        }
+        const body = await registry.metrics();
+        res.writeHead(200, { 'content-type': registry.contentType }).end(body);
+      };
+      this.info.ports.metrics = await this.serve(handler, config.metrics.host, config.metrics.port);
+    }
+    if (config.admin) {
+      const admin = createAdminApp(this, config.admin.token);
+      this.info.ports.admin = await this.serve(admin.callback(), config.admin.host, config.admin.port);
+    }
+  }
+
+  private serve(
+    handler: (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => void,
+    host: string,
+    port: number,
+  ): Promise<number> {
+    const limits = this.graph.loaded.config.limits;
+    const server = createServer(handler);
+    // Node's defaults (5 s keep-alive, 300 s request timeout) break long-lived clients such as
+    // MCP sessions and SSE streams behind a load balancer: keep idle connections longer than
+    // the balancer does and never time out a request that is still streaming.
+    server.keepAliveTimeout = limits.keep_alive_timeout_ms;
+    server.headersTimeout = limits.keep_alive_timeout_ms + 5000;
+    server.requestTimeout = 0;
+    this.servers.push(server);
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve((server.address() as AddressInfo).port);
+      });
+    });
+  }
+
+  /** Reloads the config file. Concurrent calls share one reload. */
+  reload(): Promise<ReloadOutcome> {
+    this.reloading ??= this.doReload().finally(() => {
+      this.reloading = undefined;
+    });
+    return this.reloading;
+  }
+
+  private async doReload(): Promise<ReloadOutcome> {
+    const at = new Date().toISOString();
+    const old = this.graph;
+    let outcome: ReloadOutcome;
+    try {
+      const loaded = await loadService(this.file, this.options);
+      const graph = await buildGraph(loaded, { logger: this.logger, metrics: this.metrics, info: this.info, previous: old });
+      await this.warm(graph);
+      this.graph = graph;
+      this.retire(old, graph);
+      outcome = {
+        ok: true,
+        at,
+        hash: loaded.hash,
+        previous_hash: old.loaded.hash,
+        changed: loaded.hash !== old.loaded.hash,
+        warnings: listenerWarnings(old, graph),
+      };
+      this.logger.info({ hash: loaded.hash, changed: outcome.changed }, 'config reloaded');
+    } catch (err) {
+      const problems = err instanceof ConfigError ? err.problems : undefined;
+      outcome = { ok: false, at, hash: old.loaded.hash, error: (err as Error).message, problems };
+      this.logger.error({ error: outcome.error }, 'config reload failed; the running config is unchanged');
+    }
+    this.lastReload = outcome;
+    return outcome;
+  }
+
+  /** Closes a replaced graph once the requests still running on it are done. */
+  private retire(old: ServiceGraph, replacement: ServiceGraph): void {
+    const deadline = Date.now() + this.graph.loaded.config.limits.drain_timeout_ms;
+    const attempt = () => {
+      if (old.inflight > 0 && Date.now() < deadline) {
+        setTimeout(attempt, 50).unref();
+        return;
+      }
+      void closeGraph(old, replacement);
+    };
+    attempt();
+  }
+
+  /** Graceful stop: refuse new connections, let in-flight requests finish, then close. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    const deadline = Date.now() + this.graph.loaded.config.limits.drain_timeout_ms;
+    const closed = this.servers.map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          s.close(() => resolve());
+          s.closeIdleConnections();
+        }),
+    );
+    while (this.graph.inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    for (const s of this.servers) s.closeAllConnections();
+    await Promise.all(closed);
+    await closeGraph(this.graph);
+    this.logger.info('service stopped');
+    this.logger.flush?.();
+  }
+
+  /** What is running now, for the config-status endpoint. */
+  status(): Record<string, unknown> {
+    const g = this.graph;
+    return {
+      service: this.info.name,
+      version: this.info.version,
+      file: this.file,
+      config_hash: g.loaded.hash,
+      loaded_at: g.builtAt.toISOString(),
+      started_at: this.info.startedAt.toISOString(),
+      ports: this.info.ports,
+      upstreams: [...g.upstreams.entries()].map(([name, u]) => ({ name, kind: u.upstream.kind, ...u.upstream.health() })),
+      resources: [...g.resources.keys()],
+      plugins: [...new Set(g.stages.map((s) => s.plugin))].sort(),
+      routes: g.routes.map((r) => ({
+        id: r.id,
+        dialect: r.dialect.name,
+        mode: r.mode,
+        stages: r.stages.map((s) => ({ plugin: s.plugin, on_error: s.onError, ...(s.instance.describe?.() ?? {}) })),
+      })),
+      in_flight: g.inflight,
+      last_reload: this.lastReload ?? null,
+    };
+  }
+}
+
+function listenerWarnings(old: ServiceGraph, next: ServiceGraph): string[] {
+  const a = old.loaded.config;
+  const b = next.loaded.config;
+  const warnings: string[] = [];
+  for (const key of ['listen', 'metrics', 'admin'] as const) {
+    if (JSON.stringify(a[key]) !== JSON.stringify(b[key])) warnings.push(`${key} changed: takes effect after a restart`);
+  }
+  if (JSON.stringify(a.logging) !== JSON.stringify(b.logging)) warnings.push('logging changed: takes effect after a restart');
+  return warnings;
+}

@@ -1,0 +1,150 @@
+/**
+ * `http` / `openai` upstreams (and the transport of `jsonrpc`): an undici keep-alive pool.
+ * Responses are handed back as streams, never buffered. A periodic probe (its own one-connection
+ * client, so long-lived SSE streams filling the pool cannot starve it) keeps health() current;
+ * failed connects flip it at once.
+ */
+import { connect } from 'node:net';
+import type { Logger } from 'pino';
+import { Client, Pool } from 'undici';
+import type { ResolvedHttpConfig } from './config.ts';
+import { describeFailure, isUnreachable, type Timeouts, toUpstreamError } from './http-errors.ts';
+import { Readiness } from './readiness.ts';
+import type { HttpForwardRequest, HttpForwardResponse, HttpUpstream, UpstreamHealth } from './types.ts';
+
+/** Headers the transport sets itself; a caller's value would be wrong or unsafe. */
+const transportHeaders = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'te']);
+
+export class HttpUpstreamImpl implements HttpUpstream {
+  readonly url: URL;
+  protected readonly logger: Logger;
+  private readonly pool: Pool;
+  private readonly probeClient: Client;
+  private readonly basePath: string;
+  private readonly timeouts: Timeouts;
+  private readonly state: Readiness;
+  private probeTimer?: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(
+    readonly name: string,
+    protected readonly config: ResolvedHttpConfig,
+    logger: Logger,
+  ) {
+    this.url = new URL(config.url);
+    this.logger = logger.child({ upstream: name });
+    this.state = new Readiness(this.logger);
+    this.basePath = this.url.pathname.replace(/\/+$/, '');
+    this.timeouts = { connectMs: config.connect_timeout_ms, responseMs: config.timeout_ms };
+    const common = {
+      connectTimeout: config.connect_timeout_ms,
+      headersTimeout: config.timeout_ms,
+      bodyTimeout: config.body_timeout_ms,
+      keepAliveTimeout: config.keep_alive_timeout_ms,
+    };
+    this.pool = new Pool(this.url.origin, { ...common, connections: config.connections });
+    this.probeClient = new Client(this.url.origin, { ...common, headersTimeout: config.connect_timeout_ms });
+    this.probe();
+  }
+
+  get kind(): HttpUpstream['kind'] {
+    return this.config.kind;
+  }
+
+  health(): UpstreamHealth {
+    return {
+      connected: this.state.connected,
+      error: this.state.error,
+      detail: { url: this.url.href, kind: this.kind },
+    };
+  }
+
+  ready(timeoutMs = 10000): Promise<void> {
+    return this.state.wait(this.name, timeoutMs);
+  }
+
+  /** Path and query appended to the base path; `/` means the base path itself. */
+  resolvePath(path: string): string {
+    const q = path.indexOf('?');
+    const p = q === -1 ? path : path.slice(0, q);
+    const query = q === -1 ? '' : path.slice(q);
+    if (p === '' || p === '/') return (this.basePath || '/') + query;
+    return this.basePath + (p.startsWith('/') ? p : `/${p}`) + query;
+  }
+
+  async forward(req: HttpForwardRequest): Promise<HttpForwardResponse> {
+    const headers: Record<string, string | string[]> = {};
+    for (const [k, v] of Object.entries(req.headers)) {
+      if (v !== undefined && !transportHeaders.has(k.toLowerCase())) headers[k] = v;
+    }
+    const timeouts = req.timeoutMs ? { ...this.timeouts, responseMs: req.timeoutMs } : this.timeouts;
+    try {
+      const res = await this.pool.request({
+        method: req.method as 'GET',
+        path: this.resolvePath(req.path),
+        headers,
+        body: req.body ?? null,
+        signal: req.signal,
+        headersTimeout: timeouts.responseMs,
+      });
+      this.state.up();
+      return { status: res.statusCode, headers: res.headers, body: res.body };
+    } catch (err) {
+      if (isUnreachable(err)) this.state.down(describeFailure(err));
+      throw toUpstreamError(err, this.name, timeouts, req.signal);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.probeTimer);
+    // In-flight streams get a moment to finish, then the pool is torn down.
+    const graceful = Promise.all([this.pool.close(), this.probeClient.close()]);
+    const timer = setTimeout(() => {
+      this.pool.destroy().catch(() => {});
+      this.probeClient.destroy().catch(() => {});
+    }, 2000);
+    await graceful.catch(() => {});
+    clearTimeout(timer);
+  }
+
+  private async probe(): Promise<void> {
+    if (this.closed) return;
+    try {
+      const path = this.config.health_check.path;
+      if (path) {
+        const res = await this.probeClient.request({ method: 'GET', path });
+        await res.body.dump();
+        if (res.statusCode >= 500) throw new Error(`health check answered ${res.statusCode}`);
+      } else {
+        await tcpConnect(this.url, this.config.connect_timeout_ms);
+      }
+      this.state.up();
+    } catch (err) {
+      if (!this.closed) this.state.down(describeFailure(err));
+    }
+    if (this.closed) return;
+    this.probeTimer = setTimeout(() => this.probe(), this.config.health_check.interval_ms);
+    this.probeTimer.unref();
+  }
+}
+
+function tcpConnect(url: URL, timeoutMs: number): Promise<void> {
+  const port = Number(url.port) || (url.protocol === 'https:' ? 443 : 80);
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host, port, timeout: timeoutMs });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve();
+    });
+    socket.once('timeout', () => {
+      socket.destroy();
+      reject(Object.assign(new Error('connect timeout'), { code: 'UND_ERR_CONNECT_TIMEOUT' }));
+    });
+    socket.once('error', (err) => {
+      socket.destroy();
+      reject(err);
+    });
+  });
+}

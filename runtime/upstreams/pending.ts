@@ -1,0 +1,86 @@
+/**
+ * In-flight JSON-RPC calls over one shared channel (a child's stdin/stdout). Each call gets a
+ * fresh wire id so that concurrent callers using the same ids never collide; the caller's own id
+ * is put back on the response.
+ */
+import { GatewayError } from '../errors.ts';
+import type { JsonRpcId } from '../state.ts';
+
+type Message = Record<string, unknown>;
+
+interface Pending {
+  callerId: JsonRpcId;
+  resolve(message: Message): void;
+  reject(err: unknown): void;
+  cleanup(): void;
+}
+
+export interface AddOptions {
+  timeoutMs: number;
+  signal?: AbortSignal;
+  /** Called with the wire id when the call times out or is aborted (to send a cancellation). */
+  onGiveUp?(wireId: number): void;
+}
+
+export class PendingCalls {
+  private nextId = 1;
+  private readonly calls = new Map<string, Pending>();
+
+  constructor(private readonly upstream: string) {}
+
+  get size(): number {
+    return this.calls.size;
+  }
+
+  /** Registers a call; returns the wire id to send and the promise of its response. */
+  add(callerId: JsonRpcId, options: AddOptions): { wireId: number; response: Promise<Message> } {
+    const wireId = this.nextId++;
+    const key = String(wireId);
+    const response = new Promise<Message>((resolve, reject) => {
+      const giveUp = (err: GatewayError) => {
+        if (!this.calls.delete(key)) return;
+        cleanup();
+        options.onGiveUp?.(wireId);
+        reject(err);
+      };
+      const timer = setTimeout(
+        () =>
+          giveUp(
+            new GatewayError('upstream_timeout', `Upstream did not answer within ${options.timeoutMs} ms`, {
+              details: { upstream: this.upstream, timeout_ms: options.timeoutMs },
+            }),
+          ),
+        options.timeoutMs,
+      );
+      const onAbort = () => giveUp(new GatewayError('bad_request', 'Request aborted by the client'));
+      options.signal?.addEventListener('abort', onAbort, { once: true });
+      const cleanup = () => {
+        clearTimeout(timer);
+        options.signal?.removeEventListener('abort', onAbort);
+      };
+      this.calls.set(key, { callerId, resolve, reject, cleanup });
+      if (options.signal?.aborted) onAbort();
+    });
+    return { wireId, response };
+  }
+
+  /** Settles the call a response belongs to; false when no call waits for it. */
+  settle(message: Message): boolean {
+    const key = String(message.id);
+    const call = this.calls.get(key);
+    if (!call) return false;
+    this.calls.delete(key);
+    call.cleanup();
+    call.resolve({ ...message, id: call.callerId });
+    return true;
+  }
+
+  rejectAll(err: unknown): void {
+    const calls = [...this.calls.values()];
+    this.calls.clear();
+    for (const call of calls) {
+      call.cleanup();
+      call.reject(err);
+    }
+  }
+}

@@ -1,0 +1,223 @@
+/**
+ * `stdio` upstreams: a JSON-RPC (or MCP) server run as a child process, newline-delimited JSON
+ * on stdin/stdout. Wire ids are remapped so concurrent callers never collide. When the child dies
+ * its in-flight calls fail with upstream_error and it is restarted with exponential backoff;
+ * health() is connected only while it runs (and, for MCP, once its initialize handshake is done).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import type { Logger } from 'pino';
+import { GatewayError } from '../errors.ts';
+import type { JsonRpcRequest } from '../state.ts';
+import type { ResolvedStdioConfig } from './config.ts';
+import { clientInfo, MCP_PROTOCOL_VERSION } from './jsonrpc-http.ts';
+import { PendingCalls } from './pending.ts';
+import { Readiness } from './readiness.ts';
+import type { RpcCallOptions, RpcUpstream, UpstreamHealth } from './types.ts';
+
+type Message = Record<string, unknown>;
+
+/** A child that stayed up this long is considered healthy again: backoff starts over. */
+const STABLE_AFTER_MS = 30_000;
+const KILL_GRACE_MS = 2000;
+
+export class StdioUpstream implements RpcUpstream {
+  readonly kind = 'stdio';
+  private readonly logger: Logger;
+  private readonly pending: PendingCalls;
+  private readonly state: Readiness;
+  private child?: ChildProcess;
+  private spawnedAt = 0;
+  private restarts = 0;
+  private failures = 0;
+  private restartTimer?: NodeJS.Timeout;
+  private closed = false;
+  private exited?: Promise<void>;
+
+  constructor(
+    readonly name: string,
+    private readonly config: ResolvedStdioConfig,
+    logger: Logger,
+  ) {
+    this.logger = logger.child({ upstream: name });
+    this.pending = new PendingCalls(name);
+    this.state = new Readiness(this.logger);
+    this.start();
+  }
+
+  health(): UpstreamHealth {
+    return {
+      connected: this.state.connected,
+      error: this.state.error,
+      detail: { pid: this.child?.pid, restarts: this.restarts, in_flight: this.pending.size },
+    };
+  }
+
+  ready(timeoutMs = 10000): Promise<void> {
+    return this.state.wait(this.name, timeoutMs);
+  }
+
+  async call(message: JsonRpcRequest, options: RpcCallOptions = {}): Promise<Message | undefined> {
+    const timeoutMs = options.timeoutMs ?? this.config.call_timeout_ms;
+    if (!this.state.connected) {
+      // A child that is starting gets the call's time to finish its handshake; none at all fails fast.
+      if (!this.child) throw this.notRunning();
+      await this.ready(timeoutMs).catch(() => {
+        throw this.child ? timeoutError(this.name, timeoutMs) : this.notRunning();
+      });
+    }
+    return this.send(message as unknown as Message, timeoutMs, options.signal);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.restartTimer);
+    this.pending.rejectAll(new GatewayError('upstream_error', 'Upstream closed', { details: { upstream: this.name } }));
+    const child = this.child;
+    if (!child || !this.exited) return;
+    child.kill('SIGTERM');
+    const killer = setTimeout(() => child.kill('SIGKILL'), KILL_GRACE_MS);
+    killer.unref();
+    await this.exited;
+    clearTimeout(killer);
+  }
+
+  private send(message: Message, timeoutMs: number, signal?: AbortSignal): Promise<Message | undefined> {
+    if (message.id === undefined) {
+      this.write(message);
+      return Promise.resolve(undefined);
+    }
+    const { wireId, response } = this.pending.add(message.id as string | number | null, {
+      timeoutMs,
+      signal,
+      onGiveUp: (id) => this.cancel(id),
+    });
+    this.write({ ...message, id: wireId });
+    return response;
+  }
+
+  private write(message: Message): void {
+    const stdin = this.child?.stdin;
+    if (!stdin || stdin.destroyed || !stdin.writable) throw this.notRunning();
+    stdin.write(`${JSON.stringify(message)}\n`);
+  }
+
+  /** Tells an MCP server to stop working on a call nobody waits for any more. */
+  private cancel(wireId: number): void {
+    if (this.config.protocol !== 'mcp') return;
+    try {
+      this.write({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: wireId } });
+    } catch {
+      // the child is gone: nothing to cancel
+    }
+  }
+
+  private start(): void {
+    const { command, args, env, cwd } = this.config;
+    const child = spawn(command, args, { cwd, env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child = child;
+    this.spawnedAt = Date.now();
+    // Until it is up, health keeps saying why the previous child ended.
+    if (this.restarts === 0) this.state.down('starting');
+    let resolveExit: () => void = () => {};
+    this.exited = new Promise((resolve) => {
+      resolveExit = resolve;
+    });
+    let ended = false;
+    const onEnd = (reason: string) => {
+      if (ended) return;
+      ended = true;
+      resolveExit();
+      this.onExit(child, reason);
+    };
+    child.once('spawn', () => this.onSpawn(child));
+    child.once('error', (err) => onEnd(`failed to start: ${err.message}`));
+    child.once('exit', (code, signal) => onEnd(signal ? `child killed by ${signal}` : `child exited with code ${code}`));
+    child.stdin?.on('error', (err) => this.logger.debug({ err }, 'child stdin error'));
+    createInterface({ input: child.stdout! }).on('line', (line) => this.onLine(line));
+    createInterface({ input: child.stderr! }).on('line', (line) => this.logger.debug({ stderr: line }, 'child stderr'));
+  }
+
+  private async onSpawn(child: ChildProcess): Promise<void> {
+    this.logger.info({ pid: child.pid, command: this.config.command }, 'upstream child started');
+    if (this.config.protocol !== 'mcp') return this.state.up();
+    try {
+      const answer = await this.send(
+        {
+          jsonrpc: '2.0',
+          id: 0,
+          method: 'initialize',
+          params: { protocolVersion: MCP_PROTOCOL_VERSION, capabilities: {}, clientInfo },
+        },
+        this.config.call_timeout_ms,
+      );
+      if (answer?.error) throw new Error(`initialize failed: ${JSON.stringify(answer.error)}`);
+      this.write({ jsonrpc: '2.0', method: 'notifications/initialized' });
+      if (this.child === child) this.state.up();
+    } catch (err) {
+      if (this.child !== child || this.closed) return;
+      this.state.down(`MCP initialize handshake failed: ${(err as Error).message}`);
+      child.kill('SIGKILL'); // restarted by the exit handler
+    }
+  }
+
+  private onLine(line: string): void {
+    if (line.trim() === '') return;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      this.logger.debug({ line: line.slice(0, 200) }, 'non-JSON output from child');
+      return;
+    }
+    for (const msg of Array.isArray(parsed) ? parsed : [parsed]) {
+      if (typeof msg !== 'object' || msg === null) continue;
+      this.onMessage(msg as Message);
+    }
+  }
+
+  private onMessage(msg: Message): void {
+    if (typeof msg.method === 'string') {
+      if (msg.id === undefined) {
+        this.logger.debug({ method: msg.method }, 'notification from child ignored');
+        return;
+      }
+      // A request from the server (roots/list, sampling...): the gateway offers no client features.
+      this.write({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });
+      return;
+    }
+    if (!this.pending.settle(msg)) this.logger.debug({ id: msg.id }, 'response for no pending call');
+  }
+
+  private onExit(child: ChildProcess, reason: string): void {
+    if (this.child !== child) return;
+    this.child = undefined;
+    this.state.down(reason);
+    this.pending.rejectAll(
+      new GatewayError('upstream_error', `Upstream process ended: ${reason}`, { details: { upstream: this.name } }),
+    );
+    if (this.closed) return;
+    if (Date.now() - this.spawnedAt > STABLE_AFTER_MS) this.failures = 0;
+    const { initial_delay_ms, max_delay_ms } = this.config.restart;
+    const delay = Math.min(initial_delay_ms * 2 ** this.failures, max_delay_ms);
+    this.failures++;
+    this.logger.warn({ reason, restart_in_ms: delay }, 'upstream child ended');
+    this.restartTimer = setTimeout(() => {
+      this.restarts++;
+      this.start();
+    }, delay);
+    this.restartTimer.unref();
+  }
+
+  private notRunning(): GatewayError {
+    return new GatewayError('upstream_error', `Upstream is not running: ${this.state.error ?? 'unknown'}`, {
+      details: { upstream: this.name },
+    });
+  }
+}
+
+function timeoutError(upstream: string, timeoutMs: number): GatewayError {
+  return new GatewayError('upstream_timeout', `Upstream did not answer within ${timeoutMs} ms`, {
+    details: { upstream, timeout_ms: timeoutMs },
+  });
+}
