@@ -4,6 +4,7 @@
  * only, never the registry's internals.
  */
 import type { ValidateFunction } from 'ajv';
+import type { Violation } from '../../runtime/index.ts';
 
 export type STypeStatus = 'approved' | 'pending';
 
@@ -31,7 +32,8 @@ export interface STypeRecord {
   match?: { method: string; tool?: string };
   /**
    * Pinned upstream tool definition: sha256 of the canonical JSON of {name, description,
-   * inputSchema} as approved. A tool whose live definition hashes differently has drifted.
+   * inputSchema} as approved (lower-case hex, no prefix; files may write it with a `sha256:`
+   * prefix, which the loader strips). A tool whose live definition hashes differently has drifted.
    */
   pinned_tool_hash?: string;
   /** Path of the file the SType came from (for error messages). */
@@ -68,7 +70,19 @@ export interface SearchResult {
   total: number;
 }
 
+/** Outcome of validating a payload against an SType's schema. */
+export interface STypeValidation {
+  valid: boolean;
+  /** Every error (ajv allErrors), as JSON paths under the given root, e.g. `$.arguments.message`. */
+  violations: Violation[];
+}
+
 export interface STypeRegistry {
+  /** Directory the registry was loaded from (absolute). */
+  readonly dir: string;
+  /** Namespace of the registry's tool STypes (e.g. `everything`). */
+  readonly namespace: string;
+  /** Every SType, sorted by id. */
   list(): STypeRecord[];
   get(id: string): STypeRecord | undefined;
   /** The SType a JSON-RPC message resolves to: by `method` and, for `tools/call`, `params.name`. */
@@ -77,6 +91,13 @@ export interface STypeRegistry {
   validator(id: string): ValidateFunction | undefined;
   /** Compiled validator of the SType's output schema, when it has one. */
   outputValidator(id: string): ValidateFunction | undefined;
+  /**
+   * Validates a payload against the SType's schema; `root` prefixes the violation paths (default
+   * `$`; pass `$.arguments` for tool arguments). Undefined when the SType is unknown.
+   */
+  validate(id: string, payload: unknown, root?: string): STypeValidation | undefined;
+  /** Same, against the output schema; undefined when the SType is unknown or has none. */
+  validateOutput(id: string, payload: unknown, root?: string): STypeValidation | undefined;
   profiles(): QomProfile[];
   profile(name: string): QomProfile | undefined;
   policies(): PolicyDocument[];

@@ -1,0 +1,101 @@
+/**
+ * auth: token authentication. The token comes in `Authorization: Bearer <token>` (default) or raw
+ * in any other header (e.g. `X-Proxy-Token`). A missing or wrong token is `unauthorized` (401);
+ * a match sets `ctx.state.caller` to the token's name and attributes. Tokens are never logged.
+ */
+import { definePlugin, GatewayError } from '../../runtime/index.ts';
+import { compileTokens, type TokenSpec } from './tokens.ts';
+
+export interface AuthOptions {
+  enabled: boolean;
+  token_header: string;
+  tokens: TokenSpec[];
+  skip_paths: string[];
+}
+
+export default definePlugin<AuthOptions>({
+  name: 'auth',
+  description: 'Token authentication (Bearer or a custom header), constant-time comparison',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      enabled: { type: 'boolean', default: true },
+      token_header: {
+        type: 'string',
+        minLength: 1,
+        default: 'Authorization',
+        description: '`Authorization` expects `Bearer <token>`; any other header carries the raw token',
+      },
+      tokens: {
+        type: 'array',
+        default: [],
+        items: {
+          oneOf: [
+            { type: 'string' },
+            {
+              type: 'object',
+              additionalProperties: false,
+              required: ['token'],
+              properties: {
+                name: { type: 'string', minLength: 1, description: 'Caller id (default `token-<n>`, from 1)' },
+                token: { type: 'string' },
+                attributes: { type: 'object', description: 'Copied to ctx.state.caller.attributes' },
+              },
+            },
+          ],
+        },
+      },
+      skip_paths: {
+        type: 'array',
+        items: { type: 'string' },
+        default: [],
+        description: 'Exact request paths that need no token (e.g. /health)',
+      },
+    },
+  },
+  create(options, env) {
+    const enabled = options.enabled ?? true;
+    const header = options.token_header ?? 'Authorization';
+    const bearer = header.toLowerCase() === 'authorization';
+    const skip = new Set(options.skip_paths ?? []);
+    // Tokens are checked only when enabled: an unset ${TOKEN} must not break a disabled stage.
+    const tokens = enabled ? compileTokens(options.tokens ?? []) : undefined;
+    const failures = env.metrics.counter({
+      name: 'switchyard_auth_failures_total',
+      help: 'Requests refused by token authentication, by reason (missing|invalid)',
+      labelNames: ['reason'] as const,
+    });
+    const realm = `realm="${env.service.name}"`;
+
+    function reject(reason: 'missing' | 'invalid', requestId: string): never {
+      failures.inc({ reason });
+      env.logger.debug({ request_id: requestId, reason, header }, 'authentication failed');
+      const message = reason === 'missing' ? `Missing token in header ${header}` : 'Invalid token';
+      // RFC 6750: a Bearer challenge, with `invalid_token` when a token was presented.
+      const headers = bearer
+        ? { 'WWW-Authenticate': reason === 'missing' ? `Bearer ${realm}` : `Bearer ${realm}, error="invalid_token"` }
+        : undefined;
+      throw new GatewayError('unauthorized', message, { details: { header }, headers });
+    }
+
+    return {
+      async handle(ctx, next) {
+        if (!tokens || skip.has(ctx.path)) return next();
+        const raw = ctx.get(header).trim();
+        if (!raw) reject('missing', ctx.state.requestId);
+        let presented = raw;
+        if (bearer) {
+          const match = /^Bearer[ \t]+(\S.*)$/i.exec(raw);
+          if (!match) reject('invalid', ctx.state.requestId);
+          presented = match[1].trim();
+        }
+        const caller = tokens.match(presented);
+        if (!caller) reject('invalid', ctx.state.requestId);
+        ctx.state.caller = caller;
+        await next();
+      },
+      describe: () => ({ enabled, token_header: header, tokens: tokens?.count ?? 0, skip_paths: [...skip] }),
+    };
+  },
+});

@@ -1,0 +1,7 @@
+/**
+ * Public contract of the rate-limit plugin for other plugins (e.g. per-tenant limits): a limiter
+ * with its own limit, window and key prefix, plus the headers and the typed 429 that go with it.
+ * Other plugins import this file only.
+ */
+export type { Limiter, LimiterOptions, LimitResult } from './limiter.ts';
+export { createLimiter, rateLimitedError, rateLimitHeaders } from './limiter.ts';

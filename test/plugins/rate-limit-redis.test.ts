@@ -1,0 +1,215 @@
+/**
+ * The Redis backend: several gateway processes sharing one Redis share one limit exactly. Two
+ * independent stage instances (each with its own Redis connection, as two processes would have)
+ * stand for two gateways. Needs Redis at 127.0.0.1:6379: required when CI=true, else skipped
+ * with the reason shown.
+ */
+import { randomUUID } from 'node:crypto';
+import { type AddressInfo, createConnection, createServer, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createLimiter } from '../../plugins/rate-limit/api.ts';
+import rateLimit, { type RateLimitOptions } from '../../plugins/rate-limit/index.ts';
+import type { GatewayContext, GatewayError, StageInstance } from '../../runtime/index.ts';
+import { silentLogger } from '../../runtime/observability/logger.ts';
+import { createTestEnv } from '../../runtime/testing.ts';
+
+const REDIS_URL = 'redis://127.0.0.1:6379';
+const redisUp = await new Promise<boolean>((resolve) => {
+  const socket = createConnection({ host: '127.0.0.1', port: 6379 });
+  socket.setTimeout(1000);
+  socket.once('connect', () => resolve(true));
+  socket.once('error', () => resolve(false));
+  socket.once('timeout', () => resolve(false));
+});
+const inCi = process.env.CI === 'true';
+if (!redisUp && !inCi) console.warn('rate-limit Redis tests skipped: no Redis reachable at 127.0.0.1:6379');
+const runPrefix = `switchyard:test:rl:${randomUUID()}`;
+
+const closers: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const c of closers.splice(0)) await c();
+});
+
+/** A stage instance, as one gateway process would build it. */
+async function gateway(options: Partial<RateLimitOptions>): Promise<StageInstance> {
+  const stage = (await rateLimit.create(
+    { window_seconds: 60, backend: 'redis', redis_url: REDIS_URL, insurance: false, ...options } as RateLimitOptions,
+    createTestEnv({ serviceName: 'typed-proxy' }),
+  )) as StageInstance;
+  closers.push(() => stage.close?.());
+  return stage;
+}
+
+/** Drives a stage directly with a minimal context; resolves to the status and headers it produced. */
+async function call(
+  stage: StageInstance,
+  ip = '10.0.0.1',
+): Promise<{ status: number; headers: Record<string, string> }> {
+  const headers: Record<string, string> = {};
+  const ctx = {
+    ip,
+    state: { requestId: randomUUID(), service: 'typed-proxy', route: 'r', annotations: {} },
+    get: () => '',
+    set(h: Record<string, string>) {
+      Object.assign(headers, h);
+    },
+  } as unknown as GatewayContext;
+  try {
+    await stage.handle(ctx, async () => {});
+    return { status: 200, headers };
+  } catch (err) {
+    const e = err as GatewayError;
+    if (e.kind !== 'rate_limited') throw err;
+    return { status: 429, headers: { ...headers, ...e.headers } };
+  }
+}
+
+if (inCi && !redisUp) {
+  it('Redis is reachable at 127.0.0.1:6379 (required when CI=true)', () => {
+    expect.fail('Redis is not reachable at 127.0.0.1:6379; CI must provide it');
+  });
+}
+
+describe.skipIf(!redisUp)(`rate-limit, Redis backend${redisUp ? '' : ' (skipped: no Redis at 127.0.0.1:6379)'}`, () => {
+  afterAll(async () => {
+    const admin = new Redis(REDIS_URL);
+    const keys = await admin.keys(`${runPrefix}*`);
+    if (keys.length > 0) await admin.del(...keys);
+    await admin.quit();
+  });
+
+  it('two gateways sharing one Redis prefix let exactly `limit` requests through in total', async () => {
+    const prefix = `${runPrefix}:shared`;
+    const a = await gateway({ limit: 7, prefix });
+    const b = await gateway({ limit: 7, prefix });
+    // 40 concurrent requests from one client, spread over both gateways.
+    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => call(i % 2 ? a : b)));
+    const ok = results.filter((r) => r.status === 200);
+    expect(ok).toHaveLength(7);
+    expect(results.filter((r) => r.status === 429)).toHaveLength(33);
+    // Each success saw a different count: no double counting, no lost counts.
+    expect(ok.map((r) => Number(r.headers['X-RateLimit-Remaining'])).sort()).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    for (const r of results) expect(r.headers['X-RateLimit-Limit']).toBe('7');
+    const limited = results.find((r) => r.status === 429)!;
+    expect(Number(limited.headers['Retry-After'])).toBeGreaterThanOrEqual(1);
+    // Another client has its own count on both gateways.
+    expect((await call(a, '10.0.0.2')).status).toBe(200);
+    expect((await call(b, '10.0.0.2')).status).toBe(200);
+  });
+
+  it('shares one window: a 1-second window resets for both gateways', async () => {
+    const prefix = `${runPrefix}:window`;
+    const a = await gateway({ limit: 1, window_seconds: 1, prefix });
+    const b = await gateway({ limit: 1, window_seconds: 1, prefix });
+    expect((await call(a)).status).toBe(200);
+    expect((await call(b)).status).toBe(429);
+    await sleep(1100);
+    expect((await call(b)).status).toBe(200);
+    expect((await call(a)).status).toBe(429);
+  });
+
+  it('keeps different prefixes apart, and reports connected', async () => {
+    const a = await gateway({ limit: 1, prefix: `${runPrefix}:one` });
+    const b = await gateway({ limit: 1, prefix: `${runPrefix}:two` });
+    expect((await call(a)).status).toBe(200);
+    expect((await call(b)).status).toBe(200);
+    expect(await a.health?.()).toEqual({ ok: true, status: 'connected' });
+    expect(a.describe?.()).toEqual({ limit: 1, window_seconds: 60, backend: 'redis' });
+  });
+
+  it('falls back to memory when Redis goes away mid-way, and shares the count again once it is back', async () => {
+    const link = await tcpLink(6379);
+    closers.push(() => link.stop());
+    const prefix = `${runPrefix}:flaky`;
+    const stage = await gateway({ limit: 3, prefix, redis_url: `redis://127.0.0.1:${link.port}`, insurance: true });
+    const other = await gateway({ limit: 3, prefix });
+    expect((await call(stage)).headers['X-RateLimit-Remaining']).toBe('2');
+    await link.stop();
+    // Redis is gone for `stage`: it still answers, counting on its own.
+    const during = await call(stage);
+    expect(during.status).toBe(200);
+    expect(during.headers['X-RateLimit-Remaining']).toBe('2');
+    expect(await stage.health?.()).toMatchObject({ ok: true, status: 'fallback-memory' });
+    await link.start();
+    await until(async () => (await stage.health?.())?.status === 'connected');
+    // Back on the shared count (1 used through `stage` before the outage).
+    expect((await call(other)).headers['X-RateLimit-Remaining']).toBe('1');
+    expect((await call(stage)).headers['X-RateLimit-Remaining']).toBe('0');
+    expect((await call(other)).status).toBe(429);
+  });
+
+  it('the reusable limiter peeks without counting', async () => {
+    const limiter = await createLimiter({
+      limit: 3,
+      windowSeconds: 60,
+      backend: 'redis',
+      redisUrl: REDIS_URL,
+      prefix: `${runPrefix}:tenant-a`,
+      logger: silentLogger,
+    });
+    closers.push(() => limiter.close());
+    expect(await limiter.peek('k')).toMatchObject({ allowed: true, remaining: 3, store: 'redis' });
+    expect(await limiter.consume('k')).toMatchObject({ allowed: true, remaining: 2, store: 'redis' });
+    expect(await limiter.peek('k')).toMatchObject({ allowed: true, remaining: 2 });
+  });
+});
+
+describe('rate-limit, Redis unreachable', () => {
+  const deadRedis = 'redis://127.0.0.1:1';
+
+  it('with insurance (default) starts anyway and limits in memory per process, reporting the fallback', async () => {
+    const stage = await gateway({ limit: 2, redis_url: deadRedis, insurance: true, prefix: `${runPrefix}:dead` });
+    expect((await call(stage)).status).toBe(200);
+    expect((await call(stage)).status).toBe(200);
+    const third = await call(stage);
+    expect(third.status).toBe(429);
+    expect(third.headers['X-RateLimit-Remaining']).toBe('0');
+    expect(await stage.health?.()).toMatchObject({ ok: true, status: 'fallback-memory' });
+  });
+
+  it('without insurance refuses to start (a reload would keep the running graph)', async () => {
+    await expect(gateway({ limit: 2, redis_url: deadRedis, insurance: false })).rejects.toThrow(
+      /cannot connect to Redis/,
+    );
+  });
+});
+
+/** A TCP relay to a local port that can be cut and restored on the same port, to stage an outage. */
+async function tcpLink(target: number) {
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: '127.0.0.1', port: target });
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => {});
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  let listening = true;
+  return {
+    port,
+    async stop() {
+      if (!listening) return;
+      listening = false;
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => server.close(r));
+    },
+    async start() {
+      listening = true;
+      await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
+    },
+  };
+}
+
+async function until(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(50);
+  }
+}
