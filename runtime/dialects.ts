@@ -51,7 +51,7 @@ const simpleCode: Record<ErrorKind, string> = {
 
 /**
  * JSON-RPC 2.0 error objects for message-level failures (parse, invalid request, schema, QoM,
- * policy, unknown method). Transport-level failures (auth, rate limit, size, upstream) keep the
+ * policy). Transport-level failures (auth, rate limit, size, upstream) keep the
  * `{error, message, details}` body, as the typed-proxy seed lists them in its REST error table.
  */
 export const jsonRpcDialect: Dialect = {
@@ -64,7 +64,12 @@ export const jsonRpcDialect: Dialect = {
       body: {
         jsonrpc: '2.0',
         id: rpcId ?? null,
-        error: { code: rpc.code, message: rpc.message ?? err.message, data: { ...err.details, ...err.extra } },
+        error: {
+          code: rpc.code,
+          message: rpc.message ?? err.message,
+          // The fixed JSON-RPC message names the class; the reason goes in data.
+          data: { ...(rpc.message && rpc.message !== err.message ? { reason: err.message } : {}), ...err.details, ...err.extra },
+        },
       },
     };
   },

@@ -63,6 +63,11 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
       dialect: { enum: dialectNames, default: 'simple', description: 'How errors are written.' },
       mode: { type: 'string', description: 'Default enforcement mode of the routes (e.g. strict).' },
       request_id_header: { type: 'string', default: 'X-Request-Id' },
+      trust_proxy: {
+        type: 'boolean',
+        default: false,
+        description: 'Trust X-Forwarded-For for the client address (only behind your own load balancer).',
+      },
       limits: {
         type: 'object',
         additionalProperties: false,

@@ -33,6 +33,7 @@ export interface ServiceConfig {
   dialect: string;
   mode?: string;
   request_id_header: string;
+  trust_proxy: boolean;
   limits: {
     body_bytes: number;
     json_depth: number;

@@ -40,7 +40,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
     async handle(graph, ctx) {
       const started = process.hrtime.bigint();
       const config = graph.loaded.config;
-      const incomingId = ctx.get('x-request-id');
+      const incomingId = ctx.get(config.request_id_header) || ctx.get('x-request-id');
       const requestId = safeRequestId.test(incomingId) ? incomingId : randomUUID();
       ctx.set(config.request_id_header, requestId);
       if (config.request_id_header.toLowerCase() !== 'x-request-id') ctx.set('X-Request-Id', requestId);

@@ -143,7 +143,11 @@ export async function buildGraph(loaded: LoadedService, deps: BuildDeps): Promis
       return built;
     };
 
-    for (const route of config.routes) graph.routes.push(await compileRoute(route, config.pipeline, buildStage, deps, config.mode));
+    // Service-wide stages are built once and shared by every route (one rate-limit counter,
+    // one auth table), then each route's own stages follow.
+    const shared: BuiltStage[] = [];
+    for (const s of config.pipeline) shared.push(await buildStage(s, 'service'));
+    for (const route of config.routes) graph.routes.push(await compileRoute(route, shared, buildStage, deps, config.mode));
     return graph;
   } catch (err) {
     // A graph that fails to build is torn down; the running one is untouched.
@@ -154,13 +158,13 @@ export async function buildGraph(loaded: LoadedService, deps: BuildDeps): Promis
 
 async function compileRoute(
   route: RouteConfig,
-  servicePipeline: StageConfig[],
+  shared: BuiltStage[],
   buildStage: (s: StageConfig, routeId: string) => Promise<BuiltStage>,
   deps: BuildDeps,
   serviceMode: string | undefined,
 ): Promise<CompiledRoute> {
-  const built: BuiltStage[] = [];
-  for (const s of [...servicePipeline, ...route.pipeline]) built.push(await buildStage(s, route.id));
+  const built: BuiltStage[] = [...shared];
+  for (const s of route.pipeline) built.push(await buildStage(s, route.id));
   return {
     id: route.id,
     methods: new Set(route.methods),

@@ -101,6 +101,8 @@ export class ServiceRuntime {
     const core = createRequestCore(this.metrics, this.logger, config.logging.access_log);
     const app = new Koa();
     app.silent = true;
+    // Behind a trusted load balancer, take the client address from X-Forwarded-For.
+    app.proxy = config.trust_proxy;
     app.use(async (ctx) => {
       // Pin the graph at arrival: a reload during this request does not affect it.
       const graph = this.graph;
@@ -135,8 +137,8 @@ export class ServiceRuntime {
     const limits = this.graph.loaded.config.limits;
     const server = createServer(handler);
     // Node's defaults (5 s keep-alive, 300 s request timeout) break long-lived clients such as
-    // MCP sessions and SSE streams behind a load balancer: keep idle connections longer than
-    // the balancer does and never time out a request that is still streaming.
+    // MCP sessions behind a load balancer: keep idle connections open longer than the balancer
+    // does (so it never reuses a socket we are closing), and do not cut slow request uploads.
     server.keepAliveTimeout = limits.keep_alive_timeout_ms;
     server.headersTimeout = limits.keep_alive_timeout_ms + 5000;
     server.requestTimeout = 0;

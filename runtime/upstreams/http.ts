@@ -32,8 +32,8 @@ export class HttpUpstreamImpl implements HttpUpstream {
     logger: Logger,
   ) {
     this.url = new URL(config.url);
-    this.logger = logger.child({ upstream: name });
-    this.state = new Readiness(this.logger);
+    this.logger = logger; // bound to the upstream by the service graph
+    this.state = new Readiness(name, this.logger);
     this.basePath = this.url.pathname.replace(/\/+$/, '');
     this.timeouts = { connectMs: config.connect_timeout_ms, responseMs: config.timeout_ms };
     const common = {
@@ -60,7 +60,7 @@ export class HttpUpstreamImpl implements HttpUpstream {
   }
 
   ready(timeoutMs = 10000): Promise<void> {
-    return this.state.wait(this.name, timeoutMs);
+    return this.state.wait(timeoutMs);
   }
 
   /** Path and query appended to the base path; `/` means the base path itself. */

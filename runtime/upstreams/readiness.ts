@@ -9,10 +9,13 @@ export class Readiness {
   error: string | undefined = 'not checked yet';
   private waiters = new Set<() => void>();
 
-  constructor(private readonly logger: Logger) {}
+  constructor(
+    private readonly name: string,
+    private readonly logger: Logger,
+  ) {}
 
   up(): void {
-    if (!this.connected) this.logger.info('upstream connected');
+    if (!this.connected) this.logger.info(`upstream "${this.name}" connected`);
     this.connected = true;
     this.error = undefined;
     for (const wake of this.waiters) wake();
@@ -20,13 +23,13 @@ export class Readiness {
   }
 
   down(error: string): void {
-    if (this.connected) this.logger.warn({ reason: error }, 'upstream disconnected');
+    if (this.connected) this.logger.warn({ reason: error }, `upstream "${this.name}" disconnected`);
     this.connected = false;
     this.error = error;
   }
 
   /** Resolves when connected; rejects after `timeoutMs` with the last known reason. */
-  wait(name: string, timeoutMs: number): Promise<void> {
+  wait(timeoutMs: number): Promise<void> {
     if (this.connected) return Promise.resolve();
     return new Promise((resolve, reject) => {
       const wake = () => {
@@ -35,7 +38,7 @@ export class Readiness {
       };
       const timer = setTimeout(() => {
         this.waiters.delete(wake);
-        reject(new Error(`upstream "${name}" not ready after ${timeoutMs} ms: ${this.error ?? 'unknown'}`));
+        reject(new Error(`upstream "${this.name}" not ready after ${timeoutMs} ms: ${this.error ?? 'unknown'}`));
       }, timeoutMs);
       this.waiters.add(wake);
     });

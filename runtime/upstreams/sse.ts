@@ -33,7 +33,8 @@ export function dataOf(event: string): string | undefined {
   for (const line of event.split(/\r\n|\n|\r/)) {
     if (line === 'data' || line.startsWith('data:')) {
       const value = line.slice(5);
-      (data ??= []).push(value.startsWith(' ') ? value.slice(1) : value);
+      data = data ?? [];
+      data.push(value.startsWith(' ') ? value.slice(1) : value);
     }
   }
   return data?.join('\n');

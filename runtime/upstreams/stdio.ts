@@ -39,9 +39,9 @@ export class StdioUpstream implements RpcUpstream {
     private readonly config: ResolvedStdioConfig,
     logger: Logger,
   ) {
-    this.logger = logger.child({ upstream: name });
+    this.logger = logger; // bound to the upstream by the service graph
     this.pending = new PendingCalls(name);
-    this.state = new Readiness(this.logger);
+    this.state = new Readiness(name, this.logger);
     this.start();
   }
 
@@ -54,7 +54,7 @@ export class StdioUpstream implements RpcUpstream {
   }
 
   ready(timeoutMs = 10000): Promise<void> {
-    return this.state.wait(this.name, timeoutMs);
+    return this.state.wait(timeoutMs);
   }
 
   async call(message: JsonRpcRequest, options: RpcCallOptions = {}): Promise<Message | undefined> {
@@ -132,7 +132,9 @@ export class StdioUpstream implements RpcUpstream {
     };
     child.once('spawn', () => this.onSpawn(child));
     child.once('error', (err) => onEnd(`failed to start: ${err.message}`));
-    child.once('exit', (code, signal) => onEnd(signal ? `child killed by ${signal}` : `child exited with code ${code}`));
+    child.once('exit', (code, signal) =>
+      onEnd(signal ? `child killed by ${signal}` : `child exited with code ${code}`),
+    );
     child.stdin?.on('error', (err) => this.logger.debug({ err }, 'child stdin error'));
     createInterface({ input: child.stdout! }).on('line', (line) => this.onLine(line));
     createInterface({ input: child.stderr! }).on('line', (line) => this.logger.debug({ stderr: line }, 'child stderr'));
