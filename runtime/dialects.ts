@@ -68,7 +68,11 @@ export const jsonRpcDialect: Dialect = {
           code: rpc.code,
           message: rpc.message ?? err.message,
           // The fixed JSON-RPC message names the class; the reason goes in data.
-          data: { ...(rpc.message && rpc.message !== err.message ? { reason: err.message } : {}), ...err.details, ...err.extra },
+          data: {
+            ...(rpc.message && rpc.message !== err.message ? { reason: err.message } : {}),
+            ...err.details,
+            ...err.extra,
+          },
         },
       },
     };

@@ -9,13 +9,13 @@ export type { MetricsKit } from './observability/metrics.ts';
 export { latencyBuckets } from './observability/metrics.ts';
 export type {
   HealthReport,
-  ServiceIntrospection,
   JsonSchema,
   PluginDefinition,
   PluginEnv,
   ResourceDefinition,
   ResourceInstance,
   ServiceInfo,
+  ServiceIntrospection,
   StageInstance,
 } from './plugin.ts';
 export { definePlugin, defineResource } from './plugin.ts';

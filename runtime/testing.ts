@@ -40,7 +40,11 @@ export function createTestEnv(options: TestEnvOptions = {}): PluginEnv {
       return u as T;
     },
     resolvePath: (p) => (isAbsolute(p) ? p : resolve(configDir, p)),
-    introspect: () => ({ routes: [], resources: Object.keys(options.resources ?? {}), upstreams: Object.keys(options.upstreams ?? {}) }),
+    introspect: () => ({
+      routes: [],
+      resources: Object.keys(options.resources ?? {}),
+      upstreams: Object.keys(options.upstreams ?? {}),
+    }),
     stageId: 'test-stage',
   };
 }

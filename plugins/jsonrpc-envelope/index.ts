@@ -33,7 +33,8 @@ export default definePlugin({
       }
       const meta = (metadata ?? {}) as Record<string, unknown>;
       for (const key of ['stype', 'qom_profile'] as const) {
-        if (meta[key] !== undefined && typeof meta[key] !== 'string') throw field(`metadata.${key}`, 'must be a string');
+        if (meta[key] !== undefined && typeof meta[key] !== 'string')
+          throw field(`metadata.${key}`, 'must be a string');
       }
       if (typeof meta.stype === 'string') ctx.state.annotations.stype_override = meta.stype;
       if (typeof meta.qom_profile === 'string') ctx.state.annotations.qom_profile = meta.qom_profile;
@@ -61,7 +62,14 @@ export default definePlugin({
           request_id: s.requestId,
           ...(result.isError === true ? { is_error: true } : {}),
           ...(s.annotations.qom_explain && s.qom
-            ? { qom: { profile: s.qom.profile, threshold: s.qom.threshold, dimensions: s.qom.dimensions, explanation: s.qom.explanation } }
+            ? {
+                qom: {
+                  profile: s.qom.profile,
+                  threshold: s.qom.threshold,
+                  dimensions: s.qom.dimensions,
+                  explanation: s.qom.explanation,
+                },
+              }
             : {}),
         },
       };

@@ -39,7 +39,10 @@ function interpolateString(
     const v = env[name as string];
     if (v !== undefined && v !== '') return v;
     if (fallback !== undefined) return fallback;
-    problems.push({ path, message: `environment variable ${name} is not set and has no default (\${${name}:-default})` });
+    problems.push({
+      path,
+      message: `environment variable ${name} is not set and has no default (\${${name}:-default})`,
+    });
     return '';
   });
 }

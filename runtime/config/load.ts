@@ -9,7 +9,7 @@ import addFormats from 'ajv-formats';
 import { type Catalog, loadCatalog } from '../catalog.ts';
 import type { OnError } from '../service/pipeline.ts';
 import { canonicalJson, sha256Hex } from '../util/hash.ts';
-import { interpolate, type InterpolationProblem } from './interpolate.ts';
+import { type InterpolationProblem, interpolate } from './interpolate.ts';
 import { applyOverride, parseOverride } from './overrides.ts';
 import { serviceSchema } from './service-schema.ts';
 import {
@@ -152,7 +152,12 @@ function normalise(raw: Record<string, unknown>, catalog: Catalog, report: Repor
 function parseStage(item: Record<string, unknown>, at: ConfigPath, catalog: Catalog, report: Report): StageConfig {
   const { on_error, ...rest } = item;
   const names = Object.keys(rest);
-  const stage: StageConfig = { plugin: names[0] ?? '', options: {}, onError: (on_error as OnError) ?? 'fail-closed', path: at };
+  const stage: StageConfig = {
+    plugin: names[0] ?? '',
+    options: {},
+    onError: (on_error as OnError) ?? 'fail-closed',
+    path: at,
+  };
   if (names.length !== 1) {
     report(at, `a stage names exactly one plugin, found ${names.length ? names.join(', ') : 'none'}`);
     return stage;

@@ -25,7 +25,11 @@ export function applyOverride(target: unknown, path: Array<string | number>, val
   if (path.length === 0) return value;
   const [head, ...rest] = path as [string | number, ...Array<string | number>];
   const container: Record<string | number, unknown> =
-    target !== null && typeof target === 'object' ? (target as Record<string | number, unknown>) : typeof head === 'number' ? ([] as unknown as Record<number, unknown>) : {};
+    target !== null && typeof target === 'object'
+      ? (target as Record<string | number, unknown>)
+      : typeof head === 'number'
+        ? ([] as unknown as Record<number, unknown>)
+        : {};
   container[head] = applyOverride(container[head], rest, value);
   return container;
 }

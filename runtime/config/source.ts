@@ -101,7 +101,9 @@ function parseTomlSource(file: string, text: string): ConfigSource {
     for (let n = path.length; n > 0; n--) {
       const key = path[n - 1];
       if (typeof key !== 'string') continue;
-      const re = new RegExp(`^\\s*(\\[+\\s*)?([\\w.-]*\\.)?"?${key.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')}"?\\s*(=|\\])`);
+      const re = new RegExp(
+        `^\\s*(\\[+\\s*)?([\\w.-]*\\.)?"?${key.replace(/[.*+?^${}()|[\]\\-]/g, '\\$&')}"?\\s*(=|\\])`,
+      );
       const idx = lines.findIndex((l) => re.test(l));
       if (idx >= 0) return { line: idx + 1, column: (lines[idx]?.search(/\S/) ?? 0) + 1 };
     }

@@ -5,8 +5,8 @@
  * child processes and connection pools survive the reload.
  */
 import { isAbsolute, resolve } from 'node:path';
-import type { Logger } from 'pino';
 import { match as compilePath, type MatchFunction } from 'path-to-regexp';
+import type { Logger } from 'pino';
 import type { LoadedService } from '../config/load.ts';
 import type { RouteConfig, StageConfig } from '../config/types.ts';
 import { type Dialect, dialects } from '../dialects.ts';
@@ -147,7 +147,8 @@ export async function buildGraph(loaded: LoadedService, deps: BuildDeps): Promis
     // one auth table), then each route's own stages follow.
     const shared: BuiltStage[] = [];
     for (const s of config.pipeline) shared.push(await buildStage(s, 'service'));
-    for (const route of config.routes) graph.routes.push(await compileRoute(route, shared, buildStage, deps, config.mode));
+    for (const route of config.routes)
+      graph.routes.push(await compileRoute(route, shared, buildStage, deps, config.mode));
     return graph;
   } catch (err) {
     // A graph that fails to build is torn down; the running one is untouched.

@@ -91,7 +91,10 @@ export class ServiceRuntime {
     results.forEach((r, i) => {
       if (r.status === 'rejected') {
         const name = [...graph.upstreams.keys()][i];
-        this.logger.warn({ upstream: name, err: r.reason }, 'upstream not ready yet; serving anyway, health reports it');
+        this.logger.warn(
+          { upstream: name, err: r.reason },
+          'upstream not ready yet; serving anyway, health reports it',
+        );
       }
     });
   }
@@ -166,7 +169,12 @@ export class ServiceRuntime {
     let outcome: ReloadOutcome;
     try {
       const loaded = await loadService(this.file, this.options);
-      const graph = await buildGraph(loaded, { logger: this.logger, metrics: this.metrics, info: this.info, previous: old });
+      const graph = await buildGraph(loaded, {
+        logger: this.logger,
+        metrics: this.metrics,
+        info: this.info,
+        previous: old,
+      });
       await this.warm(graph);
       this.graph = graph;
       this.retire(old, graph);
@@ -232,7 +240,11 @@ export class ServiceRuntime {
       loaded_at: g.builtAt.toISOString(),
       started_at: this.info.startedAt.toISOString(),
       ports: this.info.ports,
-      upstreams: [...g.upstreams.entries()].map(([name, u]) => ({ name, kind: u.upstream.kind, ...u.upstream.health() })),
+      upstreams: [...g.upstreams.entries()].map(([name, u]) => ({
+        name,
+        kind: u.upstream.kind,
+        ...u.upstream.health(),
+      })),
       resources: [...g.resources.keys()],
       plugins: [...new Set(g.stages.map((s) => s.plugin))].sort(),
       routes: g.routes.map((r) => ({
@@ -252,8 +264,10 @@ function listenerWarnings(old: ServiceGraph, next: ServiceGraph): string[] {
   const b = next.loaded.config;
   const warnings: string[] = [];
   for (const key of ['listen', 'metrics', 'admin'] as const) {
-    if (JSON.stringify(a[key]) !== JSON.stringify(b[key])) warnings.push(`${key} changed: takes effect after a restart`);
+    if (JSON.stringify(a[key]) !== JSON.stringify(b[key]))
+      warnings.push(`${key} changed: takes effect after a restart`);
   }
-  if (JSON.stringify(a.logging) !== JSON.stringify(b.logging)) warnings.push('logging changed: takes effect after a restart');
+  if (JSON.stringify(a.logging) !== JSON.stringify(b.logging))
+    warnings.push('logging changed: takes effect after a restart');
   return warnings;
 }

@@ -28,11 +28,21 @@ describe('registry API', () => {
     expect(all.pagination).toMatchObject({ page: 1, limit: 20 });
     expect(all.pagination.total).toBe(all.data.length);
     expect(all.data[0]).toEqual(
-      expect.objectContaining({ stype: expect.any(String), status: expect.stringMatching(/^(approved|pending)$/), version: expect.any(String), samples: expect.any(Number) }),
+      expect.objectContaining({
+        stype: expect.any(String),
+        status: expect.stringMatching(/^(approved|pending)$/),
+        version: expect.any(String),
+        samples: expect.any(Number),
+      }),
     );
     const page = await (await get('/api/stypes?page=2&limit=2')).json();
     expect(page.data).toHaveLength(2);
-    expect(page.pagination).toEqual({ page: 2, limit: 2, total: all.pagination.total, total_pages: Math.ceil(all.pagination.total / 2) });
+    expect(page.pagination).toEqual({
+      page: 2,
+      limit: 2,
+      total: all.pagination.total,
+      total_pages: Math.ceil(all.pagination.total / 2),
+    });
     const pending = await (await get('/api/stypes?status=pending')).json();
     expect(pending.data.length).toBeGreaterThan(0);
     expect(pending.data.every((s: { status: string }) => s.status === 'pending')).toBe(true);
@@ -50,13 +60,21 @@ describe('registry API', () => {
 
   it('serves detail, schema (application/schema+json) and 404s', async () => {
     const detail = await (await get('/api/stypes/everything.echo')).json();
-    expect(detail).toMatchObject({ stype: 'everything.echo', namespace: 'everything', schema_url: '/api/stypes/everything.echo/schema' });
+    expect(detail).toMatchObject({
+      stype: 'everything.echo',
+      namespace: 'everything',
+      schema_url: '/api/stypes/everything.echo/schema',
+    });
     expect(detail.hash).toMatch(/^sha256:[0-9a-f]{64}$/);
     expect(Array.isArray(detail.qom_profiles)).toBe(true);
     const schema = await get('/api/stypes/everything.echo/schema');
     expect(schema.headers.get('content-type')).toMatch(/^application\/schema\+json/);
     const doc = await schema.json();
-    expect(doc).toMatchObject({ $schema: 'https://json-schema.org/draft/2020-12/schema', $id: 'everything.echo', type: 'object' });
+    expect(doc).toMatchObject({
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      $id: 'everything.echo',
+      type: 'object',
+    });
     const missing = await get('/api/stypes/no.such');
     expect(missing.status).toBe(404);
     expect((await missing.json()).error).toBe('not_found');
@@ -97,7 +115,13 @@ describe('registry API', () => {
   it('picks up a registry change on reload', async () => {
     const src = join(dir, 'registry/stypes/everything.echo.yaml');
     const text = readFileSync(src, 'utf8');
-    writeFileSync(join(dir, 'registry/stypes/everything.echo-copy.yaml'), text.replace(/id: everything\.echo\b/, 'id: everything.echo-copy').replace(/\$id: everything\.echo\b/, '$id: everything.echo-copy').replace(/tool: echo\b/, 'tool: echo-copy'));
+    writeFileSync(
+      join(dir, 'registry/stypes/everything.echo-copy.yaml'),
+      text
+        .replace(/id: everything\.echo\b/, 'id: everything.echo-copy')
+        .replace(/\$id: everything\.echo\b/, '$id: everything.echo-copy')
+        .replace(/tool: echo\b/, 'tool: echo-copy'),
+    );
     const before = (await (await get('/api/stypes?limit=100')).json()).pagination.total;
     const res = await fetch(`${svc.adminUrl}/admin/reload`, { method: 'POST' });
     expect((await res.json()).ok).toBe(true);

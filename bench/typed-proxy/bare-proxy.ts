@@ -1,0 +1,52 @@
+/**
+ * Baseline (b): the least a Koa + undici proxy does. It reads the request body, forwards it with
+ * an undici keep-alive Pool (same pool size as a Switchyard `jsonrpc` upstream) and streams the
+ * answer back. No parsing, no validation, no logging: whatever the typed proxy costs beyond this
+ * is the price of its pipeline.
+ *
+ * Env: PORT (0 = ephemeral; printed as `listening <port>`), UPSTREAM_URL.
+ */
+import { createServer } from 'node:http';
+import Koa from 'koa';
+import { Pool } from 'undici';
+
+const upstream = new URL(process.env.UPSTREAM_URL ?? 'http://127.0.0.1:9000/');
+const pool = new Pool(upstream.origin, { connections: 64, keepAliveTimeout: 60_000 });
+
+async function readBody(req: NodeJS.ReadableStream): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+const app = new Koa();
+app.use(async (ctx) => {
+  const body = ctx.method === 'GET' || ctx.method === 'HEAD' ? null : await readBody(ctx.req);
+  const headers: Record<string, string> = {};
+  const type = ctx.get('content-type');
+  if (type) headers['content-type'] = type;
+  const accept = ctx.get('accept');
+  if (accept) headers.accept = accept;
+  const res = await pool.request({ method: ctx.method as 'POST', path: upstream.pathname + ctx.search, headers, body });
+  ctx.status = res.statusCode;
+  const resType = res.headers['content-type'];
+  if (typeof resType === 'string') ctx.type = resType;
+  const length = res.headers['content-length'];
+  ctx.body = res.body;
+  if (typeof length === 'string') ctx.length = Number(length);
+});
+
+const server = createServer({ keepAlive: true }, app.callback());
+server.keepAliveTimeout = 120_000;
+server.headersTimeout = 125_000;
+server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
+  const address = server.address();
+  console.log(`listening ${typeof address === 'object' && address ? address.port : address}`);
+});
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    server.closeAllConnections();
+    server.close(() => process.exit(0));
+    pool.destroy().catch(() => {});
+  });
+}

@@ -1,0 +1,517 @@
+/**
+ * `npm run bench`: the typed proxy's strict pipeline on `POST /` against (a) the upstream called
+ * directly and (b) a bare Koa + undici proxy, in one run. The load generator runs on one core,
+ * the targets and the upstream on the other (taskset). Prints a table, the ratios and PASS/MISS
+ * against the issue's targets; writes the figures to bench/results/typed-proxy-<timestamp>.json.
+ * A miss never fails the run: benchmarks are informational. See bench/README.md.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { freePort, hasTaskset, killAllNow, runToEnd, type Started, start, stopAll, waitForLine } from './children.ts';
+import type { LoadJob, LoadResult } from './loadgen.ts';
+import { clockTicks } from './proc.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const here = fileURLToPath(new URL('.', import.meta.url));
+
+const envNum = (name: string, def: number) => {
+  const n = Number(process.env[name] ?? def);
+  return Number.isFinite(n) && n > 0 ? n : def;
+};
+const settings = {
+  warmupMs: envNum('BENCH_WARMUP', 2) * 1000,
+  durationMs: envNum('BENCH_DURATION', 5) * 1000,
+  connections: (process.env.BENCH_CONNECTIONS ?? '32,1').split(',').map((c) => Math.max(1, Number(c) || 1)),
+  rounds: Math.floor(envNum('BENCH_ROUNDS', 2)),
+  loadCpu: process.env.BENCH_LOAD_CPU ?? '0',
+  targetCpu: process.env.BENCH_TARGET_CPU ?? '1',
+  /** Also measure the typed proxy with its access log on (LOG_LEVEL=info). */
+  accessLog: (process.env.BENCH_ACCESS_LOG ?? '1') !== '0',
+  keepLogs: process.env.BENCH_KEEP_LOGS === '1',
+  /** Extra `--set` overrides for the typed proxy, `;`-separated (e.g. `mode=permissive`). */
+  typedSet: (process.env.BENCH_TYPED_SET ?? '')
+    .split(';')
+    .map((x) => x.trim())
+    .filter(Boolean),
+};
+
+const targets = {
+  direct: { label: '(a) upstream direct' },
+  bare: { label: '(b) bare Koa + undici' },
+  typed: { label: '(c) typed proxy, log warn' },
+  typedInfo: { label: "(c') typed proxy, log info" },
+} as const;
+type TargetKey = keyof typeof targets;
+
+/** The issue's targets for (c) against (b) at 32 connections. */
+const goals = { cpuRatio: 1.2, rpsRatio: 0.85, addedP99Ms: 2 };
+
+const body = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'tools/call',
+  params: { name: 'echo', arguments: { message: 'hello' } },
+});
+const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+
+interface Target {
+  key: TargetKey;
+  url: string;
+  /** The process whose CPU per request is reported. */
+  proc: Started;
+  upstream?: Started;
+  expectHeader?: string;
+}
+
+interface Row {
+  target: TargetKey;
+  connections: number;
+  round: number;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  meanMs: number;
+  /** Target process CPU (user + system) per completed request, µs. */
+  cpuUsPerReq: number;
+  /** The upstream's CPU per request in the same window (proxied targets only), µs. */
+  upstreamUsPerReq?: number;
+  loadgenCpu: number;
+  /** Share of the target core busy in the window, and the share of it not used by the measured processes. */
+  coreBusy?: number;
+  coreOthers?: number;
+  requests: number;
+  errors: number;
+  firstError?: string;
+}
+
+const clk = clockTicks();
+const pinned = hasTaskset() && cpus().length >= 2;
+const pin = (cpu: string) => (pinned ? cpu : undefined);
+const logDir = mkdtempSync(join(tmpdir(), 'switchyard-bench-'));
+
+/** One request as the load generator sends it; checks the answer is the upstream's echo. */
+async function check(t: { url: string; expectHeader?: string }): Promise<Record<string, string>> {
+  const res = await request(t.url, { method: 'POST', headers, body, headersTimeout: 5000, bodyTimeout: 5000 });
+  const text = await res.body.text();
+  if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}: ${text.slice(0, 500)}`);
+  let echoed: unknown;
+  try {
+    echoed = JSON.parse(text)?.result?.content?.[0]?.text;
+  } catch {
+    throw new Error(`not JSON: ${text.slice(0, 200)}`);
+  }
+  if (echoed !== 'Echo: hello') throw new Error(`unexpected answer: ${text.slice(0, 500)}`);
+  const proxyHeaders: Record<string, string> = {};
+  for (const [k, v] of Object.entries(res.headers)) if (k.startsWith('x-proxy-')) proxyHeaders[k] = String(v);
+  if (t.expectHeader && res.headers[t.expectHeader.toLowerCase()] === undefined) {
+    throw new Error(`no ${t.expectHeader} header (got ${JSON.stringify(res.headers)})`);
+  }
+  return proxyHeaders;
+}
+
+async function startNodeServer(file: string, env: Record<string, string>): Promise<{ s: Started; port: number }> {
+  const s = start(process.execPath, ['--import', 'tsx', join(here, file)], {
+    cpu: pin(settings.targetCpu),
+    cwd: root,
+    env: { ...process.env, ...env, PORT: '0' },
+  });
+  const m = await waitForLine(s, /listening (\d+)/, 15000);
+  s.child.stdout?.resume();
+  return { s, port: Number(m[1]) };
+}
+
+async function startTyped(upstreamPort: number, logLevel: string): Promise<{ s: Started; url: string }> {
+  const [port, metrics, admin] = [await freePort(), await freePort(), await freePort()];
+  const s = start(
+    process.execPath,
+    [
+      'bin/switchyard.js',
+      'serve',
+      'configs/typed-proxy.yaml',
+      '--set',
+      `listen.port=${port}`,
+      '--set',
+      `metrics.port=${metrics}`,
+      '--set',
+      `admin.port=${admin}`,
+      '--set',
+      `upstreams.everything={kind: jsonrpc, url: "http://127.0.0.1:${upstreamPort}/"}`,
+      ...settings.typedSet.flatMap((o) => ['--set', o]),
+    ],
+    {
+      cpu: pin(settings.targetCpu),
+      cwd: root,
+      // Auth and rate limiting off whatever the caller's environment says; the bench measures the pipeline.
+      env: { ...process.env, LOG_LEVEL: logLevel, LOG_FORMAT: 'json', PROXY_AUTH: 'false', PROXY_RATE_LIMIT: 'false' },
+      logFile: join(logDir, `typed-proxy-${logLevel}.log`),
+    },
+  );
+  const url = `http://127.0.0.1:${port}/`;
+  const deadline = Date.now() + 40000;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    if (s.child.exitCode !== null) throw new Error(`typed proxy exited (${s.child.exitCode}):\n${s.output()}`);
+    try {
+      await check({ url, expectHeader: 'X-Proxy-SType' });
+      return { s, url };
+    } catch (err) {
+      last = err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  throw new Error(`typed proxy not ready after 40 s: ${(last as Error)?.message}\n${s.output()}`);
+}
+
+async function measure(t: Target, connections: number, round: number, warmupMs: number): Promise<Row> {
+  const job: LoadJob = {
+    url: t.url,
+    connections,
+    warmupMs,
+    durationMs: settings.durationMs,
+    body,
+    headers,
+    expectHeader: t.expectHeader,
+    pids: t.upstream ? [t.proc.pid, t.upstream.pid] : [t.proc.pid],
+    targetCore: pinned && /^\d+$/.test(settings.targetCpu) ? Number(settings.targetCpu) : undefined,
+  };
+  const out = await runToEnd(process.execPath, ['--import', 'tsx', join(here, 'loadgen.ts'), JSON.stringify(job)], {
+    cpu: pin(settings.loadCpu),
+    cwd: root,
+  });
+  const r = JSON.parse(out.trim().split('\n').pop()!) as LoadResult;
+  const perReq = (pid: number) => (r.requests ? ((r.cpuTicks[pid] / clk) * 1e6) / r.requests : Number.NaN);
+  return {
+    target: t.key,
+    connections,
+    round,
+    rps: r.rps,
+    p50Ms: r.latencyMs.p50,
+    p99Ms: r.latencyMs.p99,
+    meanMs: r.latencyMs.mean,
+    cpuUsPerReq: perReq(t.proc.pid),
+    upstreamUsPerReq: t.upstream ? perReq(t.upstream.pid) : undefined,
+    loadgenCpu: r.loadgenCpu,
+    coreBusy: r.targetCoreBusy,
+    coreOthers: r.targetCoreOthers,
+    requests: r.requests,
+    errors: r.errors,
+    firstError: r.firstError,
+  };
+}
+
+/** Median (steadier than the mean on a shared machine); undefined for no values. */
+function mid(values: Array<number | undefined>): number | undefined {
+  const v = values.filter((x): x is number => x !== undefined && !Number.isNaN(x)).sort((a, b) => a - b);
+  if (v.length === 0) return undefined;
+  const h = Math.floor(v.length / 2);
+  return v.length % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+/** One row per target and concurrency: the median of each figure over the rounds. */
+function medianRow(rows: Row[]): Row {
+  const m = (f: (r: Row) => number | undefined) => mid(rows.map(f));
+  return {
+    ...rows[0],
+    rps: m((r) => r.rps)!,
+    p50Ms: m((r) => r.p50Ms)!,
+    p99Ms: m((r) => r.p99Ms)!,
+    meanMs: m((r) => r.meanMs)!,
+    cpuUsPerReq: m((r) => r.cpuUsPerReq)!,
+    upstreamUsPerReq: m((r) => r.upstreamUsPerReq),
+    loadgenCpu: m((r) => r.loadgenCpu)!,
+    coreBusy: m((r) => r.coreBusy),
+    coreOthers: m((r) => r.coreOthers),
+    requests: rows.reduce((s, r) => s + r.requests, 0),
+    errors: rows.reduce((s, r) => s + r.errors, 0),
+    firstError: rows.find((r) => r.firstError)?.firstError,
+  };
+}
+
+const fmt = (n: number | undefined, digits = 1) => (n === undefined || Number.isNaN(n) ? '-' : n.toFixed(digits));
+const signed = (n: number | undefined, digits = 2) => (n !== undefined && n >= 0 ? '+' : '') + fmt(n, digits);
+const pad = (s: string, n: number) => (s.length >= n ? s : s + ' '.repeat(n - s.length));
+const lpad = (s: string, n: number) => (s.length >= n ? s : ' '.repeat(n - s.length) + s);
+
+function printTable(head: string[], widths: number[], rows: string[][]): void {
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? pad(c, widths[i]) : lpad(c, widths[i]))).join('  ');
+  console.log(line(head));
+  for (const r of rows) console.log(line(r));
+}
+
+function printRows(rows: Row[]): void {
+  printTable(
+    [
+      'target',
+      'conns',
+      'req/s',
+      'p50 ms',
+      'p99 ms',
+      'CPU µs/req',
+      'upstream µs/req',
+      'loadgen CPU',
+      'core busy/other',
+      'errors',
+    ],
+    [28, 5, 8, 7, 7, 10, 15, 11, 15, 6],
+    rows.map((r) => [
+      targets[r.target].label,
+      String(r.connections),
+      fmt(r.rps, 0),
+      fmt(r.p50Ms, 2),
+      fmt(r.p99Ms, 2),
+      fmt(r.cpuUsPerReq, 1),
+      fmt(r.upstreamUsPerReq, 1),
+      `${fmt(r.loadgenCpu * 100, 0)}%`,
+      r.coreBusy === undefined ? '-' : `${fmt(r.coreBusy * 100, 0)}% / ${fmt((r.coreOthers ?? 0) * 100, 0)}%`,
+      String(r.errors),
+    ]),
+  );
+}
+
+interface Comparison {
+  connections: number;
+  subject: TargetKey;
+  baseline: TargetKey;
+  cpuRatio: number;
+  rpsRatio: number;
+  addedP50Ms: number;
+  addedP99Ms: number;
+  verdict?: { cpu: boolean; rps: boolean; p99: boolean };
+}
+
+const pairs: Array<[TargetKey, TargetKey]> = [
+  ['typed', 'bare'],
+  ['typedInfo', 'bare'],
+  ['typed', 'direct'],
+  ['bare', 'direct'],
+];
+
+/** Ratios of the pairs measured in the same round (back to back, so under the same machine load). */
+function compareRound(rows: Row[]): Comparison[] {
+  const out: Comparison[] = [];
+  for (const connections of settings.connections) {
+    for (const [subject, baseline] of pairs) {
+      const s = rows.find((r) => r.target === subject && r.connections === connections);
+      const b = rows.find((r) => r.target === baseline && r.connections === connections);
+      if (!s || !b) continue;
+      out.push({
+        connections,
+        subject,
+        baseline,
+        cpuRatio: s.cpuUsPerReq / b.cpuUsPerReq,
+        rpsRatio: s.rps / b.rps,
+        addedP50Ms: s.p50Ms - b.p50Ms,
+        addedP99Ms: s.p99Ms - b.p99Ms,
+      });
+    }
+  }
+  return out;
+}
+
+/** The median of each per-round ratio, judged against the issue's targets where they apply. */
+function aggregate(perRound: Comparison[], goalConnections: number): Comparison[] {
+  const out: Comparison[] = [];
+  for (const connections of settings.connections) {
+    for (const [subject, baseline] of pairs) {
+      const mine = perRound.filter(
+        (c) => c.connections === connections && c.subject === subject && c.baseline === baseline,
+      );
+      if (mine.length === 0) continue;
+      const c: Comparison = {
+        connections,
+        subject,
+        baseline,
+        cpuRatio: mid(mine.map((x) => x.cpuRatio))!,
+        rpsRatio: mid(mine.map((x) => x.rpsRatio))!,
+        addedP50Ms: mid(mine.map((x) => x.addedP50Ms))!,
+        addedP99Ms: mid(mine.map((x) => x.addedP99Ms))!,
+      };
+      if (baseline === 'bare' && subject !== 'bare' && connections === goalConnections) {
+        c.verdict = {
+          cpu: c.cpuRatio <= goals.cpuRatio,
+          rps: c.rpsRatio >= goals.rpsRatio,
+          p99: c.addedP99Ms <= goals.addedP99Ms,
+        };
+      }
+      out.push(c);
+    }
+  }
+  return out;
+}
+
+function printComparisons(list: Comparison[], goalConnections: number): void {
+  const tag = (ok: boolean | undefined) => (ok === undefined ? '' : ok ? ' PASS' : ' MISS');
+  const short: Record<TargetKey, string> = { direct: '(a)', bare: '(b)', typed: '(c)', typedInfo: "(c')" };
+  console.log(
+    `\ntargets for (c) vs (b) at ${goalConnections} connections: CPU/request <= ${goals.cpuRatio}x, ` +
+      `throughput >= ${goals.rpsRatio}x, added p99 <= ${goals.addedP99Ms} ms`,
+  );
+  printTable(
+    ['ratio (median of per-round pairs)', 'conns', 'CPU/request', 'throughput', 'added p50', 'added p99'],
+    [34, 5, 13, 13, 10, 14],
+    list.map((c) => [
+      `${short[c.subject]} ${targets[c.subject].label.slice(short[c.subject].length + 1)} vs ${short[c.baseline]}`,
+      String(c.connections),
+      `${fmt(c.cpuRatio, 2)}x${tag(c.verdict?.cpu)}`,
+      `${fmt(c.rpsRatio, 2)}x${tag(c.verdict?.rps)}`,
+      `${signed(c.addedP50Ms)} ms`,
+      `${signed(c.addedP99Ms)} ms${tag(c.verdict?.p99)}`,
+    ]),
+  );
+}
+
+async function main(): Promise<number> {
+  const perRun = settings.warmupMs + settings.durationMs + 500;
+  const kinds = settings.accessLog ? 4 : 3;
+  const estimate = (perRun * kinds * settings.connections.length * settings.rounds) / 1000 + 10;
+  console.log(
+    `typed-proxy bench: ${settings.connections.join(', ')} connections, warm-up ${settings.warmupMs / 1000} s, ` +
+      `${settings.durationMs / 1000} s measured, ${settings.rounds} round(s), ~${Math.round(estimate)} s in all`,
+  );
+  console.log(
+    pinned
+      ? `load generator on CPU ${settings.loadCpu}, targets and upstream on CPU ${settings.targetCpu} (taskset); CLK_TCK ${clk}`
+      : 'WARNING: taskset missing or fewer than 2 CPUs: nothing is pinned, figures are less comparable',
+  );
+  if (estimate > 180) console.log('WARNING: these settings run past 3 minutes');
+
+  const upstream = await startNodeServer('upstream.ts', {});
+  const upstreamUrl = `http://127.0.0.1:${upstream.port}/`;
+  const bare = await startNodeServer('bare-proxy.ts', { UPSTREAM_URL: upstreamUrl });
+  const list: Target[] = [
+    { key: 'direct', url: upstreamUrl, proc: upstream.s },
+    { key: 'bare', url: `http://127.0.0.1:${bare.port}/`, proc: bare.s, upstream: upstream.s },
+  ];
+  const failures: Record<string, string> = {};
+  for (const [key, level] of [
+    ['typed', 'warn'],
+    ['typedInfo', 'info'],
+  ] as const) {
+    if (key === 'typedInfo' && !settings.accessLog) continue;
+    try {
+      const typed = await startTyped(upstream.port, level);
+      list.push({ key, url: typed.url, proc: typed.s, upstream: upstream.s, expectHeader: 'X-Proxy-SType' });
+    } catch (err) {
+      failures[key] = (err as Error).message;
+      console.log(`\n${targets[key].label}: could not start\n${failures[key]}\n`);
+    }
+  }
+  for (const t of list) {
+    const seen = await check(t);
+    console.log(`${targets[t.key].label}: ${t.url} ok ${Object.keys(seen).length ? JSON.stringify(seen) : ''}`);
+  }
+
+  const all: Row[] = [];
+  const perRound: Comparison[] = [];
+  const warmed = new Set<TargetKey>();
+  for (let round = 1; round <= settings.rounds; round++) {
+    // Interleaved, every other round in reverse order, so that drift in the machine's load hits
+    // every target alike; the ratios pair measurements taken minutes, not rounds, apart.
+    const order = round % 2 ? list : [...list].reverse();
+    const rows: Row[] = [];
+    for (const connections of settings.connections) {
+      for (const t of order) {
+        // The first measurement of a target also warms up its JIT; later ones only reconnect.
+        const warmupMs = warmed.has(t.key) ? Math.min(settings.warmupMs, 1000) : settings.warmupMs;
+        warmed.add(t.key);
+        const row = await measure(t, connections, round, warmupMs);
+        rows.push(row);
+        console.log(
+          `  round ${round}, ${lpad(String(connections), 2)} conns, ${pad(targets[t.key].label, 27)} ` +
+            `${lpad(fmt(row.rps, 0), 6)} req/s  p99 ${lpad(fmt(row.p99Ms, 2), 6)} ms  ` +
+            `${lpad(fmt(row.cpuUsPerReq, 1), 6)} µs CPU/req` +
+            (row.coreOthers !== undefined ? `  (other load on target core ${fmt(row.coreOthers * 100, 0)}%)` : '') +
+            (row.errors ? `  ${row.errors} errors (${row.firstError})` : ''),
+        );
+      }
+    }
+    all.push(...rows);
+    perRound.push(...compareRound(rows));
+  }
+
+  const rows: Row[] = [];
+  for (const connections of settings.connections) {
+    for (const t of list) {
+      const mine = all.filter((r) => r.target === t.key && r.connections === connections);
+      if (mine.length) rows.push(medianRow(mine));
+    }
+  }
+  const goalConnections = settings.connections.includes(32) ? 32 : Math.max(...settings.connections);
+  const comparisons = aggregate(perRound, goalConnections);
+  console.log(`\nmedians over ${settings.rounds} round(s):`);
+  printRows(rows);
+  printComparisons(comparisons, goalConnections);
+  const saturated = rows.filter((r) => r.loadgenCpu > 0.9);
+  if (saturated.length) {
+    console.log(
+      `\nnote: the load generator used >90% of its core for ${saturated.map((r) => `${r.target}@${r.connections}`).join(', ')}; ` +
+        'there the throughput is the generator’s limit; CPU/request is still the target’s own.',
+    );
+  }
+  const noisy = rows.filter((r) => (r.coreOthers ?? 0) > 0.25);
+  if (noisy.length) {
+    console.log(
+      '\nnote: other processes (or interrupts) took more than 25% of the target core during ' +
+        `${noisy.map((r) => `${r.target}@${r.connections}`).join(', ')}: the machine was busy, figures are noisy.`,
+    );
+  }
+
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const dir = join(root, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `typed-proxy-${stamp}.json`);
+  writeFileSync(
+    file,
+    `${JSON.stringify(
+      {
+        date: new Date().toISOString(),
+        machine: { cpus: cpus().length, model: cpus()[0]?.model, loadavg: loadavg(), node: process.version, pinned },
+        settings,
+        clockTicks: clk,
+        goals,
+        rows,
+        comparisons,
+        perRound: { rows: all, comparisons: perRound },
+        failures,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  // biome.json lints bench/**: format the file its way so that `npm run lint` stays clean (best effort).
+  spawnSync(join(root, 'node_modules', '.bin', 'biome'), ['format', '--write', file], { cwd: root, stdio: 'ignore' });
+  console.log(`\nresults: ${file}`);
+  return Object.keys(failures).length ? 1 : 0;
+}
+
+let exitCode = 1;
+let interrupted = false;
+let cleaning: Promise<void> | undefined;
+const cleanup = () => {
+  cleaning ??= (async () => {
+    await stopAll();
+    if (!settings.keepLogs) rmSync(logDir, { recursive: true, force: true });
+    else console.log(`logs kept in ${logDir}`);
+  })();
+  return cleaning;
+};
+process.on('exit', killAllNow);
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    interrupted = true;
+    console.log(`\n${signal}: stopping`);
+    cleanup().finally(() => process.exit(130));
+  });
+}
+try {
+  exitCode = await main();
+} catch (err) {
+  if (!interrupted) console.error(`bench failed: ${(err as Error).stack ?? err}`);
+} finally {
+  await cleanup();
+}
+process.exit(interrupted ? 130 : exitCode);

@@ -1,0 +1,46 @@
+/**
+ * health: answers the typed-proxy health object (terminal stage).
+ * 200 {status: healthy, upstream: connected, uptime_seconds, version} while the named upstream
+ * is reachable; 503 {status: unhealthy, upstream: disconnected, error} when it is not. Without
+ * an upstream it reports the process itself: healthy, with uptime and version.
+ */
+import { definePlugin, type Upstream } from '../../runtime/index.ts';
+
+interface HealthOptions {
+  upstream?: string;
+  include_uptime: boolean;
+}
+
+export default definePlugin<HealthOptions>({
+  name: 'health',
+  description: "Report the service's health and, when named, its upstream's (200 healthy / 503 unhealthy).",
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      upstream: { type: 'string', description: 'Upstream whose reachability decides healthy / unhealthy.' },
+      include_uptime: { type: 'boolean', default: true, description: 'Add uptime_seconds to a healthy answer.' },
+    },
+  },
+  create(options, env) {
+    const upstream: Upstream | undefined = options.upstream ? env.upstream(options.upstream) : undefined;
+    const started = env.service.startedAt.getTime();
+
+    return async (ctx) => {
+      ctx.set('Cache-Control', 'no-store');
+      const h = upstream?.health();
+      if (h && !h.connected) {
+        ctx.status = 503;
+        ctx.body = { status: 'unhealthy', upstream: 'disconnected', error: h.error ?? 'upstream unreachable' };
+        return;
+      }
+      ctx.status = 200;
+      ctx.body = {
+        status: 'healthy',
+        ...(upstream ? { upstream: 'connected' } : {}),
+        ...(options.include_uptime ? { uptime_seconds: Math.floor((Date.now() - started) / 1000) } : {}),
+        version: env.service.version,
+      };
+    };
+  },
+});

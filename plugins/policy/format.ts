@@ -1,0 +1,146 @@
+/**
+ * The policy file format, shared by policy files and the registry's policy documents:
+ *
+ *   name: no-env-disclosure
+ *   description: ...
+ *   rules:
+ *     - id: deny-get-env
+ *       description: ...
+ *       phase: ingress            # default ingress
+ *       when: { "==": [ { "var": "tool" }, "get-env" ] }   # json-logic
+ *       action: deny              # deny | allow | flag
+ *       detail: get-env discloses the server's environment
+ *
+ * A file holds one document, a list of them, `{policies: [...]}`, or several YAML documents.
+ * Every problem is reported with the file, the policy and the rule id.
+ */
+import { readFile } from 'node:fs/promises';
+import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
+import { parseAllDocuments } from 'yaml';
+import { type Condition, checkLogic, compileCondition, type RulesLogic } from './logic.ts';
+
+export type RuleAction = 'deny' | 'allow' | 'flag';
+
+export interface PolicyRule {
+  id: string;
+  description?: string;
+  phase: string;
+  when: RulesLogic;
+  /** `when`, compiled. */
+  test: Condition;
+  action: RuleAction;
+  detail: string;
+}
+
+export interface Policy {
+  name: string;
+  description?: string;
+  source: string;
+  rules: PolicyRule[];
+}
+
+const ruleSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['id', 'when', 'action'],
+  properties: {
+    id: { type: 'string', minLength: 1 },
+    description: { type: 'string' },
+    phase: { type: 'string', minLength: 1 },
+    when: { type: ['object', 'boolean'] },
+    action: { enum: ['deny', 'allow', 'flag'] },
+    detail: { type: 'string' },
+  },
+};
+
+/** Documents may carry metadata of their own (version, owner...); rules may not (typos would hide). */
+export const policyDocumentSchema = {
+  $schema: 'https://json-schema.org/draft/2020-12/schema',
+  type: 'object',
+  required: ['name', 'rules'],
+  properties: {
+    name: { type: 'string', minLength: 1 },
+    description: { type: 'string' },
+    source: { type: 'string' },
+    rules: { type: 'array', items: ruleSchema },
+  },
+};
+
+const checkDocument = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true }).compile(
+  policyDocumentSchema,
+);
+
+/** Validates one document and checks its rules' logic; throws an Error naming file, policy and rule. */
+export function compilePolicy(doc: unknown, source: string): Policy {
+  const name = isObject(doc) && typeof doc.name === 'string' ? doc.name : undefined;
+  const where = (rule?: string) =>
+    `${source}: policy ${name ? `"${name}"` : '(unnamed)'}${rule ? ` rule "${rule}"` : ''}`;
+  if (!checkDocument(doc)) {
+    const err = (checkDocument.errors ?? [])[0] as ErrorObject;
+    const rules = isObject(doc) && Array.isArray(doc.rules) ? doc.rules : [];
+    const m = /^\/rules\/(\d+)(\/.*)?$/.exec(err.instancePath);
+    const ruleAt = m ? rules[Number(m[1])] : undefined;
+    const ruleId = m ? (isObject(ruleAt) && typeof ruleAt.id === 'string' ? ruleAt.id : `#${m[1]}`) : undefined;
+    const field = m ? (m[2] ?? '').slice(1).replace(/\//g, '.') : err.instancePath.slice(1).replace(/\//g, '.');
+    throw new Error(`${where(ruleId)}: ${field ? `${field} ` : ''}${describe(err)}`);
+  }
+  const valid = doc as { name: string; description?: string; rules: Array<Record<string, unknown>> };
+  const seen = new Set<string>();
+  const rules: PolicyRule[] = valid.rules.map((r) => {
+    const id = r.id as string;
+    if (seen.has(id)) throw new Error(`${where(id)}: duplicate rule id`);
+    seen.add(id);
+    try {
+      checkLogic(r.when);
+    } catch (err) {
+      throw new Error(`${where(id)}: ${(err as Error).message}`);
+    }
+    const description = r.description as string | undefined;
+    return {
+      id,
+      description,
+      phase: (r.phase as string | undefined) ?? 'ingress',
+      when: r.when as RulesLogic,
+      test: compileCondition(r.when),
+      action: r.action as RuleAction,
+      detail: (r.detail as string | undefined) ?? description ?? `rule "${id}" of policy "${valid.name}"`,
+    };
+  });
+  return { name: valid.name, description: valid.description, source, rules };
+}
+
+/** Reads a YAML (or JSON) policy file into its documents. */
+export async function readPolicyFile(path: string): Promise<unknown[]> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new Error(`${path}: cannot read policy file: ${(err as Error).message}`);
+  }
+  const docs: unknown[] = [];
+  for (const yamlDoc of parseAllDocuments(text)) {
+    if (yamlDoc.errors.length > 0) {
+      const e = yamlDoc.errors[0];
+      const pos = e.linePos?.[0];
+      throw new Error(`${path}${pos ? `:${pos.line}:${pos.col}` : ''}: ${e.message.split('\n')[0]}`);
+    }
+    const value: unknown = yamlDoc.toJS();
+    if (value === null || value === undefined) continue;
+    if (Array.isArray(value)) docs.push(...value);
+    else if (isObject(value) && Array.isArray(value.policies) && !('rules' in value)) docs.push(...value.policies);
+    else docs.push(value);
+  }
+  return docs;
+}
+
+function describe(err: ErrorObject): string {
+  const params = err.params as Record<string, unknown>;
+  if (err.keyword === 'required') return `is missing "${params.missingProperty}"`;
+  if (err.keyword === 'additionalProperties') return `has unknown field "${params.additionalProperty}"`;
+  if (err.keyword === 'enum') return `must be one of ${(params.allowedValues as unknown[]).join(', ')}`;
+  return err.message ?? `fails ${err.keyword}`;
+}
+
+export function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}

@@ -1,0 +1,70 @@
+/**
+ * Which headers cross the proxy. Upstream requests get an allow-list (content negotiation, MCP
+ * session headers, trace context, request id, and what the route names in `forward_headers`);
+ * credentials are never passed unless listed. Responses keep everything but hop-by-hop headers.
+ */
+import type { GatewayContext } from '../../runtime/index.ts';
+
+const defaultRequestHeaders = ['content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id'];
+
+/** RFC 9110 §7.6.1 connection-specific headers, never forwarded in either direction. */
+const hopByHop = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/** Response headers the gateway sets itself. */
+const ownResponseHeaders = new Set(['x-request-id', 'date']);
+
+export function requestHeaderNames(forwardHeaders: string[] = []): string[] {
+  const names = new Set([...defaultRequestHeaders, ...forwardHeaders.map((h) => h.toLowerCase())]);
+  for (const h of hopByHop) names.delete(h);
+  names.delete('host');
+  names.delete('content-length');
+  return [...names];
+}
+
+export function upstreamRequestHeaders(
+  ctx: GatewayContext,
+  names: string[],
+  bodyReplaced: boolean,
+): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const name of names) {
+    const value = ctx.req.headers[name];
+    if (value !== undefined) out[name] = value;
+  }
+  if (bodyReplaced) out['content-type'] = 'application/json';
+  if (ctx.state.traceparent) out.traceparent = ctx.state.traceparent;
+  if (ctx.state.requestId) out['x-request-id'] = ctx.state.requestId;
+  const prior = ctx.req.headers['x-forwarded-for'];
+  out['x-forwarded-for'] = prior ? `${prior}, ${ctx.ip}` : ctx.ip;
+  out['x-forwarded-proto'] = ctx.protocol;
+  if (ctx.host) out['x-forwarded-host'] = ctx.host;
+  return out;
+}
+
+/** Copies the upstream's response headers onto the response, minus hop-by-hop ones. */
+export function copyResponseHeaders(
+  ctx: GatewayContext,
+  headers: Record<string, string | string[] | undefined>,
+  dropLength: boolean,
+): void {
+  const connection = String(headers.connection ?? '')
+    .toLowerCase()
+    .split(',')
+    .map((s) => s.trim());
+  for (const [name, value] of Object.entries(headers)) {
+    const key = name.toLowerCase();
+    if (value === undefined || hopByHop.has(key) || ownResponseHeaders.has(key) || connection.includes(key)) continue;
+    if (dropLength && key === 'content-length') continue;
+    ctx.set(name, value);
+  }
+}

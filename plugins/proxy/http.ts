@@ -1,0 +1,129 @@
+/**
+ * Forwarding to an HTTP upstream: the request goes out with the original (or re-serialised)
+ * body; the answer comes back streamed. Response hooks, when registered, rewrite a JSON answer
+ * as a whole and an SSE answer event by event.
+ */
+import { pipeline } from 'node:stream';
+import {
+  type GatewayContext,
+  type HttpForwardResponse,
+  type HttpUpstream,
+  type PluginEnv,
+  readBody,
+} from '../../runtime/index.ts';
+import { copyResponseHeaders, upstreamRequestHeaders } from './headers.ts';
+import { transformJsonBody } from './hooks.ts';
+import { SseHookTransform } from './sse.ts';
+
+export interface HttpProxyOptions {
+  headerNames: string[];
+  path?: string;
+  timeoutMs?: number;
+  logger: Logger;
+}
+
+type Logger = PluginEnv['logger'];
+
+const noBodyStatus = new Set([204, 205, 304]);
+
+export async function proxyHttp(ctx: GatewayContext, upstream: HttpUpstream, o: HttpProxyOptions): Promise<void> {
+  const replaced = Boolean(ctx.state.rpcModified && ctx.state.rpc);
+  // A client that goes away before the upstream answered cancels the upstream request.
+  const abort = new AbortController();
+  const onClose = () => abort.abort();
+  ctx.res.once('close', onClose);
+  let res: HttpForwardResponse;
+  try {
+    res = await upstream.forward({
+      method: ctx.method,
+      path: o.path ?? ctx.url,
+      headers: upstreamRequestHeaders(ctx, o.headerNames, replaced),
+      body: await requestBody(ctx, replaced),
+      signal: abort.signal,
+      timeoutMs: o.timeoutMs,
+    });
+  } finally {
+    ctx.res.off('close', onClose);
+  }
+  await answer(ctx, res, o.logger);
+}
+
+async function requestBody(ctx: GatewayContext, replaced: boolean): Promise<Buffer | string | null> {
+  if (replaced) return JSON.stringify(ctx.state.rpc);
+  if (ctx.state.rawBody) return ctx.state.rawBody;
+  if (ctx.method === 'GET' || ctx.method === 'HEAD') return null;
+  const length = ctx.req.headers['content-length'];
+  const chunked = ctx.req.headers['transfer-encoding'] !== undefined;
+  if (!chunked && (length === undefined || length === '0')) return null;
+  // Nobody read it yet: read it now, so the service's body-size limit applies (413) here too.
+  return readBody(ctx);
+}
+
+async function answer(ctx: GatewayContext, res: HttpForwardResponse, logger: Logger): Promise<void> {
+  const type = String(res.headers['content-type'] ?? '').toLowerCase();
+  const hooks = ctx.state.rpcResponseHooks ?? [];
+  const encoded = res.headers['content-encoding'] !== undefined && res.headers['content-encoding'] !== 'identity';
+  const sse = type.startsWith('text/event-stream');
+
+  if (noBodyStatus.has(res.status) || ctx.method === 'HEAD') {
+    res.body.resume();
+    copyResponseHeaders(ctx, res.headers, false);
+    ctx.status = res.status;
+    ctx.body = null;
+    return;
+  }
+
+  if (hooks.length > 0 && !encoded && type.includes('json')) {
+    // Hooks run before anything is written, so a hook's GatewayError is rendered normally.
+    const text = Buffer.concat(await collect(res.body)).toString('utf8');
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    const out = parsed === undefined ? undefined : await transformJsonBody(parsed, hooks, ctx);
+    if (out?.responses.length === 1) ctx.state.rpcResponse = out.responses[0];
+    copyResponseHeaders(ctx, res.headers, true);
+    ctx.status = res.status;
+    ctx.body = Buffer.from(out && out.responses.length > 0 ? JSON.stringify(out.body) : text);
+    return;
+  }
+
+  copyResponseHeaders(ctx, res.headers, sse && hooks.length > 0);
+  ctx.status = res.status;
+  if (sse) streamEvents(ctx);
+  if (sse && hooks.length > 0 && !encoded) {
+    let count = 0;
+    const transform = new SseHookTransform(hooks, ctx, {
+      response(msg) {
+        count++;
+        // Published only while there is exactly one response on the stream.
+        if (count === 1) ctx.state.rpcResponse = msg;
+        else delete ctx.state.rpcResponse;
+      },
+      hookError(err) {
+        logger.error({ err, request_id: ctx.state.requestId }, 'response hook failed on an SSE event');
+      },
+    });
+    ctx.body = pipeline(res.body, transform, () => {});
+    return;
+  }
+  ctx.body = res.body;
+}
+
+/** SSE must reach the client event by event: no socket timeout, no Nagle, no buffering. */
+function streamEvents(ctx: GatewayContext): void {
+  // ctx.req.socket is gone once the request body was consumed; the response holds the socket.
+  const socket = ctx.res.socket ?? ctx.req.socket;
+  socket?.setTimeout(0);
+  socket?.setNoDelay(true);
+  (ctx as { compress?: boolean }).compress = false;
+  ctx.set('X-Accel-Buffering', 'no');
+}
+
+async function collect(stream: NodeJS.ReadableStream): Promise<Buffer[]> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return chunks;
+}

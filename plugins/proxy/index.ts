@@ -1,0 +1,78 @@
+/**
+ * proxy: the terminal stage that sends the request to a named upstream and writes its answer.
+ * HTTP upstreams get the request forwarded and their answer streamed back (SSE event by event);
+ * RPC upstreams (stdio children) get the JSON-RPC message called. Response hooks registered by
+ * earlier stages are applied to the JSON-RPC response either way.
+ */
+import { definePlugin, isHttpUpstream, isRpcUpstream, type Upstream } from '../../runtime/index.ts';
+import { requestHeaderNames } from './headers.ts';
+import { proxyHttp } from './http.ts';
+import { proxyRpc } from './rpc.ts';
+
+interface ProxyOptions {
+  upstream: string;
+  timeout_ms?: number;
+  forward_headers: string[];
+  path?: string;
+  via: 'auto' | 'forward' | 'call';
+}
+
+export default definePlugin<ProxyOptions>({
+  name: 'proxy',
+  description: 'Forward the request to an upstream and stream its answer back (terminal stage).',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['upstream'],
+    properties: {
+      upstream: { type: 'string', description: 'Name of an upstream declared under `upstreams:`.' },
+      timeout_ms: { type: 'integer', minimum: 1, description: "Overrides the upstream's response timeout." },
+      forward_headers: {
+        type: 'array',
+        items: { type: 'string', pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$" },
+        default: [],
+        description:
+          'Request headers passed upstream besides content-type, accept, mcp-session-id, ' +
+          'mcp-protocol-version and last-event-id (e.g. authorization, which is never passed otherwise).',
+      },
+      path: {
+        type: 'string',
+        pattern: '^/',
+        description: "Fixed upstream path; default: the request's path and query.",
+      },
+      via: {
+        enum: ['auto', 'forward', 'call'],
+        default: 'auto',
+        description:
+          '`forward` relays the HTTP request (HTTP upstreams); `call` sends ctx.state.rpc as one JSON-RPC call ' +
+          "(on a jsonrpc upstream through the gateway's own MCP session) and answers JSON; `auto` forwards when it can.",
+      },
+    },
+  },
+  create(options, env) {
+    const upstream: Upstream = env.upstream(options.upstream);
+    const headerNames = requestHeaderNames(options.forward_headers);
+    const via = options.via ?? 'auto';
+    const http = via !== 'call' && isHttpUpstream(upstream) ? upstream : undefined;
+    const rpc = !http && via !== 'forward' && isRpcUpstream(upstream) ? upstream : undefined;
+    if (!http && !rpc) throw new Error(`upstream "${options.upstream}" (${upstream.kind}) cannot be used via ${via}`);
+    const logger = env.logger;
+
+    return {
+      handle: (ctx) =>
+        http
+          ? proxyHttp(ctx, http, { headerNames, path: options.path, timeoutMs: options.timeout_ms, logger })
+          : proxyRpc(ctx, rpc!, options.timeout_ms),
+      health() {
+        const h = upstream.health();
+        return {
+          ok: h.connected,
+          status: h.connected ? 'connected' : 'disconnected',
+          error: h.error,
+          detail: h.detail,
+        };
+      },
+      describe: () => ({ upstream: options.upstream, kind: upstream.kind }),
+    };
+  },
+});

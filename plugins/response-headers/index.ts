@@ -1,0 +1,112 @@
+/**
+ * response-headers: sets response headers from the per-request state once the rest of the
+ * pipeline has run, on success and on error alike (a rejected request still says which SType
+ * and mode applied). Each header takes a dotted path into `ctx.state` (`stype.id`, `qom.score`,
+ * `requestId`) or a literal `{value}`; a header whose value is undefined is left out.
+ */
+import { definePlugin, type GatewayContext } from '../../runtime/index.ts';
+
+type HeaderSpec = string | { value: string } | { path: string; decimals?: number };
+
+export interface ResponseHeadersOptions {
+  set: Record<string, HeaderSpec>;
+}
+
+type Resolver = (ctx: GatewayContext) => string | undefined;
+
+/** Non-integer numbers are written with this many decimals unless the header says otherwise. */
+const defaultDecimals = 3;
+
+export default definePlugin<ResponseHeadersOptions>({
+  name: 'response-headers',
+  description: 'Set response headers from per-request state (SType, score, mode, request id...), on errors too.',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['set'],
+    properties: {
+      set: {
+        type: 'object',
+        description: 'Header name → dotted path into the request state, {value: literal}, or {path, decimals}.',
+        propertyNames: { pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
+        additionalProperties: {
+          oneOf: [
+            { type: 'string', minLength: 1 },
+            {
+              type: 'object',
+              additionalProperties: false,
+              required: ['value'],
+              properties: { value: { type: 'string' } },
+            },
+            {
+              type: 'object',
+              additionalProperties: false,
+              required: ['path'],
+              properties: {
+                path: { type: 'string', minLength: 1 },
+                decimals: { type: 'integer', minimum: 0, maximum: 12 },
+              },
+            },
+          ],
+        },
+      },
+    },
+  },
+  create(options) {
+    const headers: Array<[string, Resolver]> = Object.entries(options.set).map(([name, spec]) => [name, compile(spec)]);
+    return {
+      async handle(ctx, next) {
+        try {
+          await next();
+        } finally {
+          // Set before the error (if any) travels on to the dialect: rendering keeps them.
+          if (!ctx.headerSent) {
+            for (const [name, resolve] of headers) {
+              const value = resolve(ctx);
+              if (value !== undefined) ctx.set(name, value);
+            }
+          }
+        }
+      },
+      describe: () => ({ headers: Object.keys(options.set) }),
+    };
+  },
+});
+
+function compile(spec: HeaderSpec): Resolver {
+  if (typeof spec === 'object' && 'value' in spec) {
+    const literal = headerSafe(spec.value);
+    return () => literal;
+  }
+  const path = (typeof spec === 'string' ? spec : spec.path).split('.');
+  const decimals = typeof spec === 'object' && 'decimals' in spec ? spec.decimals : undefined;
+  return (ctx) => format(lookup(ctx.state, path), decimals);
+}
+
+function lookup(root: unknown, path: string[]): unknown {
+  let node = root;
+  for (const key of path) {
+    if (node === null || typeof node !== 'object' || !Object.hasOwn(node, key)) return undefined;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return node;
+}
+
+function format(value: unknown, decimals: number | undefined): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) return undefined;
+    if (decimals !== undefined) return value.toFixed(decimals);
+    return Number.isInteger(value) ? String(value) : value.toFixed(defaultDecimals);
+  }
+  if (typeof value === 'string') return headerSafe(value);
+  if (typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  return headerSafe(JSON.stringify(value));
+}
+
+/** Header values must be visible ASCII: other characters are percent-encoded, never injected. */
+function headerSafe(s: string): string {
+  return s.replace(/[^\t\x20-\x7e]/gu, (c) =>
+    [...Buffer.from(c, 'utf8')].map((b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join(''),
+  );
+}

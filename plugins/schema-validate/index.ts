@@ -1,0 +1,266 @@
+/**
+ * schema-validate: checks a JSON-RPC message against its SType's JSON Schema (ajv, draft
+ * 2020-12, every error collected) and, where the SType defines an output schema, the upstream's
+ * result too. It also compares the upstream's tool definitions with the ones pinned in the
+ * registry (tool pinning). What happens on failure depends on the enforcement mode:
+ * `strict` rejects, `permissive` forwards and annotates/counts/logs, `audit` forwards and counts.
+ */
+import {
+  definePlugin,
+  type GatewayContext,
+  GatewayError,
+  type JsonRpcRequest,
+  type RpcResponseHook,
+  type Violation,
+} from '../../runtime/index.ts';
+import type { STypeRegistry } from '../stype-registry/api.ts';
+import { effectiveMode, type Mode, modes } from './mode.ts';
+import { type Drift, ToolPins } from './pinning.ts';
+
+type PinCheck = 'off' | 'flag' | 'enforce';
+
+export interface SchemaValidateOptions {
+  registry: string;
+  mode?: Mode;
+  validate_results: boolean;
+  unknown_stype: 'allow' | 'reject';
+  pin_check?: PinCheck;
+}
+
+/** More violations than this are cut (the count is kept in `violations_total`). */
+const maxViolations = 100;
+
+/** JSON-RPC code of a result that fails its output schema: the server, not the client, is at fault. */
+export const resultErrorCode = -32603;
+
+export default definePlugin<SchemaValidateOptions>({
+  name: 'schema-validate',
+  description:
+    'Validate JSON-RPC messages (and tool results) against their SType schema; flag or refuse drifted tools.',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['registry'],
+    properties: {
+      registry: { type: 'string', minLength: 1, description: 'Name of the stype-registry resource.' },
+      mode: {
+        enum: [...modes],
+        description:
+          "Overrides the route's mode. strict: reject; permissive: forward, annotate, count, log; audit: count.",
+      },
+      validate_results: {
+        type: 'boolean',
+        default: true,
+        description: "Validate the upstream's result against the SType's output schema, when it has one.",
+      },
+      unknown_stype: {
+        enum: ['allow', 'reject'],
+        default: 'allow',
+        description: 'A message with no registered SType: pass it, or treat it as a schema failure.',
+      },
+      pin_check: {
+        enum: ['off', 'flag', 'enforce'],
+        description:
+          'Tool-definition drift: flag, or remove drifted tools and refuse their calls. Default: enforce in strict mode, else flag.',
+      },
+    },
+  },
+  create(options, env) {
+    const registry = env.resource<STypeRegistry>(options.registry);
+    const pins = new ToolPins(registry);
+    const log = env.logger;
+    const violationsTotal = env.metrics.counter({
+      name: 'switchyard_schema_violations_total',
+      help: 'Messages that failed schema validation, by SType and enforcement mode',
+      labelNames: ['stype', 'mode'] as const,
+    });
+    const resultViolationsTotal = env.metrics.counter({
+      name: 'switchyard_result_violations_total',
+      help: 'Upstream results that failed their SType output schema, by SType and enforcement mode',
+      labelNames: ['stype', 'mode'] as const,
+    });
+    const driftTotal = env.metrics.counter({
+      name: 'switchyard_tool_drift_total',
+      help: 'tools/list answers listing a tool whose definition differs from its pinned hash, by tool',
+      labelNames: ['tool'] as const,
+    });
+
+    /** Rejects, or annotates and counts, a message that failed validation. */
+    function failRequest(ctx: GatewayContext, mode: Mode, stype: string, label: string, all: Violation[]): void {
+      const violations = all.slice(0, maxViolations);
+      ctx.state.validation = { valid: false, violations };
+      violationsTotal.inc({ stype: label, mode });
+      if (mode === 'strict') {
+        const details: Record<string, unknown> = { stype, violations };
+        if (all.length > maxViolations) details.violations_total = all.length;
+        throw new GatewayError('validation_failed', 'Schema validation failed', { details });
+      }
+      if (mode === 'permissive') {
+        // Paths only: violation messages come from the schema, payload values are never logged.
+        log.warn(
+          {
+            request_id: ctx.state.requestId,
+            stype,
+            violations: all.length,
+            paths: violations.slice(0, 10).map((v) => v.path),
+          },
+          'schema validation failed; forwarded (permissive)',
+        );
+      }
+    }
+
+    function listHook(pinMode: PinCheck): RpcResponseHook {
+      return (response, ctx) => {
+        const result = response.result as Record<string, unknown> | undefined;
+        if (!isObject(result) || !Array.isArray(result.tools)) return response;
+        const drifts = pins.observe(result.tools);
+        if (drifts.length === 0) return response;
+        const names = drifts.map((d) => d.tool);
+        for (const name of names) driftTotal.inc({ tool: name });
+        ctx.state.annotations.drifted_tools = names;
+        log.warn(
+          { request_id: ctx.state.requestId, tools: names, action: pinMode === 'enforce' ? 'removed' : 'flagged' },
+          'tool definitions changed since they were approved',
+        );
+        if (pinMode !== 'enforce') return response;
+        const drifted = new Set(names);
+        const tools = result.tools.filter((t) => !(isObject(t) && drifted.has(t.name as string)));
+        return { ...response, result: { ...result, tools } };
+      };
+    }
+
+    function checkPinnedCall(ctx: GatewayContext, rpc: JsonRpcRequest, pinMode: PinCheck): void {
+      const name = isObject(rpc.params) ? rpc.params.name : undefined;
+      if (typeof name !== 'string') return;
+      const drift = pins.drift(name);
+      if (!drift) return;
+      ctx.state.annotations.tool_drift = {
+        tool: name,
+        pinned: `sha256:${drift.pinned}`,
+        observed: `sha256:${drift.observed}`,
+      };
+      if (pinMode === 'enforce') {
+        // The fixed JSON-RPC message, so that the body is exactly {policy, detail} (no extra reason).
+        throw new GatewayError('policy_violation', 'Policy violation', {
+          details: { policy: 'tool-pinning', detail: driftDetail(drift) },
+        });
+      }
+      log.warn(
+        { request_id: ctx.state.requestId, tool: name },
+        'call of a tool whose definition changed since approval',
+      );
+    }
+
+    function resultHook(stype: string, mode: Mode): RpcResponseHook {
+      return (response, ctx) => {
+        const result = response.result;
+        // Errors and MCP tool errors (isError) carry no structured result to check.
+        if (!isObject(result) || result.isError === true) return response;
+        const structured = result.structuredContent !== undefined;
+        const outcome = registry.validateOutput(
+          stype,
+          structured ? result.structuredContent : result,
+          structured ? '$.result.structuredContent' : '$.result',
+        );
+        if (!outcome) return response;
+        const violations = outcome.violations.slice(0, maxViolations);
+        ctx.state.resultValidation = { valid: outcome.valid, violations };
+        if (outcome.valid) return response;
+        resultViolationsTotal.inc({ stype, mode });
+        if (mode !== 'audit') {
+          log.warn(
+            { request_id: ctx.state.requestId, stype, violations: outcome.violations.length, mode },
+            mode === 'strict'
+              ? 'upstream result failed its output schema; replaced'
+              : 'upstream result failed its output schema',
+          );
+        }
+        if (mode !== 'strict') return response;
+        return {
+          jsonrpc: '2.0',
+          id: response.id ?? null,
+          error: { code: resultErrorCode, message: 'Result validation failed', data: { stype, violations } },
+        };
+      };
+    }
+
+    return {
+      async handle(ctx, next) {
+        const rpc = ctx.state.rpc;
+        if (!rpc) return next();
+        const mode = effectiveMode(options.mode, ctx.state.mode);
+        const pinMode = options.pin_check ?? (mode === 'strict' ? 'enforce' : 'flag');
+        if (pinMode !== 'off') {
+          if (rpc.method === 'tools/list') addHook(ctx, listHook(pinMode));
+          else if (rpc.method === 'tools/call') checkPinnedCall(ctx, rpc, pinMode);
+        }
+
+        const { payload, root } = messagePayload(rpc);
+        const stype = ctx.state.stype;
+        const outcome = stype ? registry.validate(stype.id, payload, root) : undefined;
+        if (!stype || !outcome) {
+          if (options.unknown_stype === 'allow') {
+            ctx.state.validation = { valid: true, violations: [] };
+            ctx.state.annotations.schema_validation = 'skipped: no SType';
+            return next();
+          }
+          const id = stype?.id ?? unknownId(rpc, registry);
+          failRequest(ctx, mode, id, 'unknown', [
+            { path: '$', message: `no SType is registered for ${describe(rpc)}` },
+          ]);
+          return next();
+        }
+
+        if (outcome.valid) ctx.state.validation = { valid: true, violations: [] };
+        else failRequest(ctx, mode, stype.id, stype.id, outcome.violations);
+
+        if (options.validate_results && registry.get(stype.id)?.output_schema) {
+          addHook(ctx, resultHook(stype.id, mode));
+        }
+        return next();
+      },
+      describe: () => ({
+        mode: options.mode ?? 'route',
+        validate_results: options.validate_results,
+        unknown_stype: options.unknown_stype,
+        pin_check: options.pin_check ?? 'flag (enforce in strict mode)',
+        tools_observed: pins.observedCount,
+      }),
+    };
+  },
+});
+
+/**
+ * What an SType describes: for `tools/call` the tool arguments (paths `$.arguments.<field>`,
+ * relative to the request's params), for any other method the params (paths `$.<field>`).
+ */
+export function messagePayload(rpc: JsonRpcRequest): { payload: unknown; root: string } {
+  if (rpc.method === 'tools/call') {
+    const args = isObject(rpc.params) ? rpc.params.arguments : undefined;
+    return { payload: args ?? {}, root: '$.arguments' };
+  }
+  return { payload: rpc.params ?? {}, root: '$' };
+}
+
+function addHook(ctx: GatewayContext, hook: RpcResponseHook): void {
+  ctx.state.rpcResponseHooks ??= [];
+  ctx.state.rpcResponseHooks.push(hook);
+}
+
+function driftDetail(d: Drift): string {
+  return `the definition of tool "${d.tool}" changed since it was approved (pinned sha256:${d.pinned}, upstream now lists sha256:${d.observed})`;
+}
+
+function describe(rpc: JsonRpcRequest): string {
+  const tool = rpc.method === 'tools/call' && isObject(rpc.params) ? rpc.params.name : undefined;
+  return typeof tool === 'string' ? `tool "${tool}"` : `method "${rpc.method}"`;
+}
+
+function unknownId(rpc: JsonRpcRequest, registry: STypeRegistry): string {
+  const tool = rpc.method === 'tools/call' && isObject(rpc.params) ? rpc.params.name : undefined;
+  return (typeof tool === 'string' ? registry.idForTool(tool) : undefined) ?? rpc.method;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
