@@ -5,4 +5,5 @@ import { register } from 'tsx/esm/api';
 register();
 const { main } = await import('../runtime/cli/main.ts');
 const code = await main(process.argv.slice(2));
-if (code >= 0) process.exit(code);
+// Exit once stdout is flushed: a piped stdout is asynchronous and would be cut short.
+if (code >= 0) process.stdout.write('', () => process.exit(code));

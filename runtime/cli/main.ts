@@ -83,5 +83,6 @@ function report(err: unknown): number {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const code = await main(process.argv.slice(2));
-  if (code >= 0) process.exit(code);
+  // Exit once stdout is flushed: a piped stdout is asynchronous and would be cut short.
+if (code >= 0) process.stdout.write('', () => process.exit(code));
 }
