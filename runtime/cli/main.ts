@@ -84,5 +84,5 @@ function report(err: unknown): number {
 if (import.meta.url === `file://${process.argv[1]}`) {
   const code = await main(process.argv.slice(2));
   // Exit once stdout is flushed: a piped stdout is asynchronous and would be cut short.
-if (code >= 0) process.stdout.write('', () => process.exit(code));
+  if (code >= 0) process.stdout.write('', () => process.exit(code));
 }
