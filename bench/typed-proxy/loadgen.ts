@@ -36,6 +36,8 @@ export interface LoadResult {
   cpuTicks: Record<string, number>;
   /** Fraction of one core the generator itself used; near 1 means it, not the target, was the limit. */
   loadgenCpu: number;
+  /** The measured window as process.hrtime.bigint() values (CLOCK_MONOTONIC ns, comparable across processes). */
+  windowNs: [string, string];
   /** Fraction of the target core that was busy in the window (all processes, interrupts included). */
   targetCoreBusy?: number;
   /** Fraction of the target core used by processes other than `pids` (and by interrupts): noise. */
@@ -99,7 +101,8 @@ async function run(job: LoadJob): Promise<LoadResult> {
   phase = 'measure';
   await new Promise((r) => setTimeout(r, job.durationMs));
   phase = 'stop';
-  const elapsedMs = Number(process.hrtime.bigint() - t0) / 1e6;
+  const t1 = process.hrtime.bigint();
+  const elapsedMs = Number(t1 - t0) / 1e6;
   const cpuAfter = job.pids.map(readCpuTicks);
   const coreAfter = job.targetCore === undefined ? undefined : readCoreTicks(job.targetCore);
   const own = process.cpuUsage(ownBefore);
@@ -135,6 +138,7 @@ async function run(job: LoadJob): Promise<LoadResult> {
     },
     cpuTicks,
     loadgenCpu: (own.user + own.system) / 1000 / elapsedMs,
+    windowNs: [String(t0), String(t1)],
     targetCoreBusy,
     targetCoreOthers,
     firstError,

@@ -6,14 +6,25 @@
  * A miss never fails the run: benchmarks are informational. See bench/README.md.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { freePort, hasTaskset, killAllNow, runToEnd, type Started, start, stopAll, waitForLine } from './children.ts';
+import {
+  freePort,
+  hasTaskset,
+  killAllNow,
+  runToEnd,
+  type Started,
+  start,
+  stop,
+  stopAll,
+  waitForLine,
+} from './children.ts';
 import type { LoadJob, LoadResult } from './loadgen.ts';
 import { clockTicks } from './proc.ts';
+import { analyseProfile, type ProfileReport } from './profile.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -24,15 +35,17 @@ const envNum = (name: string, def: number) => {
 };
 const settings = {
   warmupMs: envNum('BENCH_WARMUP', 2) * 1000,
-  durationMs: envNum('BENCH_DURATION', 5) * 1000,
+  durationMs: envNum('BENCH_DURATION', 4) * 1000,
   connections: (process.env.BENCH_CONNECTIONS ?? '32,1').split(',').map((c) => Math.max(1, Number(c) || 1)),
-  rounds: Math.floor(envNum('BENCH_ROUNDS', 2)),
+  rounds: Math.floor(envNum('BENCH_ROUNDS', 3)),
   loadCpu: process.env.BENCH_LOAD_CPU ?? '0',
   targetCpu: process.env.BENCH_TARGET_CPU ?? '1',
   /** Also measure the typed proxy with its access log on (LOG_LEVEL=info). */
   accessLog: (process.env.BENCH_ACCESS_LOG ?? '1') !== '0',
   keepLogs: process.env.BENCH_KEEP_LOGS === '1',
   /** Extra `--set` overrides for the typed proxy, `;`-separated (e.g. `mode=permissive`). */
+  /** CPU-profile (b) and (c) and print where their time goes (the profiler inflates every figure). */
+  profile: process.env.BENCH_PROFILE === '1',
   typedSet: (process.env.BENCH_TYPED_SET ?? '')
     .split(';')
     .map((x) => x.trim())
@@ -86,6 +99,8 @@ interface Row {
   requests: number;
   errors: number;
   firstError?: string;
+  /** The measured window (process.hrtime ns), to pick the profile's samples. */
+  windowNs: [string, string];
 }
 
 const clk = clockTicks();
@@ -113,8 +128,21 @@ async function check(t: { url: string; expectHeader?: string }): Promise<Record<
   return proxyHeaders;
 }
 
-async function startNodeServer(file: string, env: Record<string, string>): Promise<{ s: Started; port: number }> {
-  const s = start(process.execPath, ['--import', 'tsx', join(here, file)], {
+const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+const resultsDir = join(root, 'bench', 'results');
+const profileDir = join(resultsDir, `typed-proxy-${stamp}-profiles`);
+/** Node flags that make a target write a CPU profile into its own directory on exit. */
+const profiling = (key: TargetKey) =>
+  settings.profile && (key === 'bare' || key === 'typed')
+    ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, key)}`]
+    : [];
+
+async function startNodeServer(
+  file: string,
+  env: Record<string, string>,
+  key: TargetKey,
+): Promise<{ s: Started; port: number }> {
+  const s = start(process.execPath, [...profiling(key), '--import', 'tsx', join(here, file)], {
     cpu: pin(settings.targetCpu),
     cwd: root,
     env: { ...process.env, ...env, PORT: '0' },
@@ -124,11 +152,16 @@ async function startNodeServer(file: string, env: Record<string, string>): Promi
   return { s, port: Number(m[1]) };
 }
 
-async function startTyped(upstreamPort: number, logLevel: string): Promise<{ s: Started; url: string }> {
+async function startTyped(
+  upstreamPort: number,
+  key: TargetKey,
+  logLevel: string,
+): Promise<{ s: Started; url: string }> {
   const [port, metrics, admin] = [await freePort(), await freePort(), await freePort()];
   const s = start(
     process.execPath,
     [
+      ...profiling(key),
       'bin/switchyard.js',
       'serve',
       'configs/typed-proxy.yaml',
@@ -200,6 +233,7 @@ async function measure(t: Target, connections: number, round: number, warmupMs: 
     requests: r.requests,
     errors: r.errors,
     firstError: r.firstError,
+    windowNs: r.windowNs,
   };
 }
 
@@ -364,10 +398,43 @@ function printComparisons(list: Comparison[], goalConnections: number): void {
   );
 }
 
+/** Stops the profiled targets (the profile is written on exit) and prints where their CPU time went. */
+async function profileReports(list: Target[], all: Row[]): Promise<Record<string, ProfileReport>> {
+  const out: Record<string, ProfileReport> = {};
+  for (const t of list) {
+    if (profiling(t.key).length === 0) continue;
+    await stop(t.proc.child, 15000);
+    const dir = join(profileDir, t.key);
+    if (!existsSync(dir)) continue;
+    // The main thread's profile is the big one (workers, if any, write their own).
+    const files = readdirSync(dir)
+      .filter((f) => f.endsWith('.cpuprofile'))
+      .map((f) => join(dir, f))
+      .sort((a, b) => statSync(b).size - statSync(a).size);
+    if (!files[0]) continue;
+    const rows = all.filter((r) => r.target === t.key);
+    const windows = rows.map((r) => [BigInt(r.windowNs[0]), BigInt(r.windowNs[1])] as [bigint, bigint]);
+    const requests = rows.reduce((s, r) => s + r.requests, 0);
+    const cpuUs = rows.reduce((s, r) => s + r.cpuUsPerReq * r.requests, 0);
+    const report = await analyseProfile(files[0], windows, requests, cpuUs, root);
+    out[t.key] = report;
+    console.log(
+      `\nprofile of ${targets[t.key].label}, measured windows only: shares of the main thread's samples, ` +
+        `µs = share of the measured ${fmt(report.cpuUsPerRequest, 1)} µs CPU/request\n  ${files[0]}`,
+    );
+    for (const h of report.hotspots.slice(0, 25)) {
+      console.log(`  ${lpad(fmt(h.usPerRequest, 1), 7)} µs  ${lpad(fmt(h.share * 100, 1), 5)}%  ${h.where}`);
+    }
+  }
+  return out;
+}
+
 async function main(): Promise<number> {
-  const perRun = settings.warmupMs + settings.durationMs + 500;
+  // Every measurement: a short re-warm-up, the window and ~0.6 s to start the generator; plus the first warm-ups.
   const kinds = settings.accessLog ? 4 : 3;
-  const estimate = (perRun * kinds * settings.connections.length * settings.rounds) / 1000 + 10;
+  const perRun = Math.min(settings.warmupMs, 1000) + settings.durationMs + 600;
+  const estimate =
+    (perRun * kinds * settings.connections.length * settings.rounds + kinds * settings.warmupMs) / 1000 + 10;
   console.log(
     `typed-proxy bench: ${settings.connections.join(', ')} connections, warm-up ${settings.warmupMs / 1000} s, ` +
       `${settings.durationMs / 1000} s measured, ${settings.rounds} round(s), ~${Math.round(estimate)} s in all`,
@@ -378,10 +445,12 @@ async function main(): Promise<number> {
       : 'WARNING: taskset missing or fewer than 2 CPUs: nothing is pinned, figures are less comparable',
   );
   if (estimate > 180) console.log('WARNING: these settings run past 3 minutes');
+  if (settings.profile)
+    console.log('BENCH_PROFILE=1: (b) and (c) run under the CPU profiler; their figures are inflated');
 
-  const upstream = await startNodeServer('upstream.ts', {});
+  const upstream = await startNodeServer('upstream.ts', {}, 'direct');
   const upstreamUrl = `http://127.0.0.1:${upstream.port}/`;
-  const bare = await startNodeServer('bare-proxy.ts', { UPSTREAM_URL: upstreamUrl });
+  const bare = await startNodeServer('bare-proxy.ts', { UPSTREAM_URL: upstreamUrl }, 'bare');
   const list: Target[] = [
     { key: 'direct', url: upstreamUrl, proc: upstream.s },
     { key: 'bare', url: `http://127.0.0.1:${bare.port}/`, proc: bare.s, upstream: upstream.s },
@@ -393,7 +462,7 @@ async function main(): Promise<number> {
   ] as const) {
     if (key === 'typedInfo' && !settings.accessLog) continue;
     try {
-      const typed = await startTyped(upstream.port, level);
+      const typed = await startTyped(upstream.port, key, level);
       list.push({ key, url: typed.url, proc: typed.s, upstream: upstream.s, expectHeader: 'X-Proxy-SType' });
     } catch (err) {
       failures[key] = (err as Error).message;
@@ -460,10 +529,9 @@ async function main(): Promise<number> {
     );
   }
 
-  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
-  const dir = join(root, 'bench', 'results');
-  mkdirSync(dir, { recursive: true });
-  const file = join(dir, `typed-proxy-${stamp}.json`);
+  const profiles = settings.profile ? await profileReports(list, all) : {};
+  mkdirSync(resultsDir, { recursive: true });
+  const file = join(resultsDir, `typed-proxy-${stamp}.json`);
   writeFileSync(
     file,
     `${JSON.stringify(
@@ -477,6 +545,7 @@ async function main(): Promise<number> {
         comparisons,
         perRound: { rows: all, comparisons: perRound },
         failures,
+        profiles,
       },
       null,
       2,

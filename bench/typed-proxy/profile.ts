@@ -1,0 +1,161 @@
+/**
+ * Reading a V8 CPU profile (`node --cpu-prof`) of a target: only the samples inside the measured
+ * windows count (the profile's clock and process.hrtime are both CLOCK_MONOTONIC), and each busy
+ * sample is charged to the nearest project frame on its stack (runtime/, plugins/, bench/), so that
+ * time spent in Node, undici or Koa on a stage's behalf shows under that stage. Positions are
+ * mapped back to the .ts sources by re-running the transform tsx applies (esbuild, whitespace
+ * minified, so the profile itself only knows line 1 and a column).
+ */
+import { readFileSync } from 'node:fs';
+import { SourceMap } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+interface CallFrame {
+  functionName: string;
+  url: string;
+  lineNumber: number;
+  columnNumber: number;
+}
+interface ProfileNode {
+  id: number;
+  callFrame: CallFrame;
+  children?: number[];
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+export interface Hotspot {
+  /** `file:line function` for project code, else the library or Node module the time went to. */
+  where: string;
+  usPerRequest: number;
+  share: number;
+}
+
+export interface ProfileReport {
+  /** Sampled busy time per request: wall time while not idle, so preemption by other processes counts too. */
+  busyUsPerRequest: number;
+  /** Measured CPU per request over the same windows; hotspots' µs are their share of it. */
+  cpuUsPerRequest: number;
+  hotspots: Hotspot[];
+}
+
+/**
+ * Windows are [start, end] in process.hrtime nanoseconds; `cpuUs` is the process's measured CPU
+ * time over them. The sampler sees wall time (a preempted thread still shows its stack), so
+ * shares come from the profile and absolute figures from the CPU counters.
+ */
+export async function analyseProfile(
+  file: string,
+  windows: Array<[bigint, bigint]>,
+  requests: number,
+  cpuUs: number,
+  root: string,
+): Promise<ProfileReport> {
+  const p = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const inWindow = (us: number) => windows.some(([a, b]) => us * 1000 >= Number(a) && us * 1000 <= Number(b));
+  const rootUrl = `file://${root.endsWith('/') ? root : `${root}/`}`;
+  const project = new RegExp(`^${escapeRegExp(rootUrl)}(runtime|plugins|bench)/`);
+
+  const charged = new Map<string, number>();
+  let busy = 0;
+  let t = p.startTime;
+  for (let i = 0; i < p.samples.length; i++) {
+    t += p.timeDeltas[i];
+    const next = i + 1 < p.samples.length ? t + p.timeDeltas[i + 1] : p.endTime;
+    if (!inWindow(t)) continue;
+    const leaf = byId.get(p.samples[i])!;
+    if (leaf.callFrame.functionName === '(idle)') continue;
+    const d = next - t;
+    busy += d;
+    let id: number | undefined = leaf.id;
+    let own: ProfileNode | undefined;
+    while (id !== undefined) {
+      const n = byId.get(id)!;
+      if (project.test(n.callFrame.url)) {
+        own = n;
+        break;
+      }
+      id = parent.get(id);
+    }
+    const key = own
+      ? `${own.callFrame.url}|${own.callFrame.lineNumber}|${own.callFrame.columnNumber}|${own.callFrame.functionName}`
+      : outside(leaf.callFrame);
+    charged.set(key, (charged.get(key) ?? 0) + d);
+  }
+
+  const mapper = await sourceMapper();
+  const merged = new Map<string, number>();
+  for (const [key, us] of charged) {
+    let where = key;
+    if (key.includes('|')) {
+      const [url, line, col, fn] = key.split('|');
+      const path = fileURLToPath(url);
+      const mapped = mapper?.(path, Number(line), Number(col));
+      where = `${path.slice(root.length).replace(/^\//, '')}:${mapped ?? `${Number(line) + 1}:${Number(col) + 1}`} ${fn || '(anonymous)'}`;
+    }
+    merged.set(where, (merged.get(where) ?? 0) + us);
+  }
+  const hotspots = [...merged]
+    .sort((a, b) => b[1] - a[1])
+    .map(([where, us]) => {
+      const share = busy ? us / busy : 0;
+      return { where, usPerRequest: (share * cpuUs) / requests, share };
+    });
+  return { busyUsPerRequest: busy / requests, cpuUsPerRequest: cpuUs / requests, hotspots };
+}
+
+/** Where time outside project code went: the package or Node module, or V8's own bucket. */
+function outside(f: CallFrame): string {
+  if (!f.url) return `[${f.functionName || 'native'}]`;
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(f.url);
+  if (pkg) return `[${pkg[1]}]`;
+  if (f.url.startsWith('node:')) return `[${f.url.split('/').slice(0, 3).join('/')}]`;
+  return `[${f.url}]`;
+}
+
+function escapeRegExp(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+type Mapper = (path: string, line: number, col: number) => number | undefined;
+
+/** Maps a position in tsx's output back to the source line; undefined without esbuild (tsx's own dependency). */
+async function sourceMapper(): Promise<Mapper | undefined> {
+  let transformSync: ((src: string, o: Record<string, unknown>) => { map: string }) | undefined;
+  try {
+    const esbuild = (await import('esbuild' as string)) as { transformSync: typeof transformSync };
+    transformSync = esbuild.transformSync;
+  } catch {
+    return undefined;
+  }
+  const maps = new Map<string, SourceMap | undefined>();
+  return (path, line, col) => {
+    if (!maps.has(path)) {
+      try {
+        // The options tsx uses for its ESM loader, so that columns line up.
+        const out = transformSync!(readFileSync(path, 'utf8'), {
+          loader: 'ts',
+          format: 'esm',
+          target: `node${process.versions.node}`,
+          sourcemap: true,
+          minifyWhitespace: true,
+          keepNames: true,
+          sourcefile: path,
+        });
+        maps.set(path, new SourceMap(JSON.parse(out.map)));
+      } catch {
+        maps.set(path, undefined);
+      }
+    }
+    const entry = maps.get(path)?.findEntry(line, col) as { originalLine?: number } | undefined;
+    return entry?.originalLine === undefined ? undefined : entry.originalLine + 1;
+  };
+}
