@@ -3,9 +3,9 @@
  * project's `plugins/` folder and from npm packages a config names (`plugins: [pkg]`).
  * A package's default export is a definition or an array of definitions.
  */
-import { readdirSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { AnyDefinition, PluginDefinition, ResourceDefinition } from './plugin.ts';
 
@@ -48,14 +48,8 @@ function asDefinitions(value: unknown, from: string): AnyDefinition[] {
 export async function loadCatalog(packages: string[] = [], fromDir = process.cwd()): Promise<Catalog> {
   builtins ??= loadBuiltins();
   const defs = [...(await builtins)];
-  const require = createRequire(join(fromDir, 'noop.js'));
   for (const pkg of packages) {
-    let resolved: string;
-    try {
-      resolved = require.resolve(pkg);
-    } catch {
-      throw new Error(`plugin package "${pkg}" not found from ${fromDir} (npm install it)`);
-    }
+    const resolved = resolvePlugin(pkg, fromDir);
     const mod = (await import(pathToFileURL(resolved).href)) as { default?: unknown };
     defs.push(...asDefinitions(mod.default, pkg));
   }
@@ -70,4 +64,81 @@ export async function loadCatalog(packages: string[] = [], fromDir = process.cwd
     resource: (type) => resources.get(type),
     all: () => defs,
   };
+}
+
+/**
+ * Where `import(specifier)` would load from a module in `fromDir`. Node 20 has no public ESM
+ * resolver with a chosen parent (`import.meta.resolve(s, parent)` needs a flag), and
+ * `require.resolve` misses packages whose `exports` only has an `import` condition. So: find
+ * the package with Node's own lookup paths, then read its `exports` with the conditions of an
+ * ESM import. Packages without `exports`, and file paths, resolve as `require` would.
+ */
+export function resolvePlugin(specifier: string, fromDir: string): string {
+  const require = createRequire(join(fromDir, 'noop.js'));
+  const bare = !specifier.startsWith('.') && !isAbsolute(specifier) && !specifier.startsWith('file:');
+  const [, name, subpath] = /^((?:@[^/]+\/)?[^/]+)(\/.*)?$/.exec(specifier) ?? [];
+  if (bare && name) {
+    for (const dir of require.resolve.paths(name) ?? []) {
+      const pkgDir = join(dir, name);
+      let manifest: { exports?: unknown };
+      try {
+        manifest = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8'));
+      } catch {
+        continue;
+      }
+      if (manifest.exports === undefined) break;
+      const target = exportsTarget(manifest.exports, `.${subpath ?? ''}`);
+      if (!target)
+        throw new Error(`plugin package "${specifier}": "${name}" exports no "${subpath ?? '.'}" for import`);
+      return join(pkgDir, target);
+    }
+  }
+  try {
+    return require.resolve(specifier.startsWith('file:') ? fileURLToPath(specifier) : specifier);
+  } catch {
+    throw new Error(`plugin package "${specifier}" not found from ${fromDir} (npm install it)`);
+  }
+}
+
+const importConditions = new Set(['node', 'import', 'default']);
+
+/** The file `exports` maps `subpath` to for an ESM import (exact keys and `*` patterns). */
+function exportsTarget(exports: unknown, subpath: string): string | undefined {
+  const isSubpathMap =
+    typeof exports === 'object' &&
+    exports !== null &&
+    !Array.isArray(exports) &&
+    Object.keys(exports)[0]?.startsWith('.');
+  const map = isSubpathMap ? (exports as Record<string, unknown>) : { '.': exports };
+  if (subpath in map) return conditionTarget(map[subpath], '');
+  // As in Node, the pattern with the longest prefix before its `*` wins.
+  let best: { key: string; prefix: string; star: string } | undefined;
+  for (const key of Object.keys(map)) {
+    const [prefix, suffix, extra] = key.split('*');
+    if (prefix === undefined || suffix === undefined || extra !== undefined) continue;
+    if (subpath.length < key.length || !subpath.startsWith(prefix) || !subpath.endsWith(suffix)) continue;
+    if (best && best.prefix.length >= prefix.length) continue;
+    best = { key, prefix, star: subpath.slice(prefix.length, subpath.length - suffix.length) };
+  }
+  return best ? conditionTarget(map[best.key], best.star) : undefined;
+}
+
+function conditionTarget(target: unknown, star: string): string | undefined {
+  if (typeof target === 'string') return target.replaceAll('*', star);
+  if (Array.isArray(target)) {
+    for (const t of target) {
+      const found = conditionTarget(t, star);
+      if (found) return found;
+    }
+    return undefined;
+  }
+  if (typeof target === 'object' && target !== null) {
+    // Conditions are tried in the order the package lists them.
+    for (const [condition, t] of Object.entries(target)) {
+      if (!importConditions.has(condition)) continue;
+      const found = conditionTarget(t, star);
+      if (found) return found;
+    }
+  }
+  return undefined;
 }

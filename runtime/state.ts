@@ -42,6 +42,12 @@ export interface PolicyDecision {
   policy?: string;
   rule?: string;
   detail?: string;
+  /** Regulation the rule enforces (e.g. `GDPR`), for the audit trail. */
+  regulation?: string;
+  /** Where the decision was taken: `ingress` (the request) or `egress` (the upstream's answer). */
+  phase?: string;
+  /** Machine-readable facts about the decision (scores, spans masked, bytes of a stream scanned). */
+  details?: Record<string, unknown>;
 }
 
 export interface Caller {
@@ -81,6 +87,14 @@ export interface GatewayState {
   resultValidation?: { valid: boolean; violations: Violation[] };
   qom?: QomResult;
   decision?: PolicyDecision;
+  /** Every decision taken for this request, in order (ingress first); the audit trail records them. */
+  decisions?: PolicyDecision[];
+  /**
+   * Installed by an audit stage: appends the decisions not yet recorded and resolves once they are
+   * durable. A stage that decides after the response has started (a stream) calls it before it
+   * ends the response, so that whatever the client saw is on record.
+   */
+  auditFlush?: () => Promise<void>;
   /** The upstream's JSON-RPC response, when a stage needs to inspect it (set by the proxy). */
   rpcResponse?: unknown;
   /**

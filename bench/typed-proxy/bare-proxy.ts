@@ -9,6 +9,7 @@
 import { createServer } from 'node:http';
 import Koa from 'koa';
 import { Pool } from 'undici';
+import { serveForBench } from './serve.ts';
 
 const upstream = new URL(process.env.UPSTREAM_URL ?? 'http://127.0.0.1:9000/');
 const pool = new Pool(upstream.origin, { connections: 64, keepAliveTimeout: 60_000 });
@@ -36,17 +37,6 @@ app.use(async (ctx) => {
   if (typeof length === 'string') ctx.length = Number(length);
 });
 
-const server = createServer({ keepAlive: true }, app.callback());
-server.keepAliveTimeout = 120_000;
-server.headersTimeout = 125_000;
-server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
-  const address = server.address();
-  console.log(`listening ${typeof address === 'object' && address ? address.port : address}`);
+serveForBench(createServer({ keepAlive: true }, app.callback()), () => {
+  pool.destroy().catch(() => {});
 });
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.on(signal, () => {
-    server.closeAllConnections();
-    server.close(() => process.exit(0));
-    pool.destroy().catch(() => {});
-  });
-}

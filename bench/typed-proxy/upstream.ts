@@ -6,6 +6,7 @@
  * Listens on 127.0.0.1:$PORT (0 = ephemeral; the chosen port is printed as `listening <port>`).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { serveForBench } from './serve.ts';
 
 // The reference server's echo tool definition, so a tools/list through a pinning proxy matches.
 const echoTool = {
@@ -82,17 +83,4 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
   });
 }
 
-const server = createServer({ keepAlive: true }, handle);
-// Long keep-alive so that pooled connections from the proxies are never closed mid-run.
-server.keepAliveTimeout = 120_000;
-server.headersTimeout = 125_000;
-server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
-  const address = server.address();
-  console.log(`listening ${typeof address === 'object' && address ? address.port : address}`);
-});
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.on(signal, () => {
-    server.closeAllConnections();
-    server.close(() => process.exit(0));
-  });
-}
+serveForBench(createServer({ keepAlive: true }, handle));

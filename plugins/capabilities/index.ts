@@ -25,8 +25,12 @@ export default definePlugin<Options>({
     additionalProperties: false,
     required: ['route'],
     properties: {
-      route: { type: 'string', description: 'Id of the route whose pipeline is described, e.g. "POST /".' },
-      registry: { type: 'string', description: 'stype-registry resource to count.' },
+      route: {
+        type: 'string',
+        'x-ref': 'route',
+        description: 'Id of the route whose pipeline is described, e.g. "POST /".',
+      },
+      registry: { type: 'string', 'x-ref': 'resource', description: 'stype-registry resource to count.' },
       registry_path: { type: 'string', description: 'Registry location to report (default: the resource name).' },
       protocol: { type: 'string', default: 'jsonrpc-2.0' },
       metrics_format: { type: 'string', default: 'prometheus' },

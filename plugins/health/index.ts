@@ -18,7 +18,11 @@ export default definePlugin<HealthOptions>({
     type: 'object',
     additionalProperties: false,
     properties: {
-      upstream: { type: 'string', description: 'Upstream whose reachability decides healthy / unhealthy.' },
+      upstream: {
+        type: 'string',
+        'x-ref': 'upstream',
+        description: 'Upstream whose reachability decides healthy / unhealthy.',
+      },
       include_uptime: { type: 'boolean', default: true, description: 'Add uptime_seconds to a healthy answer.' },
     },
   },

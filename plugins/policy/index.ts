@@ -39,6 +39,7 @@ export default definePlugin<PolicyOptions>({
       registry: {
         type: 'string',
         minLength: 1,
+        'x-ref': 'resource',
         description: 'stype-registry resource whose policy documents to load.',
       },
       files: {

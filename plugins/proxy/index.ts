@@ -25,7 +25,11 @@ export default definePlugin<ProxyOptions>({
     additionalProperties: false,
     required: ['upstream'],
     properties: {
-      upstream: { type: 'string', description: 'Name of an upstream declared under `upstreams:`.' },
+      upstream: {
+        type: 'string',
+        'x-ref': 'upstream',
+        description: 'Name of an upstream declared under `upstreams:`.',
+      },
       timeout_ms: { type: 'integer', minimum: 1, description: "Overrides the upstream's response timeout." },
       forward_headers: {
         type: 'array',

@@ -35,7 +35,12 @@ export default definePlugin<QomScoreOptions>({
     additionalProperties: false,
     required: ['registry'],
     properties: {
-      registry: { type: 'string', minLength: 1, description: 'Name of the stype-registry resource.' },
+      registry: {
+        type: 'string',
+        minLength: 1,
+        'x-ref': 'resource',
+        description: 'Name of the stype-registry resource.',
+      },
       profile: {
         type: 'string',
         minLength: 1,

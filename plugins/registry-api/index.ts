@@ -39,7 +39,12 @@ export default definePlugin<Options>({
     additionalProperties: false,
     required: ['registry', 'op'],
     properties: {
-      registry: { type: 'string', minLength: 1, description: 'Name of the stype-registry resource.' },
+      registry: {
+        type: 'string',
+        minLength: 1,
+        'x-ref': 'resource',
+        description: 'Name of the stype-registry resource.',
+      },
       op: {
         enum: ['list', 'detail', 'schema', 'validate', 'profiles', 'search'],
         description: 'Operation of this route.',

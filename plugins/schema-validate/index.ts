@@ -42,7 +42,12 @@ export default definePlugin<SchemaValidateOptions>({
     additionalProperties: false,
     required: ['registry'],
     properties: {
-      registry: { type: 'string', minLength: 1, description: 'Name of the stype-registry resource.' },
+      registry: {
+        type: 'string',
+        minLength: 1,
+        'x-ref': 'resource',
+        description: 'Name of the stype-registry resource.',
+      },
       mode: {
         enum: [...modes],
         description:

@@ -27,7 +27,12 @@ export default definePlugin<Options>({
     additionalProperties: false,
     required: ['registry'],
     properties: {
-      registry: { type: 'string', minLength: 1, description: 'Name of the stype-registry resource.' },
+      registry: {
+        type: 'string',
+        minLength: 1,
+        'x-ref': 'resource',
+        description: 'Name of the stype-registry resource.',
+      },
       stype: { type: 'string', minLength: 1, description: 'Fixed SType id for every message of this route.' },
     },
   },

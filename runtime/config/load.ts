@@ -1,7 +1,8 @@
 /**
  * Loading a service config: read (YAML/TOML) → interpolate `${VAR}` → apply `--set` overrides →
  * validate the service schema and every stage's and resource's options against its plugin's
- * schema. All problems are collected and reported together with file:line:column.
+ * schema, including the names options refer to (`x-ref`, see references.ts). All problems are
+ * collected and reported together with file:line:column.
  */
 import { dirname, resolve } from 'node:path';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
@@ -11,6 +12,7 @@ import type { OnError } from '../service/pipeline.ts';
 import { canonicalJson, sha256Hex } from '../util/hash.ts';
 import { type InterpolationProblem, interpolate } from './interpolate.ts';
 import { applyOverride, parseOverride } from './overrides.ts';
+import { DeclaredNames, referenceKeyword } from './references.ts';
 import { serviceSchema } from './service-schema.ts';
 import {
   ConfigError,
@@ -37,8 +39,10 @@ export interface LoadedService {
   catalog: Catalog;
 }
 
-const ajv = new Ajv2020({ allErrors: true, useDefaults: true, coerceTypes: true, strict: false });
+// passContext: option validators run with the config's DeclaredNames as `this` (for `x-ref`).
+const ajv = new Ajv2020({ allErrors: true, useDefaults: true, coerceTypes: true, strict: false, passContext: true });
 addFormats.default(ajv);
+ajv.addKeyword(referenceKeyword);
 const compiled = new WeakMap<object, ValidateFunction>();
 
 function compile(schema: object): ValidateFunction {
@@ -87,8 +91,9 @@ export async function loadService(file: string, options: LoadOptions = {}): Prom
     throw new ConfigError(problems);
   }
 
-  const config = normalise(raw, catalog, report);
-  checkResources(raw, catalog, report);
+  const names = declaredNames(raw);
+  const config = normalise(raw, catalog, names, report);
+  checkResources(raw, catalog, names, report);
   checkRoutes(config, report);
   if (problems.length > 0) throw new ConfigError(problems);
   return { file: path, configDir, config, hash: `sha256:${sha256Hex(canonicalJson(value))}`, catalog };
@@ -118,9 +123,30 @@ function reportAjv(e: ErrorObject, base: ConfigPath, report: Report): void {
   report(at, message);
 }
 
-function normalise(raw: Record<string, unknown>, catalog: Catalog, report: Report): ServiceConfig {
+/** What options may refer to by name: upstreams, resources and route ids. */
+function declaredNames(raw: Record<string, unknown>): DeclaredNames {
+  return new DeclaredNames({
+    upstream: new Set(Object.keys((raw.upstreams as object | undefined) ?? {})),
+    resource: new Set(Object.keys((raw.resources as object | undefined) ?? {})),
+    route: new Set(((raw.routes as Array<Record<string, unknown>> | undefined) ?? []).map((r) => routeShape(r).id)),
+  });
+}
+
+/** A route's methods and id (`"<METHODS> <path>"` unless `id` is given). */
+function routeShape(r: Record<string, unknown>): { id: string; methods: string[]; path: string } {
+  const match = r.match as { method?: string | string[]; path: string };
+  const methods = (Array.isArray(match.method) ? match.method : [match.method ?? 'GET']).map((m) => m.toUpperCase());
+  return { id: (r.id as string | undefined) ?? `${methods.join(',')} ${match.path}`, methods, path: match.path };
+}
+
+function normalise(
+  raw: Record<string, unknown>,
+  catalog: Catalog,
+  names: DeclaredNames,
+  report: Report,
+): ServiceConfig {
   const stagesAt = (list: unknown[], at: ConfigPath): StageConfig[] =>
-    list.map((item, i) => parseStage(item as Record<string, unknown>, [...at, i], catalog, report));
+    list.map((item, i) => parseStage(item as Record<string, unknown>, [...at, i], catalog, names, report));
 
   const pipeline = stagesAt((raw.pipeline as unknown[]) ?? [], ['pipeline']);
   // Shorthands: `auth:` and `rate_limit:` become stages after the service-wide ones.
@@ -131,16 +157,12 @@ function normalise(raw: Record<string, unknown>, catalog: Catalog, report: Repor
     const block = raw[key] as Record<string, unknown> | undefined;
     if (!block?.enabled) continue;
     const { enabled: _enabled, ...options } = block;
-    pipeline.push(parseStage({ [plugin]: options }, [key], catalog, report));
+    pipeline.push(parseStage({ [plugin]: options }, [key], catalog, names, report));
   }
 
   const routes: RouteConfig[] = ((raw.routes as Array<Record<string, unknown>>) ?? []).map((r, i) => {
-    const match = r.match as { method?: string | string[]; path: string };
-    const methods = (Array.isArray(match.method) ? match.method : [match.method ?? 'GET']).map((m) => m.toUpperCase());
     return {
-      id: (r.id as string | undefined) ?? `${methods.join(',')} ${match.path}`,
-      methods,
-      path: match.path,
+      ...routeShape(r),
       dialect: r.dialect as string | undefined,
       mode: r.mode as string | undefined,
       pipeline: stagesAt(r.pipeline as unknown[], ['routes', i, 'pipeline']),
@@ -149,7 +171,13 @@ function normalise(raw: Record<string, unknown>, catalog: Catalog, report: Repor
   return { ...(raw as unknown as ServiceConfig), pipeline, routes };
 }
 
-function parseStage(item: Record<string, unknown>, at: ConfigPath, catalog: Catalog, report: Report): StageConfig {
+function parseStage(
+  item: Record<string, unknown>,
+  at: ConfigPath,
+  catalog: Catalog,
+  declared: DeclaredNames,
+  report: Report,
+): StageConfig {
   const { on_error, ...rest } = item;
   const names = Object.keys(rest);
   const stage: StageConfig = {
@@ -168,13 +196,24 @@ function parseStage(item: Record<string, unknown>, at: ConfigPath, catalog: Cata
     return stage;
   }
   const options = (rest[stage.plugin] ?? {}) as Record<string, unknown>;
-  const validate = compile(def.options);
-  if (!validate(options)) for (const e of validate.errors ?? []) reportAjv(e, [...at, stage.plugin], report);
+  checkOptions(def.options, options, declared, [...at, stage.plugin], report);
   stage.options = options;
   return stage;
 }
 
-function checkResources(raw: Record<string, unknown>, catalog: Catalog, report: Report): void {
+/** Validates options in place (ajv writes defaults into them) and reports every problem under `at`. */
+function checkOptions(
+  schema: object,
+  options: Record<string, unknown>,
+  names: DeclaredNames,
+  at: ConfigPath,
+  report: Report,
+): void {
+  const validate = compile(schema);
+  if (!validate.call(names, options)) for (const e of validate.errors ?? []) reportAjv(e, at, report);
+}
+
+function checkResources(raw: Record<string, unknown>, catalog: Catalog, names: DeclaredNames, report: Report): void {
   for (const [name, block] of Object.entries((raw.resources as Record<string, Record<string, unknown>>) ?? {})) {
     const def = catalog.resource(String(block.type));
     if (!def) {
@@ -182,8 +221,7 @@ function checkResources(raw: Record<string, unknown>, catalog: Catalog, report: 
       continue;
     }
     const { type: _type, ...options } = block;
-    const validate = compile(def.options);
-    if (!validate(options)) for (const e of validate.errors ?? []) reportAjv(e, ['resources', name], report);
+    checkOptions(def.options, options, names, ['resources', name], report);
     // Write back defaults applied by ajv.
     Object.assign(block, options);
   }

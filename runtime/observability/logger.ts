@@ -27,6 +27,10 @@ const redact = {
   censor: '[redacted]',
 };
 
+/**
+ * `base` fields (the service name) are written on every line. Do not bind them again with
+ * `child()`: pino does not merge bindings, so the key would appear twice in one JSON line.
+ */
 export function createLogger(options: LoggingOptions = {}, base: Record<string, unknown> = {}): Logger {
   const level = options.level ?? process.env.LOG_LEVEL ?? 'info';
   const format = options.format ?? 'json';

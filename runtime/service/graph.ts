@@ -129,8 +129,8 @@ export async function buildGraph(loaded: LoadedService, deps: BuildDeps): Promis
     const buildStage = async (stage: StageConfig, routeId: string): Promise<BuiltStage> => {
       const def = catalog.stage(stage.plugin);
       if (!def) throw new Error(`unknown plugin "${stage.plugin}"`);
-      const stageId = `${routeId}:${stage.plugin}`;
-      const env: PluginEnv = { ...baseEnv, logger: logger.child({ stage: stage.plugin, route: routeId }), stageId };
+      const stageId = uniqueStageId(`${routeId}:${stage.plugin}`, stages);
+      const env: PluginEnv = { ...baseEnv, logger: logger.child({ stage: stageId, route: routeId }), stageId };
       let made: StageInstance | Stage;
       try {
         made = await def.create(structuredClone(stage.options), env);
@@ -155,6 +155,18 @@ export async function buildGraph(loaded: LoadedService, deps: BuildDeps): Promis
     await closeGraph(graph, deps.previous);
     throw err;
   }
+}
+
+/**
+ * Stage ids label metrics, logs and health entries, so they must not collide: the same plugin a
+ * second time in one pipeline gets `<route id>:<plugin>.2`, then `.3`. Ids follow config order,
+ * so they are the same after every rebuild of an unchanged config.
+ */
+function uniqueStageId(base: string, built: BuiltStage[]): string {
+  const taken = new Set(built.map((s) => s.id));
+  let id = base;
+  for (let n = 2; taken.has(id); n++) id = `${base}.${n}`;
+  return id;
 }
 
 async function compileRoute(

@@ -60,8 +60,8 @@ export class ServiceRuntime {
   static async start(file: string, options: ServiceRuntimeOptions = {}): Promise<ServiceRuntime> {
     const loaded = await loadService(file, options);
     const { config } = loaded;
-    const logger =
-      options.logger ?? createLogger(config.logging, { service: config.service }).child({ service: config.service });
+    // `service` is in the logger's base; a child binding it again would write the key twice.
+    const logger = options.logger ?? createLogger(config.logging, { service: config.service });
     const metrics = createMetricsKit();
     metrics.registry.setDefaultLabels({ service: config.service });
     collectDefaultMetrics({ register: metrics.registry });

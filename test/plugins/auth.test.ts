@@ -1,56 +1,28 @@
-import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import Koa from 'koa';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import auth, { type AuthOptions } from '../../plugins/auth/index.ts';
-import { simpleDialect } from '../../runtime/dialects.ts';
-import { type GatewayContext, type PluginEnv, type StageInstance, toGatewayError } from '../../runtime/index.ts';
+import type { PluginEnv, Stage, StageInstance } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
+import { serveStages } from '../helpers/stage-harness.ts';
 
-const servers: Array<{ close(): void; closeAllConnections(): void }> = [];
+const closers: Array<() => void> = [];
 afterEach(() => {
-  for (const s of servers.splice(0)) {
-    s.closeAllConnections();
-    s.close();
-  }
+  for (const close of closers.splice(0)) close();
 });
 
 /** The stage behind a real Koa server, errors rendered by the simple dialect; answers with the caller. */
 async function serve(options: Partial<AuthOptions>, env: PluginEnv = createTestEnv()) {
   const stage = (await auth.create(options as AuthOptions, env)) as StageInstance;
-  const app = new Koa();
-  app.use(async (ctx, next) => {
-    const gctx = ctx as unknown as GatewayContext;
-    gctx.state = {
-      requestId: 'req-1',
-      service: 'test',
-      route: 'r',
-      limits: { bodyBytes: 1e6, jsonDepth: 64 },
-      annotations: {},
-    };
-    try {
-      await next();
-    } catch (err) {
-      const gerr = toGatewayError(err);
-      const rendered = simpleDialect.render(gerr);
-      ctx.status = rendered.status;
-      ctx.body = rendered.body;
-      for (const [k, v] of Object.entries(gerr.headers ?? {})) ctx.set(k, v);
-    }
-  });
-  app.use((ctx, next) => stage.handle(ctx as unknown as GatewayContext, next));
-  app.use((ctx) => {
-    ctx.body = { ok: true, caller: (ctx as unknown as GatewayContext).state.caller ?? null };
-  });
-  const server = app.listen(0, '127.0.0.1');
-  servers.push(server);
-  await new Promise((r) => server.once('listening', r));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const answerCaller: Stage = async (ctx) => {
+    ctx.body = { ok: true, caller: ctx.state.caller ?? null };
+  };
+  const server = await serveStages([stage.handle, answerCaller]);
+  closers.push(server.close);
   return {
     stage,
-    get: (path: string, headers: Record<string, string> = {}) => fetch(base + path, { headers }),
+    get: (path: string, headers: Record<string, string> = {}) => fetch(server.url + path, { headers }),
   };
 }
 

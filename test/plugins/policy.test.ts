@@ -6,7 +6,7 @@
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import policyPlugin from '../../plugins/policy/index.ts';
 import {
@@ -17,8 +17,9 @@ import {
   type StageInstance,
 } from '../../runtime/index.ts';
 import { createTestEnv, type StartedService, startService } from '../../runtime/testing.ts';
-
-const serverJs = resolve('node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+import { everythingStdioYaml } from '../helpers/servers.ts';
+import { postRpc, shippedRegistryYaml, writeServiceFile } from '../helpers/services.ts';
+import { requestState } from '../helpers/stage-harness.ts';
 
 function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'policy-test-'));
@@ -84,16 +85,7 @@ function context(
   return {
     method: 'POST',
     path: '/',
-    state: {
-      requestId: 'r1',
-      service: 'test',
-      route: 'test',
-      limits: { bodyBytes: 1e6, jsonDepth: 64 },
-      annotations: {},
-      mode: options.mode ?? 'strict',
-      rpc,
-      caller: options.caller,
-    },
+    state: requestState({ mode: options.mode ?? 'strict', rpc, caller: options.caller }),
   } as unknown as GatewayContext;
 }
 
@@ -302,9 +294,7 @@ describe('policy in a service (shipped registry)', () => {
       - stype-resolve: { registry: registry }
       - policy: ${JSON.stringify({ registry: 'registry', files: ['callers.yaml'], ...options })}
       - proxy: { upstream: everything }`;
-    writeFileSync(
-      join(dir, 'service.yaml'),
-      `
+    const yaml = `
 service: policy-test
 version: 0.0.1
 listen: { port: 0 }
@@ -315,28 +305,23 @@ auth:
     - { name: alice, token: alice-token, attributes: { role: admin } }
     - { name: bob, token: bob-token }
 upstreams:
-  everything: { kind: stdio, command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(serverJs)}, stdio] }
+  everything: ${everythingStdioYaml}
 resources:
-  registry: { type: stype-registry, dir: ${JSON.stringify(resolve('configs/registry'))}, namespace: everything }
+  registry: ${shippedRegistryYaml}
 routes:${route('/strict', 'strict')}${route('/permissive', 'permissive')}${route('/unfiltered', 'strict', { filter_list: false })}
-`,
-    );
-    svc = await startService(join(dir, 'service.yaml'));
+`;
+    svc = await startService(writeServiceFile(yaml, dir));
   });
   afterAll(async () => {
     await svc?.close();
   });
 
   async function rpc(path: string, token: string, method: string, params?: unknown) {
-    const res = await fetch(svc.url + path, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        'x-proxy-token': token,
-      },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 42, method, ...(params ? { params } : {}) }),
-    });
+    const res = await postRpc(
+      svc.url + path,
+      { jsonrpc: '2.0', id: 42, method, ...(params ? { params } : {}) },
+      { 'x-proxy-token': token },
+    );
     return { status: res.status, body: await res.json() };
   }
   const names = (body: { result: { tools: Array<{ name: string }> } }) => body.result.tools.map((t) => t.name);

@@ -3,18 +3,14 @@
  * stages are `proxy` (and `health`): over a stdio upstream and over a streamable-HTTP upstream.
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StartedService, startService } from '../../runtime/testing.ts';
-import { everythingServer, freePort, startEverythingHttp, stop } from '../upstreams/servers.ts';
+import { everythingServer, freePort, startEverythingHttp, stop } from '../helpers/servers.ts';
+import { postRpc, writeServiceFile } from '../helpers/services.ts';
 
 function writeConfig(upstream: Record<string, unknown>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'switchyard-proxy-'));
-  const file = join(dir, 'service.yaml');
   const config = {
     service: 'proxy-test',
     version: '9.9.9',
@@ -29,8 +25,7 @@ function writeConfig(upstream: Record<string, unknown>): string {
       },
     ],
   };
-  writeFileSync(file, JSON.stringify(config)); // JSON is YAML
-  return file;
+  return writeServiceFile(JSON.stringify(config)); // JSON is YAML
 }
 
 async function listAndEcho(url: string) {
@@ -48,7 +43,7 @@ async function listAndEcho(url: string) {
 describe('MCP SDK client through the proxy: stdio upstream', () => {
   let svc: StartedService;
   beforeAll(async () => {
-    const file = writeConfig({ kind: 'stdio', command: process.execPath, args: [resolve(everythingServer), 'stdio'] });
+    const file = writeConfig({ kind: 'stdio', command: process.execPath, args: [everythingServer, 'stdio'] });
     svc = await startService(file, { warmupMs: 15000 });
   });
   afterAll(() => svc?.close());
@@ -113,11 +108,7 @@ describe('MCP SDK client through the proxy: streamable-HTTP upstream', () => {
       error: expect.any(String),
     });
 
-    const rpc = await fetch(`${svc.url}/`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
-    });
+    const rpc = await postRpc(`${svc.url}/`, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
     expect(rpc.status).toBe(502);
 
     child = await startEverythingHttp(port);

@@ -1,54 +1,26 @@
-import { once } from 'node:events';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import Koa from 'koa';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import healthPlugin from '../../plugins/health/index.ts';
 import proxyPlugin from '../../plugins/proxy/index.ts';
-import { type Dialect, jsonRpcDialect, simpleDialect } from '../../runtime/dialects.ts';
-import { toGatewayError } from '../../runtime/errors.ts';
+import { type Dialect, jsonRpcDialect } from '../../runtime/dialects.ts';
 import { silentLogger } from '../../runtime/observability/logger.ts';
 import type { StageInstance } from '../../runtime/plugin.ts';
 import type { GatewayContext, RpcResponseHook, Stage } from '../../runtime/state.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
 import { createUpstream, type UpstreamConfig } from '../../runtime/upstreams/create.ts';
 import type { Upstream } from '../../runtime/upstreams/types.ts';
-import { everythingServer, freePort, until } from '../upstreams/servers.ts';
+import { closeNow, everythingServer, freePort, listenLocal, until } from '../helpers/servers.ts';
+import { postRpc } from '../helpers/services.ts';
+import { serveStages } from '../helpers/stage-harness.ts';
 
 const TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
 const closers: Array<() => Promise<unknown> | unknown> = [];
 
-/** A Koa app running `stages` the way the runtime does: state first, errors through a dialect. */
-async function gateway(stages: Stage[], dialect: Dialect = simpleDialect): Promise<string> {
-  const app = new Koa();
-  app.silent = true; // a client leaving mid-stream is expected here
-  app.use(async (ctx) => {
-    const gctx = ctx as unknown as GatewayContext;
-    gctx.state = {
-      requestId: 'req-42',
-      service: 'test',
-      route: 'test',
-      limits: { bodyBytes: 1 << 20, jsonDepth: 64 },
-      traceparent: TRACEPARENT,
-      annotations: {},
-    };
-    const run = (i: number): Promise<void> => (stages[i] ? stages[i](gctx, () => run(i + 1)) : Promise.resolve());
-    try {
-      await run(0);
-    } catch (err) {
-      const g = toGatewayError(err);
-      const r = dialect.render(g, gctx.state.rpc?.id);
-      ctx.status = r.status;
-      ctx.body = r.body;
-      for (const [k, v] of Object.entries(g.headers ?? {})) ctx.set(k, v);
-    }
-  });
-  const server = app.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  closers.push(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+/** `stages` behind a real Koa server, run as the request core runs a route. */
+async function gateway(stages: Stage[], dialect?: Dialect): Promise<string> {
+  const server = await serveStages(stages, { dialect, state: { requestId: 'req-42', traceparent: TRACEPARENT } });
+  closers.push(server.close);
+  return server.url;
 }
 
 function upstream(config: UpstreamConfig): Upstream {
@@ -113,31 +85,20 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
   }
 }
 
-let server: Server;
+const server = createServer((req, res) => void handle(req, res));
 let base: string;
 beforeAll(async () => {
-  server = createServer((req, res) => void handle(req, res)).listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  base = await listenLocal(server);
 });
 afterAll(async () => {
   for (const close of closers.reverse()) await close();
-  server.closeAllConnections();
-  server.close();
+  closeNow(server);
 });
-
-const post = (url: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal) =>
-  fetch(url, {
-    method: 'POST',
-    signal,
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-    body: JSON.stringify(body),
-  });
 
 describe('proxy stage: HTTP upstreams', () => {
   it('forwards the body and the allowed headers, and copies the answer', async () => {
     const url = await gateway([await proxyStage(upstream({ kind: 'jsonrpc', url: base }))]);
-    const res = await post(
+    const res = await postRpc(
       `${url}/rpc?x=1`,
       { jsonrpc: '2.0', id: 1, method: 'tools/list' },
       {
@@ -168,7 +129,7 @@ describe('proxy stage: HTTP upstreams', () => {
     });
     const url = await gateway([stage]);
     const body = await (
-      await post(`${url}/whatever`, { jsonrpc: '2.0', id: 2, method: 'm' }, { authorization: 'Bearer t' })
+      await postRpc(`${url}/whatever`, { jsonrpc: '2.0', id: 2, method: 'm' }, { authorization: 'Bearer t' })
     ).json();
     expect(body.result.headers.authorization).toBe('Bearer t');
     expect(body.result.url).toBe('/fixed');
@@ -182,7 +143,7 @@ describe('proxy stage: HTTP upstreams', () => {
       await next();
     };
     const url = await gateway([rewrite, await proxyStage(upstream({ kind: 'jsonrpc', url: base }))]);
-    const body = await (await post(url, { ignored: true })).json();
+    const body = await (await postRpc(url, { ignored: true })).json();
     expect(body.result.method).toBe('rewritten');
   });
 
@@ -196,7 +157,7 @@ describe('proxy stage: HTTP upstreams', () => {
       hooksStage([addTag, second], seen),
       await proxyStage(upstream({ kind: 'jsonrpc', url: base })),
     ]);
-    const res = await post(url, { jsonrpc: '2.0', id: 'a', method: 'tools/list' });
+    const res = await postRpc(url, { jsonrpc: '2.0', id: 'a', method: 'tools/list' });
     const body = await res.json();
     expect(body).toEqual({ jsonrpc: '2.0', id: 'a', result: { sawTag: true } });
     expect(Number(res.headers.get('content-length'))).toBe(JSON.stringify(body).length);
@@ -206,7 +167,7 @@ describe('proxy stage: HTTP upstreams', () => {
   it('streams SSE through event by event, rewriting only JSON-RPC responses', async () => {
     const seen: Seen = {};
     const url = await gateway([hooksStage([addTag], seen), await proxyStage(upstream({ kind: 'jsonrpc', url: base }))]);
-    const res = await post(`${url}/sse`, { jsonrpc: '2.0', id: 9, method: 'tools/call' });
+    const res = await postRpc(`${url}/sse`, { jsonrpc: '2.0', id: 9, method: 'tools/call' });
     expect(res.headers.get('content-type')).toBe('text/event-stream');
     expect(res.headers.get('mcp-session-id')).toBe('sess-1');
     const reader = res.body!.getReader();
@@ -229,7 +190,7 @@ describe('proxy stage: HTTP upstreams', () => {
 
   it('streams SSE untouched when no hook is registered', async () => {
     const url = await gateway([await proxyStage(upstream({ kind: 'jsonrpc', url: base }))]);
-    const res = await post(`${url}/sse`, { jsonrpc: '2.0', id: 1, method: 'x' });
+    const res = await postRpc(`${url}/sse`, { jsonrpc: '2.0', id: 1, method: 'x' });
     const reader = res.body!.getReader();
     const first = new TextDecoder().decode((await reader.read()).value);
     expect(first).toContain('notifications/progress');
@@ -243,7 +204,7 @@ describe('proxy stage: HTTP upstreams', () => {
   it('closes the upstream stream when the client goes away', async () => {
     const url = await gateway([await proxyStage(upstream({ kind: 'jsonrpc', url: base }))]);
     const abort = new AbortController();
-    const res = await post(`${url}/sse`, { jsonrpc: '2.0', id: 1, method: 'x' }, {}, abort.signal);
+    const res = await postRpc(`${url}/sse`, { jsonrpc: '2.0', id: 1, method: 'x' }, {}, abort.signal);
     await res.body!.getReader().read();
     const before = sseClosed;
     abort.abort();
@@ -253,7 +214,7 @@ describe('proxy stage: HTTP upstreams', () => {
 
   it('via: call sends the message through the upstream call() and answers JSON', async () => {
     const url = await gateway([await proxyStage(upstream({ kind: 'jsonrpc', url: base }), { via: 'call' })]);
-    const res = await post(`${url}/ignored`, { jsonrpc: '2.0', id: 'v', method: 'tools/list' });
+    const res = await postRpc(`${url}/ignored`, { jsonrpc: '2.0', id: 'v', method: 'tools/list' });
     expect(res.status).toBe(200);
     const body = await res.json();
     expect(body).toMatchObject({ jsonrpc: '2.0', id: 'v', result: { method: 'tools/list', url: '/' } });
@@ -262,7 +223,7 @@ describe('proxy stage: HTTP upstreams', () => {
 
   it('passes a notification through with the upstream 202', async () => {
     const url = await gateway([await proxyStage(upstream({ kind: 'jsonrpc', url: base }))]);
-    const res = await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' });
+    const res = await postRpc(url, { jsonrpc: '2.0', method: 'notifications/initialized' });
     expect(res.status).toBe(202);
     expect(await res.text()).toBe('');
   });
@@ -271,12 +232,12 @@ describe('proxy stage: HTTP upstreams', () => {
     const down = await gateway([
       await proxyStage(upstream({ kind: 'http', url: `http://127.0.0.1:${await freePort()}` })),
     ]);
-    const r1 = await post(down, { jsonrpc: '2.0', id: 1, method: 'x' });
+    const r1 = await postRpc(down, { jsonrpc: '2.0', id: 1, method: 'x' });
     expect(r1.status).toBe(502);
     expect(await r1.json()).toMatchObject({ error: 'upstream_error' });
 
     const slow = await gateway([await proxyStage(upstream({ kind: 'http', url: base }), { timeout_ms: 100 })]);
-    const r2 = await post(`${slow}/slow`, { jsonrpc: '2.0', id: 1, method: 'x' });
+    const r2 = await postRpc(`${slow}/slow`, { jsonrpc: '2.0', id: 1, method: 'x' });
     expect(r2.status).toBe(504);
     expect(await r2.json()).toMatchObject({ error: 'upstream_timeout' });
   });
@@ -293,7 +254,7 @@ describe('proxy stage: stdio upstream (reference server)', () => {
   });
 
   it('calls the child and answers 200 JSON with hooks applied', async () => {
-    const res = await post(url, {
+    const res = await postRpc(url, {
       jsonrpc: '2.0',
       id: 'c1',
       method: 'tools/call',
@@ -307,7 +268,7 @@ describe('proxy stage: stdio upstream (reference server)', () => {
   });
 
   it('answers 202 with no body to a notification', async () => {
-    const res = await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' });
+    const res = await postRpc(url, { jsonrpc: '2.0', method: 'notifications/initialized' });
     expect(res.status).toBe(202);
     expect(await res.text()).toBe('');
   });
@@ -321,7 +282,7 @@ describe('proxy stage: stdio upstream (reference server)', () => {
   });
 
   it('refuses a body that is not a JSON-RPC message', async () => {
-    const res = await post(url, { hello: 'world' });
+    const res = await postRpc(url, { hello: 'world' });
     expect(res.status).toBe(400);
   });
 });
@@ -336,8 +297,8 @@ describe('health stage', () => {
 
   it('reports healthy with uptime and version while the upstream is reachable, 503 when not', async () => {
     const port = await freePort();
-    const target = createServer((_q, s) => s.end()).listen(port, '127.0.0.1');
-    await once(target, 'listening');
+    const target = createServer((_q, s) => s.end());
+    await listenLocal(target, port);
     const u = upstream({ kind: 'http', url: `http://127.0.0.1:${port}`, health_check: { interval_ms: 100 } });
     await u.ready(3000);
     const url = await healthUrl({ upstream: 'main' }, { main: u });

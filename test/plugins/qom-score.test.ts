@@ -5,7 +5,7 @@
  */
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import qomPlugin from '../../plugins/qom-score/index.ts';
 import type { STypeRegistry } from '../../plugins/stype-registry/api.ts';
@@ -18,6 +18,9 @@ import {
   type StageInstance,
 } from '../../runtime/index.ts';
 import { createTestEnv, type StartedService, startService } from '../../runtime/testing.ts';
+import { everythingStdioYaml } from '../helpers/servers.ts';
+import { postRpc, shippedRegistryYaml, writeServiceFile } from '../helpers/services.ts';
+import { requestState } from '../helpers/stage-harness.ts';
 
 const search = {
   id: 'shop.search',
@@ -103,16 +106,12 @@ function context(args: unknown, extra: { mode?: string; annotations?: Record<str
     params: { name: 'search', arguments: args },
   };
   return {
-    state: {
-      requestId: 'r1',
-      service: 'test',
-      route: 'test',
-      limits: { bodyBytes: 1e6, jsonDepth: 64 },
+    state: requestState({
       annotations: extra.annotations ?? {},
       mode: extra.mode,
       rpc,
       stype: { id: 'shop.search', version: '1.0.0', status: 'approved' },
-    },
+    }),
   } as unknown as GatewayContext;
 }
 
@@ -267,21 +266,17 @@ describe('qom-score enforcement', () => {
 
 describe('qom-score in a service (shipped registry, strict mode)', () => {
   let svc: StartedService;
-  const serverJs = resolve('node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'qom-svc-'));
-    writeFileSync(
-      join(dir, 'service.yaml'),
-      `
+    const yaml = `
 service: qom-test
 version: 0.0.1
 listen: { port: 0 }
 mode: strict
 upstreams:
-  everything: { kind: stdio, command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(serverJs)}, stdio] }
+  everything: ${everythingStdioYaml}
 resources:
-  registry: { type: stype-registry, dir: ${JSON.stringify(resolve('configs/registry'))}, namespace: everything }
+  registry: ${shippedRegistryYaml}
 pipeline:
   - response-headers: { set: { X-QoM-Score: { path: qom.score, decimals: 3 }, X-QoM-Profile: qom.profile } }
 routes:
@@ -292,24 +287,19 @@ routes:
       - stype-resolve: { registry: registry }
       - qom-score: { registry: registry, profile: strict }
       - proxy: { upstream: everything }
-`,
-    );
-    svc = await startService(join(dir, 'service.yaml'));
+`;
+    svc = await startService(writeServiceFile(yaml));
   });
   afterAll(async () => {
     await svc?.close();
   });
 
   const echo = async (message: unknown) => {
-    const res = await fetch(`${svc.url}/`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 7,
-        method: 'tools/call',
-        params: { name: 'echo', arguments: { message } },
-      }),
+    const res = await postRpc(`${svc.url}/`, {
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'tools/call',
+      params: { name: 'echo', arguments: { message } },
     });
     return { status: res.status, headers: res.headers, body: await res.json() };
   };

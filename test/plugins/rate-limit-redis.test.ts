@@ -7,24 +7,17 @@
 import { randomUUID } from 'node:crypto';
 import { type AddressInfo, createConnection, createServer, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../plugins/rate-limit/api.ts';
 import rateLimit, { type RateLimitOptions } from '../../plugins/rate-limit/index.ts';
 import type { GatewayContext, GatewayError, StageInstance } from '../../runtime/index.ts';
 import { silentLogger } from '../../runtime/observability/logger.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
+import { deleteKeys, REDIS_URL, redisReachable } from '../helpers/redis.ts';
+import { until } from '../helpers/servers.ts';
+import { requestState } from '../helpers/stage-harness.ts';
 
-const REDIS_URL = 'redis://127.0.0.1:6379';
-const redisUp = await new Promise<boolean>((resolve) => {
-  const socket = createConnection({ host: '127.0.0.1', port: 6379 });
-  socket.setTimeout(1000);
-  socket.once('connect', () => resolve(true));
-  socket.once('error', () => resolve(false));
-  socket.once('timeout', () => resolve(false));
-});
-const inCi = process.env.CI === 'true';
-if (!redisUp && !inCi) console.warn('rate-limit Redis tests skipped: no Redis reachable at 127.0.0.1:6379');
+const redisUp = await redisReachable('rate-limit Redis tests');
 const runPrefix = `switchyard:test:rl:${randomUUID()}`;
 
 const closers: Array<() => Promise<void> | void> = [];
@@ -50,7 +43,7 @@ async function call(
   const headers: Record<string, string> = {};
   const ctx = {
     ip,
-    state: { requestId: randomUUID(), service: 'typed-proxy', route: 'r', annotations: {} },
+    state: requestState({ requestId: randomUUID(), service: 'typed-proxy' }),
     get: () => '',
     set(h: Record<string, string>) {
       Object.assign(headers, h);
@@ -66,19 +59,8 @@ async function call(
   }
 }
 
-if (inCi && !redisUp) {
-  it('Redis is reachable at 127.0.0.1:6379 (required when CI=true)', () => {
-    expect.fail('Redis is not reachable at 127.0.0.1:6379; CI must provide it');
-  });
-}
-
 describe.skipIf(!redisUp)(`rate-limit, Redis backend${redisUp ? '' : ' (skipped: no Redis at 127.0.0.1:6379)'}`, () => {
-  afterAll(async () => {
-    const admin = new Redis(REDIS_URL);
-    const keys = await admin.keys(`${runPrefix}*`);
-    if (keys.length > 0) await admin.del(...keys);
-    await admin.quit();
-  });
+  afterAll(() => deleteKeys(runPrefix));
 
   it('two gateways sharing one Redis prefix let exactly `limit` requests through in total', async () => {
     const prefix = `${runPrefix}:shared`;
@@ -204,12 +186,4 @@ async function tcpLink(target: number) {
       await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
     },
   };
-}
-
-async function until(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(50);
-  }
 }

@@ -4,32 +4,13 @@
  * caller through, whichever gateway answers. Needs Redis at 127.0.0.1:6379 (required when CI=true).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createConnection } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StartedService, startService } from '../../runtime/testing.ts';
+import { deleteKeys, REDIS_URL, redisReachable } from '../helpers/redis.ts';
+import { writeServiceFile } from '../helpers/services.ts';
 
-const REDIS_URL = 'redis://127.0.0.1:6379';
-const redisUp = await new Promise<boolean>((resolve) => {
-  const socket = createConnection({ host: '127.0.0.1', port: 6379 });
-  socket.setTimeout(1000);
-  socket.once('connect', () => {
-    socket.destroy();
-    resolve(true);
-  });
-  socket.once('error', () => resolve(false));
-  socket.once('timeout', () => resolve(false));
-});
-const inCi = process.env.CI === 'true';
-if (!redisUp && !inCi) console.warn('rate-limit service tests skipped: no Redis reachable at 127.0.0.1:6379');
-if (inCi && !redisUp) {
-  it('Redis is reachable at 127.0.0.1:6379 (required when CI=true)', () => {
-    expect.fail('Redis is not reachable at 127.0.0.1:6379; CI must provide it');
-  });
-}
+const redisUp = await redisReachable('rate-limit service tests');
 
 const stages = join(import.meta.dirname, '../fixtures/test-stages.ts');
 const yaml = `
@@ -68,17 +49,12 @@ describe.skipIf(!redisUp)(
     let two: StartedService;
 
     beforeAll(async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'sy-rl-'));
-      const file = join(dir, 'limited.yaml');
-      writeFileSync(file, yaml);
+      const file = writeServiceFile(yaml);
       [one, two] = await Promise.all([startService(file, { env }), startService(file, { env })]);
     });
     afterAll(async () => {
       await Promise.all([one?.close(), two?.close()]);
-      const admin = new Redis(REDIS_URL);
-      const keys = await admin.keys(`${prefix}*`);
-      if (keys.length > 0) await admin.del(...keys);
-      await admin.quit();
+      await deleteKeys(prefix);
     });
 
     it('refuses requests without a valid token before counting them', async () => {

@@ -1,18 +1,10 @@
-import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import Koa from 'koa';
 import { afterEach, describe, expect, it } from 'vitest';
 import rateLimit, { type RateLimitOptions } from '../../plugins/rate-limit/index.ts';
-import { simpleDialect } from '../../runtime/dialects.ts';
-import {
-  type Caller,
-  type GatewayContext,
-  GatewayError,
-  type StageInstance,
-  toGatewayError,
-} from '../../runtime/index.ts';
+import { type Caller, GatewayError, type Stage, type StageInstance } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
+import { serveStages } from '../helpers/stage-harness.ts';
 
 const cleanups: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -27,41 +19,18 @@ async function serve(options: Partial<RateLimitOptions>) {
   const env = createTestEnv();
   const stage = (await rateLimit.create({ window_seconds: 60, ...options } as RateLimitOptions, env)) as StageInstance;
   cleanups.push(() => stage.close?.());
-  const app = new Koa();
-  app.use(async (ctx, next) => {
-    const gctx = ctx as unknown as GatewayContext;
-    gctx.state = {
-      requestId: 'req-1',
-      service: 'test',
-      route: 'r',
-      limits: { bodyBytes: 1e6, jsonDepth: 64 },
-      annotations: {},
-    };
+  const fakeAuth: Stage = async (ctx, next) => {
     const caller = ctx.get('x-test-caller');
-    if (caller) gctx.state.caller = { id: caller, authenticated: true } satisfies Caller;
-    try {
-      await next();
-    } catch (err) {
-      const gerr = toGatewayError(err);
-      const rendered = simpleDialect.render(gerr);
-      ctx.status = rendered.status;
-      ctx.body = rendered.body;
-      for (const [k, v] of Object.entries(gerr.headers ?? {})) ctx.set(k, v);
-    }
-  });
-  app.use((ctx, next) => stage.handle(ctx as unknown as GatewayContext, next));
-  app.use((ctx) => {
+    if (caller) ctx.state.caller = { id: caller, authenticated: true } satisfies Caller;
+    await next();
+  };
+  const terminal: Stage = async (ctx) => {
     if (ctx.get('x-test-fail')) throw new GatewayError('not_found', 'nothing here');
     ctx.body = { ok: true };
-  });
-  const server = app.listen(0, '127.0.0.1');
-  cleanups.push(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  await new Promise((r) => server.once('listening', r));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return { stage, env, get: (headers: Record<string, string> = {}) => fetch(`${base}/`, { headers }) };
+  };
+  const server = await serveStages([fakeAuth, stage.handle, terminal]);
+  cleanups.push(server.close);
+  return { stage, env, get: (headers: Record<string, string> = {}) => fetch(`${server.url}/`, { headers }) };
 }
 
 function rl(res: Response) {

@@ -2,21 +2,20 @@
  * The registry API over HTTP: a real service started from YAML with the registry-api stage on
  * each route (as configs/registry-api.yaml wires it), over the shipped registry.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson, sha256Hex } from '../../runtime/index.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
+import { shippedRegistryYaml, writeServiceFile } from '../helpers/services.ts';
 
-const registryDir = resolve(import.meta.dirname, '../../configs/registry');
 const yaml = `
 service: registry-api-test
 version: 0.0.1
 listen: { port: 0 }
 dialect: simple
 resources:
-  registry: { type: stype-registry, dir: ${JSON.stringify(registryDir)}, namespace: everything }
+  registry: ${shippedRegistryYaml}
 routes:
   - match: { method: GET, path: /api/stypes }
     pipeline: [{ registry-api: { registry: registry, op: list } }]
@@ -38,17 +37,15 @@ routes:
 type Body = Record<string, any>;
 
 let service: StartedService;
-let tmp: string;
+let file: string;
 
 beforeAll(async () => {
-  tmp = mkdtempSync(join(tmpdir(), 'registry-api-'));
-  const file = join(tmp, 'service.yaml');
-  writeFileSync(file, yaml);
+  file = writeServiceFile(yaml);
   service = await startService(file);
 });
 afterAll(async () => {
   await service?.close();
-  rmSync(tmp, { recursive: true, force: true });
+  rmSync(dirname(file), { recursive: true, force: true });
 });
 
 async function get(path: string) {

@@ -4,19 +4,17 @@
  * Driven through a real Koa app first, then in a real typed-proxy service.
  */
 
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import Koa from 'koa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import headersPlugin from '../../plugins/response-headers/index.ts';
 import { jsonRpcDialect } from '../../runtime/dialects.ts';
-import { GatewayError, type GatewayState, type StageInstance, toGatewayError } from '../../runtime/index.ts';
+import { GatewayError, type Stage, type StageInstance } from '../../runtime/index.ts';
 import { createTestEnv, type StartedService, startService } from '../../runtime/testing.ts';
+import { everythingStdioYaml } from '../helpers/servers.ts';
+import { postRpc, shippedRegistryYaml, writeServiceFile } from '../helpers/services.ts';
+import { type StageServer, serveStages } from '../helpers/stage-harness.ts';
 
 describe('response-headers on a Koa app', () => {
-  let server: ReturnType<Koa['listen']>;
+  let server: StageServer;
   let url: string;
 
   beforeAll(async () => {
@@ -37,26 +35,7 @@ describe('response-headers on a Koa app', () => {
       },
       createTestEnv(),
     )) as StageInstance;
-    const app = new Koa<GatewayState>();
-    app.use(async (ctx, next) => {
-      ctx.state = {
-        requestId: 'req-1',
-        service: 't',
-        route: 'r',
-        mode: 'strict',
-        limits: { bodyBytes: 1e6, jsonDepth: 64 },
-        annotations: {},
-      };
-      try {
-        await next();
-      } catch (err) {
-        const rendered = jsonRpcDialect.render(toGatewayError(err), null);
-        ctx.status = rendered.status;
-        ctx.body = rendered.body;
-      }
-    });
-    app.use(stage.handle);
-    app.use(async (ctx) => {
+    const laterStage: Stage = async (ctx) => {
       ctx.state.stype = { id: 'everything.echo', version: '1.2.0' };
       ctx.state.annotations.count = 3;
       ctx.state.annotations.note = 'caf\u00e9\r\nX-Injected: 1';
@@ -64,10 +43,9 @@ describe('response-headers on a Koa app', () => {
         throw new GatewayError('validation_failed', 'bad', { details: { stype: 'everything.echo' } });
       ctx.state.qom = { profile: 'p', score: 0.8571, threshold: 0.5, passed: true, dimensions: {} };
       ctx.body = { ok: true };
-    });
-    server = app.listen(0, '127.0.0.1');
-    await new Promise((r) => server.once('listening', r));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    };
+    server = await serveStages([stage.handle, laterStage], { dialect: jsonRpcDialect, state: { mode: 'strict' } });
+    url = server.url;
   });
   afterAll(() => {
     server?.close();
@@ -102,22 +80,18 @@ describe('response-headers on a Koa app', () => {
 
 describe('response-headers in the typed proxy (strict, shipped registry)', () => {
   let svc: StartedService;
-  const serverJs = resolve('node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rh-svc-'));
-    writeFileSync(
-      join(dir, 'service.yaml'),
-      `
+    const yaml = `
 service: headers-test
 version: 0.0.1
 listen: { port: 0 }
 mode: strict
 request_id_header: X-Proxy-Request-Id
 upstreams:
-  everything: { kind: stdio, command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(serverJs)}, stdio] }
+  everything: ${everythingStdioYaml}
 resources:
-  registry: { type: stype-registry, dir: ${JSON.stringify(resolve('configs/registry'))}, namespace: everything }
+  registry: ${shippedRegistryYaml}
 pipeline:
   - response-headers:
       set:
@@ -135,20 +109,15 @@ routes:
       - qom-score: { registry: registry, profile: default }
       - policy: { registry: registry }
       - proxy: { upstream: everything }
-`,
-    );
-    svc = await startService(join(dir, 'service.yaml'));
+`;
+    svc = await startService(writeServiceFile(yaml));
   });
   afterAll(async () => {
     await svc?.close();
   });
 
   const call = (name: string, args: unknown) =>
-    fetch(`${svc.url}/`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }),
-    });
+    postRpc(`${svc.url}/`, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } });
 
   it('a forwarded call carries all diagnostic headers', async () => {
     const res = await call('echo', { message: 'Ping from the typed proxy' });

@@ -7,17 +7,17 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson, sha256Hex } from '../../runtime/index.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
-
-const serverJs = resolve('node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+import { everythingServer, everythingStdioYaml } from '../helpers/servers.ts';
+import { postRpc, shippedRegistryYaml, writeServiceFile } from '../helpers/services.ts';
 
 /** tools/list straight from the reference server (to pin the tools as "approved"). */
 async function listTools(): Promise<Array<Record<string, unknown>>> {
-  const child = spawn(process.execPath, [serverJs, 'stdio'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  const child = spawn(process.execPath, [everythingServer, 'stdio'], { stdio: ['pipe', 'pipe', 'ignore'] });
   try {
     const lines = createInterface({ input: child.stdout });
     child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' })}\n`);
@@ -123,16 +123,14 @@ beforeAll(async () => {
       - stype-resolve: { registry: registry }
       - schema-validate: ${JSON.stringify({ registry: 'registry', ...options })}
       - proxy: { upstream: everything }`;
-  writeFileSync(
-    join(dir, 'service.yaml'),
-    `
+  const yaml = `
 service: schema-validate-test
 version: 0.0.1
 listen: { port: 0 }
 metrics: { port: 0 }
 dialect: simple
 upstreams:
-  everything: { kind: stdio, command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(serverJs)}, stdio] }
+  everything: ${everythingStdioYaml}
 resources:
   registry: { type: stype-registry, dir: ./registry, namespace: everything }
 pipeline:
@@ -144,15 +142,14 @@ pipeline:
         X-Drifted: annotations.drifted_tools
         X-Tool-Drift: annotations.tool_drift.tool
 routes:${route('/strict', 'strict')}${route('/permissive', 'permissive')}${route('/audit', 'audit')}${route(
-      '/reject-unknown',
-      'strict',
-      { unknown_stype: 'reject' },
-    )}${route('/strict-flag', 'strict', { pin_check: 'flag' })}${route('/permissive-enforce', 'permissive', {
-      pin_check: 'enforce',
-    })}${route('/no-results', 'strict', { validate_results: false })}
-`,
-  );
-  svc = await startService(join(dir, 'service.yaml'));
+    '/reject-unknown',
+    'strict',
+    { unknown_stype: 'reject' },
+  )}${route('/strict-flag', 'strict', { pin_check: 'flag' })}${route('/permissive-enforce', 'permissive', {
+    pin_check: 'enforce',
+  })}${route('/no-results', 'strict', { validate_results: false })}
+`;
+  svc = await startService(writeServiceFile(yaml, dir));
 });
 
 afterAll(async () => {
@@ -162,11 +159,7 @@ afterAll(async () => {
 let nextId = 1;
 async function rpc(path: string, method: string, params?: Record<string, unknown>) {
   const id = nextId++;
-  const res = await fetch(svc.url + path, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) }),
-  });
+  const res = await postRpc(svc.url + path, { jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
   return { id, status: res.status, headers: res.headers, body: await res.json() };
 }
 const call = (path: string, name: string, args: Record<string, unknown>) =>
@@ -338,18 +331,15 @@ describe('schema-validate: tool pinning', () => {
 describe('schema-validate over the shipped registry (configs/registry)', () => {
   let shipped: StartedService;
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sv-shipped-'));
-    writeFileSync(
-      join(dir, 'service.yaml'),
-      `
+    const yaml = `
 service: schema-validate-shipped
 version: 0.0.1
 listen: { port: 0 }
 mode: strict
 upstreams:
-  everything: { kind: stdio, command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(serverJs)}, stdio] }
+  everything: ${everythingStdioYaml}
 resources:
-  registry: { type: stype-registry, dir: ${JSON.stringify(resolve('configs/registry'))}, namespace: everything }
+  registry: ${shippedRegistryYaml}
 routes:
   - match: { method: POST, path: / }
     dialect: jsonrpc
@@ -358,20 +348,15 @@ routes:
       - stype-resolve: { registry: registry }
       - schema-validate: { registry: registry }
       - proxy: { upstream: everything }
-`,
-    );
-    shipped = await startService(join(dir, 'service.yaml'));
+`;
+    shipped = await startService(writeServiceFile(yaml));
   });
   afterAll(async () => {
     await shipped?.close();
   });
 
   const post = async (body: unknown) => {
-    const res = await fetch(`${shipped.url}/`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify(body),
-    });
+    const res = await postRpc(`${shipped.url}/`, body);
     return { status: res.status, body: await res.json() };
   };
 

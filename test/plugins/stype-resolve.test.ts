@@ -7,14 +7,9 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { STypeRegistry } from '../../plugins/stype-registry/api.ts';
 import registryPlugin from '../../plugins/stype-registry/index.ts';
 import resolvePlugin from '../../plugins/stype-resolve/index.ts';
-import {
-  type GatewayContext,
-  GatewayError,
-  type GatewayState,
-  type JsonRpcRequest,
-  type StageInstance,
-} from '../../runtime/index.ts';
+import { type GatewayContext, GatewayError, type JsonRpcRequest, type StageInstance } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
+import { requestState } from '../helpers/stage-harness.ts';
 
 let registry: STypeRegistry;
 const env = () => createTestEnv({ resources: { registry } });
@@ -31,14 +26,7 @@ async function stage(options: { registry: string; stype?: string } = { registry:
 
 /** Runs the stage on a request state; returns the state and whether the pipeline went on. */
 async function run(s: StageInstance, rpc?: JsonRpcRequest, annotations: Record<string, unknown> = {}) {
-  const state = {
-    requestId: 'r1',
-    service: 't',
-    route: 'POST /',
-    limits: { bodyBytes: 1e6, jsonDepth: 64 },
-    annotations,
-    rpc,
-  } as GatewayState;
+  const state = requestState({ annotations, rpc });
   let nextCalled = false;
   await s.handle({ state } as GatewayContext, async () => {
     nextCalled = true;

@@ -1,10 +1,12 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import proxyPlugin from '../../plugins/proxy/index.ts';
+import { referenceKeyword } from '../../runtime/config/references.ts';
 import { upstreamConfigSchema } from '../../runtime/upstreams/create.ts';
 
 // Strict mode on purpose: it rejects defaults that ajv would silently ignore (e.g. inside oneOf).
 const ajv = new Ajv2020({ allErrors: true, useDefaults: true, strict: true });
+ajv.addKeyword(referenceKeyword); // proxy's `upstream` option is marked `x-ref: upstream`
 const validate = ajv.compile(upstreamConfigSchema);
 
 function check(config: Record<string, unknown>) {

@@ -1,12 +1,11 @@
 import type { ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayError } from '../../runtime/errors.ts';
 import { silentLogger } from '../../runtime/observability/logger.ts';
 import { createUpstream, type UpstreamConfig } from '../../runtime/upstreams/create.ts';
 import type { HttpUpstream, RpcUpstream, Upstream } from '../../runtime/upstreams/types.ts';
-import { freePort, startEverythingHttp, stop, until } from './servers.ts';
+import { closeNow, freePort, listenLocal, startEverythingHttp, stop, until } from '../helpers/servers.ts';
 
 const deps = { logger: silentLogger, configDir: process.cwd() };
 const opened: Upstream[] = [];
@@ -60,19 +59,16 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
   }
 }
 
-let server: Server;
+const server = createServer((req, res) => void handle(req, res));
 let base: string;
 
 beforeAll(async () => {
-  server = createServer((req, res) => void handle(req, res)).listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  base = await listenLocal(server);
 });
 
 afterAll(async () => {
   await Promise.all(opened.map((u) => u.close()));
-  server.closeAllConnections();
-  server.close();
+  closeNow(server);
 });
 
 describe('http upstream: forwarding', () => {
@@ -137,20 +133,17 @@ describe('http upstream: health', () => {
   it('flips to disconnected when the server goes away and back when it returns', async () => {
     const port = await freePort();
     const target = createServer((_req, res) => res.end('ok'));
-    target.listen(port, '127.0.0.1');
-    await once(target, 'listening');
+    await listenLocal(target, port);
     const up = upstream({ kind: 'http', url: `http://127.0.0.1:${port}`, health_check: { interval_ms: 100 } });
     await up.ready(3000);
     expect(up.health().connected).toBe(true);
 
-    target.closeAllConnections();
-    target.close();
+    closeNow(target);
     await until(() => !up.health().connected, 2000);
     expect(up.health().error).toBe('connection refused');
     await expect(up.ready(200)).rejects.toThrow(/not ready/);
 
-    target.listen(port, '127.0.0.1');
-    await once(target, 'listening');
+    await listenLocal(target, port);
     await until(() => up.health().connected, 2000);
     expect(up.health().error).toBeUndefined();
     target.close();

@@ -3,7 +3,7 @@ import { GatewayError } from '../../runtime/errors.ts';
 import { silentLogger } from '../../runtime/observability/logger.ts';
 import { createUpstream } from '../../runtime/upstreams/create.ts';
 import type { RpcUpstream } from '../../runtime/upstreams/types.ts';
-import { everythingServer, until } from './servers.ts';
+import { everythingServer, until } from '../helpers/servers.ts';
 
 const serverPath = everythingServer;
 const deps = { logger: silentLogger, configDir: process.cwd() };
