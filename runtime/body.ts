@@ -2,11 +2,10 @@
  * Reading request bodies once, with limits. The raw bytes are kept on the state so that an
  * unchanged message can be forwarded without re-serialising; the parsed JSON is kept too.
  */
+import { isUtf8 } from 'node:buffer';
 import getRawBody from 'raw-body';
 import { GatewayError } from './errors.ts';
 import type { GatewayContext } from './state.ts';
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 export async function readBody(ctx: GatewayContext): Promise<Buffer> {
   if (ctx.state.rawBody) return ctx.state.rawBody;
@@ -37,17 +36,13 @@ function tooLarge(limit: number): GatewayError {
 export async function readJson(ctx: GatewayContext): Promise<unknown> {
   if (ctx.state.json !== undefined) return ctx.state.json;
   const raw = await readBody(ctx);
-  let text: string;
-  try {
-    text = utf8.decode(raw);
-  } catch {
-    throw new GatewayError('parse_error', 'Request body is not valid UTF-8');
-  }
-  if (text.trim() === '') throw new GatewayError('parse_error', 'Request body is empty');
+  if (!isUtf8(raw)) throw new GatewayError('parse_error', 'Request body is not valid UTF-8');
+  const text = raw.toString('utf8');
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (err) {
+    if (text.trim() === '') throw new GatewayError('parse_error', 'Request body is empty');
     throw new GatewayError('parse_error', `Request body is not valid JSON: ${(err as Error).message}`);
   }
   const depth = jsonDepth(value, ctx.state.limits.jsonDepth);
@@ -62,15 +57,25 @@ export async function readJson(ctx: GatewayContext): Promise<unknown> {
 
 /** Depth of a JSON value, computed iteratively; stops counting once past `cap`. */
 export function jsonDepth(value: unknown, cap = Number.POSITIVE_INFINITY): number {
+  if (value === null || typeof value !== 'object') return 0;
   let max = 0;
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length > 0) {
-    const [v, d] = stack.pop() as [unknown, number];
-    if (v === null || typeof v !== 'object') continue;
-    if (d > max) max = d;
-    if (max > cap) return max;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) {
-      if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+  // Two parallel stacks (values and their depths): no per-node allocation.
+  const values: object[] = [value];
+  const depths: number[] = [1];
+  while (values.length > 0) {
+    const v = values.pop() as Record<string, unknown>;
+    const d = depths.pop() as number;
+    if (d > max) {
+      max = d;
+      if (max > cap) return max;
+    }
+    const children = Array.isArray(v) ? v : Object.values(v);
+    for (let i = 0; i < children.length; i++) {
+      const child = children[i];
+      if (child !== null && typeof child === 'object') {
+        values.push(child);
+        depths.push(d + 1);
+      }
     }
   }
   return max;

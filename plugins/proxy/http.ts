@@ -3,8 +3,9 @@
  * body; the answer comes back streamed. Response hooks, when registered, rewrite a JSON answer
  * as a whole and an SSE answer event by event.
  */
-import { pipeline } from 'node:stream';
+import { pipeline, type Readable } from 'node:stream';
 import {
+  ClientAbort,
   type GatewayContext,
   type HttpForwardResponse,
   type HttpUpstream,
@@ -29,9 +30,7 @@ const noBodyStatus = new Set([204, 205, 304]);
 export async function proxyHttp(ctx: GatewayContext, upstream: HttpUpstream, o: HttpProxyOptions): Promise<void> {
   const replaced = Boolean(ctx.state.rpcModified && ctx.state.rpc);
   // A client that goes away before the upstream answered cancels the upstream request.
-  const abort = new AbortController();
-  const onClose = () => abort.abort();
-  ctx.res.once('close', onClose);
+  const signal = ClientAbort.watch(ctx.res);
   let res: HttpForwardResponse;
   try {
     res = await upstream.forward({
@@ -39,11 +38,11 @@ export async function proxyHttp(ctx: GatewayContext, upstream: HttpUpstream, o: 
       path: o.path ?? ctx.url,
       headers: upstreamRequestHeaders(ctx, o.headerNames, replaced),
       body: await requestBody(ctx, replaced),
-      signal: abort.signal,
+      signal,
       timeoutMs: o.timeoutMs,
     });
   } finally {
-    ctx.res.off('close', onClose);
+    ClientAbort.unwatch(ctx.res);
   }
   await answer(ctx, res, o.logger);
 }
@@ -73,9 +72,19 @@ async function answer(ctx: GatewayContext, res: HttpForwardResponse, logger: Log
     return;
   }
 
-  if (hooks.length > 0 && !encoded && type.includes('json')) {
+  const hookable = hooks.length > 0 && !encoded && type.includes('json');
+  if (!sse && (hookable || isSmall(res.headers['content-length']))) {
+    // Small answers are read whole and written in one go: cheaper than piping a stream (no
+    // pipeline, no end-of-stream bookkeeping) and they go out in one write with the headers.
+    const raw = await readAll(res.body);
+    if (!hookable) {
+      copyResponseHeaders(ctx, res.headers, false);
+      ctx.status = res.status;
+      ctx.body = raw;
+      return;
+    }
     // Hooks run before anything is written, so a hook's GatewayError is rendered normally.
-    const text = Buffer.concat(await collect(res.body)).toString('utf8');
+    const text = raw.toString('utf8');
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
@@ -86,7 +95,7 @@ async function answer(ctx: GatewayContext, res: HttpForwardResponse, logger: Log
     if (out?.responses.length === 1) ctx.state.rpcResponse = out.responses[0];
     copyResponseHeaders(ctx, res.headers, true);
     ctx.status = res.status;
-    ctx.body = Buffer.from(out && out.responses.length > 0 ? JSON.stringify(out.body) : text);
+    ctx.body = out && out.responses.length > 0 ? Buffer.from(JSON.stringify(out.body)) : raw;
     return;
   }
 
@@ -122,8 +131,21 @@ function streamEvents(ctx: GatewayContext): void {
   ctx.set('X-Accel-Buffering', 'no');
 }
 
-async function collect(stream: NodeJS.ReadableStream): Promise<Buffer[]> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(chunk as Buffer);
-  return chunks;
+/** Answers up to this size (by their Content-Length) are buffered rather than streamed. */
+const bufferLimit = 64 * 1024;
+
+function isSmall(length: string | string[] | undefined): boolean {
+  if (typeof length !== 'string') return false;
+  const n = Number(length);
+  return n >= 0 && n <= bufferLimit;
+}
+
+/** Reads a stream whole (event listeners: cheaper than async iteration for a chunk or two). */
+function readAll(stream: Readable): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+    stream.once('end', () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
+    stream.once('error', reject);
+  });
 }

@@ -105,7 +105,10 @@ function format(value: unknown, decimals: number | undefined): string | undefine
 }
 
 /** Header values must be visible ASCII: other characters are percent-encoded, never injected. */
+const unsafeHeaderChar = /[^\t\x20-\x7e]/;
+
 function headerSafe(s: string): string {
+  if (!unsafeHeaderChar.test(s)) return s; // the common case, without building a new string
   return s.replace(/[^\t\x20-\x7e]/gu, (c) =>
     [...Buffer.from(c, 'utf8')].map((b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join(''),
   );

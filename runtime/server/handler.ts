@@ -2,16 +2,18 @@
  * The request core every listener runs before a route's pipeline: request id, trace context,
  * routing, concurrency cap, error rendering through the route's dialect, access log and metrics.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { GatewayError, toGatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
 import { latencyBuckets } from '../observability/metrics.ts';
 import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
 import type { GatewayContext } from '../state.ts';
+import { randomHex } from '../util/random-hex.ts';
 
 const safeRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
 const traceparentPattern = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+const zeroTraceId = '0'.repeat(32);
 
 export interface RequestCore {
   handle(graph: ServiceGraph, ctx: GatewayContext): Promise<void>;
@@ -99,25 +101,27 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
 }
 
 function findRoute(graph: ServiceGraph, ctx: GatewayContext): CompiledRoute {
+  const method = ctx.method;
+  const path = ctx.path;
   let pathMatched = false;
-  const allowed = new Set<string>();
   for (const route of graph.routes) {
-    const m = route.match(ctx.path);
+    const m = route.match(path);
     if (!m) continue;
     pathMatched = true;
-    for (const method of route.methods) allowed.add(method);
-    if (route.methods.has(ctx.method) || (ctx.method === 'HEAD' && route.methods.has('GET'))) {
+    if (route.methods.has(method) || (method === 'HEAD' && route.methods.has('GET'))) {
       ctx.params = m.params as Record<string, string>;
       return route;
     }
   }
   if (pathMatched) {
-    throw new GatewayError('method_not_allowed', `Method ${ctx.method} is not allowed on ${ctx.path}`, {
+    const allowed = new Set<string>();
+    for (const route of graph.routes) if (route.match(path)) for (const m of route.methods) allowed.add(m);
+    throw new GatewayError('method_not_allowed', `Method ${method} is not allowed on ${path}`, {
       headers: { Allow: [...allowed].join(', ') },
       details: { allowed: [...allowed] },
     });
   }
-  throw new GatewayError('not_found', `No route for ${ctx.method} ${ctx.path}`);
+  throw new GatewayError('not_found', `No route for ${method} ${path}`);
 }
 
 function renderError(
@@ -147,8 +151,8 @@ function renderError(
 
 /** W3C trace context: keep the caller's trace id with a new span id, or start a new trace. */
 function childTraceparent(incoming: string): string {
-  const m = traceparentPattern.exec(incoming);
-  const traceId = m && m[1] !== '0'.repeat(32) ? m[1] : randomBytes(16).toString('hex');
+  const m = incoming ? traceparentPattern.exec(incoming) : null;
+  const traceId = m && m[1] !== zeroTraceId ? m[1] : randomHex(16);
   const flags = m ? m[3] : '01';
-  return `00-${traceId}-${randomBytes(8).toString('hex')}-${flags}`;
+  return `00-${traceId}-${randomHex(8)}-${flags}`;
 }

@@ -27,48 +27,52 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
     help: 'Internal failures of pipeline stages, by stage and declared failure mode',
     labelNames: ['stage', 'plugin', 'on_error'] as const,
   });
-  const wrapped = stages.map((stage) => guard(stage, failures, logger));
-  return (ctx, next) => dispatch(wrapped, 0, ctx, next);
-}
+  // Per request, the index of the deepest stage entered (kept on the context under a key of this
+  // pipeline's own): tells a failing stage whether it had called next. No per-stage closures or
+  // tracking objects on the hot path.
+  const reached = Symbol('pipeline stage reached');
+  type Tracked = GatewayContext & { [reached]?: number };
+  // Errors thrown by the code after the pipeline (the caller's `next`) are not any stage's failure.
+  const fromAfter = new WeakSet<object>();
+  const count = stages.length;
 
-function dispatch(stages: Stage[], i: number, ctx: GatewayContext, last: Next): Promise<void> {
-  const stage = stages[i];
-  if (!stage) return last();
-  return stage(ctx, () => dispatch(stages, i + 1, ctx, last));
-}
+  const dispatch = (ctx: Tracked, i: number, last: Next): Promise<void> => {
+    ctx[reached] = i;
+    return i === count ? runLast(last) : runStage(ctx, i, last);
+  };
 
-function guard(stage: BuiltStage, failures: ReturnType<MetricsKit['counter']>, logger: Logger): Stage {
-  const handle = stage.instance.handle;
-  return async (ctx, next) => {
-    // Where the rest of the pipeline is: tells this stage's failures from later stages' errors.
-    const track: { next: 'not-called' | 'running' | 'done' | 'threw' } = { next: 'not-called' };
-    const trackedNext = async () => {
-      track.next = 'running';
-      try {
-        await next();
-        track.next = 'done';
-      } catch (err) {
-        track.next = 'threw';
-        throw err;
-      }
-    };
+  const runLast = async (last: Next): Promise<void> => {
     try {
-      await handle(ctx, trackedNext);
+      await last();
     } catch (err) {
-      // Errors from later stages, and typed decisions, are not this stage's failure.
-      if (track.next === 'threw' || err instanceof GatewayError) throw err;
+      if (typeof err === 'object' && err !== null && !(err instanceof GatewayError)) fromAfter.add(err);
+      throw err;
+    }
+  };
+
+  const runStage = async (ctx: Tracked, i: number, last: Next): Promise<void> => {
+    const stage = stages[i];
+    try {
+      await stage.instance.handle(ctx, () => dispatch(ctx, i + 1, last));
+    } catch (err) {
+      // Typed decisions, and errors from after the pipeline, are not this stage's failure. A later
+      // stage's own failure reaches here already turned into a GatewayError by its guard.
+      if (err instanceof GatewayError || (typeof err === 'object' && err !== null && fromAfter.has(err))) throw err;
       failures.inc({ stage: stage.id, plugin: stage.plugin, on_error: stage.onError });
       logger.error(
         { err, stage: stage.id, on_error: stage.onError, request_id: ctx.state.requestId },
         `stage failed internally (${stage.onError})`,
       );
-      if (stage.onError === 'fail-open' && track.next === 'not-called') {
+      const calledNext = (ctx[reached] ?? i) > i;
+      if (stage.onError === 'fail-open' && !calledNext) {
         const skipped = (ctx.state.annotations.failed_open as string[] | undefined) ?? [];
         ctx.state.annotations.failed_open = [...skipped, stage.id];
-        return next();
+        return dispatch(ctx, i + 1, last);
       }
       if (stage.onError === 'fail-open') return; // failed after the rest ran: keep its answer
       throw new GatewayError('internal_error', 'Internal error', { details: { stage: stage.plugin }, cause: err });
     }
   };
+
+  return (ctx, next) => dispatch(ctx, 0, next);
 }

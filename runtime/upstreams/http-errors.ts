@@ -48,7 +48,12 @@ export interface Timeouts {
   responseMs: number;
 }
 
-export function toUpstreamError(err: unknown, upstream: string, t: Timeouts, signal?: AbortSignal): GatewayError {
+export function toUpstreamError(
+  err: unknown,
+  upstream: string,
+  t: Timeouts,
+  signal?: { readonly aborted: boolean },
+): GatewayError {
   if (err instanceof GatewayError) return err;
   const code = errorCode(err);
   if (signal?.aborted || (err as Error)?.name === 'AbortError' || code === 'UND_ERR_ABORTED') {

@@ -74,7 +74,8 @@ export class HttpUpstreamImpl implements HttpUpstream {
 
   async forward(req: HttpForwardRequest): Promise<HttpForwardResponse> {
     const headers: Record<string, string | string[]> = {};
-    for (const [k, v] of Object.entries(req.headers)) {
+    for (const k in req.headers) {
+      const v = req.headers[k];
       if (v !== undefined && !transportHeaders.has(k.toLowerCase())) headers[k] = v;
     }
     const timeouts = req.timeoutMs ? { ...this.timeouts, responseMs: req.timeoutMs } : this.timeouts;

@@ -15,7 +15,8 @@ export class Readiness {
   ) {}
 
   up(): void {
-    if (!this.connected) this.logger.info(`upstream "${this.name}" connected`);
+    if (this.connected) return; // the common case: called on every successful request
+    this.logger.info(`upstream "${this.name}" connected`);
     this.connected = true;
     this.error = undefined;
     for (const wake of this.waiters) wake();

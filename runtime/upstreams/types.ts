@@ -5,6 +5,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { JsonRpcRequest } from '../state.ts';
+import type { ClientAbort } from '../util/client-abort.ts';
 
 export interface UpstreamHealth {
   connected: boolean;
@@ -28,7 +29,8 @@ export interface HttpForwardRequest {
   path: string;
   headers: Record<string, string | string[] | undefined>;
   body?: Buffer | string | Readable | null;
-  signal?: AbortSignal;
+  /** Cancels the request: an AbortSignal, or the cheaper ClientAbort (see runtime/util/client-abort.ts). */
+  signal?: AbortSignal | ClientAbort;
   /** Overrides the upstream's configured response timeout (headers), in ms. */
   timeoutMs?: number;
 }
