@@ -3,6 +3,7 @@
  */
 
 export { jsonDepth, readBody, readJson, readJsonObject } from './body.ts';
+export type { Dialect, RenderedError } from './dialects.ts';
 export type { ErrorKind, GatewayErrorOptions } from './errors.ts';
 export { GatewayError, isGatewayError, toGatewayError } from './errors.ts';
 export type { MetricsKit } from './observability/metrics.ts';
@@ -17,6 +18,8 @@ export type {
   ServiceInfo,
   ServiceIntrospection,
   StageInstance,
+  UpgradedConnection,
+  UpgradeInfo,
 } from './plugin.ts';
 export { definePlugin, defineResource } from './plugin.ts';
 export type {
@@ -29,10 +32,26 @@ export type {
   PolicyDecision,
   QomResult,
   ResolvedSType,
+  ResponseJsonHook,
   RpcResponseHook,
+  SseEvent,
+  SseFilter,
+  SseVerdict,
   Stage,
   Violation,
 } from './state.ts';
+export type {
+  PostgresOptions,
+  SqlDatabase,
+  SqlExecutor,
+  SqliteOptions,
+  SqlOptions,
+  SqlParam,
+  SqlRow,
+  TransactionOptions,
+} from './store/index.ts';
+export { openSqlDatabase } from './store/index.ts';
+export { sseData } from './upstreams/sse.ts';
 export type {
   HttpForwardRequest,
   HttpForwardResponse,
@@ -43,4 +62,5 @@ export type {
   UpstreamHealth,
 } from './upstreams/types.ts';
 export { isHttpUpstream, isRpcUpstream } from './upstreams/types.ts';
+export { ClientAbort } from './util/client-abort.ts';
 export { canonicalJson, sha256Hex } from './util/hash.ts';

@@ -4,6 +4,7 @@
  * through declaration merging on `GatewayState`.
  */
 import type { Next, ParameterizedContext } from 'koa';
+import type { Dialect } from './dialects.ts';
 
 export type JsonRpcId = string | number | null;
 
@@ -70,6 +71,11 @@ export interface GatewayState {
   /** Enforcement mode of the route (`strict`, `permissive`, `audit`...), when one is set. */
   mode?: string;
   caller?: Caller;
+  /**
+   * Name of the upstream an earlier stage chose for this request (e.g. a tenant's backend); a
+   * proxy stage uses it instead of its default.
+   */
+  upstream?: string;
   /** Limits of the service (body size, JSON depth), read by readBody/readJson. */
   limits: RequestLimits;
   /** The raw request body, once read (see readBody); forwarded as is when unchanged. */
@@ -103,6 +109,25 @@ export interface GatewayState {
    * (e.g. an error object, or a filtered `tools/list` result). Earlier stages register them.
    */
   rpcResponseHooks?: RpcResponseHook[];
+  /**
+   * Hooks on the upstream's whole JSON answer (a non-streamed HTTP answer with a JSON content
+   * type), applied by the proxy in registration order before anything is written. A hook returns
+   * the body to send (the same object, changed or not, or a replacement) or throws a
+   * GatewayError to answer with an error instead.
+   */
+  responseJsonHooks?: ResponseJsonHook[];
+  /**
+   * Filters on an SSE answer, applied event by event as the stream passes (nothing waits for its
+   * end). Stages that inspect streamed answers (egress checks) register them.
+   */
+  sseFilters?: SseFilter[];
+  /** Set when a stage changed `json` (e.g. masked spans) so that it is re-serialised before forwarding. */
+  jsonModified?: boolean;
+  /**
+   * The route's error dialect, for a stage that must write an error after the response started
+   * (an error event at the end of a stream): `dialect.render(err).body`.
+   */
+  dialect?: Dialect;
   /** W3C trace context to send upstream (`traceparent` header value). */
   traceparent?: string;
   /** Free-form notes stages leave for later stages, logs and response metadata. */
@@ -115,4 +140,25 @@ export type RpcResponseHook = (
   ctx: GatewayContext,
 ) => Record<string, unknown> | Promise<Record<string, unknown>>;
 export type Stage = (ctx: GatewayContext, next: Next) => Promise<void>;
+export type ResponseJsonHook = (body: unknown, ctx: GatewayContext) => unknown | Promise<unknown>;
+
+/** One server-sent event: `data` is its data lines joined with newlines. */
+export interface SseEvent {
+  event?: string;
+  id?: string;
+  data: string;
+}
+
+/** What a filter does with an event: the events to write in its place, and whether the stream ends after them. */
+export interface SseVerdict {
+  events: SseEvent[];
+  /** End the stream after these events (the upstream's remaining answer is dropped). */
+  end?: boolean;
+}
+
+export interface SseFilter {
+  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict>;
+  /** The upstream's stream ended normally: events to append before the end. */
+  onEnd?(): SseEvent[] | Promise<SseEvent[]>;
+}
 export type { Next };

@@ -17,11 +17,15 @@ const PG_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/te
 const pgUp = await new Promise<boolean>((resolve) => {
   const socket = createConnection({ host: '127.0.0.1', port: 5432 });
   socket.setTimeout(1000);
-  socket.once('connect', () => resolve(socket.end() && true));
+  socket.once('connect', () => {
+    socket.end();
+    resolve(true);
+  });
   socket.once('error', () => resolve(false));
   socket.once('timeout', () => resolve(false));
 });
-if (!pgUp && process.env.CI !== 'true') console.warn('PostgreSQL store tests skipped: nothing at 127.0.0.1:5432');
+const skipPg = !pgUp && process.env.CI !== 'true';
+if (skipPg) console.warn('PostgreSQL store tests skipped: nothing at 127.0.0.1:5432');
 
 const dir = mkdtempSync(join(tmpdir(), 'sy-store-'));
 const table = `store_test_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
@@ -46,7 +50,7 @@ describe('placeholder rewriting for SQLite', () => {
 
 const drivers: Array<{ name: string; skip: boolean; options: () => SqlOptions }> = [
   { name: 'sqlite', skip: false, options: () => ({ driver: 'sqlite', path: join(dir, 'store.db') }) },
-  { name: 'postgres', skip: !pgUp, options: () => ({ driver: 'postgres', url: PG_URL, pool_size: 4 }) },
+  { name: 'postgres', skip: skipPg, options: () => ({ driver: 'postgres', url: PG_URL, pool_size: 4 }) },
 ];
 
 describe.each(drivers)('$name', ({ name, skip, options }) => {

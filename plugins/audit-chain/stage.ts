@@ -1,0 +1,124 @@
+/**
+ * The `audit` stage: records the decisions of the request (`ctx.state.decisions`) in an
+ * audit-chain resource, exactly once each, before the answer is acknowledged.
+ *
+ *   pipeline:
+ *     - auth: {...}
+ *     - audit: { chain: audit }      # before the stages that decide
+ *     - policy: {...}
+ *     - proxy: {...}
+ *
+ * It installs `ctx.state.auditFlush` (for stages that decide after the response started, such as
+ * a stream filter) and flushes once more after the rest of the pipeline, whether it answered or
+ * threw (a block is a thrown GatewayError: it is recorded, then rethrown). A `deny` decision is
+ * written as `block`. With `record: all`, a request with no decision at all gets one `allow`.
+ *
+ * If an append fails, the stage throws a plain error, so the route's `on_error` decides:
+ * fail-closed (default) answers 500 and no unaudited answer goes out; fail-open keeps the answer
+ * the pipeline produced. A request that a later stage refused answers 500 in both cases (the
+ * runtime cannot tell the two apart once a later stage has thrown).
+ */
+import { definePlugin, type GatewayContext, type PolicyDecision } from '../../runtime/index.ts';
+import type { AuditChain, AuditEntry } from './api.ts';
+
+const actionNames: Record<string, string> = { deny: 'block' };
+
+export default definePlugin<{ chain?: string }>({
+  name: 'audit',
+  description: 'Record the decisions of each request in an audit-chain resource before it is answered',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      chain: {
+        type: 'string',
+        minLength: 1,
+        default: 'audit',
+        'x-ref': 'resource',
+        description: 'Name of the audit-chain resource',
+      },
+    },
+  },
+  create(options, env) {
+    const name = options.chain ?? 'audit';
+    const chain = env.resource<AuditChain>(name);
+    return {
+      async handle(ctx, next) {
+        const recorder = createRecorder(ctx, chain);
+        ctx.state.auditFlush = () => recorder.flush(false);
+        try {
+          await next();
+        } catch (err) {
+          await recorder.flush(true);
+          throw err;
+        }
+        await recorder.flush(true);
+      },
+      describe: () => ({ chain: name, record: chain.settings.record, store_prompt: chain.settings.store_prompt }),
+    };
+  },
+});
+
+/**
+ * Per request: remembers how many decisions are on record, and runs flushes one after the other
+ * so that concurrent calls (a stream filter and the stage itself) never record a decision twice.
+ */
+function createRecorder(ctx: GatewayContext, chain: AuditChain) {
+  const { record, store_prompt } = chain.settings;
+  let recorded = 0;
+  let implicitAllow = false;
+  let tail: Promise<void> = Promise.resolve();
+
+  async function write(final: boolean): Promise<void> {
+    const decisions = ctx.state.decisions ?? [];
+    const upto = decisions.length;
+    const pending = decisions.slice(recorded, upto).filter((d) => record === 'all' || d.action !== 'allow');
+    const entries = pending.map((d) => toEntry(ctx, d));
+    const addAllow = final && record === 'all' && upto === 0 && !implicitAllow;
+    if (addAllow) entries.push(toEntry(ctx, { action: 'allow' }));
+    if (entries.length > 0) {
+      if (store_prompt) {
+        const prompt = promptOf(ctx.state.json);
+        if (prompt !== undefined) for (const e of entries) e.details = { ...e.details, prompt };
+      }
+      try {
+        await chain.appendAll(entries);
+      } catch (err) {
+        throw new Error('audit record could not be written', { cause: err });
+      }
+    }
+    recorded = upto;
+    if (addAllow) implicitAllow = true;
+  }
+
+  return {
+    flush(final: boolean): Promise<void> {
+      const run = tail.then(() => write(final));
+      tail = run.catch(() => {});
+      return run;
+    },
+  };
+}
+
+function toEntry(ctx: GatewayContext, d: PolicyDecision): AuditEntry & { details: Record<string, unknown> } {
+  const details: Record<string, unknown> = { ...d.details };
+  if (d.policy !== undefined) details.policy = d.policy;
+  if (d.detail !== undefined) details.message = d.detail;
+  return {
+    request_id: ctx.state.requestId,
+    tenant: ctx.state.caller?.id,
+    action: actionNames[d.action] ?? d.action,
+    rule: d.rule,
+    regulation: d.regulation,
+    phase: d.phase,
+    details,
+  };
+}
+
+/** The request's prompt as a JSON string: chat `messages`, else a completion's `prompt`. */
+function promptOf(json: unknown): string | undefined {
+  if (json === null || typeof json !== 'object') return undefined;
+  const body = json as { messages?: unknown; prompt?: unknown };
+  const value = body.messages ?? body.prompt;
+  return value === undefined ? undefined : JSON.stringify(value);
+}
