@@ -4,7 +4,10 @@
  * schemas, open stores, load models) and returns the per-request middleware.
  * A resource type is the same idea for things several stages share (a registry, a store...).
  */
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
+import type { GatewayError } from './errors.ts';
 import type { MetricsKit } from './observability/metrics.ts';
 import type { GatewayContext, Stage } from './state.ts';
 import type { Upstream } from './upstreams/types.ts';
@@ -25,7 +28,27 @@ export interface ServiceInfo {
   /** Directory of the service's config file; relative paths in options resolve against it. */
   configDir: string;
   ports: { main?: number; metrics?: number; admin?: number };
+  /**
+   * Base URL at which this process reaches its own main listener (`http://127.0.0.1:<port>` when
+   * it listens on all interfaces), for stages that call another route of the same service. Set
+   * once the listener is up: read it per request.
+   */
+  mainUrl?: string;
   startedAt: Date;
+  /**
+   * Reloads the whole service as a transaction (as POST /admin/reload on the admin listener
+   * does): the new graph is built and warmed, then swapped in; a config or data file that fails
+   * to load changes nothing. Set once the service runs.
+   */
+  reload?: () => Promise<ServiceReloadResult>;
+}
+
+export interface ServiceReloadResult {
+  ok: boolean;
+  error?: string;
+  problems?: Array<{ file?: string; line?: number; column?: number; path?: string; message: string }>;
+  /** What each resource of the graph now running describes of itself (its `describe()`). */
+  resources: Record<string, Record<string, unknown>>;
 }
 
 export interface PluginEnv {
@@ -35,6 +58,8 @@ export interface PluginEnv {
   metrics: MetricsKit;
   /** A shared resource declared under `resources:` in the service config. */
   resource<T = unknown>(name: string): T;
+  /** Health of a declared resource (undefined when it reports none), for readiness checks. */
+  resourceHealth(name: string): Promise<HealthReport | undefined>;
   /** An upstream declared under `upstreams:`. */
   upstream<T extends Upstream = Upstream>(name: string): T;
   /** Resolves a path from the config against the config file's directory. */
@@ -62,6 +87,32 @@ export interface StageInstance {
   close?(): Promise<void>;
   /** What this stage does, for the config-status endpoint and capabilities. */
   describe?(): Record<string, unknown>;
+  /**
+   * Takes over an HTTP upgrade request (a WebSocket handshake) that matched this stage's route.
+   * Only this hook runs for it, not the route's other stages. Resolve once the handshake is
+   * answered (e.g. `101 Switching Protocols`); throw a GatewayError to refuse it, and the runtime
+   * answers with the route's dialect and closes the connection. The socket then counts as in
+   * flight until it closes. A plain (non-upgrade) request on the route still goes to `handle`.
+   */
+  upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer, info: UpgradeInfo): Promise<UpgradedConnection>;
+}
+
+export interface UpgradeInfo {
+  /**
+   * The upgrade request's context: headers (`ctx.get`), `ctx.params`, `ctx.ip`, `ctx.state`
+   * (`requestId`, `route`, `limits`). Its response is not connected: answer on the socket or throw.
+   */
+  ctx: GatewayContext;
+  /** An error as the route's dialect writes it, for errors sent inside the new protocol (a frame). */
+  renderError(err: GatewayError): { status: number; body: unknown };
+}
+
+export interface UpgradedConnection {
+  /**
+   * The service is stopping and the drain timeout has passed: close now, gracefully (a WebSocket
+   * sends close code 1001). The runtime destroys the socket if it is still open shortly after.
+   */
+  shutdown(): void;
 }
 
 export interface PluginDefinition<O = Record<string, unknown>> {

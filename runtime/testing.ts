@@ -34,6 +34,10 @@ export function createTestEnv(options: TestEnvOptions = {}): PluginEnv {
       if (!options.resources || !(name in options.resources)) throw new Error(`unknown resource "${name}"`);
       return options.resources[name] as T;
     },
+    async resourceHealth(name: string) {
+      if (!options.resources || !(name in options.resources)) throw new Error(`unknown resource "${name}"`);
+      return undefined;
+    },
     upstream<T extends Upstream>(name: string): T {
       const u = options.upstreams?.[name];
       if (!u) throw new Error(`unknown upstream "${name}"`);

@@ -61,7 +61,7 @@ export default defineResource<AuditChainOptions, AuditChain>({
       },
     },
     // backend postgres needs a url
-    anyOf: [{ properties: { backend: { const: 'sqlite' } } }, { required: ['url'] }],
+    anyOf: [{ properties: { backend: { const: 'sqlite' } } }, { required: ['url'], properties: { url: true } }],
   },
   async create(options, env) {
     const settings: AuditSettings = {

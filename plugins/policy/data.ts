@@ -25,10 +25,19 @@ export interface EvaluationData {
   request: { method: string; path: string };
   body: unknown;
   annotations: Record<string, unknown>;
+  /** Classifier results of earlier `classify` stages: {name: {score, label, confidence}}. */
+  classifiers: Record<string, { score: number; label: string; confidence: number }>;
+  /** The caller's tenant id (caller.id when a tenant stage identified it). */
+  tenant: string | null;
+  /** The `model` field of the body (OpenAI-style requests). */
+  model: string | null;
+  /** Which phase is evaluated: `ingress` or `egress`. */
+  phase: string;
 }
 
-export function evaluationData(ctx: GatewayContext, mode: string): EvaluationData {
+export function evaluationData(ctx: GatewayContext, mode: string, phase = 'ingress'): EvaluationData {
   const s = ctx.state;
+  const body = s.json ?? null;
   const rpc = s.rpc;
   const params = rpc?.params;
   const call = rpc?.method === 'tools/call' && isObject(params);
@@ -49,9 +58,24 @@ export function evaluationData(ctx: GatewayContext, mode: string): EvaluationDat
     },
     mode,
     request: { method: ctx.method, path: ctx.path },
-    body: s.json ?? null,
+    body,
     annotations: s.annotations,
+    classifiers: scoresOf(s.classifications),
+    tenant: (s.caller?.attributes?.tenant as string | undefined) ?? s.caller?.id ?? null,
+    model: isObject(body) && typeof body.model === 'string' ? body.model : null,
+    phase,
   };
+}
+
+/** What rules see of classifier results (spans and latency stay out: rules decide on scores and labels). */
+export function scoresOf(
+  results: Record<string, { score: number; label: string; confidence: number }> | undefined,
+): EvaluationData['classifiers'] {
+  const out: EvaluationData['classifiers'] = {};
+  for (const [name, r] of Object.entries(results ?? {})) {
+    out[name] = { score: r.score, label: r.label, confidence: r.confidence };
+  }
+  return out;
 }
 
 /** The same request seen as a `tools/call` of `tool` with no arguments (to filter tools/list). */

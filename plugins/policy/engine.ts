@@ -2,17 +2,26 @@
  * Evaluating a set of policies. Policies are taken in order, and each policy's rules in order;
  * only rules of the stage's phase take part. Within one policy the first matching `allow` or
  * `deny` rule settles that policy (an `allow` is an exception to the policy's later denies);
- * `flag` rules match without settling anything. Across policies a deny wins: the first policy
- * that settles on deny decides the request, whatever other policies allowed.
+ * `flag` and `redact` rules match without settling anything. Across policies a deny wins: the
+ * first policy that settles on deny decides the request, whatever other policies allowed.
+ * Without a deny, the decision is `redact` if a redact rule matched (all of them apply), else
+ * `flag`, else `allow`.
  */
 import type { PolicyDecision } from '../../runtime/index.ts';
-import type { Policy, RuleAction } from './format.ts';
+import type { Policy, PolicyRule, RuleAction } from './format.ts';
 
 export interface RuleMatch {
   policy: string;
   rule: string;
   action: RuleAction;
+  /** The action as the policy file writes it (`stop`, `block`...). */
+  verb: string;
   detail: string;
+  regulation?: string;
+  /** Highest score among the classifiers the rule reads (0 when it reads none). */
+  score: number;
+  /** Classifiers whose spans a redact rule masks. */
+  redact: string[];
 }
 
 export interface Evaluation {
@@ -37,6 +46,17 @@ export class PolicySet {
     return n;
   }
 
+  /** Policies named `selector`, or read from the file of that base name (e.g. `strict.yaml`). */
+  select(selector: string): string[] {
+    if (this.byName.has(selector)) return [selector];
+    return this.policies.filter((p) => p.file === selector).map((p) => p.name);
+  }
+
+  /** Whether any rule of these policies runs in `phase`. */
+  hasPhase(names: readonly string[], phase: string): boolean {
+    return names.some((n) => this.byName.get(n)?.rules.some((r) => r.phase === phase));
+  }
+
   evaluate(names: readonly string[], data: unknown, phase: string): Evaluation {
     const matches: RuleMatch[] = [];
     let allowed: RuleMatch | undefined;
@@ -45,21 +65,51 @@ export class PolicySet {
       if (!policy) continue;
       for (const rule of policy.rules) {
         if (rule.phase !== phase || !rule.test(data)) continue;
-        const match: RuleMatch = { policy: policy.name, rule: rule.id, action: rule.action, detail: rule.detail };
+        const match = matchOf(policy, rule, data);
         matches.push(match);
-        if (rule.action === 'deny') return { decision: decisionOf(match), matches };
+        if (rule.action === 'deny') return { decision: decisionOf(match, phase, matches), matches };
         if (rule.action === 'allow') {
           allowed ??= match;
           break;
         }
       }
     }
-    const flagged = matches.find((m) => m.action === 'flag');
-    if (flagged) return { decision: decisionOf(flagged), matches };
-    return { decision: allowed ? decisionOf(allowed) : { action: 'allow' }, matches };
+    const settled = matches.find((m) => m.action === 'redact') ?? matches.find((m) => m.action === 'flag') ?? allowed;
+    return { decision: settled ? decisionOf(settled, phase, matches) : { action: 'allow', phase }, matches };
   }
 }
 
-function decisionOf(m: RuleMatch): PolicyDecision {
-  return { action: m.action, policy: m.policy, rule: m.rule, detail: m.detail };
+function matchOf(policy: Policy, rule: PolicyRule, data: unknown): RuleMatch {
+  return {
+    policy: policy.name,
+    rule: rule.id,
+    action: rule.action,
+    verb: rule.verb,
+    detail: rule.detail,
+    regulation: rule.regulation,
+    score: scoreOf(rule.classifiers, data),
+    redact: rule.redact,
+  };
+}
+
+function scoreOf(classifiers: string[], data: unknown): number {
+  const results = (data as { classifiers?: Record<string, { score?: unknown }> } | null)?.classifiers;
+  let score = 0;
+  for (const name of classifiers) {
+    const s = results?.[name]?.score;
+    if (typeof s === 'number' && s > score) score = s;
+  }
+  return score;
+}
+
+function decisionOf(m: RuleMatch, phase: string, matches: RuleMatch[]): PolicyDecision {
+  return {
+    action: m.action,
+    policy: m.policy,
+    rule: m.rule,
+    detail: m.detail,
+    phase,
+    ...(m.regulation ? { regulation: m.regulation } : {}),
+    details: { score: m.score, rules: matches.map((x) => x.rule) },
+  };
 }

@@ -8,8 +8,11 @@
  *       description: ...
  *       phase: ingress            # default ingress
  *       when: { "==": [ { "var": "tool" }, "get-env" ] }   # json-logic
- *       action: deny              # deny | allow | flag
- *       detail: get-env discloses the server's environment
+ *       action: deny              # deny (alias block, stop) | redact | flag | allow
+ *       detail: get-env discloses the server's environment   # alias: message
+ *       regulation: GDPR          # optional tag, carried to the decision and the audit trail
+ *       redact: [pii]             # redact rules: classifiers whose spans are masked
+ *                                 # (default: those the condition reads, `classifiers.<name>...`)
  *
  * A file holds one document, a list of them, `{policies: [...]}`, or several YAML documents.
  * Every problem is reported with the file, the policy and the rule id.
@@ -19,7 +22,17 @@ import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import { parseAllDocuments } from 'yaml';
 import { type Condition, checkLogic, compileCondition, type RulesLogic } from './logic.ts';
 
-export type RuleAction = 'deny' | 'allow' | 'flag';
+export type RuleAction = 'deny' | 'allow' | 'flag' | 'redact';
+
+/** Words a policy file may use for an action; `block` and `stop` (the safety filter's) mean deny. */
+const actionAliases: Record<string, RuleAction> = {
+  deny: 'deny',
+  block: 'deny',
+  stop: 'deny',
+  allow: 'allow',
+  flag: 'flag',
+  redact: 'redact',
+};
 
 export interface PolicyRule {
   id: string;
@@ -29,13 +42,23 @@ export interface PolicyRule {
   /** `when`, compiled. */
   test: Condition;
   action: RuleAction;
+  /** The action as the policy file writes it (`stop`, `block`, `deny`...), for reports. */
+  verb: string;
   detail: string;
+  regulation?: string;
+  /** Classifiers the condition reads (`classifiers.<name>...`): the rule's score is their highest. */
+  classifiers: string[];
+  /** Classifiers whose spans a `redact` rule masks. */
+  redact: string[];
 }
 
 export interface Policy {
   name: string;
   description?: string;
+  /** Where it was read from (file path or registry document). */
   source: string;
+  /** Base name of the file it came from (e.g. `default.yaml`), by which tenants select policies. */
+  file?: string;
   rules: PolicyRule[];
 }
 
@@ -48,8 +71,11 @@ const ruleSchema = {
     description: { type: 'string' },
     phase: { type: 'string', minLength: 1 },
     when: { type: ['object', 'boolean'] },
-    action: { enum: ['deny', 'allow', 'flag'] },
+    action: { enum: Object.keys(actionAliases) },
     detail: { type: 'string' },
+    message: { type: 'string' },
+    regulation: { type: 'string', minLength: 1 },
+    redact: { type: 'array', items: { type: 'string', minLength: 1 } },
   },
 };
 
@@ -96,17 +122,48 @@ export function compilePolicy(doc: unknown, source: string): Policy {
       throw new Error(`${where(id)}: ${(err as Error).message}`);
     }
     const description = r.description as string | undefined;
+    const classifiers = classifiersRead(r.when);
     return {
       id,
       description,
       phase: (r.phase as string | undefined) ?? 'ingress',
       when: r.when as RulesLogic,
       test: compileCondition(r.when),
-      action: r.action as RuleAction,
-      detail: (r.detail as string | undefined) ?? description ?? `rule "${id}" of policy "${valid.name}"`,
+      action: actionAliases[r.action as string],
+      verb: r.action as string,
+      detail:
+        (r.detail as string | undefined) ??
+        (r.message as string | undefined) ??
+        description ??
+        `rule "${id}" of policy "${valid.name}"`,
+      regulation: r.regulation as string | undefined,
+      classifiers,
+      redact: (r.redact as string[] | undefined) ?? classifiers,
     };
   });
   return { name: valid.name, description: valid.description, source, rules };
+}
+
+/** Names of the classifiers a condition reads through `{"var": "classifiers.<name>..."}`. */
+function classifiersRead(logic: unknown): string[] {
+  const names = new Set<string>();
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) {
+      for (const item of node) visit(item);
+      return;
+    }
+    if (!isObject(node)) return;
+    for (const [op, arg] of Object.entries(node)) {
+      if (op === 'var') {
+        const path = Array.isArray(arg) ? arg[0] : arg;
+        const m = typeof path === 'string' ? /^classifiers\.([^.]+)/.exec(path) : null;
+        if (m) names.add(m[1]);
+      }
+      visit(arg);
+    }
+  };
+  visit(logic);
+  return [...names];
 }
 
 /** Reads a YAML (or JSON) policy file into its documents. */

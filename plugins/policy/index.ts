@@ -1,46 +1,117 @@
 /**
- * policy: a generic policy engine. Policies (json-logic rules, see format.ts) come from the
- * registry's policy documents and/or policy files; they are checked and compiled when the stage
- * is created, and `reload()` re-reads them (a broken set is refused and the old one kept).
- * A deny rejects in strict mode (403 `policy_violation` with {policy, detail}); in permissive
- * mode it is annotated, counted and logged; in audit mode only counted. In strict mode the
- * stage also hides from a `tools/list` answer the tools its policies would refuse to call.
+ * policy: a generic policy engine. Policies (json-logic rules, see format.ts) come from a shared
+ * `policy-set` resource, or from the registry's policy documents and policy files named on the
+ * stage; they are checked and compiled at load, and a reload re-reads them (a broken set is
+ * refused and the old one kept).
+ *
+ * Ingress (the request): a deny rejects in strict mode (403 `policy_violation` with {policy,
+ * detail}, or the configured `block_error`); in permissive mode it is annotated, counted and
+ * logged; in audit mode only counted. A redact rule masks the spans its classifiers found in the
+ * request's text before it goes on. In strict mode the stage also hides from a `tools/list`
+ * answer the tools its policies would refuse to call.
+ * Egress (the upstream's answer): the stage registers hooks that classify the answer's text and
+ * apply the egress rules to a whole JSON answer, or to a stream as it passes (stream-check.ts).
+ * Every decision is appended to `ctx.state.decisions` for the audit trail.
  */
 import {
   definePlugin,
   type GatewayContext,
   GatewayError,
   type Next,
+  type PolicyDecision,
   type RpcResponseHook,
 } from '../../runtime/index.ts';
+import type { ClassifierResult, ClassifierSet, Span } from '../classify/api.ts';
+import { redact } from '../classify/api.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
+import { policyApiPlugin } from './api-stage.ts';
+import { maskRequest, maskResponse, responseText } from './chat-text.ts';
 import { asToolCall, type EvaluationData, evaluationData, isObject } from './data.ts';
-import { PolicySet } from './engine.ts';
-import { compilePolicy, type Policy, readPolicyFile } from './format.ts';
+import type { Evaluation, PolicySet, RuleMatch } from './engine.ts';
+import { policySetResource } from './resource.ts';
+import { PolicyStore } from './store.ts';
+import { streamCheck } from './stream-check.ts';
 
 type Mode = 'strict' | 'permissive' | 'audit';
 
 export interface PolicyOptions {
+  set?: string;
   registry?: string;
   files?: string[];
+  dir?: string;
   policies?: string[];
+  select_from?: string;
   mode?: Mode;
   phase: string;
   filter_list: boolean;
+  block_error?: { code: string };
+  classifiers?: string;
+  egress: { classifiers?: string[]; window_chars: number; scan_every_chars: number };
 }
 
-export default definePlugin<PolicyOptions>({
+/** Severity order: the request's summary decision is the most severe one taken. */
+const severity: Record<PolicyDecision['action'], number> = { allow: 0, flag: 1, redact: 2, deny: 3 };
+
+export const policyPlugin = definePlugin<PolicyOptions>({
   name: 'policy',
   description: 'Evaluate json-logic policy rules over the message, SType, scores and caller; deny, allow or flag.',
   options: {
     type: 'object',
     additionalProperties: false,
     properties: {
+      set: {
+        type: 'string',
+        minLength: 1,
+        'x-ref': 'resource',
+        description: 'policy-set resource to evaluate (instead of registry/files/dir on the stage).',
+      },
       registry: {
         type: 'string',
         minLength: 1,
         'x-ref': 'resource',
         description: 'stype-registry resource whose policy documents to load.',
+      },
+      dir: { type: 'string', minLength: 1, description: 'Directory whose policy files are all loaded.' },
+      select_from: {
+        type: 'string',
+        minLength: 1,
+        description:
+          'State path naming the policy (or policy file, e.g. `default.yaml`) to apply per request, ' +
+          "e.g. `caller.attributes.policy` for a tenant's policy. Unset: `policies`, else every policy.",
+      },
+      block_error: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['code'],
+        properties: { code: { type: 'string', minLength: 1 } },
+        description:
+          'Answer a block with this error code, the rule in the body and its message (e.g. POLICY_BLOCK), ' +
+          "instead of the fixed 'Policy violation' {policy, detail}.",
+      },
+      classifiers: {
+        type: 'string',
+        minLength: 1,
+        'x-ref': 'resource',
+        description: 'classifier-set resource used to mask spans (redact) and to classify answers (egress).',
+      },
+      egress: {
+        type: 'object',
+        additionalProperties: false,
+        default: {},
+        properties: {
+          classifiers: {
+            type: 'array',
+            items: { type: 'string', minLength: 1 },
+            description: 'Classifiers run on answers (default: all of the set).',
+          },
+          window_chars: { type: 'integer', minimum: 16, default: 512, description: 'Sliding window over a stream.' },
+          scan_every_chars: {
+            type: 'integer',
+            minimum: 1,
+            default: 128,
+            description: 'Check the window each time this much new streamed text arrived (and at the end).',
+          },
+        },
       },
       files: {
         type: 'array',
@@ -63,44 +134,37 @@ export default definePlugin<PolicyOptions>({
   },
   async create(options, env) {
     const registry = options.registry ? env.resource<STypeRegistry>(options.registry) : undefined;
-    const files = (options.files ?? []).map((f) => env.resolvePath(f));
+    const store = options.set
+      ? env.resource<PolicyStore>(options.set)
+      : await PolicyStore.open({
+          registry,
+          files: (options.files ?? []).map((f) => env.resolvePath(f)),
+          dirs: options.dir ? [env.resolvePath(options.dir)] : [],
+          required: options.policies,
+        });
+    const classifierSet = options.classifiers ? env.resource<ClassifierSet>(options.classifiers) : undefined;
+    const selectPath = options.select_from?.split('.');
     const log = env.logger;
     const decisions = env.metrics.counter({
       name: 'switchyard_policy_decisions_total',
       help: 'Policy rule matches by policy, rule and action (policy="none" when no rule matched)',
       labelNames: ['policy', 'rule', 'action'] as const,
     });
-
-    async function load(): Promise<PolicySet> {
-      const loaded: Policy[] = [];
-      for (const doc of registry?.policies() ?? []) {
-        loaded.push(compilePolicy(doc, doc.source ?? `registry policy "${doc.name}"`));
-      }
-      for (const file of files) {
-        for (const doc of await readPolicyFile(file)) loaded.push(compilePolicy(doc, file));
-      }
-      const seen = new Map<string, string>();
-      for (const p of loaded) {
-        const other = seen.get(p.name);
-        if (other) throw new Error(`policy "${p.name}" is defined twice: ${other} and ${p.source}`);
-        seen.set(p.name, p.source);
-      }
-      for (const name of options.policies ?? []) {
-        if (!seen.has(name)) throw new Error(`policy "${name}" is not loaded (loaded: ${[...seen.keys()].join(', ')})`);
-      }
-      for (const record of registry?.list() ?? []) {
-        for (const name of record.policies) {
-          if (!seen.has(name)) throw new Error(`SType "${record.id}" lists policy "${name}", which is not loaded`);
-        }
-      }
-      return new PolicySet(loaded);
+    if (options.phase === 'egress' && !classifierSet) {
+      throw new Error('an egress policy stage needs `classifiers` (a classifier-set resource) to read answers');
+    }
+    const egressNames = options.egress.classifiers;
+    for (const name of egressNames ?? []) {
+      if (!classifierSet?.get(name)) throw new Error(`egress classifier "${name}" is not in the classifier set`);
     }
 
-    let set = await load();
-
     /** Policies that apply to a message of this SType. */
-    function applicable(stype: string | null): readonly string[] {
-      if (!options.policies) return set.names;
+    function applicable(current: PolicySet, stype: string | null, ctx?: GatewayContext): readonly string[] {
+      if (selectPath && ctx) {
+        const selector = lookup(ctx.state, selectPath);
+        if (typeof selector === 'string') return current.select(selector);
+      }
+      if (!options.policies) return current.names;
       const listed = stype ? (registry?.get(stype)?.policies ?? []) : [];
       if (listed.length === 0) return options.policies;
       return [...options.policies, ...listed.filter((n) => !options.policies?.includes(n))];
@@ -117,7 +181,7 @@ export default definePlugin<PolicyOptions>({
           const record = id ? registry?.get(id) : undefined;
           const data = asToolCall(base, tool.name, record?.id ?? null, record?.status ?? null);
           const denied =
-            current.evaluate(applicable(record?.id ?? null), data, options.phase).decision.action === 'deny';
+            current.evaluate(applicable(current, record?.id ?? null), data, options.phase).decision.action === 'deny';
           if (denied) hidden.push(tool.name);
           return !denied;
         });
@@ -127,55 +191,199 @@ export default definePlugin<PolicyOptions>({
       };
     }
 
-    async function handle(ctx: GatewayContext, next: Next): Promise<void> {
-      const mode =
-        options.mode ?? (ctx.state.mode === 'strict' || ctx.state.mode === 'audit' ? ctx.state.mode : 'permissive');
-      const current = set;
-      const data = evaluationData(ctx, mode);
-      const { decision, matches } = current.evaluate(applicable(data.stype), data, options.phase);
+    function count(matches: RuleMatch[]): void {
       if (matches.length === 0) decisions.inc({ policy: 'none', rule: 'none', action: 'allow' });
       for (const m of matches) decisions.inc({ policy: m.policy, rule: m.rule, action: m.action });
-      ctx.state.decision = decision;
-      const flags = matches.filter((m) => m.action === 'flag');
-      if (flags.length > 0 && mode !== 'audit') {
-        ctx.state.annotations.policy_flags = flags.map((m) => ({ policy: m.policy, rule: m.rule, detail: m.detail }));
+    }
+
+    /** Records a decision: the request's list (for the audit trail) and its most severe one. */
+    function record(ctx: GatewayContext, decision: PolicyDecision): void {
+      ctx.state.decisions ??= [];
+      if (decision.action !== 'allow' || ctx.state.decisions.length === 0) ctx.state.decisions.push(decision);
+      const summary = ctx.state.decision;
+      if (!summary || severity[decision.action] >= severity[summary.action]) ctx.state.decision = decision;
+    }
+
+    function blockError(decision: PolicyDecision): GatewayError {
+      const policy = decision.policy as string;
+      const detail = decision.detail as string;
+      if (!options.block_error) {
+        // The fixed JSON-RPC message: the seed's body is exactly {policy, detail}.
+        return new GatewayError('policy_violation', 'Policy violation', { details: { policy, detail } });
+      }
+      return new GatewayError('policy_violation', detail, {
+        code: options.block_error.code,
+        details: {
+          policy,
+          phase: decision.phase,
+          ...(decision.regulation ? { regulation: decision.regulation } : {}),
+          ...decision.details,
+        },
+        extra: { rule: decision.rule },
+      });
+    }
+
+    /** Masks, in `text`, the spans the redact rules' classifiers find. */
+    async function maskWith(matches: RuleMatch[], text: string): Promise<string> {
+      const names = [...new Set(matches.filter((m) => m.action === 'redact').flatMap((m) => m.redact))];
+      if (!classifierSet || names.length === 0 || text === '') return text;
+      const results = await classifierSet.classify(names, text);
+      return redact(text, spansOf(results));
+    }
+
+    function mode(ctx: GatewayContext): Mode {
+      return (
+        options.mode ?? (ctx.state.mode === 'strict' || ctx.state.mode === 'audit' ? ctx.state.mode : 'permissive')
+      );
+    }
+
+    async function ingress(ctx: GatewayContext, next: Next): Promise<void> {
+      const started = performance.now();
+      const m = mode(ctx);
+      const current = store.current;
+      const data = evaluationData(ctx, m, options.phase);
+      const { decision, matches } = current.evaluate(applicable(current, data.stype, ctx), data, options.phase);
+      count(matches);
+      record(ctx, decision);
+      const flags = matches.filter((x) => x.action === 'flag');
+      if (flags.length > 0 && m !== 'audit') {
+        ctx.state.annotations.policy_flags = flags.map((x) => ({ policy: x.policy, rule: x.rule, detail: x.detail }));
       }
       if (decision.action === 'deny') {
-        const policy = decision.policy as string;
-        const detail = decision.detail as string;
-        if (mode === 'strict') {
-          // The fixed JSON-RPC message: the seed's body is exactly {policy, detail}.
-          throw new GatewayError('policy_violation', 'Policy violation', {
-            details: { policy, detail },
-          });
+        if (m === 'strict') {
+          addLatency(ctx, started);
+          throw blockError(decision);
         }
-        if (mode === 'permissive') {
-          ctx.state.annotations.policy_violation = { policy, rule: decision.rule, detail };
+        if (m === 'permissive') {
+          ctx.state.annotations.policy_violation = {
+            policy: decision.policy,
+            rule: decision.rule,
+            detail: decision.detail,
+          };
           log.warn(
-            { request_id: ctx.state.requestId, policy, rule: decision.rule, method: data.method, tool: data.tool },
+            {
+              request_id: ctx.state.requestId,
+              policy: decision.policy,
+              rule: decision.rule,
+              method: data.method,
+              tool: data.tool,
+            },
             'policy denied the request; forwarded (permissive)',
           );
         }
       }
-      if (options.filter_list && mode === 'strict' && data.method === 'tools/list') {
+      if (decision.action === 'redact' && m !== 'audit' && isObject(ctx.state.json)) {
+        if (await maskRequest(ctx.state.json, (text) => maskWith(matches, text))) ctx.state.jsonModified = true;
+      }
+      if (options.filter_list && m === 'strict' && data.method === 'tools/list') {
         ctx.state.rpcResponseHooks ??= [];
         ctx.state.rpcResponseHooks.push(listFilter(current, data));
       }
+      addLatency(ctx, started);
       return next();
     }
+
+    /** Classifies an answer's text and evaluates the egress rules on it. */
+    async function checkAnswer(
+      ctx: GatewayContext,
+      text: string,
+    ): Promise<Evaluation & { results: Record<string, ClassifierResult> }> {
+      const results = await (classifierSet as ClassifierSet).classify(egressNames, text);
+      const current = store.current;
+      const data = evaluationData(ctx, mode(ctx), 'egress');
+      data.classifiers = Object.fromEntries(
+        Object.entries(results).map(([k, r]) => [k, { score: r.score, label: r.label, confidence: r.confidence }]),
+      );
+      const evaluation = current.evaluate(applicable(current, data.stype, ctx), data, 'egress');
+      count(evaluation.matches);
+      return { ...evaluation, results };
+    }
+
+    async function egress(ctx: GatewayContext, next: Next): Promise<void> {
+      const current = store.current;
+      if (!current.hasPhase(applicable(current, ctx.state.stype?.id ?? null, ctx), 'egress')) return next();
+      ctx.state.responseJsonHooks ??= [];
+      ctx.state.sseFilters ??= [];
+      ctx.state.responseJsonHooks.push(async (body) => {
+        const text = responseText(body);
+        if (text === '') return body;
+        const started = performance.now();
+        const { decision, matches, results } = await checkAnswer(ctx, text);
+        record(ctx, decision);
+        addLatency(ctx, started);
+        if (mode(ctx) !== 'strict') return body;
+        if (decision.action === 'deny') throw blockError(decision);
+        if (decision.action === 'redact') {
+          const names = new Set(matches.filter((m) => m.action === 'redact').flatMap((m) => m.redact));
+          const spans = spansOf(Object.fromEntries(Object.entries(results).filter(([k]) => names.has(k))));
+          if (spans.length > 0) await maskResponse(body, (t) => maskWith(matches, t));
+        }
+        return body;
+      });
+      ctx.state.sseFilters.push(
+        streamCheck({
+          windowChars: options.egress.window_chars,
+          scanEveryChars: options.egress.scan_every_chars,
+          async check(windowText) {
+            const { decision, matches, results } = await checkAnswer(ctx, windowText);
+            const names = new Set(matches.filter((m) => m.action === 'redact').flatMap((m) => m.redact));
+            const spans = spansOf(Object.fromEntries(Object.entries(results).filter(([k]) => names.has(k))));
+            const enforce = mode(ctx) === 'strict';
+            return { decision: enforce ? decision : { action: 'allow' }, spans };
+          },
+          async decided(decision, scanned) {
+            const withScan = {
+              ...decision,
+              details: { ...decision.details, stream_scanned_chars: scanned.chars, stream_events: scanned.events },
+            };
+            record(ctx, withScan);
+            // The client is about to see the end of the stream: it must be on record first.
+            await ctx.state.auditFlush?.();
+          },
+          errorBody: (decision) => {
+            const err = blockError(decision);
+            return ctx.state.dialect ? ctx.state.dialect.render(err).body : { error: err.message };
+          },
+          mask: (text, spans) => redact(text, spans),
+        }),
+      );
+      return next();
+    }
+
+    const handle = options.phase === 'egress' ? egress : ingress;
 
     return {
       handle,
       /** Re-reads the policy files and registry documents; keeps the current set if the new one is broken. */
       async reload() {
-        set = await load();
+        const set = await store.reload();
         log.info({ policies: set.names, rules: set.ruleCount }, 'policies reloaded');
       },
       describe: () => ({
-        policies: set.policies.map((p) => ({ name: p.name, source: p.source, rules: p.rules.length })),
+        policies: store.describe(),
         phase: options.phase,
         filter_list: options.filter_list,
       }),
     };
   },
 });
+
+export default [policyPlugin, policySetResource, policyApiPlugin];
+
+function lookup(root: unknown, path: string[]): unknown {
+  let node = root;
+  for (const key of path) {
+    if (node === null || typeof node !== 'object' || !Object.hasOwn(node, key)) return undefined;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return node;
+}
+
+function spansOf(results: Record<string, ClassifierResult>): Span[] {
+  return Object.values(results).flatMap((r) => r.spans);
+}
+
+function addLatency(ctx: GatewayContext, started: number): void {
+  const a = ctx.state.annotations;
+  a.check_latency_ms = ((a.check_latency_ms as number | undefined) ?? 0) + (performance.now() - started);
+}

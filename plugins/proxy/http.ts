@@ -3,7 +3,7 @@
  * body; the answer comes back streamed. Response hooks, when registered, rewrite a JSON answer
  * as a whole and an SSE answer event by event.
  */
-import { pipeline, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import {
   ClientAbort,
   type GatewayContext,
@@ -11,10 +11,12 @@ import {
   type HttpUpstream,
   type PluginEnv,
   readBody,
+  type SseFilter,
 } from '../../runtime/index.ts';
 import { copyResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 import { transformJsonBody } from './hooks.ts';
-import { SseHookTransform } from './sse.ts';
+import { rpcHookFilter } from './rpc-sse.ts';
+import { SseFilterTransform } from './sse.ts';
 
 export interface HttpProxyOptions {
   headerNames: string[];
@@ -29,6 +31,7 @@ const noBodyStatus = new Set([204, 205, 304]);
 
 export async function proxyHttp(ctx: GatewayContext, upstream: HttpUpstream, o: HttpProxyOptions): Promise<void> {
   const replaced = Boolean(ctx.state.rpcModified && ctx.state.rpc);
+  const reserialised = replaced || Boolean(ctx.state.jsonModified && ctx.state.json !== undefined);
   // A client that goes away before the upstream answered cancels the upstream request.
   const signal = ClientAbort.watch(ctx.res);
   let res: HttpForwardResponse;
@@ -36,7 +39,7 @@ export async function proxyHttp(ctx: GatewayContext, upstream: HttpUpstream, o: 
     res = await upstream.forward({
       method: ctx.method,
       path: o.path ?? ctx.url,
-      headers: upstreamRequestHeaders(ctx, o.headerNames, replaced),
+      headers: upstreamRequestHeaders(ctx, o.headerNames, reserialised),
       body: await requestBody(ctx, replaced),
       signal,
       timeoutMs: o.timeoutMs,
@@ -49,6 +52,7 @@ export async function proxyHttp(ctx: GatewayContext, upstream: HttpUpstream, o: 
 
 async function requestBody(ctx: GatewayContext, replaced: boolean): Promise<Buffer | string | null> {
   if (replaced) return JSON.stringify(ctx.state.rpc);
+  if (ctx.state.jsonModified && ctx.state.json !== undefined) return JSON.stringify(ctx.state.json);
   if (ctx.state.rawBody) return ctx.state.rawBody;
   if (ctx.method === 'GET' || ctx.method === 'HEAD') return null;
   const length = ctx.req.headers['content-length'];
@@ -60,7 +64,8 @@ async function requestBody(ctx: GatewayContext, replaced: boolean): Promise<Buff
 
 async function answer(ctx: GatewayContext, res: HttpForwardResponse, logger: Logger): Promise<void> {
   const type = String(res.headers['content-type'] ?? '').toLowerCase();
-  const hooks = ctx.state.rpcResponseHooks ?? [];
+  const rpcHooks = ctx.state.rpcResponseHooks ?? [];
+  const jsonHooks = ctx.state.responseJsonHooks ?? [];
   const encoded = res.headers['content-encoding'] !== undefined && res.headers['content-encoding'] !== 'identity';
   const sse = type.startsWith('text/event-stream');
 
@@ -72,7 +77,7 @@ async function answer(ctx: GatewayContext, res: HttpForwardResponse, logger: Log
     return;
   }
 
-  const hookable = hooks.length > 0 && !encoded && type.includes('json');
+  const hookable = (rpcHooks.length > 0 || jsonHooks.length > 0) && !encoded && type.includes('json');
   if (!sse && (hookable || isSmall(res.headers['content-length']))) {
     // Small answers are read whole and written in one go: cheaper than piping a stream (no
     // pipeline, no end-of-stream bookkeeping) and they go out in one write with the headers.
@@ -91,34 +96,66 @@ async function answer(ctx: GatewayContext, res: HttpForwardResponse, logger: Log
     } catch {
       parsed = undefined;
     }
-    const out = parsed === undefined ? undefined : await transformJsonBody(parsed, hooks, ctx);
-    if (out?.responses.length === 1) ctx.state.rpcResponse = out.responses[0];
-    copyResponseHeaders(ctx, res.headers, true);
+    let body = parsed;
+    let changed = false;
+    if (parsed !== undefined && rpcHooks.length > 0) {
+      const out = await transformJsonBody(parsed, rpcHooks, ctx);
+      if (out.responses.length === 1) ctx.state.rpcResponse = out.responses[0];
+      if (out.responses.length > 0) {
+        body = out.body;
+        changed = true;
+      }
+    }
+    if (parsed !== undefined) {
+      for (const hook of jsonHooks) {
+        const next = await hook(body, ctx);
+        if (next !== body) body = next;
+        changed = true; // a hook may change the body in place
+      }
+    }
+    copyResponseHeaders(ctx, res.headers, changed);
     ctx.status = res.status;
-    ctx.body = out && out.responses.length > 0 ? Buffer.from(JSON.stringify(out.body)) : raw;
+    ctx.body = changed ? Buffer.from(JSON.stringify(body)) : raw;
     return;
   }
 
-  copyResponseHeaders(ctx, res.headers, sse && hooks.length > 0);
+  const filters: SseFilter[] = [];
+  if (sse && !encoded) {
+    if (rpcHooks.length > 0) filters.push(rpcHookFilter(rpcHooks, ctx, rpcEvents(ctx, logger)));
+    if (ctx.state.sseFilters) filters.push(...ctx.state.sseFilters);
+  }
+  copyResponseHeaders(ctx, res.headers, filters.length > 0);
   ctx.status = res.status;
   if (sse) streamEvents(ctx);
-  if (sse && hooks.length > 0 && !encoded) {
-    let count = 0;
-    const transform = new SseHookTransform(hooks, ctx, {
-      response(msg) {
-        count++;
-        // Published only while there is exactly one response on the stream.
-        if (count === 1) ctx.state.rpcResponse = msg;
-        else delete ctx.state.rpcResponse;
-      },
-      hookError(err) {
-        logger.error({ err, request_id: ctx.state.requestId }, 'response hook failed on an SSE event');
-      },
+  if (filters.length > 0) {
+    const transform = new SseFilterTransform(filters, () => {
+      res.body.unpipe(transform);
+      res.body.destroy();
     });
-    ctx.body = pipeline(res.body, transform, () => {});
+    res.body.once('error', (err) => transform.destroy(err));
+    // The client went away (Koa destroys the body): cancel the upstream request too.
+    transform.once('close', () => {
+      if (!res.body.destroyed) res.body.destroy();
+    });
+    ctx.body = res.body.pipe(transform);
     return;
   }
   ctx.body = res.body;
+}
+
+function rpcEvents(ctx: GatewayContext, logger: Logger) {
+  let count = 0;
+  return {
+    response(msg: Record<string, unknown>) {
+      count++;
+      // Published only while there is exactly one response on the stream.
+      if (count === 1) ctx.state.rpcResponse = msg;
+      else delete ctx.state.rpcResponse;
+    },
+    hookError(err: unknown) {
+      logger.error({ err, request_id: ctx.state.requestId }, 'response hook failed on an SSE event');
+    },
+  };
 }
 
 /** SSE must reach the client event by event: no socket timeout, no Nagle, no buffering. */

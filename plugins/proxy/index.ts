@@ -4,7 +4,7 @@
  * RPC upstreams (stdio children) get the JSON-RPC message called. Response hooks registered by
  * earlier stages are applied to the JSON-RPC response either way.
  */
-import { definePlugin, isHttpUpstream, isRpcUpstream, type Upstream } from '../../runtime/index.ts';
+import { definePlugin, isHttpUpstream, isRpcUpstream, type Stage, type Upstream } from '../../runtime/index.ts';
 import { requestHeaderNames } from './headers.ts';
 import { proxyHttp } from './http.ts';
 import { proxyRpc } from './rpc.ts';
@@ -54,19 +54,39 @@ export default definePlugin<ProxyOptions>({
     },
   },
   create(options, env) {
-    const upstream: Upstream = env.upstream(options.upstream);
     const headerNames = requestHeaderNames(options.forward_headers);
     const via = options.via ?? 'auto';
-    const http = via !== 'call' && isHttpUpstream(upstream) ? upstream : undefined;
-    const rpc = !http && via !== 'forward' && isRpcUpstream(upstream) ? upstream : undefined;
-    if (!http && !rpc) throw new Error(`upstream "${options.upstream}" (${upstream.kind}) cannot be used via ${via}`);
     const logger = env.logger;
 
+    /** How requests reach an upstream: forwarded over HTTP, or called as JSON-RPC. */
+    function targetOf(name: string): Stage {
+      const upstream: Upstream = env.upstream(name);
+      const http = via !== 'call' && isHttpUpstream(upstream) ? upstream : undefined;
+      const rpc = !http && via !== 'forward' && isRpcUpstream(upstream) ? upstream : undefined;
+      if (http) {
+        return (ctx) =>
+          proxyHttp(ctx, http, { headerNames, path: options.path, timeoutMs: options.timeout_ms, logger });
+      }
+      if (rpc) return (ctx) => proxyRpc(ctx, rpc, options.timeout_ms);
+      throw new Error(`upstream "${name}" (${upstream.kind}) cannot be used via ${via}`);
+    }
+
+    const upstream: Upstream = env.upstream(options.upstream);
+    const fallback = targetOf(options.upstream);
+    // Upstreams an earlier stage chose (ctx.state.upstream, e.g. a tenant's backend), made on first use.
+    const chosen = new Map<string, Stage>([[options.upstream, fallback]]);
+
     return {
-      handle: (ctx) =>
-        http
-          ? proxyHttp(ctx, http, { headerNames, path: options.path, timeoutMs: options.timeout_ms, logger })
-          : proxyRpc(ctx, rpc!, options.timeout_ms),
+      handle(ctx, next) {
+        const name = ctx.state.upstream;
+        if (name === undefined) return fallback(ctx, next);
+        let target = chosen.get(name);
+        if (!target) {
+          target = targetOf(name);
+          chosen.set(name, target);
+        }
+        return target(ctx, next);
+      },
       health() {
         const h = upstream.health();
         return {

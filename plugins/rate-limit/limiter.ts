@@ -1,7 +1,14 @@
 /**
  * A fixed-window counter per key, in memory or in Redis, with the answers a gateway needs
  * (remaining, reset time, retry-after). The rate-limit stage uses it; other plugins (per-tenant
- * limits) can create their own with a different limit and prefix.
+ * limits) can create their own with a different limit and prefix, or share one through the
+ * `rate-limiter` resource.
+ *
+ * Per-call limits: the store only counts (one counter per key, whatever the limit); the limit is
+ * compared with that count on each call. So `consume(key, limit)` may be given a different limit
+ * per key (a tenant's requests per minute) and the count stays exact across processes sharing a
+ * Redis: the count is atomic there, and every process compares it with the same limit. A changed
+ * limit applies at once to the running window.
  *
  * Redis: rate-limiter-flexible increments and sets the expiry in one Lua script, so several
  * gateway processes sharing a Redis share one limit exactly (no double counting, no lost counts).
@@ -41,10 +48,13 @@ export interface Limiter {
   readonly limit: number;
   readonly windowSeconds: number;
   readonly backend: 'memory' | 'redis';
-  /** Counts one request for `key` and says whether it is within the limit. */
-  consume(key: string): Promise<LimitResult>;
-  /** The state of `key` without counting a request. */
-  peek(key: string): Promise<LimitResult>;
+  /**
+   * Counts one request for `key` and says whether it is within `limit` (default: the limiter's
+   * own). Requests refused are counted too, as in any fixed window.
+   */
+  consume(key: string, limit?: number): Promise<LimitResult>;
+  /** The state of `key` against `limit` (default: the limiter's own) without counting a request. */
+  peek(key: string, limit?: number): Promise<LimitResult>;
   health(): HealthReport;
   close(): Promise<void>;
 }
@@ -62,8 +72,8 @@ export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
       limit,
       windowSeconds,
       backend: 'memory',
-      consume: (key) => run(memory, 'consume', safeKey(key), limit, windowSeconds, 'memory'),
-      peek: (key) => run(memory, 'get', safeKey(key), limit, windowSeconds, 'memory'),
+      consume: (key, max = limit) => run(memory, 'consume', safeKey(key), max, windowSeconds, 'memory'),
+      peek: (key, max = limit) => run(memory, 'get', safeKey(key), max, windowSeconds, 'memory'),
       health: () => ({ ok: true, status: 'memory' }),
       close: async () => {},
     };
@@ -108,10 +118,10 @@ export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
   });
 
   let fallingBack = false;
-  async function withFallback(op: 'consume' | 'get', key: string): Promise<LimitResult> {
+  async function withFallback(op: 'consume' | 'get', key: string, max: number): Promise<LimitResult> {
     const k = safeKey(key);
     try {
-      const result = await run(redis, op, k, limit, windowSeconds, 'redis');
+      const result = await run(redis, op, k, max, windowSeconds, 'redis');
       if (fallingBack) {
         fallingBack = false;
         logger.info({ redis: redactUrl(redisUrl) }, 'rate limit: Redis is back; shared counting resumed');
@@ -126,7 +136,7 @@ export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
           'rate limit: Redis failed; counting in memory (per process) until it is back',
         );
       }
-      return run(memory, op, k, limit, windowSeconds, 'memory-fallback');
+      return run(memory, op, k, max, windowSeconds, 'memory-fallback');
     }
   }
 
@@ -134,8 +144,8 @@ export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
     limit,
     windowSeconds,
     backend: 'redis',
-    consume: (key) => withFallback('consume', key),
-    peek: (key) => withFallback('get', key),
+    consume: (key, max = limit) => withFallback('consume', key, max),
+    peek: (key, max = limit) => withFallback('get', key, max),
     health() {
       if (client.status === 'ready') return { ok: true, status: 'connected' };
       // With insurance the stage still answers (per-process counts), so it is degraded, not down.
@@ -155,7 +165,11 @@ export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
   };
 }
 
-/** Runs one limiter operation; a rejection carrying a RateLimiterRes is "over the limit", not a failure. */
+/**
+ * Runs one limiter operation and compares the count with `limit`. rate-limiter-flexible rejects
+ * with a RateLimiterRes past its own `points`: that is a count too, not a failure; the decision is
+ * taken here against the limit of this call.
+ */
 async function run(
   limiter: RateLimiterMemory | RateLimiterRedis,
   op: 'consume' | 'get',
@@ -165,20 +179,19 @@ async function run(
   store: LimitResult['store'],
 ): Promise<LimitResult> {
   let res: RateLimiterRes | null;
-  let allowed = true;
   try {
     res = op === 'consume' ? await limiter.consume(key) : await limiter.get(key);
   } catch (err) {
     if (!(err instanceof RateLimiterRes)) throw err;
     res = err;
-    allowed = false;
   }
   const now = Date.now();
+  const consumed = res?.consumedPoints ?? 0;
   // No record yet (peek on a fresh key): a full window ahead.
   const msLeft = res && res.msBeforeNext >= 0 ? res.msBeforeNext : windowSeconds * 1000;
-  const remaining = res ? Math.max(limit - res.consumedPoints, 0) : limit;
+  const remaining = Math.max(limit - consumed, 0);
   return {
-    allowed,
+    allowed: consumed <= limit,
     limit,
     remaining,
     resetAt: Math.ceil((now + msLeft) / 1000),

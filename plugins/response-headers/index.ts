@@ -2,11 +2,15 @@
  * response-headers: sets response headers from the per-request state once the rest of the
  * pipeline has run, on success and on error alike (a rejected request still says which SType
  * and mode applied). Each header takes a dotted path into `ctx.state` (`stype.id`, `qom.score`,
- * `requestId`) or a literal `{value}`; a header whose value is undefined is left out.
+ * `requestId`) or a literal `{value}`; `{path, map, default}` renames values and fills absent
+ * ones; a header whose value is undefined is left out. Arrays are written comma-separated.
  */
 import { definePlugin, type GatewayContext } from '../../runtime/index.ts';
 
-type HeaderSpec = string | { value: string } | { path: string; decimals?: number };
+type HeaderSpec =
+  | string
+  | { value: string }
+  | { path: string; decimals?: number; map?: Record<string, string>; default?: string };
 
 export interface ResponseHeadersOptions {
   set: Record<string, HeaderSpec>;
@@ -45,6 +49,12 @@ export default definePlugin<ResponseHeadersOptions>({
               properties: {
                 path: { type: 'string', minLength: 1 },
                 decimals: { type: 'integer', minimum: 0, maximum: 12 },
+                map: {
+                  type: 'object',
+                  additionalProperties: { type: 'string' },
+                  description: 'Renames values, e.g. {deny: block}.',
+                },
+                default: { type: 'string', description: 'Value when the path is absent.' },
               },
             },
           ],
@@ -79,8 +89,14 @@ function compile(spec: HeaderSpec): Resolver {
     return () => literal;
   }
   const path = (typeof spec === 'string' ? spec : spec.path).split('.');
-  const decimals = typeof spec === 'object' && 'decimals' in spec ? spec.decimals : undefined;
-  return (ctx) => format(lookup(ctx.state, path), decimals);
+  const decimals = typeof spec === 'object' ? spec.decimals : undefined;
+  const map = typeof spec === 'object' ? spec.map : undefined;
+  const fallback = typeof spec === 'object' && spec.default !== undefined ? headerSafe(spec.default) : undefined;
+  return (ctx) => {
+    const value = lookup(ctx.state, path);
+    const mapped = map && typeof value === 'string' && Object.hasOwn(map, value) ? map[value] : value;
+    return format(mapped, decimals) ?? fallback;
+  };
 }
 
 function lookup(root: unknown, path: string[]): unknown {
@@ -101,6 +117,7 @@ function format(value: unknown, decimals: number | undefined): string | undefine
   }
   if (typeof value === 'string') return headerSafe(value);
   if (typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (Array.isArray(value)) return value.length > 0 ? headerSafe(value.join(', ')) : undefined;
   return headerSafe(JSON.stringify(value));
 }
 

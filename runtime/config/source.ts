@@ -62,7 +62,8 @@ export function readConfigSource(file: string): ConfigSource {
 
 function parseYamlSource(file: string, text: string): ConfigSource {
   const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  // merge: YAML `<<` merge keys, so that routes can share stage options through anchors.
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true, merge: true });
   if (doc.errors.length > 0) {
     throw new ConfigError(
       doc.errors.map((e) => {

@@ -61,6 +61,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
         route = findRoute(graph, ctx);
         ctx.state.route = route.id;
         ctx.state.mode = route.mode;
+        ctx.state.dialect = route.dialect ?? graph.dialect;
         if (graph.inflight > config.limits.max_concurrent) {
           rejected.inc({ reason: 'overloaded' });
           throw new GatewayError('overloaded', 'Too many concurrent requests, retry shortly', {
@@ -100,7 +101,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
   };
 }
 
-function findRoute(graph: ServiceGraph, ctx: GatewayContext): CompiledRoute {
+export function findRoute(graph: ServiceGraph, ctx: GatewayContext): CompiledRoute {
   const method = ctx.method;
   const path = ctx.path;
   let pathMatched = false;

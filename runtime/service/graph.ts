@@ -97,6 +97,11 @@ export async function buildGraph(loaded: LoadedService, deps: BuildDeps): Promis
         if (!r) throw new Error(`unknown resource "${name}" (declare it under resources:)`);
         return r.value as T;
       },
+      async resourceHealth(name: string): Promise<HealthReport | undefined> {
+        const r = resources.get(name);
+        if (!r) throw new Error(`unknown resource "${name}" (declare it under resources:)`);
+        return r.health ? await r.health() : undefined;
+      },
       upstream<T extends Upstream>(name: string): T {
         const u = upstreams.get(name);
         if (!u) throw new Error(`unknown upstream "${name}" (declare it under upstreams:)`);
@@ -187,6 +192,13 @@ async function compileRoute(
     handle: composePipeline(built, deps.metrics, deps.logger),
     stages: built,
   };
+}
+
+/** What each resource describes of itself (for reload reports and status pages). */
+export function describeResources(graph: ServiceGraph): Record<string, Record<string, unknown>> {
+  const out: Record<string, Record<string, unknown>> = {};
+  for (const [name, r] of graph.resources) out[name] = r.describe?.() ?? {};
+  return out;
 }
 
 /** Health of every upstream, resource and stage that reports one. */

@@ -16,8 +16,9 @@ import { createMetricsKit, type MetricsKit } from '../observability/metrics.ts';
 import type { ServiceInfo } from '../plugin.ts';
 import { createAdminApp } from '../server/admin.ts';
 import { createRequestCore } from '../server/handler.ts';
+import { createUpgradeHandler, type UpgradeHandler } from '../server/upgrade.ts';
 import type { GatewayContext } from '../state.ts';
-import { buildGraph, closeGraph, type ServiceGraph } from './graph.ts';
+import { buildGraph, closeGraph, describeResources, type ServiceGraph } from './graph.ts';
 
 export interface ServiceRuntimeOptions extends LoadOptions {
   /** Use this logger instead of the one the config describes (tests). */
@@ -43,6 +44,7 @@ export class ServiceRuntime {
   readonly info: ServiceInfo;
   lastReload: ReloadOutcome | undefined;
   private servers: Server[] = [];
+  private upgrades: UpgradeHandler | undefined;
   private closing = false;
   private reloading: Promise<ReloadOutcome> | undefined;
 
@@ -74,6 +76,15 @@ export class ServiceRuntime {
     };
     const graph = await buildGraph(loaded, { logger, metrics, info });
     const runtime = new ServiceRuntime(loaded.file, options, logger, metrics, graph);
+    info.reload = async () => {
+      const outcome = await runtime.reload();
+      return {
+        ok: outcome.ok,
+        error: outcome.error,
+        problems: outcome.problems,
+        resources: describeResources(runtime.graph),
+      };
+    };
     try {
       await runtime.warm(graph);
       await runtime.listen();
@@ -111,7 +122,20 @@ export class ServiceRuntime {
       const graph = this.graph;
       await core.handle(graph, ctx as unknown as GatewayContext);
     });
-    this.info.ports.main = await this.serve(app.callback(), config.listen.host, config.listen.port);
+    const serveMain = app.callback();
+    // Upgrade requests (WebSockets) on the main listener: see runtime/server/upgrade.ts.
+    const { logger, metrics } = this;
+    const accessLog = config.logging.access_log;
+    this.upgrades = createUpgradeHandler({
+      app,
+      serve: serveMain,
+      graph: () => this.graph,
+      logger,
+      metrics,
+      accessLog,
+    });
+    this.info.ports.main = await this.serve(serveMain, config.listen.host, config.listen.port, this.upgrades.handle);
+    this.info.mainUrl = localUrl(config.listen.host, this.info.ports.main);
 
     if (config.metrics) {
       const registry = this.metrics.registry;
@@ -136,6 +160,7 @@ export class ServiceRuntime {
     handler: (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => void,
     host: string,
     port: number,
+    onUpgrade?: (req: import('node:http').IncomingMessage, socket: import('node:stream').Duplex, head: Buffer) => void,
   ): Promise<number> {
     const limits = this.graph.loaded.config.limits;
     const server = createServer(handler);
@@ -145,6 +170,7 @@ export class ServiceRuntime {
     server.keepAliveTimeout = limits.keep_alive_timeout_ms;
     server.headersTimeout = limits.keep_alive_timeout_ms + 5000;
     server.requestTimeout = 0;
+    if (onUpgrade) server.on('upgrade', onUpgrade);
     this.servers.push(server);
     return new Promise((resolve, reject) => {
       server.once('error', reject);
@@ -223,6 +249,7 @@ export class ServiceRuntime {
     );
     while (this.graph.inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
     for (const s of this.servers) s.closeAllConnections();
+    await this.upgrades?.shutdown();
     await Promise.all(closed);
     await closeGraph(this.graph);
     this.logger.info('service stopped');
@@ -270,4 +297,10 @@ function listenerWarnings(old: ServiceGraph, next: ServiceGraph): string[] {
   if (JSON.stringify(a.logging) !== JSON.stringify(b.logging))
     warnings.push('logging changed: takes effect after a restart');
   return warnings;
+}
+
+/** How this process reaches a listener bound to `host`: loopback when it listens on all interfaces. */
+function localUrl(host: string, port: number): string {
+  const local = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  return `http://${local.includes(':') ? `[${local}]` : local}:${port}`;
 }

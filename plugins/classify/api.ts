@@ -1,0 +1,65 @@
+/**
+ * Public contract of the `classify` plugin: the classifier-set resource, its classifiers and their
+ * results. Other plugins (policy, redaction, admin endpoints, the ML classifiers) import this file
+ * only, never the plugin's internals.
+ */
+
+/** A stretch of the text a classifier flagged: UTF-16 offsets, `end` exclusive. */
+export interface Span {
+  start: number;
+  end: number;
+  /** Placeholder type, e.g. EMAIL, PHONE, CREDIT_CARD, IBAN, NATIONAL_ID, API_KEY, PRIVATE_KEY, TOKEN. */
+  label: string;
+}
+
+export interface ClassifierResult {
+  classifier: string;
+  label: string;
+  /** How strongly the text shows what the classifier looks for, in [0, 1]. */
+  score: number;
+  /** How sure the classifier is of `label`, in [0, 1]. */
+  confidence: number;
+  spans: Span[];
+  latency_ms: number;
+  detail?: Record<string, unknown>;
+}
+
+export interface ClassifierInfo {
+  name: string;
+  tier: 'A' | 'B';
+  type: 'pattern' | 'ml';
+  status: 'loaded' | 'loading' | 'error';
+  /** Model identifier, for `ml` classifiers only. */
+  model?: string;
+  error?: string;
+}
+
+export interface Classifier {
+  readonly name: string;
+  info(): ClassifierInfo;
+  /** Loads (compiles, or reads the model); idempotent. */
+  load(): Promise<void>;
+  classify(text: string): Promise<ClassifierResult>;
+  close?(): Promise<void>;
+}
+
+export interface ClassifierSet {
+  list(): ClassifierInfo[];
+  get(name: string): Classifier | undefined;
+  /** Runs the named classifiers (all when undefined) on the text. */
+  classify(names: string[] | undefined, text: string): Promise<Record<string, ClassifierResult>>;
+  /** Loads every classifier (ML models included); `models_loaded` counts the `ml` ones loaded. */
+  warmup(): Promise<{ models_loaded: number; duration_ms: number }>;
+  /** True when every classifier is loaded. */
+  ready(): boolean;
+}
+
+declare module '../../runtime/state.ts' {
+  interface GatewayState {
+    /** Results of the last `classify` stage, keyed by classifier name. */
+    classifications?: Record<string, ClassifierResult>;
+  }
+}
+
+export { mergeSpans, redact } from './redact.ts';
+export { requestText } from './request-text.ts';

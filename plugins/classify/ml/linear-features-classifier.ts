@@ -1,0 +1,93 @@
+/**
+ * `format: linear-features` — an ONNX model over a documented feature vector computed in
+ * TypeScript (features.ts), such as the prompt-injection model this repository trains
+ * (scripts/models/train-injection.ts). Directory: model.onnx (input float [batch, dimension],
+ * output class probabilities [batch, labels]), features.json (the scheme's parameters) and
+ * labels.json (class names in output order).
+ */
+import type { Logger } from 'pino';
+import { FeatureExtractor, parseFeatureScheme } from './features.ts';
+import { ModelClassifier } from './model-classifier.ts';
+import { modelDirectory, readJson, requireFile } from './model-files.ts';
+import { createSession, ort } from './onnx-session.ts';
+import { labelIndices, type Prediction, predictionFromProbabilities } from './probabilities.ts';
+
+export interface LinearFeaturesOptions {
+  model: string;
+  positiveLabels?: string[];
+  threshold: number;
+  batchSize: number;
+  intraOpThreads?: number;
+}
+
+export class LinearFeaturesClassifier extends ModelClassifier {
+  private session: ort.InferenceSession | undefined;
+  private extractor: FeatureExtractor | undefined;
+  private labels: string[] = [];
+  private positive: Set<number> | null = null;
+  private inputName = '';
+  private outputName = '';
+  /** Reused between runs (runs never overlap, see Batcher). */
+  private buffer = new Float32Array(0);
+
+  constructor(
+    name: string,
+    private readonly options: LinearFeaturesOptions,
+    private readonly modelsDir: string,
+    logger: Logger,
+  ) {
+    super(name, options.model, logger, options.batchSize);
+  }
+
+  protected async open(): Promise<void> {
+    const dir = modelDirectory(this.modelsDir, this.options.model);
+    const modelFile = requireFile(dir, ['model.onnx'], 'ONNX model');
+    const scheme = parseFeatureScheme(readJson(requireFile(dir, ['features.json'], 'feature scheme')));
+    const labelsFile = requireFile(dir, ['labels.json'], 'label list');
+    const labels = readJson(labelsFile);
+    if (!Array.isArray(labels) || labels.length < 2 || !labels.every((l) => typeof l === 'string')) {
+      throw new Error(`${labelsFile}: expected an array of at least two label names`);
+    }
+    this.labels = labels;
+    this.positive = labelIndices(this.options.positiveLabels, labels, `model "${this.options.model}"`);
+    this.extractor = new FeatureExtractor(scheme);
+    const session = await createSession(modelFile, this.options.intraOpThreads);
+    this.inputName = session.inputNames[0];
+    this.outputName = session.outputNames.includes('probabilities') ? 'probabilities' : session.outputNames[0];
+    this.session = session;
+  }
+
+  protected async predict(texts: string[]): Promise<Prediction[]> {
+    const { session, extractor } = this;
+    if (!session || !extractor) throw new Error('classifier is closed');
+    const dimension = extractor.scheme.dimension;
+    const size = texts.length * dimension;
+    if (this.buffer.length < size) this.buffer = new Float32Array(size);
+    const features = this.buffer.subarray(0, size);
+    texts.forEach((text, i) => {
+      extractor.extract(text, features, i * dimension);
+    });
+    const feeds = { [this.inputName]: new ort.Tensor('float32', features, [texts.length, dimension]) };
+    const output = (await session.run(feeds, [this.outputName]))[this.outputName];
+    if (output.dims.length !== 2 || output.dims[1] !== this.labels.length) {
+      throw new Error(
+        `model output ${this.outputName} has shape [${output.dims}], expected [${texts.length}, ${this.labels.length}]`,
+      );
+    }
+    const probs = output.data as Float32Array;
+    const width = this.labels.length;
+    return texts.map((_, row) =>
+      predictionFromProbabilities(
+        Array.from(probs.subarray(row * width, (row + 1) * width)),
+        this.labels,
+        this.positive,
+        this.options.threshold,
+      ),
+    );
+  }
+
+  protected override async release(): Promise<void> {
+    await this.session?.release();
+    this.session = undefined;
+  }
+}

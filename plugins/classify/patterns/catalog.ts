@@ -1,0 +1,44 @@
+/**
+ * Every Tier A detector, by family, and how a classifier's `detectors:` list (family names and
+ * detector ids) selects them.
+ */
+import type { Detector, Family } from './detector.ts';
+import { FAMILIES } from './detector.ts';
+import { injectionDetectors } from './injection.ts';
+import { jailbreakDetectors } from './jailbreak.ts';
+import { piiDetectors } from './pii.ts';
+import { secretDetectors } from './secrets.ts';
+
+export const DETECTORS: readonly Detector[] = [
+  ...piiDetectors,
+  ...secretDetectors,
+  ...injectionDetectors,
+  ...jailbreakDetectors,
+];
+
+/** Labels a classifier reports by default: when a family's detectors fire, and when nothing does. */
+export const FAMILY_LABELS: Record<Family, { positive: string; negative: string }> = {
+  pii: { positive: 'pii', negative: 'clean' },
+  secrets: { positive: 'secret', negative: 'clean' },
+  prompt_injection: { positive: 'injection', negative: 'benign' },
+  jailbreak: { positive: 'jailbreak', negative: 'benign' },
+};
+
+/** Names accepted in a `detectors:` list: the families, then every detector id. */
+export const DETECTOR_NAMES: readonly string[] = [...FAMILIES, ...DETECTORS.map((d) => d.id)];
+
+/** The detectors a list of family names and detector ids selects, each once, in catalog order. */
+export function selectDetectors(names: readonly string[]): Detector[] {
+  const wanted = new Set<string>();
+  for (const name of names) {
+    const family = (FAMILIES as readonly string[]).includes(name);
+    const matching = DETECTORS.filter((d) => (family ? d.family === name : d.id === name));
+    if (matching.length === 0) {
+      throw new Error(
+        `unknown detector "${name}" (families: ${FAMILIES.join(', ')}; detectors: ${DETECTORS.map((d) => d.id).join(', ')})`,
+      );
+    }
+    for (const d of matching) wanted.add(d.id);
+  }
+  return DETECTORS.filter((d) => wanted.has(d.id));
+}

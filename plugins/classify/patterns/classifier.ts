@@ -1,0 +1,143 @@
+/**
+ * A Tier A classifier: a selection of detectors run over the text, their findings combined into
+ * one score, label and confidence, with the spans to redact.
+ *
+ * - A detector's score is the highest weight among its matches (or the configured weight). A
+ *   match lying inside a stronger match of another detector is dropped first (see withoutNested).
+ * - The classifier's score combines the detectors that fired as independent evidence
+ *   (noisy-OR: 1 - Π(1 - score)), so one strong match gives its own weight and corroborating
+ *   matches push the score towards 1.
+ * - label: the positive label when score ≥ threshold (configured, or that of the family of the
+ *   strongest detector, ties going to the first in catalog order: pii, secret, injection,
+ *   jailbreak), the negative one otherwise
+ *   (configured, or that of the first selected family: clean or benign).
+ * - confidence: score for a positive label, 1 - score for a negative one.
+ */
+import type { Classifier, ClassifierInfo, ClassifierResult, Span } from '../api.ts';
+import { mergeSpans } from '../redact.ts';
+import { FAMILY_LABELS, selectDetectors } from './catalog.ts';
+import { type Detector, type Finding, TextView } from './detector.ts';
+
+export interface PatternClassifierSpec {
+  name: string;
+  type: 'pattern';
+  tier?: 'A' | 'B';
+  /** Family names (`pii`, `secrets`, `prompt_injection`, `jailbreak`) and/or detector ids. */
+  detectors: string[];
+  threshold?: number;
+  labels?: { positive?: string; negative?: string };
+  /** Replaces the weight of every match of the given detectors. */
+  weights?: Record<string, number>;
+}
+
+export const DEFAULT_THRESHOLD = 0.5;
+
+export class PatternClassifier implements Classifier {
+  readonly name: string;
+  readonly #tier: 'A' | 'B';
+  readonly #detectors: Detector[];
+  readonly #threshold: number;
+  readonly #positive?: string;
+  readonly #negative: string;
+  readonly #weights: ReadonlyMap<string, number>;
+
+  constructor(spec: PatternClassifierSpec) {
+    this.name = spec.name;
+    this.#tier = spec.tier ?? 'A';
+    this.#detectors = selectDetectors(spec.detectors);
+    if (this.#detectors.length === 0) throw new Error(`classifier "${spec.name}": no detectors selected`);
+    this.#threshold = spec.threshold ?? DEFAULT_THRESHOLD;
+    this.#positive = spec.labels?.positive;
+    this.#negative = spec.labels?.negative ?? FAMILY_LABELS[this.#detectors[0].family].negative;
+    const selected = new Set(this.#detectors.map((d) => d.id));
+    for (const id of Object.keys(spec.weights ?? {})) {
+      if (!selected.has(id)) throw new Error(`classifier "${spec.name}": weight for "${id}", which it does not use`);
+    }
+    this.#weights = new Map(Object.entries(spec.weights ?? {}));
+  }
+
+  /** Ids of the detectors this classifier runs. */
+  get detectors(): string[] {
+    return this.#detectors.map((d) => d.id);
+  }
+
+  info(): ClassifierInfo {
+    return { name: this.name, tier: this.#tier, type: 'pattern', status: 'loaded' };
+  }
+
+  /** Patterns are compiled when the module loads and the detectors are chosen at construction. */
+  async load(): Promise<void> {}
+
+  async classify(text: string): Promise<ClassifierResult> {
+    return this.classifySync(text);
+  }
+
+  classifySync(text: string): ClassifierResult {
+    const started = performance.now();
+    const view = new TextView(text);
+    const found: Found[] = [];
+    for (const detector of this.#detectors) {
+      const override = this.#weights.get(detector.id);
+      for (const f of detector.find(view)) found.push({ ...f, weight: override ?? f.weight, detector });
+    }
+    const spans: Span[] = [];
+    const fired: Record<string, { score: number; matches: number }> = {};
+    const scores = new Map<Detector, number>();
+    const matches = new Map<Detector, number>();
+    for (const f of withoutNested(found)) {
+      spans.push({ start: f.start, end: f.end, label: f.label });
+      scores.set(f.detector, Math.max(scores.get(f.detector) ?? 0, f.weight));
+      matches.set(f.detector, (matches.get(f.detector) ?? 0) + 1);
+    }
+    let remaining = 1; // Π(1 - detector score)
+    let strongest: Detector | undefined;
+    let strongestScore = 0;
+    for (const detector of this.#detectors) {
+      const s = scores.get(detector);
+      if (s === undefined) continue;
+      fired[detector.id] = { score: s, matches: matches.get(detector) ?? 0 };
+      remaining *= 1 - s;
+      if (s > strongestScore) {
+        strongest = detector;
+        strongestScore = s;
+      }
+    }
+    const score = round(1 - remaining, 4);
+    const positive = strongest !== undefined && score >= this.#threshold;
+    const label = positive ? (this.#positive ?? FAMILY_LABELS[strongest!.family].positive) : this.#negative;
+    return {
+      classifier: this.name,
+      label,
+      score,
+      confidence: round(positive ? score : 1 - score, 4),
+      spans: mergeSpans(spans, text.length),
+      latency_ms: round(performance.now() - started, 3),
+      detail: { threshold: this.#threshold, detectors: fired },
+    };
+  }
+}
+
+type Found = Finding & { detector: Detector };
+
+/**
+ * Findings without those lying inside a stronger finding of another detector: the digits of an
+ * IBAN are not also a phone number, the value of `api_key=sk-...` is one OpenAI key.
+ */
+function withoutNested(found: Found[]): Found[] {
+  if (found.length < 2) return found;
+  found.sort((a, b) => a.start - b.start || b.end - a.end || b.weight - a.weight);
+  const kept: Found[] = [];
+  let cover: Found | undefined; // the finding reaching furthest so far
+  for (const f of found) {
+    const nested =
+      cover !== undefined && f.end <= cover.end && f.detector !== cover.detector && f.weight < cover.weight;
+    if (!nested) kept.push(f);
+    if (cover === undefined || f.end > cover.end) cover = f;
+  }
+  return kept;
+}
+
+function round(n: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(n * f) / f;
+}

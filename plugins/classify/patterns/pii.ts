@@ -1,0 +1,200 @@
+/**
+ * PII detectors: e-mail addresses, phone numbers, payment card numbers, IBANs and national
+ * identifiers. Candidates are found with linear regexes and then validated (Luhn, mod-97, control
+ * letters, issuing ranges), so that look-alike numbers (order ids, dates, versions) are not flagged.
+ */
+import { IBAN_LENGTHS, ibanChecksumValid, luhnValid, ninoPrefixValid, spanishIdValid, ssnValid } from './checksums.ts';
+import { type Detector, type Finding, findAll } from './detector.ts';
+
+const isAlnum = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
+/** Characters of an e-mail local part (the common unquoted subset of RFC 5322). */
+const isLocalChar = (c: number) => isAlnum(c) || c === 46 || c === 95 || c === 37 || c === 43 || c === 45 || c === 39;
+
+// ---------------------------------------------------------------- e-mail
+
+/** Domain after the `@`: dot-separated labels (no leading/trailing hyphen) and an alphabetic TLD. */
+const EMAIL_DOMAIN = /(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}(?![A-Za-z0-9-])/y;
+
+const email: Detector = {
+  id: 'email',
+  family: 'pii',
+  description: 'E-mail address: local part, @, domain with a top-level domain of letters.',
+  // Anchored on each `@` (scanning left at most 64 characters), so a long run of word characters
+  // without an `@` costs nothing.
+  find(view) {
+    const text = view.text;
+    const out: Finding[] = [];
+    let floor = 0;
+    for (let at = text.indexOf('@'); at >= 0; at = text.indexOf('@', at + 1)) {
+      let start = at;
+      while (start > floor && at - start < 64 && isLocalChar(text.charCodeAt(start - 1))) start--;
+      while (start < at && text.charCodeAt(start) === 46) start++; // no leading dot
+      if (start === at || text.charCodeAt(at - 1) === 46) continue;
+      EMAIL_DOMAIN.lastIndex = at + 1;
+      const m = EMAIL_DOMAIN.exec(text);
+      if (!m) continue;
+      const end = at + 1 + m[0].length;
+      out.push({ start, end, label: 'EMAIL', weight: 0.9 });
+      floor = end;
+      at = end - 1;
+    }
+    return out;
+  },
+};
+
+// ---------------------------------------------------------------- phone
+
+/** A run of digits with the separators phone numbers use, optionally after `+` or `(`. */
+const PHONE_CANDIDATE = /(?<![\w+])\+?\(?\d[\d ()./-]{5,24}\d(?!\w)/g;
+/** North American: optional 1, area code and exchange not starting with 0/1, 3-3-4 grouping. */
+const NANP = /^(?:1[ .-]?)?(?:\([2-9]\d{2}\) ?|[2-9]\d{2}[ .-])[2-9]\d{2}[ .-]\d{4}$/;
+/** National numbers with a trunk 0 (most of Europe, UK, Australia...): groups of 2-4 digits. */
+const TRUNK = /^\(?0\d{1,4}\)?(?:[ ./-]?\d{2,4}){1,5}$/;
+const DATE = /^\d{1,2}[./-]\d{1,2}[./-]\d{2,4}\b/;
+
+/** Weight of a phone-number candidate, 0 when it is not one. */
+function phoneWeight(candidate: string): number {
+  if (/[ ./-]{2}/.test(candidate.replace(/\) \(?|\) /g, ')'))) return 0; // doubled separators
+  const digits = candidate.replace(/\D/g, '');
+  if (candidate.startsWith('+') || candidate.startsWith('00')) {
+    const national = candidate.startsWith('+') ? digits : digits.slice(2);
+    return national.length >= 8 && national.length <= 15 && national[0] !== '0' ? 0.8 : 0;
+  }
+  if (NANP.test(candidate)) return 0.75;
+  // National numbers use one kind of separator; mixed ones are dates and times ("01.02.2024 10.30").
+  if (new Set(candidate.replace(/[\d()]/g, '')).size > 1 || DATE.test(candidate)) return 0;
+  if (TRUNK.test(candidate) && digits.length >= 10 && digits.length <= 12) return 0.6;
+  return 0;
+}
+
+const phone: Detector = {
+  id: 'phone',
+  family: 'pii',
+  description: 'Phone number: international (+ or 00, 8-15 digits), North American, or national with a trunk 0.',
+  find(view) {
+    const out: Finding[] = [];
+    const text = view.text;
+    PHONE_CANDIDATE.lastIndex = 0;
+    for (let m = PHONE_CANDIDATE.exec(text); m !== null; m = PHONE_CANDIDATE.exec(text)) {
+      const weight = phoneWeight(m[0]);
+      if (weight > 0) out.push({ start: m.index, end: m.index + m[0].length, label: 'PHONE', weight });
+      else out.push(...phonesWithin(m[0], m.index));
+    }
+    return out;
+  },
+};
+
+/**
+ * A candidate that is not one number may hold several separated by spaces ("555-123-4567
+ * 555-987-6543"): from each piece on, the longest valid run of at most 6 pieces. Runs whose digit
+ * count no phone form allows (8-17) are skipped without a regex.
+ */
+function phonesWithin(candidate: string, offset: number): Finding[] {
+  const pieces: Array<{ start: number; end: number; digits: number }> = [];
+  for (const m of candidate.matchAll(/\S+/g)) {
+    pieces.push({ start: m.index, end: m.index + m[0].length, digits: m[0].replace(/\D/g, '').length });
+  }
+  const out: Finding[] = [];
+  for (let s = 0; s < pieces.length; s++) {
+    let digits = 0;
+    let last = s;
+    while (last + 1 < pieces.length && last - s < 5) last++;
+    for (let e = s; e <= last; e++) digits += pieces[e].digits;
+    for (let e = last; e >= s; e--) {
+      if (digits >= 8 && digits <= 17 && !(s === 0 && e === pieces.length - 1)) {
+        const weight = phoneWeight(candidate.slice(pieces[s].start, pieces[e].end));
+        if (weight > 0) {
+          out.push({ start: offset + pieces[s].start, end: offset + pieces[e].end, label: 'PHONE', weight });
+          s = e;
+          break;
+        }
+      }
+      digits -= pieces[e].digits;
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- payment cards
+
+const CARD_CANDIDATE = /(?<![\d-])\d(?:[ -]?\d){12,18}(?!\d)/g;
+/** Issuer ranges and lengths: Visa, Mastercard, Amex, Diners, Discover, JCB, UnionPay, Maestro. */
+const CARD_ISSUER =
+  /^(?:4\d{12}(?:\d{3}){0,2}|5[1-5]\d{14}|2(?:22[1-9]|2[3-9]\d|[3-6]\d\d|7[01]\d|720)\d{12}|3[47]\d{13}|3(?:0[0-5]\d|[689]\d\d)\d{10,15}|6(?:011|5\d\d|4[4-9]\d|22\d)\d{12,15}|35(?:2[89]|[3-8]\d)\d{12,15}|62\d{14,17}|(?:5018|5020|5038|5893|6304|6759|676[1-3])\d{8,15})$/;
+
+const creditCard: Detector = {
+  id: 'credit_card',
+  family: 'pii',
+  description: 'Payment card number: 13-19 digits (spaces or dashes allowed), a known issuer range, Luhn check.',
+  find: (view) =>
+    findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, (m) => {
+      const separators = new Set(m[0].replace(/\d/g, ''));
+      if (separators.size > 1) return false;
+      const digits = m[0].replace(/\D/g, '');
+      return CARD_ISSUER.test(digits) && luhnValid(digits);
+    }),
+};
+
+// ---------------------------------------------------------------- IBAN
+
+const IBAN_START = /(?<![A-Za-z0-9])[A-Za-z]{2}\d{2}/g;
+
+const iban: Detector = {
+  id: 'iban',
+  family: 'pii',
+  description: 'IBAN: country code, check digits and the country’s BBAN length (spaces allowed), mod-97 check.',
+  find(view) {
+    const text = view.text;
+    const out: Finding[] = [];
+    IBAN_START.lastIndex = 0;
+    for (let m = IBAN_START.exec(text); m !== null; m = IBAN_START.exec(text)) {
+      const length = IBAN_LENGTHS.get(m[0].slice(0, 2).toUpperCase());
+      if (length === undefined) continue;
+      let compact = m[0].toUpperCase();
+      let pos = m.index + 4;
+      while (compact.length < length && pos < text.length) {
+        const c = text.charCodeAt(pos);
+        if (isAlnum(c)) compact += text[pos].toUpperCase();
+        else if (!(c === 32 && isAlnum(text.charCodeAt(pos - 1)) && isAlnum(text.charCodeAt(pos + 1)))) break;
+        pos++;
+      }
+      if (compact.length !== length || isAlnum(text.charCodeAt(pos)) || !ibanChecksumValid(compact)) continue;
+      out.push({ start: m.index, end: pos, label: 'IBAN', weight: 0.95 });
+      IBAN_START.lastIndex = pos;
+    }
+    return out;
+  },
+};
+
+// ---------------------------------------------------------------- national identifiers
+
+const SSN = /(?<![\d-])(\d{3})([- ])(\d{2})\2(\d{4})(?![\d-])/g;
+const NINO = /(?<![A-Za-z0-9])([A-Za-z]{2}) ?(\d{2}) ?(\d{2}) ?(\d{2}) ?([A-Da-d])(?![A-Za-z0-9])/g;
+const DNI = /(?<![A-Za-z0-9])([XYZxyz]?)(\d{7,8})[- ]?([A-Za-z])(?![A-Za-z0-9])/g;
+
+const usSsn: Detector = {
+  id: 'us_ssn',
+  family: 'pii',
+  description: 'US Social Security Number written 123-45-6789 or 123 45 6789, outside the never-issued ranges.',
+  find: (view) => findAll(view.text, SSN, 'NATIONAL_ID', 0.85, (m) => ssnValid(m[1], m[3], m[4])),
+};
+
+const ukNino: Detector = {
+  id: 'uk_nino',
+  family: 'pii',
+  description: 'UK National Insurance number (AB 12 34 56 C) with a prefix HMRC allocates; it has no check digit.',
+  find: (view) => findAll(view.text, NINO, 'NATIONAL_ID', 0.8, (m) => ninoPrefixValid(m[1].toUpperCase())),
+};
+
+const esDni: Detector = {
+  id: 'es_dni',
+  family: 'pii',
+  description: 'Spanish DNI (8 digits) or NIE (X/Y/Z and 7 digits) with its mod-23 control letter.',
+  find: (view) =>
+    findAll(view.text, DNI, 'NATIONAL_ID', 0.9, (m) => {
+      if (m[2].length !== (m[1] ? 7 : 8)) return false;
+      return spanishIdValid((m[1] + m[2] + m[3]).toUpperCase());
+    }),
+};
+
+export const piiDetectors: Detector[] = [email, phone, creditCard, iban, usSsn, ukNino, esDni];

@@ -1,0 +1,150 @@
+/**
+ * The `classifier-set` resource: the classifiers a service runs, declared once and shared by the
+ * `classify` stages and the admin endpoints (classifiers-api).
+ *
+ *   resources:
+ *     classifiers:
+ *       type: classifier-set
+ *       models_dir: ./models
+ *       classifiers:
+ *         - { name: pii, type: pattern, detectors: [pii] }
+ *         - { name: injection, type: pattern, detectors: [prompt_injection, jailbreak] }
+ *         - { name: injection_ml, type: ml, ... }            # see ml/index.ts
+ *
+ * Pattern classifiers (Tier A) are ready when the resource is created; ML classifiers (Tier B)
+ * load lazily on first use or on warm-up, and health says `loading` until every one is loaded.
+ */
+import { defineResource, type JsonSchema } from '../../runtime/index.ts';
+import type { Classifier, ClassifierSet } from './api.ts';
+import { createMlClassifier, mlClassifierSchema } from './ml/index.ts';
+import { DETECTOR_NAMES, DETECTORS } from './patterns/catalog.ts';
+import { PatternClassifier, type PatternClassifierSpec } from './patterns/classifier.ts';
+import { NamedClassifierSet } from './set.ts';
+
+interface ClassifierEntry {
+  name: string;
+  type: 'pattern' | 'ml';
+  [k: string]: unknown;
+}
+
+export interface ClassifierSetOptions {
+  models_dir?: string;
+  classifiers: ClassifierEntry[];
+}
+
+const name = {
+  type: 'string',
+  pattern: '^[A-Za-z0-9_.-]+$',
+  description: 'Name of the classifier (in results, policies and the admin endpoints).',
+};
+const tier = {
+  enum: ['A', 'B'],
+  description: 'Tier reported by GET /admin/classifiers (pattern: A, ml: B by default).',
+};
+
+const patternEntry: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'type', 'detectors'],
+  properties: {
+    name,
+    type: { const: 'pattern' },
+    tier: { ...tier, default: 'A' },
+    detectors: {
+      type: 'array',
+      minItems: 1,
+      items: { enum: [...DETECTOR_NAMES] },
+      description: 'Detector families (pii, secrets, prompt_injection, jailbreak) and/or single detectors.',
+    },
+    threshold: {
+      type: 'number',
+      minimum: 0,
+      maximum: 1,
+      default: 0.5,
+      description: 'Score from which the positive label is reported.',
+    },
+    labels: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        positive: { type: 'string', minLength: 1, description: 'Label at or above the threshold.' },
+        negative: { type: 'string', minLength: 1, description: 'Label below the threshold.' },
+      },
+      description: 'Labels to report instead of the family defaults (pii/secret/injection/jailbreak, clean/benign).',
+    },
+    weights: {
+      type: 'object',
+      propertyNames: { enum: DETECTORS.map((d) => d.id) },
+      additionalProperties: { type: 'number', minimum: 0, maximum: 1 },
+      description: 'Weight of every match of the given detectors, replacing their built-in weights.',
+    },
+  },
+};
+
+function mlEntry(): JsonSchema {
+  const ml = mlClassifierSchema as { properties?: Record<string, unknown>; required?: string[] };
+  return {
+    type: 'object',
+    additionalProperties: false,
+    required: [...new Set(['name', 'type', ...(ml.required ?? [])])],
+    properties: { name, tier: { ...tier, default: 'B' }, ...ml.properties, type: { const: 'ml' } },
+  };
+}
+
+export default defineResource<ClassifierSetOptions, ClassifierSet>({
+  type: 'classifier-set',
+  description: 'Classifiers (Tier A patterns, Tier B ML models) shared by classify stages and the admin endpoints.',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['classifiers'],
+    properties: {
+      models_dir: {
+        type: 'string',
+        minLength: 1,
+        default: 'models',
+        description: 'Directory of the ML models, relative to the config file.',
+      },
+      classifiers: {
+        type: 'array',
+        minItems: 1,
+        items: {
+          type: 'object',
+          required: ['name', 'type'],
+          properties: { type: { enum: ['pattern', 'ml'] } },
+          if: { required: ['type'], properties: { type: { const: 'ml' } } },
+          // biome-ignore lint/suspicious/noThenProperty: JSON Schema keyword
+          then: mlEntry(),
+          else: patternEntry,
+        },
+      },
+    },
+  },
+  create(options, env) {
+    const modelsDir = env.resolvePath(options.models_dir ?? 'models');
+    const classifiers: Classifier[] = options.classifiers.map((entry) =>
+      entry.type === 'ml'
+        ? createMlClassifier(entry, { modelsDir, logger: env.logger.child({ classifier: entry.name }) })
+        : new PatternClassifier(entry as unknown as PatternClassifierSpec),
+    );
+    const set = new NamedClassifierSet(classifiers);
+    const statuses = () => Object.fromEntries(set.list().map((i) => [i.name, i.status]));
+    env.logger.info({ classifiers: statuses() }, 'classifiers created');
+    return {
+      value: set,
+      health: () => {
+        const list = set.list();
+        const failed = list.filter((i) => i.status === 'error');
+        const ok = list.every((i) => i.status === 'loaded');
+        return {
+          ok,
+          status: failed.length > 0 ? 'error' : ok ? 'loaded' : 'loading',
+          ...(failed.length > 0 ? { error: failed.map((i) => `${i.name}: ${i.error ?? 'failed'}`).join('; ') } : {}),
+          detail: { classifiers: statuses() },
+        };
+      },
+      describe: () => ({ models_dir: modelsDir, classifiers: statuses() }),
+      close: () => set.close(),
+    };
+  },
+});

@@ -1,0 +1,69 @@
+/**
+ * The classifier set behind the `classifier-set` resource: the configured classifiers by name.
+ * Classifiers that are not loaded yet (ML models, which load lazily) are loaded on first use or by
+ * warmup(); a load is shared by concurrent callers since `load()` is idempotent.
+ */
+import type { Classifier, ClassifierInfo, ClassifierResult, ClassifierSet } from './api.ts';
+
+export class NamedClassifierSet implements ClassifierSet {
+  readonly #byName: ReadonlyMap<string, Classifier>;
+
+  constructor(classifiers: Classifier[]) {
+    const byName = new Map<string, Classifier>();
+    for (const c of classifiers) {
+      if (byName.has(c.name)) throw new Error(`classifier "${c.name}" is declared twice`);
+      byName.set(c.name, c);
+    }
+    this.#byName = byName;
+  }
+
+  list(): ClassifierInfo[] {
+    return [...this.#byName.values()].map((c) => c.info());
+  }
+
+  get(name: string): Classifier | undefined {
+    return this.#byName.get(name);
+  }
+
+  async classify(names: string[] | undefined, text: string): Promise<Record<string, ClassifierResult>> {
+    const selected = names === undefined ? [...this.#byName.values()] : names.map((n) => this.#require(n));
+    const results = await Promise.all(
+      selected.map(async (c) => {
+        if (c.info().status !== 'loaded') await c.load();
+        return c.classify(text);
+      }),
+    );
+    const out: Record<string, ClassifierResult> = {};
+    selected.forEach((c, i) => {
+      out[c.name] = results[i];
+    });
+    return out;
+  }
+
+  async warmup(): Promise<{ models_loaded: number; duration_ms: number }> {
+    const started = performance.now();
+    const all = [...this.#byName.values()];
+    // Every load is attempted even when one fails, so one broken model does not hold back the rest.
+    const outcomes = await Promise.allSettled(all.map((c) => c.load()));
+    const failed = outcomes.flatMap((o, i) =>
+      o.status === 'rejected' ? [`${all[i].name}: ${(o.reason as Error)?.message ?? o.reason}`] : [],
+    );
+    if (failed.length > 0) throw new Error(`warm-up failed for ${failed.join('; ')}`);
+    const models = this.list().filter((i) => i.type === 'ml' && i.status === 'loaded').length;
+    return { models_loaded: models, duration_ms: Math.round((performance.now() - started) * 1000) / 1000 };
+  }
+
+  ready(): boolean {
+    return this.list().every((i) => i.status === 'loaded');
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.#byName.values()].map((c) => c.close?.()));
+  }
+
+  #require(name: string): Classifier {
+    const c = this.#byName.get(name);
+    if (!c) throw new Error(`unknown classifier "${name}" (configured: ${[...this.#byName.keys()].join(', ')})`);
+    return c;
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * The `classify` stage: runs classifiers of a classifier-set resource on the text of an
+ * OpenAI-style request and leaves the results in `ctx.state.classifications` for the stages after
+ * it (policy, redaction, audit). It decides nothing itself.
+ *
+ *   - classify: { classifiers: classifiers, use: [pii, injection] }
+ *
+ * Timing: `annotations.classify_latency_ms` accumulates the time spent in classify stages of the
+ * request; `switchyard_classifier_latency_seconds{classifier}` records each classifier's latency.
+ * A classifier that fails (an ML model that cannot load) fails the stage: fail-closed by default,
+ * `on_error: fail-open` to go on without its results.
+ */
+import { definePlugin, latencyBuckets, readJsonObject } from '../../runtime/index.ts';
+import type { ClassifierSet } from './api.ts';
+import { requestText } from './request-text.ts';
+
+export interface ClassifyOptions {
+  classifiers?: string;
+  use?: string[];
+  use_from?: string;
+  text?: 'request';
+}
+
+export default definePlugin<ClassifyOptions>({
+  name: 'classify',
+  description: 'Run classifiers on the request text (chat messages, prompt) into ctx.state.classifications.',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      classifiers: {
+        type: 'string',
+        minLength: 1,
+        default: 'classifiers',
+        'x-ref': 'resource',
+        description: 'classifier-set resource to use.',
+      },
+      use: {
+        type: 'array',
+        items: { type: 'string', minLength: 1 },
+        uniqueItems: true,
+        description: 'Classifiers to run, by name. Default: every classifier of the set.',
+      },
+      use_from: {
+        type: 'string',
+        minLength: 1,
+        description:
+          'State path to a list of classifier names chosen per request (e.g. `caller.attributes.classifiers`, ' +
+          "a tenant's); names the set lacks are skipped. Falls back to `use` when absent.",
+      },
+      text: {
+        enum: ['request'],
+        default: 'request',
+        description: 'What to classify: the request (chat message contents and legacy prompt, joined by newlines).',
+      },
+    },
+  },
+  create(options, env) {
+    const resourceName = options.classifiers ?? 'classifiers';
+    const set = env.resource<ClassifierSet>(resourceName);
+    const use = options.use;
+    for (const name of use ?? []) {
+      if (!set.get(name)) {
+        const known = set.list().map((i) => i.name);
+        throw new Error(`classifier "${name}" is not in resource "${resourceName}" (it has: ${known.join(', ')})`);
+      }
+    }
+    const latency = env.metrics.histogram({
+      name: 'switchyard_classifier_latency_seconds',
+      help: 'Time each classifier took on a request, by classifier',
+      labelNames: ['classifier'] as const,
+      buckets: latencyBuckets,
+    });
+    const usePath = options.use_from?.split('.');
+    /** The per-request choice of classifiers, if the state carries one. */
+    const chosen = (state: unknown): string[] | undefined => {
+      if (!usePath) return undefined;
+      let node = state;
+      for (const key of usePath) {
+        if (node === null || typeof node !== 'object' || !Object.hasOwn(node, key)) return undefined;
+        node = (node as Record<string, unknown>)[key];
+      }
+      if (!Array.isArray(node)) return undefined;
+      return node.filter((n): n is string => typeof n === 'string' && set.get(n) !== undefined);
+    };
+    return {
+      async handle(ctx, next) {
+        const started = performance.now();
+        const text = requestText(await readJsonObject(ctx));
+        const results = await set.classify(chosen(ctx.state) ?? use, text);
+        for (const [name, r] of Object.entries(results)) latency.observe({ classifier: name }, r.latency_ms / 1000);
+        ctx.state.classifications = results;
+        const spent = performance.now() - started;
+        const before = ctx.state.annotations.classify_latency_ms;
+        ctx.state.annotations.classify_latency_ms = (typeof before === 'number' ? before : 0) + spent;
+        // All safety checks together (classifiers and policies), e.g. for a latency header.
+        const checks = ctx.state.annotations.check_latency_ms;
+        ctx.state.annotations.check_latency_ms = (typeof checks === 'number' ? checks : 0) + spent;
+        await next();
+      },
+      describe: () => ({ classifiers: resourceName, use: use ?? set.list().map((i) => i.name) }),
+    };
+  },
+});

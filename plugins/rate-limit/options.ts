@@ -1,0 +1,45 @@
+/**
+ * The options that make a limiter (limit, window, store), shared by the `rate-limit` stage (inline
+ * limiter) and the `rate-limiter` resource, so both read and default them the same way.
+ */
+import type { Logger } from 'pino';
+import type { LimiterOptions } from './limiter.ts';
+
+export interface LimiterConfig {
+  limit: number;
+  window_seconds: number;
+  backend: 'memory' | 'redis';
+  redis_url: string;
+  prefix?: string;
+  insurance: boolean;
+}
+
+export const limiterProperties = {
+  limit: { type: 'integer', minimum: 1, description: 'Requests allowed per window and client' },
+  window_seconds: { type: 'integer', minimum: 1, default: 60 },
+  backend: { enum: ['memory', 'redis'], default: 'memory' },
+  redis_url: { type: 'string', default: 'redis://127.0.0.1:6379' },
+  prefix: {
+    type: 'string',
+    minLength: 1,
+    description: 'Store key prefix (default `switchyard:rl:<service>`); stages sharing it share counters',
+  },
+  insurance: {
+    type: 'boolean',
+    default: true,
+    description: 'On Redis failure count in memory per process (logged) instead of failing the stage',
+  },
+} as const;
+
+/** Limiter options from config options, with the defaults `create` must apply itself (no schema in tests). */
+export function limiterOptions(config: LimiterConfig, defaultPrefix: string, logger: Logger): LimiterOptions {
+  return {
+    limit: config.limit,
+    windowSeconds: config.window_seconds ?? 60,
+    backend: config.backend ?? 'memory',
+    redisUrl: config.redis_url,
+    prefix: config.prefix ?? defaultPrefix,
+    insurance: config.insurance ?? true,
+    logger,
+  };
+}

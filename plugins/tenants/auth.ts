@@ -1,0 +1,94 @@
+/**
+ * tenant-auth: maps the API key of a request to its tenant. The key comes in
+ * `Authorization: Bearer <key>` (default) or raw in another header. A missing or unknown key is
+ * `unauthorized` (401; the openai dialect writes `authentication_error`), never echoing the key.
+ * On success the tenant becomes the caller, and its backend the upstream of the request:
+ *
+ *   ctx.state.caller   = { id, authenticated: true, attributes: { tenant, policy, classifiers,
+ *                          requests_per_minute, backend } }
+ *   ctx.state.upstream = the tenant's backend (an upstream name)
+ *
+ * so that `rate-limit` (key: caller, limit_from: caller.attributes.requests_per_minute), the
+ * policy stage and the proxy act per tenant.
+ */
+import { definePlugin, GatewayError } from '../../runtime/index.ts';
+import type { TenantDirectory } from './api.ts';
+
+interface Options {
+  tenants: string;
+  header: string;
+}
+
+export default definePlugin<Options>({
+  name: 'tenant-auth',
+  description: 'Authenticate a request by API key against a tenant directory; the tenant becomes the caller',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['tenants'],
+    properties: {
+      tenants: { type: 'string', minLength: 1, 'x-ref': 'resource', description: 'A tenant-directory resource' },
+      header: {
+        type: 'string',
+        pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$",
+        default: 'Authorization',
+        description: '`Authorization` expects `Bearer <key>`; any other header carries the raw key',
+      },
+    },
+  },
+  create(options, env) {
+    const directory = env.resource<TenantDirectory>(options.tenants);
+    if (typeof directory?.byKey !== 'function')
+      throw new Error(`resource "${options.tenants}" is not a tenant-directory`);
+    const header = options.header ?? 'Authorization';
+    const bearer = header.toLowerCase() === 'authorization';
+    const failures = env.metrics.counter({
+      name: 'switchyard_tenant_auth_failures_total',
+      help: 'Requests refused by tenant authentication, by reason (missing|invalid)',
+      labelNames: ['reason'] as const,
+    });
+    const realm = `realm="${env.service.name}"`;
+
+    function reject(reason: 'missing' | 'invalid', message: string, requestId: string): never {
+      failures.inc({ reason });
+      env.logger.debug({ request_id: requestId, reason, header }, 'tenant authentication failed');
+      // RFC 6750: a Bearer challenge, with `invalid_token` when a key was presented.
+      const headers = bearer
+        ? { 'WWW-Authenticate': reason === 'missing' ? `Bearer ${realm}` : `Bearer ${realm}, error="invalid_token"` }
+        : undefined;
+      throw new GatewayError('unauthorized', message, { details: { header }, headers });
+    }
+    const missing = bearer
+      ? `Missing API key: send it as "${header}: Bearer <key>"`
+      : `Missing API key in header ${header}`;
+
+    return {
+      async handle(ctx, next) {
+        const raw = ctx.get(header).trim();
+        if (!raw) reject('missing', missing, ctx.state.requestId);
+        let key = raw;
+        if (bearer) {
+          const match = /^Bearer[ \t]+(\S.*)$/i.exec(raw);
+          if (!match) reject('invalid', `Invalid ${header} header: expected "Bearer <key>"`, ctx.state.requestId);
+          key = match[1].trim();
+        }
+        const tenant = directory.byKey(key);
+        if (!tenant) reject('invalid', 'Invalid API key', ctx.state.requestId);
+        ctx.state.caller = {
+          id: tenant.id,
+          authenticated: true,
+          attributes: {
+            tenant: tenant.id,
+            policy: tenant.policy,
+            classifiers: [...tenant.classifiers],
+            requests_per_minute: tenant.requests_per_minute,
+            backend: tenant.backend,
+          },
+        };
+        ctx.state.upstream = tenant.backend;
+        await next();
+      },
+      describe: () => ({ tenants: options.tenants, header, tenants_loaded: directory.list().length }),
+    };
+  },
+});

@@ -1,0 +1,73 @@
+/**
+ * JSON Schema of a tenant, shared by the resource's inline `tenants:` option and the tenants file.
+ * An API key is given as its SHA-256 digest, as the name of an environment variable holding it,
+ * or (local development only, warned about) in clear.
+ */
+export const apiKeySchema = {
+  // One form per entry. (Not a oneOf: a mistake then gets one clear error instead of one per form.)
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  maxProperties: 1,
+  description: 'Exactly one of `sha256`, `env`, `key`',
+  properties: {
+    sha256: {
+      type: 'string',
+      pattern: '^[0-9a-fA-F]{64}$',
+      description: 'Hex SHA-256 digest of the key (e.g. `printf %s "$KEY" | sha256sum`)',
+    },
+    env: {
+      type: 'string',
+      pattern: '^[A-Za-z_][A-Za-z0-9_]*$',
+      description: 'Environment variable holding the key, read when the service loads',
+    },
+    key: {
+      type: 'string',
+      minLength: 1,
+      description: 'The key in clear: local development only (logged as a warning)',
+    },
+  },
+} as const;
+
+export const tenantSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['id', 'backend', 'policy', 'requests_per_minute', 'api_keys'],
+  properties: {
+    id: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$', description: 'Tenant id' },
+    backend: {
+      type: 'string',
+      minLength: 1,
+      'x-ref': 'upstream',
+      description: 'Name of the upstream (under `upstreams:`) serving this tenant',
+    },
+    policy: { type: 'string', minLength: 1, description: 'Policy file name, e.g. `default.yaml`' },
+    requests_per_minute: { type: 'integer', minimum: 1 },
+    classifiers: {
+      type: 'array',
+      items: { type: 'string', minLength: 1 },
+      default: [],
+      description: 'Classifier names run for this tenant',
+    },
+    api_keys: { type: 'array', minItems: 1, items: apiKeySchema },
+  },
+} as const;
+
+/** A tenants file: `tenants: [...]`. */
+export const tenantsFileSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['tenants'],
+  properties: { tenants: { type: 'array', items: tenantSchema } },
+} as const;
+
+export type ApiKeySpec = { sha256: string } | { env: string } | { key: string };
+
+export interface TenantSpec {
+  id: string;
+  backend: string;
+  policy: string;
+  requests_per_minute: number;
+  classifiers?: string[];
+  api_keys: ApiKeySpec[];
+}

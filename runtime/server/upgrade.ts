@@ -1,0 +1,216 @@
+/**
+ * HTTP upgrade requests on the main listener (WebSocket handshakes). Node gives every request
+ * with an `Upgrade` header to the server's 'upgrade' event instead of the request handler:
+ *
+ * - when its route (found like any request's) has a stage that takes upgrades
+ *   (`StageInstance.upgrade`), that stage gets the socket. Only that hook runs for the handshake;
+ *   a refusal it throws is answered in the route's dialect and the connection closed;
+ * - any other upgrade request is served as a plain request with its `Upgrade` header ignored, as
+ *   HTTP allows (RFC 9110 §7.8), and the connection closed after the answer. Node does not parse
+ *   the body of an upgrade request, so one that has a body is refused (400).
+ *
+ * An upgraded connection counts as in flight on the graph it arrived on until it closes: a reload
+ * retires the old graph (whose stages close their connections) only after the drain timeout, and
+ * shutdown asks the connections still open to close (`UpgradedConnection.shutdown`).
+ */
+import { randomUUID } from 'node:crypto';
+import { type IncomingMessage, type RequestListener, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type Koa from 'koa';
+import type { Logger } from 'pino';
+import { GatewayError, toGatewayError } from '../errors.ts';
+import type { MetricsKit } from '../observability/metrics.ts';
+import type { UpgradedConnection } from '../plugin.ts';
+import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
+import type { BuiltStage } from '../service/pipeline.ts';
+import type { GatewayContext } from '../state.ts';
+import { findRoute } from './handler.ts';
+
+// The same rule as the request core: a safe incoming id is kept, anything else replaced.
+const safeRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
+/** How long shutdown waits for connections asked to close before destroying them. */
+const shutdownGraceMs = 2000;
+
+export interface UpgradeDeps {
+  app: Koa;
+  /** The listener's request handler, for upgrade requests served as plain requests. */
+  serve: RequestListener;
+  /** The current graph; an upgrade pins it like a request does. */
+  graph(): ServiceGraph;
+  logger: Logger;
+  metrics: MetricsKit;
+  accessLog: boolean;
+}
+
+export interface UpgradeHandler {
+  /** The server's 'upgrade' listener. */
+  handle(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /** Asks every open upgraded connection to close, and destroys those still open after a grace period. */
+  shutdown(): Promise<void>;
+}
+
+export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
+  const { app, logger, metrics } = deps;
+  const requests = metrics.counter({
+    name: 'switchyard_requests_total',
+    help: 'Requests answered, by route, method and status code',
+    labelNames: ['route', 'method', 'status'] as const,
+  });
+  const failures = metrics.counter({
+    name: 'switchyard_stage_failures_total',
+    help: 'Internal failures of pipeline stages, by stage and declared failure mode',
+    labelNames: ['stage', 'plugin', 'on_error'] as const,
+  });
+  const openGauge = metrics.gauge({
+    name: 'switchyard_upgraded_connections',
+    help: 'Upgraded connections (WebSockets) open, by route',
+    labelNames: ['route'] as const,
+  });
+  /** Open upgraded sockets, with the stage's handle once the handshake is done. */
+  const open = new Map<Duplex, UpgradedConnection | undefined>();
+
+  async function takeOver(
+    graph: ServiceGraph,
+    route: CompiledRoute,
+    stage: BuiltStage,
+    ctx: GatewayContext,
+    socket: Duplex,
+    head: Buffer,
+  ): Promise<void> {
+    const started = process.hrtime.bigint();
+    const config = graph.loaded.config;
+    const incomingId = ctx.get(config.request_id_header) || ctx.get('x-request-id');
+    const requestId = safeRequestId.test(incomingId) ? incomingId : randomUUID();
+    ctx.state = {
+      requestId,
+      service: config.service,
+      route: route.id,
+      mode: route.mode,
+      limits: { bodyBytes: config.limits.body_bytes, jsonDepth: config.limits.json_depth },
+      annotations: {},
+    };
+    const upgrade = String(ctx.get('upgrade')).toLowerCase();
+    const elapsedMs = () => Math.round(Number(process.hrtime.bigint() - started) / 1e3) / 1e3;
+    const line = { request_id: requestId, method: ctx.method, path: ctx.path, route: route.id, upgrade };
+
+    graph.inflight++;
+    open.set(socket, undefined);
+    openGauge.inc({ route: route.id });
+    let upgraded = false;
+    socket.once('close', () => {
+      graph.inflight--;
+      open.delete(socket);
+      openGauge.dec({ route: route.id });
+      if (upgraded && deps.accessLog) logger.info({ ...line, duration_ms: elapsedMs() }, 'upgraded connection closed');
+    });
+
+    let status = 101;
+    try {
+      if (graph.inflight > config.limits.max_concurrent) {
+        throw new GatewayError('overloaded', 'Too many concurrent requests, retry shortly', {
+          headers: { 'Retry-After': '1' },
+        });
+      }
+      const connection = await stageUpgrade(stage, ctx, socket, head, route);
+      upgraded = true;
+      if (open.has(socket)) open.set(socket, connection);
+    } catch (err) {
+      const gerr = toGatewayError(err);
+      if (!(err instanceof GatewayError)) {
+        failures.inc({ stage: stage.id, plugin: stage.plugin, on_error: stage.onError });
+        logger.error({ err, stage: stage.id, request_id: requestId }, 'stage failed internally during an upgrade');
+      }
+      const rendered = route.dialect.render(gerr);
+      status = rendered.status;
+      respondAndClose(ctx.req, socket, (res) => {
+        res.statusCode = status;
+        for (const [k, v] of Object.entries(gerr.headers ?? {})) res.setHeader(k, v);
+        res.setHeader(config.request_id_header, requestId);
+        res.setHeader('X-Request-Id', requestId);
+        res.setHeader('Content-Type', 'application/json; charset=utf-8');
+        res.end(JSON.stringify(rendered.body));
+      });
+    }
+    requests.inc({ route: route.id, method: ctx.method, status: String(status) });
+    if (deps.accessLog) logger.info({ ...line, status, duration_ms: elapsedMs() }, 'request');
+  }
+
+  return {
+    handle(req, socket, head) {
+      // Until a stage takes the socket, its errors (a reset client) must not crash the process.
+      socket.on('error', (err) => logger.debug({ err }, 'upgrade socket error'));
+      const graph = deps.graph();
+      const ctx = app.createContext(req, new ServerResponse(req)) as unknown as GatewayContext;
+      let route: CompiledRoute | undefined;
+      try {
+        route = findRoute(graph, ctx);
+      } catch {
+        // 404 / 405: the request core answers them as for any request.
+      }
+      const stage = route?.stages.find((s) => s.instance.upgrade);
+      if (route && stage) {
+        void takeOver(graph, route, stage, ctx, socket, head);
+        return;
+      }
+      if (hasBody(req)) {
+        const rendered = graph.dialect.render(
+          new GatewayError('bad_request', 'Protocol upgrade is not available on this path; retry without Upgrade'),
+        );
+        respondAndClose(req, socket, (res) => {
+          res.statusCode = rendered.status;
+          res.setHeader('Content-Type', 'application/json; charset=utf-8');
+          res.end(JSON.stringify(rendered.body));
+        });
+        return;
+      }
+      respondAndClose(req, socket, (res) => deps.serve(req, res));
+    },
+
+    async shutdown() {
+      for (const [socket, connection] of open) {
+        if (connection) connection.shutdown();
+        else socket.destroy();
+      }
+      const deadline = Date.now() + shutdownGraceMs;
+      while (open.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      for (const socket of open.keys()) socket.destroy();
+    },
+  };
+}
+
+function stageUpgrade(
+  stage: BuiltStage,
+  ctx: GatewayContext,
+  socket: Duplex,
+  head: Buffer,
+  route: CompiledRoute,
+): Promise<UpgradedConnection> {
+  const upgrade = stage.instance.upgrade?.bind(stage.instance);
+  if (!upgrade) throw new Error(`stage ${stage.id} takes no upgrades`);
+  return upgrade(ctx.req, socket, head, { ctx, renderError: (err) => route.dialect.render(err) });
+}
+
+/**
+ * Writes an HTTP answer on an upgrade request's socket (which Node has detached from its HTTP
+ * machinery) through a ServerResponse bound to it, then closes the connection.
+ */
+function respondAndClose(req: IncomingMessage, socket: Duplex, write: (res: ServerResponse) => void): void {
+  if (socket.destroyed || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const res = new ServerResponse(req);
+  res.assignSocket(socket as Socket);
+  res.shouldKeepAlive = false; // sends `Connection: close`: the socket cannot serve another request
+  res.once('finish', () => {
+    res.detachSocket(socket as Socket);
+    (socket as Socket).destroySoon();
+  });
+  write(res);
+}
+
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
