@@ -14,6 +14,7 @@ interface ProxyOptions {
   timeout_ms?: number;
   forward_headers: string[];
   path?: string;
+  strip_prefix?: string;
   via: 'auto' | 'forward' | 'call';
 }
 
@@ -44,6 +45,13 @@ export default definePlugin<ProxyOptions>({
         pattern: '^/',
         description: "Fixed upstream path; default: the request's path and query.",
       },
+      strip_prefix: {
+        type: 'string',
+        pattern: '^/.*[^/]$',
+        description:
+          "Removed from the start of the request's path before it is appended to the upstream's base URL " +
+          '(e.g. `/v1` when the upstream URL is an OpenAI-style base ending in /v1).',
+      },
       via: {
         enum: ['auto', 'forward', 'call'],
         default: 'auto',
@@ -58,6 +66,14 @@ export default definePlugin<ProxyOptions>({
     const via = options.via ?? 'auto';
     const logger = env.logger;
 
+    const prefix = options.strip_prefix;
+    /** The request's path and query as the upstream sees them. */
+    const upstreamPath = (url: string): string => {
+      if (!prefix || !url.startsWith(prefix)) return url;
+      const rest = url.slice(prefix.length);
+      return rest === '' || rest.startsWith('/') || rest.startsWith('?') ? rest || '/' : url;
+    };
+
     /** How requests reach an upstream: forwarded over HTTP, or called as JSON-RPC. */
     function targetOf(name: string): Stage {
       const upstream: Upstream = env.upstream(name);
@@ -65,7 +81,12 @@ export default definePlugin<ProxyOptions>({
       const rpc = !http && via !== 'forward' && isRpcUpstream(upstream) ? upstream : undefined;
       if (http) {
         return (ctx) =>
-          proxyHttp(ctx, http, { headerNames, path: options.path, timeoutMs: options.timeout_ms, logger });
+          proxyHttp(ctx, http, {
+            headerNames,
+            path: options.path ?? upstreamPath(ctx.url),
+            timeoutMs: options.timeout_ms,
+            logger,
+          });
       }
       if (rpc) return (ctx) => proxyRpc(ctx, rpc, options.timeout_ms);
       throw new Error(`upstream "${name}" (${upstream.kind}) cannot be used via ${via}`);
