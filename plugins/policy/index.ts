@@ -150,6 +150,11 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       help: 'Policy rule matches by policy, rule and action (policy="none" when no rule matched)',
       labelNames: ['policy', 'rule', 'action'] as const,
     });
+    const taken = env.metrics.counter({
+      name: 'switchyard_decisions_total',
+      help: 'Decisions taken by policy stages, by phase and action (allow, flag, redact, deny)',
+      labelNames: ['phase', 'action'] as const,
+    });
     if (options.phase === 'egress' && !classifierSet) {
       throw new Error('an egress policy stage needs `classifiers` (a classifier-set resource) to read answers');
     }
@@ -198,6 +203,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
 
     /** Records a decision: the request's list (for the audit trail) and its most severe one. */
     function record(ctx: GatewayContext, decision: PolicyDecision): void {
+      taken.inc({ phase: decision.phase ?? options.phase, action: decision.action });
       ctx.state.decisions ??= [];
       if (decision.action !== 'allow' || ctx.state.decisions.length === 0) ctx.state.decisions.push(decision);
       const summary = ctx.state.decision;

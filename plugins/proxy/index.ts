@@ -4,7 +4,14 @@
  * RPC upstreams (stdio children) get the JSON-RPC message called. Response hooks registered by
  * earlier stages are applied to the JSON-RPC response either way.
  */
-import { definePlugin, isHttpUpstream, isRpcUpstream, type Stage, type Upstream } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  isHttpUpstream,
+  isRpcUpstream,
+  latencyBuckets,
+  type Stage,
+  type Upstream,
+} from '../../runtime/index.ts';
 import { requestHeaderNames } from './headers.ts';
 import { proxyHttp } from './http.ts';
 import { proxyRpc } from './rpc.ts';
@@ -74,21 +81,44 @@ export default definePlugin<ProxyOptions>({
       return rest === '' || rest.startsWith('/') || rest.startsWith('?') ? rest || '/' : url;
     };
 
+    const latency = env.metrics.histogram({
+      name: 'switchyard_upstream_response_seconds',
+      help: 'Time from sending a request upstream to its answer starting (headers; whole body when small), by upstream',
+      labelNames: ['upstream'] as const,
+      buckets: latencyBuckets,
+    });
+
     /** How requests reach an upstream: forwarded over HTTP, or called as JSON-RPC. */
     function targetOf(name: string): Stage {
       const upstream: Upstream = env.upstream(name);
       const http = via !== 'call' && isHttpUpstream(upstream) ? upstream : undefined;
       const rpc = !http && via !== 'forward' && isRpcUpstream(upstream) ? upstream : undefined;
+      const timer = latency.labels(name);
       if (http) {
-        return (ctx) =>
-          proxyHttp(ctx, http, {
-            headerNames,
-            path: options.path ?? upstreamPath(ctx.url),
-            timeoutMs: options.timeout_ms,
-            logger,
-          });
+        return async (ctx) => {
+          const started = performance.now();
+          try {
+            await proxyHttp(ctx, http, {
+              headerNames,
+              path: options.path ?? upstreamPath(ctx.url),
+              timeoutMs: options.timeout_ms,
+              logger,
+            });
+          } finally {
+            timer.observe((performance.now() - started) / 1000);
+          }
+        };
       }
-      if (rpc) return (ctx) => proxyRpc(ctx, rpc, options.timeout_ms);
+      if (rpc) {
+        return async (ctx) => {
+          const started = performance.now();
+          try {
+            await proxyRpc(ctx, rpc, options.timeout_ms);
+          } finally {
+            timer.observe((performance.now() - started) / 1000);
+          }
+        };
+      }
       throw new Error(`upstream "${name}" (${upstream.kind}) cannot be used via ${via}`);
     }
 
