@@ -46,7 +46,7 @@ export interface PolicyOptions {
   filter_list: boolean;
   block_error?: { code: string };
   classifiers?: string;
-  egress: { classifiers?: string[]; window_chars: number; scan_every_chars: number };
+  egress?: { classifiers?: string[]; window_chars?: number; scan_every_chars?: number };
 }
 
 /** Severity order: the request's summary decision is the most severe one taken. */
@@ -158,7 +158,8 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     if (options.phase === 'egress' && !classifierSet) {
       throw new Error('an egress policy stage needs `classifiers` (a classifier-set resource) to read answers');
     }
-    const egressNames = options.egress.classifiers;
+    const egressOptions = { window_chars: 512, scan_every_chars: 128, ...options.egress };
+    const egressNames = egressOptions.classifiers;
     for (const name of egressNames ?? []) {
       if (!classifierSet?.get(name)) throw new Error(`egress classifier "${name}" is not in the classifier set`);
     }
@@ -328,8 +329,8 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       });
       ctx.state.sseFilters.push(
         streamCheck({
-          windowChars: options.egress.window_chars,
-          scanEveryChars: options.egress.scan_every_chars,
+          windowChars: egressOptions.window_chars,
+          scanEveryChars: egressOptions.scan_every_chars,
           async check(windowText) {
             const { decision, matches, results } = await checkAnswer(ctx, windowText);
             const names = new Set(matches.filter((m) => m.action === 'redact').flatMap((m) => m.redact));

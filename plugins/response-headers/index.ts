@@ -3,7 +3,7 @@
  * pipeline has run, on success and on error alike (a rejected request still says which SType
  * and mode applied). Each header takes a dotted path into `ctx.state` (`stype.id`, `qom.score`,
  * `requestId`) or a literal `{value}`; `{path, map, default}` renames values and fills absent
- * ones; a header whose value is undefined is left out. Arrays are written comma-separated.
+ * ones; a header whose value is undefined is left out. Objects and arrays are written as JSON.
  */
 import { definePlugin, type GatewayContext } from '../../runtime/index.ts';
 
@@ -117,7 +117,6 @@ function format(value: unknown, decimals: number | undefined): string | undefine
   }
   if (typeof value === 'string') return headerSafe(value);
   if (typeof value === 'boolean' || typeof value === 'bigint') return String(value);
-  if (Array.isArray(value)) return value.length > 0 ? headerSafe(value.join(', ')) : undefined;
   return headerSafe(JSON.stringify(value));
 }
 

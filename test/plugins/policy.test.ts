@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import policyPlugin from '../../plugins/policy/index.ts';
+import { policyPlugin } from '../../plugins/policy/index.ts';
 import {
   type Caller,
   type GatewayContext,
@@ -112,7 +112,7 @@ describe('policy files: load-time checks', () => {
   it('a rule with a bad action names the file, the policy and the rule id', async () => {
     const { file, error } = await broken({ name: 'p1', rules: [{ id: 'r1', when: true, action: 'explode' }] });
     expect(error).toBeInstanceOf(Error);
-    expect((error as Error).message).toBe(`${file}: policy "p1" rule "r1": action must be one of deny, allow, flag`);
+    expect((error as Error).message).toBe(`${file}: policy "p1" rule "r1": action must be one of deny, block, stop, allow, flag, redact`);
   });
 
   it('an unknown json-logic operator, an invalid regex, a missing `when`, a typo field', async () => {
@@ -158,7 +158,8 @@ describe('policy evaluation', () => {
     expect(r.error).toBeInstanceOf(GatewayError);
     expect(r.error?.kind).toBe('policy_violation');
     expect(r.error?.details).toEqual({ policy: 'tools', detail: 'admin tools are for admins' });
-    expect(r.state.decision).toEqual({
+    expect(r.state.decision).toMatchObject({
+      phase: 'ingress',
       action: 'deny',
       policy: 'tools',
       rule: 'deny-admin-tools',
@@ -185,7 +186,7 @@ describe('policy evaluation', () => {
       { policy: 'tools', rule: 'flag-long-message', detail: 'long message' },
     ]);
     const plain = await run(inst, callOf('echo', { message: 'hi' }));
-    expect(plain.state.decision).toEqual({ action: 'allow' });
+    expect(plain.state.decision).toEqual({ action: 'allow', phase: 'ingress' });
   });
 
   it('permissive: a deny is forwarded, annotated and counted; audit only counts', async () => {
@@ -215,13 +216,14 @@ describe('policy evaluation', () => {
 
   it('rules of another phase do not run', async () => {
     const d = tempDir();
-    writePolicy(d, 'p.yaml', { name: 'egress', rules: [{ id: 'r', phase: 'egress', when: true, action: 'deny' }] });
+    // (`egress` is the phase of answers, checked through a classifier set: see the safety filter.)
+    writePolicy(d, 'p.yaml', { name: 'late', rules: [{ id: 'r', phase: 'late', when: true, action: 'deny' }] });
     const { inst } = await create({ files: ['p.yaml'] }, d);
     expect((await run(inst, callOf('echo'))).forwarded).toBe(true);
-    const egress = (await create({ files: ['p.yaml'], phase: 'egress' }, d)).inst;
-    expect((await run(egress, callOf('echo'))).error?.details).toEqual({
-      policy: 'egress',
-      detail: 'rule "r" of policy "egress"',
+    const late = (await create({ files: ['p.yaml'], phase: 'late' }, d)).inst;
+    expect((await run(late, callOf('echo'))).error?.details).toEqual({
+      policy: 'late',
+      detail: 'rule "r" of policy "late"',
     });
   });
 
