@@ -51,7 +51,7 @@ function fileLock(path: string): Lock {
 }
 
 export function openSqlite(options: SqliteOptions): SqlDatabase {
-  const db = new Database(options.path, { timeout: options.busy_timeout_ms ?? 5000 });
+  const db = new Database(options.path, { timeout: options.busy_timeout_ms ?? 15000 });
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${options.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
   const cache = new Map<string, Prepared>();

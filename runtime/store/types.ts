@@ -56,7 +56,7 @@ export interface SqliteOptions {
    * `NORMAL`: in WAL mode, survives a process crash but may lose the last commits on power loss.
    */
   synchronous?: 'FULL' | 'NORMAL';
-  /** How long a writer waits for another process's write lock before failing (default 5000 ms). */
+  /** How long a writer waits for another process's write lock before failing (default 15000 ms: long enough to ride out a busy machine). */
   busy_timeout_ms?: number;
 }
 
