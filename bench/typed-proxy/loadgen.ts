@@ -19,6 +19,8 @@ export interface LoadJob {
   headers: Record<string, string>;
   /** A response lacking this header counts as an error (the strict pipeline's proof of work). */
   expectHeader?: string;
+  /** Record the time to the first body chunk (streamed answers) instead of to the end of the answer. */
+  firstByte?: boolean;
   /** Processes whose CPU time is read at the edges of the measured window. */
   pids: number[];
   /** The core the targets run on, to tell how busy it was (other processes included). */
@@ -73,9 +75,12 @@ async function run(job: LoadJob): Promise<LoadResult> {
       const start = process.hrtime.bigint();
       let status = 0;
       let ok = false;
+      let firstByteAt: bigint | undefined;
       try {
         const res = await client.request({ method: 'POST', path, headers: job.headers, body: job.body });
-        await res.body.dump();
+        if (job.firstByte) {
+          for await (const _ of res.body) firstByteAt ??= process.hrtime.bigint();
+        } else await res.body.dump();
         status = res.statusCode;
         ok = status >= 200 && status < 300 && (!expect || res.headers[expect] !== undefined);
         if (!ok && now() === 'measure') fail(`status ${status}${expect ? `, ${expect}: ${res.headers[expect]}` : ''}`);
@@ -88,7 +93,7 @@ async function run(job: LoadJob): Promise<LoadResult> {
       statuses[status] = (statuses[status] ?? 0) + 1;
       if (!ok) continue;
       requests++;
-      histogram.record(Number(process.hrtime.bigint() - start) / 1000);
+      histogram.record(Number((firstByteAt ?? process.hrtime.bigint()) - start) / 1000);
     }
   }
 

@@ -7,10 +7,12 @@
 import { randomUUID } from 'node:crypto';
 import { type AddressInfo, createConnection, createServer, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createLimiter } from '../../plugins/rate-limit/api.ts';
-import rateLimit, { type RateLimitOptions } from '../../plugins/rate-limit/index.ts';
-import type { GatewayContext, GatewayError, StageInstance } from '../../runtime/index.ts';
+import { callerKey, createLimiter } from '../../plugins/rate-limit/api.ts';
+import rateLimiter from '../../plugins/rate-limit/resource.ts';
+import rateLimit, { type RateLimitOptions } from '../../plugins/rate-limit/stage.ts';
+import type { Caller, GatewayContext, GatewayError, StageInstance } from '../../runtime/index.ts';
 import { silentLogger } from '../../runtime/observability/logger.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
 import { deleteKeys, REDIS_URL, redisReachable } from '../helpers/redis.ts';
@@ -39,11 +41,12 @@ async function gateway(options: Partial<RateLimitOptions>): Promise<StageInstanc
 async function call(
   stage: StageInstance,
   ip = '10.0.0.1',
+  caller?: Caller,
 ): Promise<{ status: number; headers: Record<string, string> }> {
   const headers: Record<string, string> = {};
   const ctx = {
     ip,
-    state: requestState({ requestId: randomUUID(), service: 'typed-proxy' }),
+    state: requestState({ requestId: randomUUID(), service: 'typed-proxy', caller }),
     get: () => '',
     set(h: Record<string, string>) {
       Object.assign(headers, h);
@@ -120,6 +123,64 @@ describe.skipIf(!redisUp)(`rate-limit, Redis backend${redisUp ? '' : ' (skipped:
     expect((await call(other)).headers['X-RateLimit-Remaining']).toBe('1');
     expect((await call(stage)).headers['X-RateLimit-Remaining']).toBe('0');
     expect((await call(other)).status).toBe(429);
+  });
+
+  it('per-caller limits stay exact across two gateways sharing a rate-limiter resource prefix', async () => {
+    const prefix = `${runPrefix}:per-caller`;
+    // Two processes' worth of resources (each its own Redis connection) and a stage on each.
+    const gatewayWithResource = async () => {
+      const made = await rateLimiter.create(
+        { limit: 100, window_seconds: 60, backend: 'redis', redis_url: REDIS_URL, prefix, insurance: false },
+        createTestEnv({ serviceName: 'safety' }),
+      );
+      closers.push(() => made.close?.());
+      const stage = (await rateLimit.create(
+        { limiter: 'limits', key: 'caller', limit_from: 'caller.attributes.requests_per_minute' } as RateLimitOptions,
+        createTestEnv({ resources: { limits: made.value } }),
+      )) as StageInstance;
+      return { stage, limiter: made.value };
+    };
+    const [a, b] = await Promise.all([gatewayWithResource(), gatewayWithResource()]);
+    const tenants = { small: 3, large: 8 };
+    const results = await Promise.all(
+      Object.entries(tenants).flatMap(([id, rpm]) =>
+        Array.from({ length: 20 }, (_, i) =>
+          call(i % 2 ? a.stage : b.stage, '10.0.0.9', {
+            id,
+            authenticated: true,
+            attributes: { requests_per_minute: rpm },
+          }).then((r) => ({ id, ...r })),
+        ),
+      ),
+    );
+    for (const [id, rpm] of Object.entries(tenants)) {
+      const mine = results.filter((r) => r.id === id);
+      expect(
+        mine.filter((r) => r.status === 200),
+        id,
+      ).toHaveLength(rpm);
+      expect(
+        mine.every((r) => r.headers['X-RateLimit-Limit'] === String(rpm)),
+        id,
+      ).toBe(true);
+      // Either gateway's limiter sees the shared count, without counting.
+      expect(await a.limiter.peek(callerKey(id), rpm)).toMatchObject({ remaining: 0, store: 'redis' });
+      expect(await b.limiter.peek(callerKey(id), rpm)).toMatchObject({ remaining: 0, store: 'redis' });
+    }
+  });
+
+  it('a rate-limiter resource counts under `switchyard:rl:<service>:<resource name>` by default', async () => {
+    const service = `rl-test-${randomUUID()}`;
+    const made = await rateLimiter.create(
+      { limit: 5, window_seconds: 60, backend: 'redis', redis_url: REDIS_URL, insurance: false },
+      createTestEnv({ serviceName: service, logger: silentLogger.child({ resource: 'limits' }) }),
+    );
+    closers.push(() => made.close?.());
+    await made.value.consume('k');
+    const admin = new Redis(REDIS_URL);
+    closers.push(() => void admin.quit());
+    expect(await admin.keys(`switchyard:rl:${service}:*`)).toEqual([`switchyard:rl:${service}:limits:k`]);
+    await deleteKeys(`switchyard:rl:${service}:`);
   });
 
   it('the reusable limiter peeks without counting', async () => {

@@ -1,7 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import rateLimit, { type RateLimitOptions } from '../../plugins/rate-limit/index.ts';
+import { callerKey } from '../../plugins/rate-limit/api.ts';
+import rateLimiter from '../../plugins/rate-limit/resource.ts';
+import rateLimit, { type RateLimitOptions } from '../../plugins/rate-limit/stage.ts';
+import { referenceKeyword } from '../../runtime/config/references.ts';
 import { type Caller, GatewayError, type Stage, type StageInstance } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
 import { serveStages } from '../helpers/stage-harness.ts';
@@ -152,8 +155,102 @@ describe('rate-limit (memory backend)', () => {
   });
 });
 
+describe('rate-limit with per-caller limits and a shared rate-limiter resource', () => {
+  /** Limiter resource + stages behind one server; X-Test-Caller / X-Test-Rpm play a tenant-auth stage. */
+  async function serveShared(stageOptions: Array<Partial<RateLimitOptions>>, resourceLimit = 10) {
+    const made = await rateLimiter.create(
+      { limit: resourceLimit, window_seconds: 60, backend: 'memory', redis_url: '', insurance: true },
+      createTestEnv(),
+    );
+    const limiter = made.value;
+    const env = createTestEnv({ resources: { limits: limiter } });
+    const stages = await Promise.all(
+      stageOptions.map(
+        async (o) => (await rateLimit.create({ limiter: 'limits', ...o } as RateLimitOptions, env)) as StageInstance,
+      ),
+    );
+    const fakeTenantAuth: Stage = async (ctx, next) => {
+      const id = ctx.get('x-test-caller');
+      const rpm = ctx.get('x-test-rpm');
+      if (id) ctx.state.caller = { id, authenticated: true, attributes: rpm ? { rpm: JSON.parse(rpm) } : {} };
+      await next();
+    };
+    const terminal: Stage = async (ctx) => {
+      ctx.body = { ok: true };
+    };
+    // /0, /1...: the stage of that index.
+    const route: Stage = (ctx, next) => stages[Number(ctx.path.slice(1)) || 0].handle(ctx, next);
+    const server = await serveStages([fakeTenantAuth, route, terminal]);
+    cleanups.push(server.close);
+    const get = (path: string, caller: string, rpm?: unknown) =>
+      fetch(`${server.url}${path}`, {
+        headers: { 'X-Test-Caller': caller, ...(rpm === undefined ? {} : { 'X-Test-Rpm': JSON.stringify(rpm) }) },
+      });
+    return { limiter, stages, get };
+  }
+
+  it('takes the limit from the caller (limit_from), each caller counting against its own', async () => {
+    const { get } = await serveShared([{ key: 'caller', limit_from: 'caller.attributes.rpm' }]);
+    const statuses = async (caller: string, rpm: number, n: number) => {
+      const out = [];
+      for (let i = 0; i < n; i++) {
+        const res = await get('/0', caller, rpm);
+        out.push([res.status, res.headers.get('x-ratelimit-limit'), res.headers.get('x-ratelimit-remaining')]);
+      }
+      return out;
+    };
+    expect(await statuses('small', 2, 3)).toEqual([
+      [200, '2', '1'],
+      [200, '2', '0'],
+      [429, '2', '0'],
+    ]);
+    expect((await statuses('large', 4, 5)).map(([s]) => s)).toEqual([200, 200, 200, 200, 429]);
+    const res = await get('/0', 'small', 2);
+    expect((await res.json()).message).toBe('Rate limit exceeded: 2 requests per 60s');
+  });
+
+  it('falls back to `limit`, else to the limiter’s limit, when the caller has no usable limit', async () => {
+    const { get } = await serveShared(
+      [{ limit_from: 'caller.attributes.rpm' }, { limit: 3, limit_from: 'caller.attributes.rpm' }],
+      5,
+    );
+    for (const [rpm, caller] of [
+      [undefined, 'a'],
+      [0, 'b'],
+      ['7', 'c'],
+      [1.5, 'd'],
+    ] as const) {
+      expect((await get('/0', caller, rpm)).headers.get('x-ratelimit-limit'), String(rpm)).toBe('5');
+      expect((await get('/1', `${caller}2`, rpm)).headers.get('x-ratelimit-limit'), String(rpm)).toBe('3');
+    }
+  });
+
+  it('shares one count between stages naming the same limiter, which another stage can peek at', async () => {
+    const { get, limiter, stages } = await serveShared([{ key: 'caller' }, { key: 'caller' }], 3);
+    expect((await get('/0', 'alice')).headers.get('x-ratelimit-remaining')).toBe('2');
+    expect((await get('/1', 'alice')).headers.get('x-ratelimit-remaining')).toBe('1');
+    expect(await limiter.peek(callerKey('alice'))).toMatchObject({ remaining: 1, limit: 3 });
+    expect(await limiter.peek(callerKey('alice'), 10)).toMatchObject({ remaining: 8, limit: 10 });
+    expect(await limiter.peek(callerKey('alice'))).toMatchObject({ remaining: 1 }); // peeking does not count
+    expect((await get('/0', 'alice')).status).toBe(200);
+    expect((await get('/1', 'alice')).status).toBe(429);
+    expect(stages[0].describe?.()).toEqual({ limit: 3, window_seconds: 60, backend: 'memory', limiter: 'limits' });
+    // The resource owns the limiter: stages leave it open for the others.
+    expect(stages[0].close).toBeUndefined();
+  });
+
+  it('refuses a `limiter` that is not a rate-limiter', async () => {
+    const env = createTestEnv({ resources: { limits: { some: 'thing' } } });
+    await expect(rateLimit.create({ limiter: 'limits' } as RateLimitOptions, env)).rejects.toThrow(
+      'resource "limits" is not a rate-limiter',
+    );
+  });
+});
+
 describe('rate-limit options schema', () => {
-  const validate = new Ajv2020({ allErrors: true, useDefaults: true, strict: true }).compile(rateLimit.options);
+  const ajv = new Ajv2020({ allErrors: true, useDefaults: true, strict: true });
+  ajv.addKeyword(referenceKeyword); // `limiter` names a resource (x-ref)
+  const validate = ajv.compile(rateLimit.options);
 
   it('requires a limit and fills in the defaults', () => {
     expect(validate({})).toBe(false);
@@ -167,6 +264,13 @@ describe('rate-limit options schema', () => {
       insurance: true,
       headers: true,
     });
+  });
+
+  it('takes a limiter resource instead of a limit, and a dotted limit_from path', () => {
+    expect(validate({ limiter: 'limits' })).toBe(true);
+    expect(validate({ limiter: 'limits', limit: 5, limit_from: 'caller.attributes.requests_per_minute' })).toBe(true);
+    for (const limit_from of ['', 'caller..x', '.caller', 'caller.attributes[0]'])
+      expect(validate({ limit: 1, limit_from }), limit_from).toBe(false);
   });
 
   it('accepts the key forms ip, caller and header:<name> only', () => {

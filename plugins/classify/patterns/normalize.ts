@@ -24,10 +24,15 @@ export interface Normalized {
 /** Letter code (a-z) for each code unit that is a letter, 0 otherwise; built once. */
 const LETTER = new Uint8Array(0x10000);
 const LEET = new Uint8Array(128);
-/** Characters dropped when they sit between two letters. */
-const JOINERS = new Set([...'.-_*\'`~^,/\\:;"+=#’‘·'].map((c) => c.charCodeAt(0)));
-/** Characters dropped everywhere: zero-width space/joiners, word joiner, BOM, soft hyphen. */
-const INVISIBLE = new Set([0x200b, 0x200c, 0x200d, 0x2060, 0xfeff, 0x00ad]);
+/** Per code unit: JOINER (dropped between two letters) or INVISIBLE (dropped everywhere). */
+const KIND = new Uint8Array(0x10000);
+const JOINER = 1;
+const INVISIBLE = 2;
+for (const c of '.-_*\'`~^,/\\:;"+=#’‘·') KIND[c.charCodeAt(0)] = JOINER;
+// Zero-width space/joiners, word joiner, BOM, soft hyphen.
+for (const c of [0x200b, 0x200c, 0x200d, 0x2060, 0xfeff, 0x00ad]) KIND[c] = INVISIBLE;
+/** Builds strings from UTF-16 code units natively (String.fromCharCode.apply is slow on long runs). */
+const utf16 = new TextDecoder('utf-16le');
 
 (function buildTables() {
   const a = 'a'.charCodeAt(0);
@@ -101,22 +106,26 @@ export function normalizeForPhrases(text: string): Normalized {
   const codes = new Uint16Array(n);
   const offsets = new Int32Array(n);
   let len = 0;
-  const letterAt = (i: number): number => {
-    if (i < 0 || i >= n) return 0;
-    return LETTER[text.charCodeAt(i)];
-  };
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     let out = LETTER[c];
-    if (out === 0 && c < 128 && LEET[c] !== 0 && (letterAt(i - 1) !== 0 || letterAt(i + 1) !== 0)) out = LEET[c];
+    if (
+      out === 0 &&
+      c < 128 &&
+      LEET[c] !== 0 &&
+      ((i > 0 && LETTER[text.charCodeAt(i - 1)] !== 0) || (i + 1 < n && LETTER[text.charCodeAt(i + 1)] !== 0))
+    ) {
+      out = LEET[c];
+    }
     if (out !== 0) {
       codes[len] = out;
       offsets[len++] = i;
       continue;
     }
-    if (INVISIBLE.has(c)) continue;
+    const kind = KIND[c];
+    if (kind === INVISIBLE) continue;
     // A joiner between letters (or leet letters) inside a word disappears.
-    if (JOINERS.has(c) && len > 0 && codes[len - 1] !== SPACE && nextIsLetter(text, i + 1)) continue;
+    if (kind === JOINER && len > 0 && codes[len - 1] !== SPACE && nextIsLetter(text, i + 1)) continue;
     if (len > 0 && codes[len - 1] !== SPACE) {
       codes[len] = SPACE;
       offsets[len++] = i;
@@ -136,6 +145,9 @@ function nextIsLetter(text: string, i: number): boolean {
 
 /** Removes the spaces inside runs of three or more single letters: `i g n o r e` → `ignore`. */
 function joinSpelledOut(codes: Uint16Array, offsets: Int32Array, len: number): Normalized {
+  if (!hasSpelledOutRun(codes, len)) {
+    return { text: utf16.decode(codes.subarray(0, len)), offsets: offsets.subarray(0, len) };
+  }
   const outCodes = new Uint16Array(len);
   const outOffsets = new Int32Array(len);
   let o = 0;
@@ -165,10 +177,20 @@ function joinSpelledOut(codes: Uint16Array, offsets: Int32Array, len: number): N
     outOffsets[o++] = offsets[i];
     i++;
   }
-  let s = '';
-  const CHUNK = 8192;
-  for (let k = 0; k < o; k += CHUNK) {
-    s += String.fromCharCode.apply(null, outCodes.subarray(k, Math.min(o, k + CHUNK)) as unknown as number[]);
+  return { text: utf16.decode(outCodes.subarray(0, o)), offsets: outOffsets.subarray(0, o) };
+}
+
+/** Whether three single letters in a row (`x y z`) occur: the common text has none to join. */
+function hasSpelledOutRun(codes: Uint16Array, len: number): boolean {
+  let run = 0;
+  for (let j = 0; j < len; j++) {
+    if (codes[j] === SPACE) continue;
+    const single = (j === 0 || codes[j - 1] === SPACE) && (j + 1 === len || codes[j + 1] === SPACE);
+    if (!single) {
+      run = 0;
+      continue;
+    }
+    if (++run >= 3) return true;
   }
-  return { text: s, offsets: outOffsets.subarray(0, o) };
+  return false;
 }

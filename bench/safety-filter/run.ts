@@ -1,0 +1,768 @@
+/**
+ * `npm run bench:safety`: the safety filter (configs/safety-filter.yaml) on a ~2 KB chat prompt
+ * against (a) the OpenAI-compatible backend called directly and (b) a bare Koa + undici proxy,
+ * in one run, the load generator pinned to its own core (bench/typed-proxy's machinery). Then,
+ * through the same processes: time to first byte of a streamed chat, and the RSS of the proxies
+ * while a 10 MB answer streams through them. Prints tables, ratios and PASS/MISS against the
+ * issue's targets; writes bench/results/safety-filter-<timestamp>.json. See bench/README.md.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { parse as parseYaml } from 'yaml';
+import {
+  freePort,
+  hasTaskset,
+  killAllNow,
+  runToEnd,
+  type Started,
+  start,
+  stopAll,
+  waitForLine,
+} from '../typed-proxy/children.ts';
+import type { LoadJob, LoadResult } from '../typed-proxy/loadgen.ts';
+import { clockTicks } from '../typed-proxy/proc.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const here = fileURLToPath(new URL('.', import.meta.url));
+const typedDir = join(root, 'bench', 'typed-proxy');
+
+const envNum = (name: string, def: number) => {
+  const n = Number(process.env[name] ?? def);
+  return Number.isFinite(n) && n > 0 ? n : def;
+};
+const list = (name: string, def = '') =>
+  (process.env[name] ?? def)
+    .split(';')
+    .map((x) => x.trim())
+    .filter(Boolean);
+const settings = {
+  config: process.env.BENCH_SAFETY_CONFIG ?? 'configs/safety-filter.yaml',
+  /** The upstream of the config that the backend replaces. */
+  upstream: process.env.BENCH_SAFETY_UPSTREAM ?? 'llm',
+  /** Extra `--set` overrides for the filter, `;`-separated. */
+  set: list('BENCH_SAFETY_SET'),
+  /** A filter answer lacking this header counts as an error ('' = no check). */
+  expectHeader: process.env.BENCH_SAFETY_EXPECT_HEADER ?? 'X-Filter-Decision',
+  apiKey: process.env.SAFETY_BENCH_KEY ?? 'sk-dev-local-0001',
+  model: process.env.BENCH_SAFETY_MODEL ?? 'gpt-4o-mini',
+  warmupMs: envNum('BENCH_WARMUP', 2) * 1000,
+  durationMs: envNum('BENCH_DURATION', 4) * 1000,
+  connections: (process.env.BENCH_CONNECTIONS ?? '32,1').split(',').map((c) => Math.max(1, Number(c) || 1)),
+  /** 0 skips the load measurements (streaming memory test only). */
+  rounds: Math.max(0, Math.floor(Number(process.env.BENCH_ROUNDS ?? 3) || 0)),
+  loadCpu: process.env.BENCH_LOAD_CPU ?? '0',
+  targetCpu: process.env.BENCH_TARGET_CPU ?? '1',
+  /** Size of the streamed answer of the memory test, MiB, and characters per delta. */
+  streamMb: envNum('BENCH_STREAM_MB', 10),
+  streamChunk: Math.floor(envNum('BENCH_STREAM_CHUNK', 256)),
+  /** The slow reader's pace, MB/s: slower than the backend, so only backpressure keeps memory flat. */
+  slowReaderMbps: envNum('BENCH_STREAM_SLOW_MBPS', 5),
+  streamRepeat: Math.floor(envNum('BENCH_STREAM_REPEAT', 3)),
+  startTimeoutMs: envNum('BENCH_START_TIMEOUT', 90) * 1000,
+  keepLogs: process.env.BENCH_KEEP_LOGS === '1',
+};
+
+const labels = { direct: '(a) backend direct', bare: '(b) bare Koa + undici', filter: '(c) safety filter' } as const;
+type TargetKey = keyof typeof labels;
+
+/** The issue's targets ("Measured", bench/safety-filter). */
+const goals = {
+  cpuRatio: 1.5, // (c)/(b) CPU per request, at most
+  rpsRatio: 0.8, // (c)/(b) throughput, at least
+  addedP50Ms: 1, // (c) - (a), 1 connection
+  addedP99Ms: 3,
+  ttfbOverheadMs: 5, // (c) - (a), median time to first byte of a stream
+  rssGrowthShare: 0.5, // peak RSS growth while streaming, as a share of the answer's size (holding it is >= 1)
+};
+
+/** A ~2 KB chat request: a system prompt and an ordinary user question, nothing any rule should act on. */
+const sentences = [
+  'Please summarise the notes from our weekly planning meeting for the team newsletter.',
+  'We reviewed the roadmap for the next quarter and agreed to focus on reliability first.',
+  'The search feature will ship after the indexing service has been load tested.',
+  'Two new engineers join the platform group next month and need onboarding material.',
+  'The design review for the billing page moved to Thursday afternoon.',
+  'Customer feedback on the mobile app was mostly positive, with requests for dark mode.',
+  'We still need a volunteer to update the deployment runbook before the holidays.',
+  'Keep the summary short, friendly and in plain language, with one bullet per topic.',
+];
+function chatBody(stream: boolean, model = settings.model): string {
+  const messages = [
+    { role: 'system', content: 'You are a helpful assistant that writes concise summaries.' },
+    { role: 'user', content: '' },
+  ];
+  for (let i = 0; JSON.stringify({ model, messages }).length < 2000; i++) {
+    messages[1].content += `${sentences[i % sentences.length]} `;
+  }
+  return JSON.stringify({ model, messages, stream });
+}
+const plainBody = chatBody(false);
+const streamBody = chatBody(true);
+const headers = {
+  'content-type': 'application/json',
+  accept: 'application/json',
+  authorization: `Bearer ${settings.apiKey}`,
+};
+
+interface Target {
+  key: TargetKey;
+  url: string;
+  /** The process whose CPU per request and RSS are reported. */
+  proc: Started;
+  backend?: Started;
+  expectHeader?: string;
+}
+
+interface Row {
+  target: TargetKey;
+  connections: number;
+  round: number;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  cpuUsPerReq: number;
+  backendUsPerReq?: number;
+  loadgenCpu: number;
+  coreOthers?: number;
+  requests: number;
+  errors: number;
+  firstError?: string;
+}
+
+const clk = clockTicks();
+const pinned = hasTaskset() && cpus().length >= 2;
+const pin = (cpu: string) => (pinned ? cpu : undefined);
+const targetCore = pinned && /^\d+$/.test(settings.targetCpu) ? Number(settings.targetCpu) : undefined;
+const logDir = mkdtempSync(join(tmpdir(), 'switchyard-bench-safety-'));
+const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+
+async function startNodeServer(file: string, env: Record<string, string>): Promise<{ s: Started; port: number }> {
+  const s = start(process.execPath, ['--import', 'tsx', file], {
+    cpu: pin(settings.targetCpu),
+    cwd: root,
+    env: { ...process.env, ...env, PORT: '0' },
+  });
+  const m = await waitForLine(s, /listening (\d+)/, 15000);
+  s.child.stdout?.resume();
+  return { s, port: Number(m[1]) };
+}
+
+/** One chat request as the load generator sends it; the answer must be the backend's completion. */
+async function check(url: string, expectHeader?: string): Promise<Record<string, string>> {
+  const res = await request(url, { method: 'POST', headers, body: plainBody, headersTimeout: 5000, bodyTimeout: 5000 });
+  const text = await res.body.text();
+  if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}: ${text.slice(0, 500)}`);
+  let answer: { object?: unknown; choices?: Array<{ message?: { content?: unknown } }> } | undefined;
+  try {
+    answer = JSON.parse(text);
+  } catch {
+    throw new Error(`not JSON: ${text.slice(0, 200)}`);
+  }
+  if (answer?.object !== 'chat.completion' || typeof answer.choices?.[0]?.message?.content !== 'string') {
+    throw new Error(`not a chat.completion: ${text.slice(0, 500)}`);
+  }
+  if (expectHeader && res.headers[expectHeader.toLowerCase()] === undefined) {
+    throw new Error(`no ${expectHeader} header (got ${JSON.stringify(res.headers)})`);
+  }
+  const seen: Record<string, string> = {};
+  for (const [k, v] of Object.entries(res.headers)) if (k.startsWith('x-filter-')) seen[k] = String(v);
+  return seen;
+}
+
+/** The filter as `switchyard serve`, its ports and its backend overridden; ready once a chat goes through. */
+async function startFilter(backendPort: number): Promise<{ s: Started; url: string }> {
+  const config = parseYaml(readFileSync(resolve(root, settings.config), 'utf8')) as Record<string, unknown>;
+  const port = await freePort();
+  const sets = [`listen.port=${port}`];
+  for (const listener of ['metrics', 'admin']) {
+    if (config?.[listener]) sets.push(`${listener}.port=${await freePort()}`);
+  }
+  sets.push(`upstreams.${settings.upstream}={kind: openai, url: "http://127.0.0.1:${backendPort}/v1"}`);
+  sets.push(...settings.set);
+  const logFile = join(logDir, 'safety-filter.log');
+  // The measured tenant: the dev tenant's key and policy, Tier A classifiers, a limit the load
+  // cannot reach; the audit trail in the run's own directory.
+  const tenants = join(logDir, 'tenants.yaml');
+  writeFileSync(
+    tenants,
+    `tenants:\n  - id: bench\n    backend: ${settings.upstream}\n    policy: default.yaml\n` +
+      `    requests_per_minute: 100000000\n    classifiers: [pii, secrets, prompt_injection]\n` +
+      `    api_keys: [{ key: ${JSON.stringify(settings.apiKey)} }]\n`,
+  );
+  const s = start(
+    process.execPath,
+    ['bin/switchyard.js', 'serve', resolve(root, settings.config), ...sets.flatMap((x) => ['--set', x])],
+    {
+      cpu: pin(settings.targetCpu),
+      cwd: root,
+      env: {
+        ...process.env,
+        LOG_LEVEL: 'warn',
+        LOG_FORMAT: 'json',
+        FILTER_TENANTS_FILE: process.env.FILTER_TENANTS_FILE ?? tenants,
+        FILTER_AUDIT_PATH: process.env.FILTER_AUDIT_PATH ?? join(logDir, 'audit.db'),
+      },
+      logFile,
+    },
+  );
+  const url = `http://127.0.0.1:${port}/v1/chat/completions`;
+  const deadline = Date.now() + settings.startTimeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    if (s.child.exitCode !== null) throw new Error(`safety filter exited (${s.child.exitCode}):\n${s.output()}`);
+    try {
+      await check(url, settings.expectHeader || undefined);
+      return { s, url };
+    } catch (err) {
+      last = err;
+      await sleep(250);
+    }
+  }
+  throw new Error(
+    `safety filter not ready after ${settings.startTimeoutMs / 1000} s: ${(last as Error)?.message}\n${s.output()}`,
+  );
+}
+
+/** One closed-loop measurement by the pinned load generator. */
+async function load(t: Target, connections: number, warmupMs: number, firstByte = false): Promise<LoadResult> {
+  const job: LoadJob = {
+    url: t.url,
+    connections,
+    warmupMs,
+    durationMs: settings.durationMs,
+    body: firstByte ? streamBody : plainBody,
+    headers,
+    expectHeader: t.expectHeader,
+    firstByte,
+    pids: t.backend ? [t.proc.pid, t.backend.pid] : [t.proc.pid],
+    targetCore,
+  };
+  const out = await runToEnd(process.execPath, ['--import', 'tsx', join(typedDir, 'loadgen.ts'), JSON.stringify(job)], {
+    cpu: pin(settings.loadCpu),
+    cwd: root,
+  });
+  return JSON.parse(out.trim().split('\n').pop()!) as LoadResult;
+}
+
+function toRow(t: Target, connections: number, round: number, r: LoadResult): Row {
+  const perReq = (pid: number) => (r.requests ? ((r.cpuTicks[pid] / clk) * 1e6) / r.requests : Number.NaN);
+  const none = r.requests === 0 ? Number.NaN : 0; // no answer counted: no latency either
+  return {
+    target: t.key,
+    connections,
+    round,
+    rps: r.rps,
+    p50Ms: r.latencyMs.p50 + none,
+    p99Ms: r.latencyMs.p99 + none,
+    cpuUsPerReq: perReq(t.proc.pid),
+    backendUsPerReq: t.backend ? perReq(t.backend.pid) : undefined,
+    loadgenCpu: r.loadgenCpu,
+    coreOthers: r.targetCoreOthers,
+    requests: r.requests,
+    errors: r.errors,
+    firstError: r.firstError,
+  };
+}
+
+/** Resident set size of a process, KiB (VmRSS in /proc/<pid>/status). */
+function rssKb(pid: number): number {
+  const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) : Number.NaN;
+}
+
+interface StreamResult {
+  target: TargetKey;
+  reader: 'fast' | 'slow';
+  answerBytes: number;
+  contentChars: number;
+  wireBytes: number;
+  done: boolean;
+  finishReason?: string;
+  ttfbMs: number;
+  totalMs: number;
+  rssBeforeKb: number;
+  rssPeakKb: number;
+  /** Peak RSS growth of the proxy while the answer streamed, KiB. */
+  rssGrowthKb: number;
+  backendRssGrowthKb?: number;
+}
+
+/**
+ * Streams a `huge-<n>` answer through a target and samples the RSS of the proxy (and of the
+ * backend) every few ms. The slow reader paces itself: a proxy that ignores backpressure then
+ * has to hold what the backend sends faster than the client reads.
+ */
+async function streamThrough(t: Target, answerBytes: number, reader: 'fast' | 'slow'): Promise<StreamResult> {
+  const body = chatBody(true, `huge-${answerBytes}`);
+  const before = rssKb(t.proc.pid);
+  const backendBefore = t.backend ? rssKb(t.backend.pid) : undefined;
+  let peak = before;
+  let backendPeak = backendBefore ?? 0;
+  const sample = () => {
+    peak = Math.max(peak, rssKb(t.proc.pid));
+    if (t.backend) backendPeak = Math.max(backendPeak, rssKb(t.backend.pid));
+  };
+  const timer = setInterval(sample, 5);
+  const started = process.hrtime.bigint();
+  const ms = () => Number(process.hrtime.bigint() - started) / 1e6;
+  let ttfbMs = Number.NaN;
+  let wireBytes = 0;
+  let contentChars = 0;
+  let done = false;
+  let finishReason: string | undefined;
+  try {
+    const res = await request(t.url, { method: 'POST', headers, body, headersTimeout: 10000, bodyTimeout: 30000 });
+    if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}: ${(await res.body.text()).slice(0, 300)}`);
+    const decoder = new TextDecoder();
+    let pending = '';
+    const bytesPerMs = (settings.slowReaderMbps * 1e6) / 1000;
+    for await (const chunk of res.body) {
+      if (wireBytes === 0) ttfbMs = ms();
+      wireBytes += chunk.length;
+      pending += decoder.decode(chunk, { stream: true });
+      const events = pending.split('\n\n');
+      pending = events.pop() ?? '';
+      for (const event of events) {
+        const data = event.startsWith('data: ') ? event.slice(6) : undefined;
+        if (data === undefined) continue;
+        if (data === '[DONE]') {
+          done = true;
+          continue;
+        }
+        const parsed = JSON.parse(data);
+        contentChars += parsed.choices?.[0]?.delta?.content?.length ?? 0;
+        finishReason = parsed.choices?.[0]?.finish_reason ?? finishReason;
+      }
+      if (reader === 'slow') {
+        const ahead = wireBytes / bytesPerMs - ms();
+        if (ahead > 1) await sleep(ahead);
+      }
+      sample();
+    }
+  } finally {
+    clearInterval(timer);
+  }
+  sample();
+  return {
+    target: t.key,
+    reader,
+    answerBytes,
+    contentChars,
+    wireBytes,
+    done,
+    finishReason,
+    ttfbMs,
+    totalMs: ms(),
+    rssBeforeKb: before,
+    rssPeakKb: peak,
+    rssGrowthKb: peak - before,
+    backendRssGrowthKb: backendBefore === undefined ? undefined : backendPeak - backendBefore,
+  };
+}
+
+function mid(values: Array<number | undefined>): number | undefined {
+  const v = values.filter((x): x is number => x !== undefined && !Number.isNaN(x)).sort((a, b) => a - b);
+  if (v.length === 0) return undefined;
+  const h = Math.floor(v.length / 2);
+  return v.length % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+const fmt = (n: number | undefined, digits = 1) => (n === undefined || Number.isNaN(n) ? '-' : n.toFixed(digits));
+const signed = (n: number | undefined, digits = 2) => (n !== undefined && n >= 0 ? '+' : '') + fmt(n, digits);
+const verdict = (ok: boolean | undefined) => (ok === undefined ? '' : ok ? ' PASS' : ' MISS');
+const mb = (kb: number | undefined) => fmt(kb === undefined ? undefined : kb / 1024, 1);
+
+function printTable(head: string[], rows: string[][]): void {
+  if (rows.length === 0) return;
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  console.log(line(head));
+  for (const r of rows) console.log(line(r));
+}
+
+async function main(): Promise<number> {
+  const perRun = Math.min(settings.warmupMs, 1000) + settings.durationMs + 600;
+  const estimate = (perRun * 3 * (settings.connections.length + 1) * settings.rounds + 3 * settings.warmupMs) / 1000;
+  console.log(
+    `safety-filter bench: ${settings.config}, ${settings.connections.join(', ')} connections + 1 streamed, ` +
+      `${settings.durationMs / 1000} s windows, ${settings.rounds} round(s), ~${Math.round(estimate + 30)} s in all`,
+  );
+  console.log(
+    pinned
+      ? `load generator on CPU ${settings.loadCpu}, targets and backend on CPU ${settings.targetCpu} (taskset); CLK_TCK ${clk}`
+      : 'WARNING: taskset missing or fewer than 2 CPUs: nothing is pinned, figures are less comparable',
+  );
+  console.log(`request: POST /v1/chat/completions, ${plainBody.length} bytes, model ${settings.model}`);
+
+  const backend = await startNodeServer(join(here, 'backend.ts'), { CHUNK_SIZE: String(settings.streamChunk) });
+  const backendBase = `http://127.0.0.1:${backend.port}`;
+  const bare = await startNodeServer(join(typedDir, 'bare-proxy.ts'), {
+    UPSTREAM_URL: `${backendBase}/v1/chat/completions`,
+  });
+  const targets: Target[] = [
+    { key: 'direct', url: `${backendBase}/v1/chat/completions`, proc: backend.s },
+    { key: 'bare', url: `http://127.0.0.1:${bare.port}/v1/chat/completions`, proc: bare.s, backend: backend.s },
+  ];
+  const failures: Record<string, string> = {};
+  try {
+    const filter = await startFilter(backend.port);
+    targets.push({
+      key: 'filter',
+      url: filter.url,
+      proc: filter.s,
+      backend: backend.s,
+      expectHeader: settings.expectHeader || undefined,
+    });
+  } catch (err) {
+    failures.filter = (err as Error).message;
+    console.log(`\n${labels.filter}: could not start\n${failures.filter}\n`);
+  }
+  for (const t of targets) {
+    const seen = await check(t.url, t.expectHeader);
+    console.log(`${labels[t.key]}: ${t.url} ok ${Object.keys(seen).length ? JSON.stringify(seen) : ''}`);
+  }
+
+  const rows: Row[] = [];
+  const ttfb: Row[] = [];
+  const warmed = new Set<TargetKey>();
+  for (let round = 1; round <= settings.rounds; round++) {
+    // Interleaved, every other round reversed, so that drift in the machine's load hits all alike.
+    const order = round % 2 ? targets : [...targets].reverse();
+    for (const connections of [...settings.connections, 0]) {
+      for (const t of order) {
+        const warmupMs = warmed.has(t.key) ? Math.min(settings.warmupMs, 1000) : settings.warmupMs;
+        warmed.add(t.key);
+        // Connections 0 stands for the streamed measurement: 1 connection, time to first byte.
+        const row = toRow(t, connections || 1, round, await load(t, connections || 1, warmupMs, connections === 0));
+        (connections ? rows : ttfb).push(row);
+        console.log(
+          `  round ${round}, ${connections ? `${String(connections).padStart(2)} conns` : 'streamed'}, ` +
+            `${labels[t.key].padEnd(22)} ${fmt(row.rps, 0).padStart(6)} req/s  p50 ${fmt(row.p50Ms, 2).padStart(6)} ms` +
+            `  p99 ${fmt(row.p99Ms, 2).padStart(6)} ms  ${fmt(row.cpuUsPerReq, 1).padStart(6)} µs CPU/req` +
+            (row.errors ? `  ${row.errors} errors (${row.firstError})` : ''),
+        );
+      }
+    }
+  }
+
+  // Medians over the rounds, and the ratios of pairs measured back to back in each round.
+  const pick = (list: Row[], key: TargetKey, connections: number, round?: number) =>
+    list.filter((r) => r.target === key && r.connections === connections && (round === undefined || r.round === round));
+  const median = (list: Row[], f: (r: Row) => number | undefined) => mid(list.map(f));
+  const perRound = <T>(f: (round: number) => T | undefined) =>
+    Array.from({ length: settings.rounds }, (_, i) => f(i + 1)).filter((x): x is T => x !== undefined);
+  const pair = (list: Row[], a: TargetKey, b: TargetKey, connections: number, f: (x: Row, y: Row) => number) =>
+    mid(
+      perRound((round) => {
+        const [x, y] = [pick(list, a, connections, round)[0], pick(list, b, connections, round)[0]];
+        // A measurement with errors did not measure the request it claims to: left out.
+        return x && y && !x.errors && !y.errors ? f(x, y) : undefined;
+      }),
+    );
+
+  if (settings.rounds > 0) console.log(`\nnon-streaming chat, medians over ${settings.rounds} round(s):`);
+  printTable(
+    [
+      'target',
+      'conns',
+      'req/s',
+      'p50 ms',
+      'p99 ms',
+      'CPU µs/req',
+      'backend µs/req',
+      'loadgen CPU',
+      'core other',
+      'errors',
+    ],
+    (settings.rounds ? settings.connections : []).flatMap((c) =>
+      targets.map((t) => {
+        const mine = pick(rows, t.key, c);
+        return [
+          labels[t.key],
+          String(c),
+          fmt(
+            median(mine, (r) => r.rps),
+            0,
+          ),
+          fmt(
+            median(mine, (r) => r.p50Ms),
+            2,
+          ),
+          fmt(
+            median(mine, (r) => r.p99Ms),
+            2,
+          ),
+          fmt(
+            median(mine, (r) => r.cpuUsPerReq),
+            1,
+          ),
+          fmt(
+            median(mine, (r) => r.backendUsPerReq),
+            1,
+          ),
+          `${fmt((median(mine, (r) => r.loadgenCpu) ?? Number.NaN) * 100, 0)}%`,
+          `${fmt((median(mine, (r) => r.coreOthers) ?? Number.NaN) * 100, 0)}%`,
+          String(mine.reduce((s, r) => s + r.errors, 0)),
+        ];
+      }),
+    ),
+  );
+
+  const loaded = settings.connections.includes(32) ? 32 : Math.max(...settings.connections);
+  const single = Math.min(...settings.connections);
+  const has = targets.some((t) => t.key === 'filter');
+  const ratios = {
+    connections: { loaded, single },
+    cpuRatio: pair(rows, 'filter', 'bare', loaded, (x, y) => x.cpuUsPerReq / y.cpuUsPerReq),
+    rpsRatio: pair(rows, 'filter', 'bare', loaded, (x, y) => x.rps / y.rps),
+    addedP50Ms: pair(rows, 'filter', 'direct', single, (x, y) => x.p50Ms - y.p50Ms),
+    addedP99Ms: pair(rows, 'filter', 'direct', single, (x, y) => x.p99Ms - y.p99Ms),
+    bareAddedP50Ms: pair(rows, 'bare', 'direct', single, (x, y) => x.p50Ms - y.p50Ms),
+    bareAddedP99Ms: pair(rows, 'bare', 'direct', single, (x, y) => x.p99Ms - y.p99Ms),
+    ttfbOverheadP50Ms: pair(ttfb, 'filter', 'direct', 1, (x, y) => x.p50Ms - y.p50Ms),
+    ttfbOverheadP99Ms: pair(ttfb, 'filter', 'direct', 1, (x, y) => x.p99Ms - y.p99Ms),
+  };
+  const ok = (v: number | undefined, pass: (v: number) => boolean) => (v === undefined ? undefined : pass(v));
+  const verdicts = {
+    cpu: ok(ratios.cpuRatio, (v) => v <= goals.cpuRatio),
+    rps: ok(ratios.rpsRatio, (v) => v >= goals.rpsRatio),
+    p50: ok(ratios.addedP50Ms, (v) => v < goals.addedP50Ms),
+    p99: ok(ratios.addedP99Ms, (v) => v < goals.addedP99Ms),
+    ttfb: ok(ratios.ttfbOverheadP50Ms, (v) => v < goals.ttfbOverheadMs),
+  };
+
+  if (settings.rounds > 0) {
+    console.log('\nstreamed chat (stream: true), time to first byte of the body, 1 connection, medians:');
+  }
+  printTable(
+    ['target', 'streams/s', 'TTFB p50 ms', 'TTFB p99 ms', 'CPU µs/stream', 'errors'],
+    (settings.rounds ? targets : []).map((t) => {
+      const mine = pick(ttfb, t.key, 1);
+      return [
+        labels[t.key],
+        fmt(
+          median(mine, (r) => r.rps),
+          0,
+        ),
+        fmt(
+          median(mine, (r) => r.p50Ms),
+          3,
+        ),
+        fmt(
+          median(mine, (r) => r.p99Ms),
+          3,
+        ),
+        fmt(
+          median(mine, (r) => r.cpuUsPerReq),
+          1,
+        ),
+        String(mine.reduce((s, r) => s + r.errors, 0)),
+      ];
+    }),
+  );
+
+  // Memory: a huge answer through each proxy, read fast and then slowly, a few times each: a
+  // single stream's RSS peak also depends on when V8 collects garbage (the backend, which never
+  // holds the answer, grows by as much); holding the answer shows every time.
+  const answerBytes = Math.round(settings.streamMb * 1024 * 1024);
+  const streams: StreamResult[] = [];
+  console.log(
+    `\nstreaming a ${settings.streamMb} MiB answer (${settings.streamChunk} characters per delta), ` +
+      `${settings.streamRepeat} times per reader, RSS sampled every ~5 ms; slow reader: ${settings.slowReaderMbps} MB/s:`,
+  );
+  for (const t of targets.filter((x) => x.key !== 'direct')) {
+    try {
+      // A first stream of the same size, not reported: it warms the path up and lets V8 grow its
+      // young generation to its working size, which would otherwise read as growth.
+      await streamThrough(t, answerBytes, 'fast');
+      for (const reader of ['fast', 'slow'] as const) {
+        for (let i = 0; i < settings.streamRepeat; i++) streams.push(await streamThrough(t, answerBytes, reader));
+      }
+    } catch (err) {
+      failures[`stream-${t.key}`] = (err as Error).message;
+      console.log(`${labels[t.key]}: stream failed: ${(err as Error).message}`);
+    }
+  }
+  const streamGroups = targets.flatMap((t) =>
+    (['fast', 'slow'] as const)
+      .map((reader) => ({
+        target: t.key,
+        reader,
+        list: streams.filter((s) => s.target === t.key && s.reader === reader),
+      }))
+      .filter((g) => g.list.length > 0),
+  );
+  const growthOf = (list: StreamResult[]) => mid(list.map((s) => s.rssGrowthKb));
+  printTable(
+    [
+      'target',
+      'reader',
+      'complete',
+      'TTFB ms',
+      'total ms',
+      'RSS before MB',
+      'growth MB, median (min-max)',
+      'backend growth MB',
+    ],
+    streamGroups.map(({ target, reader, list }) => {
+      const broken = list.find((s) => !s.done || s.contentChars !== s.answerBytes);
+      return [
+        labels[target],
+        reader,
+        broken
+          ? `no (${broken.contentChars} chars, finish ${broken.finishReason ?? '-'}${broken.done ? ', [DONE]' : ''})`
+          : `${list.length}/${list.length}`,
+        fmt(mid(list.map((s) => s.ttfbMs)), 1),
+        fmt(mid(list.map((s) => s.totalMs)), 0),
+        mb(mid(list.map((s) => s.rssBeforeKb))),
+        `${mb(growthOf(list))} (${mb(Math.min(...list.map((s) => s.rssGrowthKb)))}-${mb(Math.max(...list.map((s) => s.rssGrowthKb)))})`,
+        mb(mid(list.map((s) => s.backendRssGrowthKb))),
+      ];
+    }),
+  );
+  const filterGroups = streamGroups.filter((g) => g.target === 'filter');
+  // Judged on the least growth of the repeats (of the worse reader): holding the answer shows in
+  // every stream; a collector that runs late only in some.
+  const worstGrowthKb = filterGroups.length
+    ? Math.max(...filterGroups.map((g) => Math.min(...g.list.map((s) => s.rssGrowthKb))))
+    : undefined;
+  const rssVerdict = ok(worstGrowthKb, (kb) => kb * 1024 < goals.rssGrowthShare * answerBytes);
+
+  console.log('\ntargets, (c) safety filter:');
+  printTable(
+    ['figure', 'against', 'target', 'measured'],
+    [
+      [
+        `CPU/request, ${loaded} conns`,
+        '(b)',
+        `<= ${goals.cpuRatio}x`,
+        `${fmt(ratios.cpuRatio, 2)}x${verdict(verdicts.cpu)}`,
+      ],
+      [
+        `throughput, ${loaded} conns`,
+        '(b)',
+        `>= ${goals.rpsRatio}x`,
+        `${fmt(ratios.rpsRatio, 2)}x${verdict(verdicts.rps)}`,
+      ],
+      [
+        `added p50, ${single} conn`,
+        '(a)',
+        `< ${goals.addedP50Ms} ms`,
+        `${signed(ratios.addedP50Ms)} ms${verdict(verdicts.p50)}`,
+      ],
+      [
+        `added p99, ${single} conn`,
+        '(a)',
+        `< ${goals.addedP99Ms} ms`,
+        `${signed(ratios.addedP99Ms)} ms${verdict(verdicts.p99)}`,
+      ],
+      [
+        'TTFB overhead, p50 (p99)',
+        '(a)',
+        `< ${goals.ttfbOverheadMs} ms`,
+        `${signed(ratios.ttfbOverheadP50Ms)} ms (${signed(ratios.ttfbOverheadP99Ms)})${verdict(verdicts.ttfb)}`,
+      ],
+      [
+        `RSS growth (least of ${settings.streamRepeat}), ${settings.streamMb} MiB stream`,
+        '',
+        `< ${mb((goals.rssGrowthShare * answerBytes) / 1024)} MB`,
+        `${mb(worstGrowthKb)} MB${verdict(rssVerdict)}`,
+      ],
+      [
+        `for reference: (b) added p50 / p99, ${single} conn`,
+        '(a)',
+        '',
+        `${signed(ratios.bareAddedP50Ms)} / ${signed(ratios.bareAddedP99Ms)} ms`,
+      ],
+    ],
+  );
+  if (!has) console.log('(c) did not run: no ratios');
+  const failed = [...rows, ...ttfb].filter((r) => r.errors > 0);
+  for (const r of failed) {
+    failures[`${r.target}@${r.connections}/${r.round}`] = `${r.errors} errors, first: ${r.firstError}`;
+  }
+  if (failed.length) {
+    console.log(
+      `\n${failed.length} measurement(s) had errors and are left out of the ratios ` +
+        `(first: ${labels[failed[0].target]}, ${failed[0].firstError})`,
+    );
+  }
+  const saturated = settings.connections.flatMap((c) =>
+    targets.filter((t) => (median(pick(rows, t.key, c), (r) => r.loadgenCpu) ?? 0) > 0.9).map((t) => `${t.key}@${c}`),
+  );
+  if (saturated.length) {
+    console.log(
+      `\nnote: the load generator used >90% of its core for ${saturated.join(', ')}: there the throughput is its limit.`,
+    );
+  }
+
+  const noisy = [...rows, ...ttfb].filter((r) => (r.coreOthers ?? 0) > 0.25);
+  if (noisy.length) {
+    console.log(
+      `\nnote: other processes (or interrupts) took more than 25% of the target core in ${noisy.length} of ` +
+        `${rows.length + ttfb.length} measurements: the machine was busy, figures are noisy.`,
+    );
+  }
+
+  const resultsDir = join(root, 'bench', 'results');
+  mkdirSync(resultsDir, { recursive: true });
+  const file = join(resultsDir, `safety-filter-${stamp}.json`);
+  writeFileSync(
+    file,
+    `${JSON.stringify(
+      {
+        date: new Date().toISOString(),
+        machine: { cpus: cpus().length, model: cpus()[0]?.model, loadavg: loadavg(), node: process.version, pinned },
+        settings: { ...settings, apiKey: undefined },
+        clockTicks: clk,
+        goals,
+        ratios,
+        verdicts: { ...verdicts, rss: rssVerdict },
+        rows,
+        ttfb,
+        streams,
+        failures,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  // biome.json lints bench/**: format the file its way so that `npm run lint` stays clean (best effort).
+  spawnSync(join(root, 'node_modules', '.bin', 'biome'), ['format', '--write', file], { cwd: root, stdio: 'ignore' });
+  console.log(`\nresults: ${file}`);
+  return Object.keys(failures).length ? 1 : 0;
+}
+
+let exitCode = 1;
+let interrupted = false;
+let cleaning: Promise<void> | undefined;
+const cleanup = () => {
+  cleaning ??= (async () => {
+    await stopAll();
+    if (!settings.keepLogs) rmSync(logDir, { recursive: true, force: true });
+    else console.log(`logs kept in ${logDir}`);
+  })();
+  return cleaning;
+};
+process.on('exit', killAllNow);
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    interrupted = true;
+    console.log(`\n${signal}: stopping`);
+    cleanup().finally(() => process.exit(130));
+  });
+}
+try {
+  exitCode = await main();
+} catch (err) {
+  if (!interrupted) console.error(`bench failed: ${(err as Error).stack ?? err}`);
+} finally {
+  await cleanup();
+}
+process.exit(interrupted ? 130 : exitCode);
