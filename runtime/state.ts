@@ -112,7 +112,8 @@ export interface GatewayState {
   /**
    * Hooks on the upstream's whole JSON answer (a non-streamed HTTP answer with a JSON content
    * type), applied by the proxy in registration order before anything is written. A hook returns
-   * the body to send (the same object, changed or not, or a replacement) or throws a
+   * the body to send: the same object means unchanged (the upstream's bytes are sent as they
+   * came), another object replaces it (so change a copy, never the body in place); or it throws a
    * GatewayError to answer with an error instead.
    */
   responseJsonHooks?: ResponseJsonHook[];

@@ -323,7 +323,10 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         if (decision.action === 'redact') {
           const names = new Set(matches.filter((m) => m.action === 'redact').flatMap((m) => m.redact));
           const spans = spansOf(Object.fromEntries(Object.entries(results).filter(([k]) => names.has(k))));
-          if (spans.length > 0) await maskResponse(body, (t) => maskWith(matches, t));
+          if (spans.length > 0) {
+            const copy = structuredClone(body);
+            if (await maskResponse(copy, (t) => maskWith(matches, t))) return copy;
+          }
         }
         return body;
       });

@@ -109,8 +109,10 @@ async function answer(ctx: GatewayContext, res: HttpForwardResponse, logger: Log
     if (parsed !== undefined) {
       for (const hook of jsonHooks) {
         const next = await hook(body, ctx);
-        if (next !== body) body = next;
-        changed = true; // a hook may change the body in place
+        if (next !== body) {
+          body = next;
+          changed = true;
+        }
       }
     }
     copyResponseHeaders(ctx, res.headers, changed);
