@@ -44,15 +44,22 @@ export default definePlugin<{ chain?: string }>({
     const chain = env.resource<AuditChain>(name);
     return {
       async handle(ctx, next) {
-        const recorder = createRecorder(ctx, chain);
-        ctx.state.auditFlush = () => recorder.flush(false);
+        // The recorder is made on first need: most requests are plain allows with nothing to write.
+        let recorder: ReturnType<typeof createRecorder> | undefined;
+        const flush = (final: boolean) => {
+          recorder ??= createRecorder(ctx, chain);
+          return recorder.flush(final);
+        };
+        ctx.state.auditFlush = () => flush(false);
         try {
           await next();
         } catch (err) {
-          await recorder.flush(true);
+          await flush(true);
           throw err;
         }
-        await recorder.flush(true);
+        if (recorder || chain.settings.record === 'all' || ctx.state.decisions?.some((d) => d.action !== 'allow')) {
+          await flush(true);
+        }
       },
       describe: () => ({ chain: name, record: chain.settings.record, store_prompt: chain.settings.store_prompt }),
     };
