@@ -378,6 +378,47 @@ describe('a second instance with its own tenants and policy files', () => {
     }
   });
 
+  it('a failing check is fail-closed by default and fail-open by config, visibly', async () => {
+    // A tenant whose classifiers include a model whose files are missing: that check fails.
+    const tenants = join(dir, 'tenants-broken.yaml');
+    writeFileSync(
+      tenants,
+      'tenants:\n  - id: broken\n    backend: llm\n    policy: default.yaml\n    requests_per_minute: 100\n' +
+        '    classifiers: [pii, injection_model]\n    api_keys: [{ key: sk-broken }]\n',
+    );
+    const common = [`resources.tenants.file=${tenants}`, 'resources.classifiers.classifiers.3.model=no-such-model'];
+    const env = { FILTER_BACKEND_URL: backend.url, FILTER_AUDIT_PATH: join(dir, 'audit-4.db') };
+    const send = (url: string) =>
+      fetch(`${url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer sk-broken', 'content-type': 'application/json' },
+        body: JSON.stringify(chat('hello')),
+      });
+    const closed = await startService('configs/safety-filter.yaml', { set: common, env });
+    try {
+      const res = await send(closed.url);
+      expect(res.status).toBe(500);
+      expect((await res.json()).error.type).toBe('internal_error');
+    } finally {
+      await closed.close();
+    }
+    const open = await startService('configs/safety-filter.yaml', {
+      set: [...common, 'routes.0.pipeline.5.on_error=fail-open'],
+      env,
+    });
+    try {
+      const res = await send(open.url);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-filter-failed-open')).toContain('classify');
+      const metrics = await (await fetch(`${open.metricsUrl}/metrics`)).text();
+      expect(metrics).toMatch(
+        /switchyard_stage_failures_total\{[^}]*plugin="classify"[^}]*on_error="fail-open"[^}]*\} 1/,
+      );
+    } finally {
+      await open.close();
+    }
+  });
+
   it('answers 429 rate_limit_exceeded past the tenant limit', async () => {
     const tenants = join(dir, 'tenants.yaml');
     writeFileSync(
