@@ -1,0 +1,116 @@
+/**
+ * The classifier set's contract (lazy loading, warm-up, readiness) and the build-time checks of the
+ * resource and the stage. A small lazily-loading classifier stands in for an ML model so that the
+ * set's behaviour is tested without depending on a model file.
+ */
+import { describe, expect, it } from 'vitest';
+import type { Classifier, ClassifierInfo, ClassifierResult, ClassifierSet } from '../../plugins/classify/api.ts';
+import classify from '../../plugins/classify/index.ts';
+import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
+import { NamedClassifierSet } from '../../plugins/classify/set.ts';
+import type { PluginDefinition, ResourceDefinition } from '../../runtime/index.ts';
+import { createTestEnv } from '../../runtime/testing.ts';
+
+/** Loads on demand, counts its loads, and can be told to fail. */
+class LazyClassifier implements Classifier {
+  loads = 0;
+  #status: ClassifierInfo['status'] = 'loading';
+  constructor(
+    readonly name: string,
+    private readonly fail = false,
+  ) {}
+  info(): ClassifierInfo {
+    return { name: this.name, tier: 'B', type: 'ml', status: this.#status, model: 'lazy' };
+  }
+  async load(): Promise<void> {
+    this.loads++;
+    if (this.fail) {
+      this.#status = 'error';
+      throw new Error('model file missing');
+    }
+    this.#status = 'loaded';
+  }
+  async classify(text: string): Promise<ClassifierResult> {
+    if (this.#status !== 'loaded') throw new Error('not loaded');
+    return {
+      classifier: this.name,
+      label: 'x',
+      score: text.length > 3 ? 1 : 0,
+      confidence: 1,
+      spans: [],
+      latency_ms: 0,
+    };
+  }
+}
+
+const pattern = () => new PatternClassifier({ name: 'pii', type: 'pattern', detectors: ['pii'] });
+
+describe('NamedClassifierSet', () => {
+  it('loads a classifier on first use and runs only the named ones', async () => {
+    const lazy = new LazyClassifier('lazy');
+    const set = new NamedClassifierSet([pattern(), lazy]);
+    expect(set.ready()).toBe(false);
+    expect(Object.keys(await set.classify(['pii'], 'a@b.io'))).toEqual(['pii']);
+    expect(lazy.loads).toBe(0);
+    const all = await set.classify(undefined, 'hello');
+    expect(Object.keys(all)).toEqual(['pii', 'lazy']);
+    expect(all.lazy.score).toBe(1);
+    expect(lazy.loads).toBe(1);
+    expect(set.ready()).toBe(true);
+    await set.classify(undefined, 'again');
+    expect(lazy.loads).toBe(1);
+  });
+
+  it('warm-up loads everything and counts the ML models', async () => {
+    const set = new NamedClassifierSet([pattern(), new LazyClassifier('a'), new LazyClassifier('b')]);
+    const outcome = await set.warmup();
+    expect(outcome.models_loaded).toBe(2);
+    expect(outcome.duration_ms).toBeGreaterThanOrEqual(0);
+    expect(set.ready()).toBe(true);
+  });
+
+  it('a failed load is reported by warm-up, naming the classifier, after trying the others', async () => {
+    const ok = new LazyClassifier('ok');
+    const set = new NamedClassifierSet([new LazyClassifier('broken', true), ok]);
+    await expect(set.warmup()).rejects.toThrow('warm-up failed for broken: model file missing');
+    expect(ok.info().status).toBe('loaded');
+    expect(set.ready()).toBe(false);
+  });
+
+  it('refuses unknown names and duplicates', async () => {
+    const set = new NamedClassifierSet([pattern()]);
+    await expect(set.classify(['nope'], 'x')).rejects.toThrow(/unknown classifier "nope"/);
+    expect(() => new NamedClassifierSet([pattern(), pattern()])).toThrow(/declared twice/);
+  });
+});
+
+describe('build-time checks', () => {
+  const [resource, stage] = classify as unknown as [
+    ResourceDefinition<Record<string, unknown>, ClassifierSet>,
+    PluginDefinition<Record<string, unknown>>,
+  ];
+
+  it('the resource builds pattern classifiers and reports health', async () => {
+    const instance = await resource.create(
+      { classifiers: [{ name: 'pii', type: 'pattern', detectors: ['email'] }] },
+      createTestEnv(),
+    );
+    expect(instance.value.list()).toEqual([{ name: 'pii', tier: 'A', type: 'pattern', status: 'loaded' }]);
+    expect(await instance.health?.()).toMatchObject({ ok: true, status: 'loaded' });
+  });
+
+  it('the resource refuses duplicate names and unknown detectors', async () => {
+    const entry = { name: 'pii', type: 'pattern', detectors: ['email'] };
+    const create = async (classifiers: unknown[]) => resource.create({ classifiers }, createTestEnv());
+    await expect(create([entry, entry])).rejects.toThrow(/declared twice/);
+    await expect(create([{ ...entry, detectors: ['nope'] }])).rejects.toThrow(/unknown detector "nope"/);
+  });
+
+  it('the stage refuses a `use` name the set does not have', async () => {
+    const set = new NamedClassifierSet([pattern()]);
+    const env = createTestEnv({ resources: { classifiers: set } });
+    await expect((async () => stage.create({ use: ['pii', 'toxicity'] }, env))()).rejects.toThrow(
+      /classifier "toxicity" is not in resource "classifiers"/,
+    );
+  });
+});
