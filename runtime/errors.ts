@@ -62,7 +62,24 @@ export interface GatewayErrorOptions {
   cause?: unknown;
 }
 
+/**
+ * Marks GatewayErrors across copies of this module: a plugin package that bundles its own copy of
+ * the runtime throws errors of *its* GatewayError class, which a plain `instanceof` would not
+ * recognise (they would become 500s). `Symbol.for` gives every copy the same key.
+ */
+const brand = Symbol.for('switchyard.GatewayError');
+
 export class GatewayError extends Error {
+  /**
+   * `err instanceof GatewayError` is true for an error of any copy of this class (it checks the
+   * brand). A subclass keeps the ordinary prototype check.
+   */
+  static override [Symbol.hasInstance](value: unknown): value is GatewayError {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the class instanceof was asked about (maybe a subclass)
+    if (this !== GatewayError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return isGatewayError(value);
+  }
+
   readonly kind: ErrorKind;
   readonly details?: Record<string, unknown>;
   readonly code?: string;
@@ -84,13 +101,17 @@ export class GatewayError extends Error {
   }
 }
 
+// On the prototype: inherited by every instance and subclass, not an own (serialised) field.
+Object.defineProperty(GatewayError.prototype, brand, { value: true });
+
+/** True for a GatewayError from this or any other copy of the runtime. */
 export function isGatewayError(err: unknown): err is GatewayError {
-  return err instanceof GatewayError;
+  return typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[brand] === true;
 }
 
 /** Turns anything thrown into a GatewayError; unknown errors become internal_error without leaking internals. */
 export function toGatewayError(err: unknown): GatewayError {
-  if (err instanceof GatewayError) return err;
+  if (isGatewayError(err)) return err;
   const e = err as { status?: number; expose?: boolean; message?: string; type?: string };
   // Errors from Koa/raw-body carry an HTTP status of their own.
   if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {

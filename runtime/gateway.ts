@@ -1,41 +1,78 @@
 /**
  * A gateway process: one or more services, each from its own config file. SIGHUP reloads every
- * service; SIGTERM / SIGINT drain in-flight requests and stop.
+ * service; SIGTERM / SIGINT drain in-flight requests and stop. With `watch`, a service is also
+ * reloaded when its config (or a file in its directory) changes. For several processes on one
+ * host, see runtime/cluster.ts (`serve --workers N`), whose workers each run a Gateway.
  */
 import type { ReloadOutcome, ServiceRuntime, ServiceRuntimeOptions } from './service/runtime.ts';
 import { ServiceRuntime as Runtime } from './service/runtime.ts';
+import { type ConfigWatcher, watchConfig } from './service/watch.ts';
+
+export interface GatewayOptions extends ServiceRuntimeOptions {
+  /** Reload a service when its config file or a file in its directory changes. */
+  watch?: boolean;
+}
 
 export class Gateway {
+  private watchers: ConfigWatcher[] = [];
+  private closing: Promise<void> | undefined;
+
   private constructor(readonly services: ServiceRuntime[]) {}
 
-  static async start(files: string[], options: ServiceRuntimeOptions = {}): Promise<Gateway> {
+  static async start(files: string[], options: GatewayOptions = {}): Promise<Gateway> {
+    const { watch, ...runtimeOptions } = options;
     const services: ServiceRuntime[] = [];
     try {
-      for (const file of files) services.push(await Runtime.start(file, options));
+      for (const file of files) services.push(await Runtime.start(file, runtimeOptions));
     } catch (err) {
       await Promise.allSettled(services.map((s) => s.close()));
       throw err;
     }
-    return new Gateway(services);
+    const gateway = new Gateway(services);
+    if (watch) gateway.watch();
+    return gateway;
+  }
+
+  private watch(): void {
+    for (const service of this.services) {
+      const watcher = watchConfig(
+        service.file,
+        (changed) => {
+          service.logger.info({ changed }, 'config change seen: reloading');
+          void service.reload();
+        },
+        { onError: (err) => service.logger.warn({ err }, 'config watch failed; reload by SIGHUP or the admin API') },
+      );
+      this.watchers.push(watcher);
+      service.logger.info({ file: service.file, mode: watcher.mode }, 'watching the config for changes');
+    }
   }
 
   reloadAll(): Promise<ReloadOutcome[]> {
     return Promise.all(this.services.map((s) => s.reload()));
   }
 
-  async close(): Promise<void> {
-    await Promise.allSettled(this.services.map((s) => s.close()));
+  /** True once close() was called. */
+  get stopping(): boolean {
+    return this.closing !== undefined;
   }
 
-  /** Wires SIGHUP to reload and SIGTERM/SIGINT to a graceful stop. */
+  /** Drains and stops every service; later calls return the same promise. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      for (const w of this.watchers) w.close();
+      await Promise.allSettled(this.services.map((s) => s.close()));
+    })();
+    return this.closing;
+  }
+
+  /** Wires SIGHUP to reload and SIGTERM/SIGINT to a graceful stop (a second signal exits at once). */
   handleSignals(exit: (code: number) => void = process.exit): void {
     process.on('SIGHUP', () => {
       void this.reloadAll();
     });
-    let stopping = false;
     const stop = () => {
-      if (stopping) return exit(1);
-      stopping = true;
+      if (this.stopping) return exit(1);
       void this.close().then(() => exit(0));
     };
     process.on('SIGTERM', stop);

@@ -1,9 +1,12 @@
 /**
  * `switchyard` command line: serve, validate, schema.
  */
+import cluster from 'node:cluster';
 import { writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 import { loadCatalog } from '../catalog.ts';
+import { ClusterPrimary, runWorker } from '../cluster.ts';
 import { loadService } from '../config/load.ts';
 import { fullServiceSchema } from '../config/service-schema.ts';
 import { ConfigError, formatProblem } from '../config/source.ts';
@@ -11,6 +14,8 @@ import { Gateway } from '../gateway.ts';
 
 const usage = `usage:
   switchyard serve <config...> [--set path=value ...]   run services
+      --workers N|auto   N worker processes sharing the listeners (node:cluster); auto: one per core
+      --watch            reload a service when its config file or directory changes
   switchyard validate <config...> [--set path=value]    check configs; exit 1 on any error
   switchyard schema [--out file]                         print the service config JSON Schema
 `;
@@ -20,14 +25,42 @@ export async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,
-    options: { set: { type: 'string', multiple: true }, out: { type: 'string' }, help: { type: 'boolean' } },
+    options: {
+      set: { type: 'string', multiple: true },
+      out: { type: 'string' },
+      help: { type: 'boolean' },
+      workers: { type: 'string' },
+      watch: { type: 'boolean' },
+    },
   });
   const set = values.set ?? [];
   switch (command) {
     case 'serve': {
       if (positionals.length === 0) return fail('serve needs at least one config file');
+      if (cluster.isWorker) {
+        // A worker forked by `serve --workers`: it reruns this command line (runtime/cluster.ts).
+        await runWorker(positionals, { set }).catch(() => process.exit(1));
+        return -1;
+      }
+      const workers = parseWorkers(values.workers);
+      if (workers === undefined) return fail('--workers takes a positive integer or "auto"');
+      if (workers > 0) {
+        try {
+          const primary = await ClusterPrimary.start(positionals, { set, workers, watch: values.watch });
+          primary.handleSignals();
+          for (const s of primary.services) {
+            const p = s.ports;
+            process.stderr.write(
+              `${s.name}: http://127.0.0.1:${p.main}${p.metrics ? `  metrics :${p.metrics}` : ''}${p.admin ? `  admin :${p.admin}` : ''}  (${workers} workers)\n`,
+            );
+          }
+          return -1;
+        } catch (err) {
+          return report(err);
+        }
+      }
       try {
-        const gateway = await Gateway.start(positionals, { set });
+        const gateway = await Gateway.start(positionals, { set, watch: values.watch });
         gateway.handleSignals();
         for (const s of gateway.services) {
           const p = s.info.ports;
@@ -65,6 +98,14 @@ export async function main(argv: string[]): Promise<number> {
       process.stdout.write(usage);
       return command === undefined || command === 'help' || values.help ? 0 : 2;
   }
+}
+
+/** 0 without --workers (one process); undefined when the value is not valid. */
+function parseWorkers(value: string | undefined): number | undefined {
+  if (value === undefined) return 0;
+  if (value === 'auto') return availableParallelism();
+  const n = Number(value);
+  return Number.isInteger(n) && n >= 1 ? n : undefined;
 }
 
 function fail(message: string): number {

@@ -1,13 +1,22 @@
 /**
  * The admin listener: config status, hot reload and health of everything in the graph.
  * Bind it to a private address; with `admin.token` set, calls need `Authorization: Bearer`.
+ * It serves one service (`ServiceRuntime`), or in cluster mode all the workers running that
+ * service (`runtime/cluster.ts`, from the primary).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Koa from 'koa';
-import { graphHealth } from '../service/graph.ts';
-import type { ServiceRuntime } from '../service/runtime.ts';
 
-export function createAdminApp(runtime: ServiceRuntime, token?: string): Koa {
+export interface AdminTarget {
+  /** What is running now (GET /admin/config). */
+  status(): Record<string, unknown> | Promise<Record<string, unknown>>;
+  /** The reload transaction (POST /admin/reload): 200 when `ok`, else 422. */
+  reload(): Promise<{ ok: boolean }>;
+  /** Health of everything (GET /admin/health): 200 when `ok`, else 503. */
+  health(): Promise<{ ok: boolean; checks: Record<string, unknown> }>;
+}
+
+export function createAdminApp(runtime: AdminTarget, token?: string): Koa {
   const app = new Koa();
   app.silent = true;
   const expected = token ? digest(token) : undefined;
@@ -23,16 +32,15 @@ export function createAdminApp(runtime: ServiceRuntime, token?: string): Koa {
     }
     const route = `${ctx.method} ${ctx.path}`;
     if (route === 'GET /admin/config') {
-      ctx.body = runtime.status();
+      ctx.body = await runtime.status();
     } else if (route === 'POST /admin/reload') {
       const outcome = await runtime.reload();
       ctx.status = outcome.ok ? 200 : 422;
       ctx.body = { status: outcome.ok ? 'reloaded' : 'failed', ...outcome };
     } else if (route === 'GET /admin/health') {
-      const checks = await graphHealth(runtime.graph);
-      const ok = Object.values(checks).every((c) => c.ok);
+      const { ok, ...report } = await runtime.health();
       ctx.status = ok ? 200 : 503;
-      ctx.body = { status: ok ? 'ok' : 'degraded', checks };
+      ctx.body = { status: ok ? 'ok' : 'degraded', ...report };
     } else {
       ctx.status = 404;
       ctx.body = { error: 'not_found', message: `No admin route ${route}`, details: {} };

@@ -2,10 +2,10 @@
  * A running service: its listeners (main, metrics, admin), its current graph, and hot reload as
  * a transaction — load and validate the file, build and warm a whole new graph, then swap it in
  * atomically. Requests already running finish on the graph they started on; the old graph is
- * closed once they are done. A config that fails to load or build changes nothing.
+ * closed once they are done — including the responses still streaming their body (SSE) after
+ * the pipeline returned. A config that fails to load or build changes nothing.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { Server, ServerResponse } from 'node:http';
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import { collectDefaultMetrics } from 'prom-client';
@@ -13,18 +13,26 @@ import { type LoadOptions, loadService } from '../config/load.ts';
 import { ConfigError, type ConfigProblem } from '../config/source.ts';
 import { createLogger } from '../observability/logger.ts';
 import { createMetricsKit, type MetricsKit } from '../observability/metrics.ts';
-import type { ServiceInfo } from '../plugin.ts';
+import type { HealthReport, ServiceInfo } from '../plugin.ts';
 import { createAdminApp } from '../server/admin.ts';
 import { createRequestCore } from '../server/handler.ts';
+import { createListener, metricsEndpoint, startListener, type UpgradeListener } from '../server/listener.ts';
 import { createUpgradeHandler, type UpgradeHandler } from '../server/upgrade.ts';
 import type { GatewayContext } from '../state.ts';
-import { buildGraph, closeGraph, describeResources, type ServiceGraph } from './graph.ts';
+import { buildGraph, closeGraph, describeResources, graphHealth, type ServiceGraph } from './graph.ts';
 
 export interface ServiceRuntimeOptions extends LoadOptions {
   /** Use this logger instead of the one the config describes (tests). */
   logger?: Logger;
   /** How long start and reload wait for upstreams to become ready before going on. */
   warmupMs?: number;
+  /**
+   * `main` serves the main listener only: in a cluster worker, whose metrics and admin listeners
+   * are the primary's (runtime/cluster.ts). Default `all`.
+   */
+  listeners?: 'all' | 'main';
+  /** Cluster worker id, written on every log line as `worker`. */
+  worker?: number;
 }
 
 export interface ReloadOutcome {
@@ -47,6 +55,10 @@ export class ServiceRuntime {
   private upgrades: UpgradeHandler | undefined;
   private closing = false;
   private reloading: Promise<ReloadOutcome> | undefined;
+  /** Responses not finished yet, per graph (a streamed body outlives its pipeline). */
+  private readonly openResponses = new WeakMap<ServiceGraph, number>();
+  /** Replaced graphs still draining; close() closes them too. */
+  private readonly retired = new Set<ServiceGraph>();
 
   private constructor(
     readonly file: string,
@@ -63,7 +75,9 @@ export class ServiceRuntime {
     const loaded = await loadService(file, options);
     const { config } = loaded;
     // `service` is in the logger's base; a child binding it again would write the key twice.
-    const logger = options.logger ?? createLogger(config.logging, { service: config.service });
+    const base =
+      options.worker === undefined ? { service: config.service } : { service: config.service, worker: options.worker };
+    const logger = options.logger ?? createLogger(config.logging, base);
     const metrics = createMetricsKit();
     metrics.registry.setDefaultLabels({ service: config.service });
     collectDefaultMetrics({ register: metrics.registry });
@@ -120,6 +134,7 @@ export class ServiceRuntime {
     app.use(async (ctx) => {
       // Pin the graph at arrival: a reload during this request does not affect it.
       const graph = this.graph;
+      this.holdUntilSent(graph, ctx.res);
       await core.handle(graph, ctx as unknown as GatewayContext);
     });
     const serveMain = app.callback();
@@ -136,18 +151,14 @@ export class ServiceRuntime {
     });
     this.info.ports.main = await this.serve(serveMain, config.listen.host, config.listen.port, this.upgrades.handle);
     this.info.mainUrl = localUrl(config.listen.host, this.info.ports.main);
+    if (this.options.listeners === 'main') return;
 
     if (config.metrics) {
       const registry = this.metrics.registry;
-      const path = config.metrics.path;
-      const handler = async (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => {
-        if (req.url?.split('?')[0] !== path || (req.method !== 'GET' && req.method !== 'HEAD')) {
-          res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
-          return;
-        }
-        const body = await registry.metrics();
-        res.writeHead(200, { 'content-type': registry.contentType }).end(body);
-      };
+      const handler = metricsEndpoint(config.metrics.path, async () => ({
+        contentType: registry.contentType,
+        text: await registry.metrics(),
+      }));
       this.info.ports.metrics = await this.serve(handler, config.metrics.host, config.metrics.port);
     }
     if (config.admin) {
@@ -156,29 +167,32 @@ export class ServiceRuntime {
     }
   }
 
+  /**
+   * Counts a response as open on `graph` until it is sent or its connection closes ('close' is
+   * emitted in both cases), so that a reload or shutdown waits for streamed bodies too.
+   */
+  private holdUntilSent(graph: ServiceGraph, res: ServerResponse): void {
+    this.openResponses.set(graph, (this.openResponses.get(graph) ?? 0) + 1);
+    res.once('close', () => {
+      this.openResponses.set(graph, (this.openResponses.get(graph) ?? 1) - 1);
+    });
+  }
+
+  /** True while a request, a response body or an upgraded connection still uses `graph`. */
+  private busy(graph: ServiceGraph): boolean {
+    // graph.inflight: pipelines running and upgraded connections (runtime/server/handler.ts, upgrade.ts).
+    return graph.inflight > 0 || (this.openResponses.get(graph) ?? 0) > 0;
+  }
+
   private serve(
     handler: (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => void,
     host: string,
     port: number,
-    onUpgrade?: (req: import('node:http').IncomingMessage, socket: import('node:stream').Duplex, head: Buffer) => void,
+    onUpgrade?: UpgradeListener,
   ): Promise<number> {
-    const limits = this.graph.loaded.config.limits;
-    const server = createServer(handler);
-    // Node's defaults (5 s keep-alive, 300 s request timeout) break long-lived clients such as
-    // MCP sessions behind a load balancer: keep idle connections open longer than the balancer
-    // does (so it never reuses a socket we are closing), and do not cut slow request uploads.
-    server.keepAliveTimeout = limits.keep_alive_timeout_ms;
-    server.headersTimeout = limits.keep_alive_timeout_ms + 5000;
-    server.requestTimeout = 0;
-    if (onUpgrade) server.on('upgrade', onUpgrade);
+    const server = createListener(handler, this.graph.loaded.config.limits.keep_alive_timeout_ms, onUpgrade);
     this.servers.push(server);
-    return new Promise((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => {
-        server.off('error', reject);
-        resolve((server.address() as AddressInfo).port);
-      });
-    });
+    return startListener(server, host, port);
   }
 
   /** Reloads the config file. Concurrent calls share one reload. */
@@ -203,7 +217,7 @@ export class ServiceRuntime {
       });
       await this.warm(graph);
       this.graph = graph;
-      this.retire(old, graph);
+      this.retire(old);
       outcome = {
         ok: true,
         at,
@@ -222,20 +236,40 @@ export class ServiceRuntime {
     return outcome;
   }
 
-  /** Closes a replaced graph once the requests still running on it are done. */
-  private retire(old: ServiceGraph, replacement: ServiceGraph): void {
+  /** Closes a replaced graph once the requests and responses still using it are done. */
+  private retire(old: ServiceGraph): void {
+    this.retired.add(old);
     const deadline = Date.now() + this.graph.loaded.config.limits.drain_timeout_ms;
     const attempt = () => {
-      if (old.inflight > 0 && Date.now() < deadline) {
+      if (!this.retired.has(old) || this.closing) return; // close() takes over
+      if (this.busy(old) && Date.now() < deadline) {
         setTimeout(attempt, 50).unref();
         return;
       }
-      void closeGraph(old, replacement);
+      void this.closeRetired(old);
     };
     attempt();
   }
 
-  /** Graceful stop: refuse new connections, let in-flight requests finish, then close. */
+  /**
+   * Closes a retired graph's stages and resources, and the upstreams no live graph (the current
+   * one, or another still draining) shares: an upstream carried over is closed by its last owner.
+   */
+  private closeRetired(graph: ServiceGraph): Promise<void> {
+    this.retired.delete(graph);
+    const live = [this.graph, ...this.retired];
+    const upstreams = new Map(
+      live.flatMap((g, i) => [...g.upstreams].map(([name, u]) => [`${i}:${name}`, u] as const)),
+    );
+    // closeGraph keeps the upstreams of its `keep` graph; here that is every live graph's.
+    return closeGraph(graph, { upstreams } as ServiceGraph);
+  }
+
+  /**
+   * Graceful stop: refuse new connections, let in-flight requests and the responses still
+   * streaming (on the current graph and on replaced ones still draining) finish, up to
+   * `limits.drain_timeout_ms`, then close everything.
+   */
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
@@ -247,13 +281,21 @@ export class ServiceRuntime {
           s.closeIdleConnections();
         }),
     );
-    while (this.graph.inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    const draining = () => this.busy(this.graph) || [...this.retired].some((g) => this.busy(g));
+    while (draining() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
     for (const s of this.servers) s.closeAllConnections();
     await this.upgrades?.shutdown();
     await Promise.all(closed);
+    for (const g of [...this.retired]) await this.closeRetired(g);
     await closeGraph(this.graph);
     this.logger.info('service stopped');
     this.logger.flush?.();
+  }
+
+  /** Health of everything in the current graph, for the admin listener. */
+  async health(): Promise<{ ok: boolean; checks: Record<string, HealthReport> }> {
+    const checks = await graphHealth(this.graph);
+    return { ok: Object.values(checks).every((c) => c.ok), checks };
   }
 
   /** What is running now, for the config-status endpoint. */
@@ -281,6 +323,8 @@ export class ServiceRuntime {
         stages: r.stages.map((s) => ({ plugin: s.plugin, on_error: s.onError, ...(s.instance.describe?.() ?? {}) })),
       })),
       in_flight: g.inflight,
+      open_responses: this.openResponses.get(g) ?? 0,
+      draining_graphs: this.retired.size,
       last_reload: this.lastReload ?? null,
     };
   }

@@ -1,0 +1,53 @@
+/**
+ * HTTP listeners as every listener of the gateway needs them (main, metrics, admin; in a single
+ * process or in a cluster's primary), and the Prometheus text endpoint.
+ */
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+
+export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+
+/** Starts a listener; resolves to the port it is bound to (useful with port 0). */
+export async function startListener(server: Server, host: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+export function createListener(
+  handler: RequestListener,
+  keepAliveTimeoutMs: number,
+  onUpgrade?: UpgradeListener,
+): Server {
+  const server = createServer(handler);
+  // Node's defaults (5 s keep-alive, 300 s request timeout) break long-lived clients such as
+  // MCP sessions behind a load balancer: keep idle connections open longer than the balancer
+  // does (so it never reuses a socket we are closing), and do not cut slow request uploads.
+  server.keepAliveTimeout = keepAliveTimeoutMs;
+  server.headersTimeout = keepAliveTimeoutMs + 5000;
+  server.requestTimeout = 0;
+  if (onUpgrade) server.on('upgrade', onUpgrade);
+  return server;
+}
+
+/** `GET`/`HEAD <path>` answers the Prometheus text `produce` gives; anything else is 404. */
+export function metricsEndpoint(
+  path: string,
+  produce: () => Promise<{ contentType: string; text: string }>,
+): RequestListener {
+  return (req: IncomingMessage, res: ServerResponse) => {
+    if (req.url?.split('?')[0] !== path || (req.method !== 'GET' && req.method !== 'HEAD')) {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+      return;
+    }
+    produce().then(
+      ({ contentType, text }) => res.writeHead(200, { 'content-type': contentType }).end(text),
+      (err: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics unavailable: ${err.message}\n`),
+    );
+  };
+}

@@ -1,0 +1,189 @@
+/**
+ * `switchyard serve --workers 2`, run as an operator runs it (a child process): both workers
+ * answer, a reload (admin API, SIGHUP, or the reload-api stage on the main listener) reaches both,
+ * /metrics adds up the workers, a killed worker comes back, SIGTERM stops everything cleanly.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { get } from 'node:http';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, until } from '../helpers/servers.ts';
+import { writeServiceFile } from '../helpers/services.ts';
+
+const root = join(import.meta.dirname, '../..');
+const probes = join(import.meta.dirname, 'fixtures/runtime-probes.ts');
+
+function serviceYaml(ports: { main: number; metrics: number; admin: number }, label: string): string {
+  return `service: cluster-test
+listen: { port: ${ports.main} }
+metrics: { port: ${ports.metrics} }
+admin: { port: ${ports.admin} }
+plugins: [${JSON.stringify(probes)}]
+limits: { drain_timeout_ms: 3000 }
+routes:
+  - match: { method: GET, path: /who }
+    pipeline: [{ whoami: { label: ${label} } }]
+  - match: { method: POST, path: /reload }
+    pipeline: [{ reload-api: {} }]
+`;
+}
+
+interface Who {
+  pid: number;
+  worker: number;
+  label: string;
+}
+
+/** GET on a new connection each time, so the cluster hands it to the next worker. */
+function who(url: string): Promise<Who> {
+  return new Promise((resolve, reject) => {
+    get(`${url}/who`, { agent: false }, (res) => {
+      let text = '';
+      res.on('data', (d) => {
+        text += d;
+      });
+      res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(text)) : reject(new Error(text))));
+    }).on('error', reject);
+  });
+}
+
+interface Status {
+  config_hash: string;
+  cluster: { workers_ready: number };
+  workers: Array<{ worker_id: number; pid: number; config_hash: string }>;
+}
+
+describe('serve --workers 2', () => {
+  let child: ChildProcess;
+  let file: string;
+  let ports: { main: number; metrics: number; admin: number };
+  let url: string;
+  let admin: string;
+  let stderr = '';
+
+  const status = async (): Promise<Status> => (await fetch(`${admin}/admin/config`)).json() as Promise<Status>;
+  const hashes = async () => (await status()).workers.map((w) => w.config_hash);
+
+  beforeAll(async () => {
+    ports = { main: await freePort(), metrics: await freePort(), admin: await freePort() };
+    url = `http://127.0.0.1:${ports.main}`;
+    admin = `http://127.0.0.1:${ports.admin}`;
+    file = writeServiceFile(serviceYaml(ports, 'one'));
+    child = spawn(process.execPath, [join(root, 'bin/switchyard.js'), 'serve', '--workers', '2', file], {
+      cwd: root,
+      env: { ...process.env, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout?.resume();
+    child.stderr?.on('data', (d) => {
+      stderr += d;
+    });
+    await until(() => /\(2 workers\)/.test(stderr) || child.exitCode !== null, 30000);
+    expect(stderr).toMatch(/cluster-test: http:\/\/127\.0\.0\.1:\d+ {2}metrics :\d+ {2}admin :\d+ {2}\(2 workers\)/);
+  }, 40000);
+
+  afterAll(async () => {
+    if (child && child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+    }
+  });
+
+  it('both workers answer requests, round-robin', async () => {
+    const answers = await Promise.all(Array.from({ length: 6 }, () => who(url)));
+    expect(new Set(answers.map((a) => a.pid)).size).toBe(2);
+    expect(answers.every((a) => a.label === 'one')).toBe(true);
+    const s = await status();
+    expect(s.cluster.workers_ready).toBe(2);
+    expect(new Set(s.workers.map((w) => w.pid))).toEqual(new Set(answers.map((a) => a.pid)));
+  });
+
+  it('/metrics on the primary adds up every worker', async () => {
+    const before = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
+    const count = (text: string) =>
+      Number(
+        /switchyard_requests_total\{route="GET \/who",method="GET",status="200",service="cluster-test"\} (\d+)/.exec(
+          text,
+        )?.[1] ?? 0,
+      );
+    await Promise.all(Array.from({ length: 4 }, () => who(url)));
+    const after = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
+    expect(count(after) - count(before)).toBe(4);
+    expect(after).toMatch(/switchyard_cluster_workers\{service="cluster-test"\} 2/);
+  });
+
+  it('POST /admin/reload reaches every worker; a bad config changes none', async () => {
+    const [old] = await hashes();
+    writeServiceFile(serviceYaml(ports, 'two'), join(file, '..'));
+    const res = await fetch(`${admin}/admin/reload`, { method: 'POST' });
+    expect(res.status).toBe(200);
+    const out = (await res.json()) as {
+      ok: boolean;
+      changed: boolean;
+      hash: string;
+      workers: Array<{ ok: boolean; hash: string }>;
+    };
+    expect(out).toMatchObject({ status: 'reloaded', ok: true, changed: true });
+    expect(out.workers.map((w) => [w.ok, w.hash])).toEqual([
+      [true, out.hash],
+      [true, out.hash],
+    ]);
+    expect(await hashes()).toEqual([out.hash, out.hash]);
+    expect(out.hash).not.toBe(old);
+    const answers = await Promise.all(Array.from({ length: 4 }, () => who(url)));
+    expect(new Set(answers.map((a) => a.label))).toEqual(new Set(['two']));
+
+    writeServiceFile(`${serviceYaml(ports, 'two')}bogus: 1\n`, join(file, '..'));
+    const bad = await fetch(`${admin}/admin/reload`, { method: 'POST' });
+    expect(bad.status).toBe(422);
+    expect(await bad.json()).toMatchObject({ ok: false, problems: [expect.objectContaining({ line: 12 })] });
+    expect(await hashes()).toEqual([out.hash, out.hash]);
+  });
+
+  it('SIGHUP to the primary reloads every worker', async () => {
+    const [old] = await hashes();
+    writeServiceFile(serviceYaml(ports, 'three'), join(file, '..'));
+    child.kill('SIGHUP');
+    await until(async () => {
+      const h = await hashes();
+      return h.length === 2 && h.every((x) => x !== old) && h[0] === h[1];
+    }, 10000);
+    const answers = await Promise.all(Array.from({ length: 4 }, () => who(url)));
+    expect(new Set(answers.map((a) => a.label))).toEqual(new Set(['three']));
+  });
+
+  it('a reload asked on the main listener (reload-api stage) reaches every worker', async () => {
+    const [old] = await hashes();
+    writeServiceFile(serviceYaml(ports, 'four'), join(file, '..'));
+    const res = await fetch(`${url}/reload`, { method: 'POST', headers: { connection: 'close' } });
+    expect(res.status).toBe(200);
+    const h = await hashes();
+    expect(h[0]).not.toBe(old);
+    expect(h).toEqual([h[0], h[0]]);
+  });
+
+  it('a worker that dies is forked again', async () => {
+    const before = await status();
+    const victim = before.workers[0]?.pid as number;
+    process.kill(victim, 'SIGKILL');
+    await until(async () => {
+      const s = await status();
+      return s.cluster.workers_ready === 2 && !s.workers.some((w) => w.pid === victim);
+    }, 15000);
+    const answers = await Promise.all(Array.from({ length: 4 }, () => who(url)));
+    expect(new Set(answers.map((a) => a.pid)).size).toBe(2);
+    expect(new Set(answers.map((a) => a.label))).toEqual(new Set(['four']));
+    const metrics = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
+    expect(metrics).toMatch(/switchyard_cluster_worker_restarts_total\{service="cluster-test"\} 1/);
+  }, 20000);
+
+  it('SIGTERM drains every worker and exits 0', async () => {
+    const pids = (await status()).workers.map((w) => w.pid);
+    const exited = once(child, 'exit');
+    child.kill('SIGTERM');
+    const [code] = await exited;
+    expect(code).toBe(0);
+    for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow();
+  }, 15000);
+});
