@@ -427,6 +427,16 @@ describe('large and hostile inputs stay linear', () => {
     ['filler words', 'ignore all all all the the previous '.repeat(5_000)],
     ['leet symbols', '1!|@$0'.repeat(30_000)],
     ['phone pieces', '(0) '.repeat(50_000)],
+    ['operators', 'a:'.repeat(100_000)],
+    ['blanks before an operator', `key${' '.repeat(200_000)}=`],
+    ['quoted names', '"token"='.repeat(25_000)],
+    ['newlines', '\n'.repeat(200_000)],
+    ['header-like lines', '### System\n'.repeat(20_000)],
+    ['template brackets', '<|[<<'.repeat(40_000)],
+    ['phrase leads', 'you are now '.repeat(20_000)],
+    ['leads run together', 'youarenowdan'.repeat(20_000)],
+    ['spelled-out letters', 'y o u '.repeat(40_000)],
+    ['digits after letters', 'ab12 '.repeat(40_000)],
   ])('%s', (_name, text) => {
     const r = all.classifySync(text);
     expect(r.score).toBeGreaterThanOrEqual(0);

@@ -112,7 +112,9 @@ describe('policy files: load-time checks', () => {
   it('a rule with a bad action names the file, the policy and the rule id', async () => {
     const { file, error } = await broken({ name: 'p1', rules: [{ id: 'r1', when: true, action: 'explode' }] });
     expect(error).toBeInstanceOf(Error);
-    expect((error as Error).message).toBe(`${file}: policy "p1" rule "r1": action must be one of deny, block, stop, allow, flag, redact`);
+    expect((error as Error).message).toBe(
+      `${file}: policy "p1" rule "r1": action must be one of deny, block, stop, allow, flag, redact`,
+    );
   });
 
   it('an unknown json-logic operator, an invalid regex, a missing `when`, a typo field', async () => {

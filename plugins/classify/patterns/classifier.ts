@@ -41,10 +41,17 @@ export class PatternClassifier implements Classifier {
   readonly #negative: string;
   readonly #weights: ReadonlyMap<string, number>;
 
-  constructor(spec: PatternClassifierSpec) {
+  /**
+   * `reference`: run each detector's plain search (`Detector.reference`) instead of the one with
+   * prefilters; tests compare the two.
+   */
+  constructor(spec: PatternClassifierSpec, options: { reference?: boolean } = {}) {
     this.name = spec.name;
     this.#tier = spec.tier ?? 'A';
     this.#detectors = selectDetectors(spec.detectors);
+    if (options.reference) {
+      this.#detectors = this.#detectors.map((d) => (d.reference ? { ...d, find: d.reference } : d));
+    }
     if (this.#detectors.length === 0) throw new Error(`classifier "${spec.name}": no detectors selected`);
     this.#threshold = spec.threshold ?? DEFAULT_THRESHOLD;
     this.#positive = spec.labels?.positive;
@@ -77,8 +84,22 @@ export class PatternClassifier implements Classifier {
     const view = new TextView(text);
     const found: Found[] = [];
     for (const detector of this.#detectors) {
+      const findings = detector.find(view);
+      if (findings.length === 0) continue;
       const override = this.#weights.get(detector.id);
-      for (const f of detector.find(view)) found.push({ ...f, weight: override ?? f.weight, detector });
+      for (const f of findings) found.push({ ...f, weight: override ?? f.weight, detector });
+    }
+    if (found.length === 0) {
+      // The common case: nothing found, nothing to combine.
+      return {
+        classifier: this.name,
+        label: this.#negative,
+        score: 0,
+        confidence: 1,
+        spans: [],
+        latency_ms: round(performance.now() - started, 3),
+        detail: { threshold: this.#threshold, detectors: {} },
+      };
     }
     const spans: Span[] = [];
     const fired: Record<string, { score: number; matches: number }> = {};

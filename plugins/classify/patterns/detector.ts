@@ -25,11 +25,17 @@ export interface Detector {
   family: Family;
   description: string;
   find(view: TextView): Finding[];
+  /**
+   * The same search done the plain way, without the prefilters `find` uses to skip text that
+   * cannot match (tests check that both agree); absent when `find` has none.
+   */
+  reference?(view: TextView): Finding[];
 }
 
 /** The text under classification, with derived forms computed once and shared by detectors. */
 export class TextView {
   #normalized?: Normalized;
+  #derived?: Map<(view: TextView) => unknown, unknown>;
   constructor(readonly text: string) {}
 
   /** Lower-cased, de-obfuscated form for phrase matching (see normalize.ts). */
@@ -37,18 +43,33 @@ export class TextView {
     this.#normalized ??= normalizeForPhrases(this.text);
     return this.#normalized;
   }
+
+  /** `derive(this)`, computed once per text for all the detectors that use it. */
+  derived<T>(derive: (view: TextView) => T): T {
+    this.#derived ??= new Map();
+    if (this.#derived.has(derive)) return this.#derived.get(derive) as T;
+    const value = derive(this);
+    this.#derived.set(derive, value);
+    return value;
+  }
 }
 
-/** Every match of a global regex, mapped to findings; `accept` may refine or reject a match. */
+/**
+ * Every match of a global regex from `from` on (-1: none), mapped to findings; `accept` may refine
+ * or reject a match. `from` is where a match can start at the earliest (see `firstAnchor`), so
+ * that text which cannot match is not searched.
+ */
 export function findAll(
   text: string,
   re: RegExp,
   label: string,
   weight: number,
   accept?: (m: RegExpExecArray) => { start: number; end: number } | boolean,
+  from = 0,
 ): Finding[] {
   const out: Finding[] = [];
-  re.lastIndex = 0;
+  if (from < 0) return out;
+  re.lastIndex = from;
   for (let m = re.exec(text); m !== null; m = re.exec(text)) {
     if (m[0].length === 0) {
       re.lastIndex++;
@@ -60,4 +81,24 @@ export function findAll(
     out.push({ start: range.start, end: range.end, label, weight });
   }
   return out;
+}
+
+/**
+ * A literal that a match of a pattern contains at most `offset` characters after its start:
+ * `['AKIA', 0]`; `['_', 6]` for `ghp_...` and `github_pat_...`.
+ */
+export type Anchor = readonly [literal: string, offset: number];
+
+/**
+ * Where a match can start at the earliest, given anchors one of which every match contains: the
+ * first occurrence of each, less its offset (-1 when none occurs, so nothing can match).
+ * `indexOf` scans far faster than a regex that tries every position.
+ */
+export function firstAnchor(text: string, anchors: readonly Anchor[]): number {
+  let first = -1;
+  for (const [literal, offset] of anchors) {
+    const at = text.indexOf(literal);
+    if (at !== -1 && (first === -1 || at - offset < first)) first = Math.max(0, at - offset);
+  }
+  return first;
 }

@@ -3,7 +3,7 @@
  * gave the model. Phrases match the normalized text (case, spacing, leetspeak and inserted
  * punctuation undone); chat-template tokens match the original text.
  */
-import { type Detector, findAll } from './detector.ts';
+import { type Anchor, type Detector, type Finding, findAll, firstAnchor } from './detector.ts';
 import { any, opt, phrase, phraseFinder, upTo } from './phrases.ts';
 
 const LABEL = 'PROMPT_INJECTION';
@@ -27,7 +27,7 @@ const ignoreInstructions: Detector = {
   id: 'ignore_instructions',
   family: 'prompt_injection',
   description: 'Asks the model to ignore, forget or override its previous instructions.',
-  find: phraseFinder(LABEL, [
+  ...phraseFinder(LABEL, [
     {
       weight: 0.9,
       phrases: [
@@ -61,7 +61,7 @@ const systemPromptLeak: Detector = {
   id: 'system_prompt_leak',
   family: 'prompt_injection',
   description: 'Asks the model to reveal its system prompt or hidden instructions.',
-  find: phraseFinder(LABEL, [
+  ...phraseFinder(LABEL, [
     {
       weight: 0.8,
       phrases: [
@@ -112,7 +112,7 @@ const instructionOverride: Detector = {
   id: 'instruction_override',
   family: 'prompt_injection',
   description: 'Announces new instructions, a new role or an override (weak on its own).',
-  find: phraseFinder(LABEL, [
+  ...phraseFinder(LABEL, [
     {
       weight: 0.6,
       phrases: [
@@ -155,12 +155,41 @@ const TEMPLATE_TOKENS =
 const ROLE_HEADER =
   /(?<![^\n])[ \t]{0,8}(?:#{1,6}[ \t]{0,4})?[[<]?(?:system|developer)(?: (?:prompt|message|instructions?))?[\]>]?[ \t]{0,4}[:\]>]/gim;
 
+/** The same, tried at one position: a header starts a line and lies within it. */
+const ROLE_HEADER_AT = new RegExp(ROLE_HEADER.source, 'imy');
+
 const chatTemplateTokens: Detector = {
   id: 'chat_template_tokens',
   family: 'prompt_injection',
   description: 'Chat-template control tokens (<|im_start|>, [INST], <<SYS>>) or a forged "System:" header line.',
-  find: (view) => [...findAll(view.text, TEMPLATE_TOKENS, LABEL, 0.8), ...findAll(view.text, ROLE_HEADER, LABEL, 0.4)],
+  // Every token starts with < or [; a header is tried at each line start (prompts have few lines).
+  find: (view) => [
+    ...findAll(view.text, TEMPLATE_TOKENS, LABEL, 0.8, undefined, firstAnchor(view.text, TOKEN_ANCHORS)),
+    ...roleHeaders(view.text),
+  ],
+  reference: (view) => [
+    ...findAll(view.text, TEMPLATE_TOKENS, LABEL, 0.8),
+    ...findAll(view.text, ROLE_HEADER, LABEL, 0.4),
+  ],
 };
+
+const TOKEN_ANCHORS: Anchor[] = [
+  ['<', 0],
+  ['[', 0],
+];
+
+function roleHeaders(text: string): Finding[] {
+  const out: Finding[] = [];
+  for (let line = 0; line < text.length; ) {
+    ROLE_HEADER_AT.lastIndex = line;
+    const m = ROLE_HEADER_AT.exec(text);
+    if (m !== null) out.push({ start: line, end: line + m[0].length, label: LABEL, weight: 0.4 });
+    const newline = text.indexOf('\n', line);
+    if (newline === -1) break;
+    line = newline + 1;
+  }
+  return out;
+}
 
 export const injectionDetectors: Detector[] = [
   ignoreInstructions,

@@ -53,7 +53,7 @@ const dan: Detector = {
   id: 'dan',
   family: 'jailbreak',
   description: '"Do Anything Now" and other named jailbreak personas (DAN, STAN, AIM, Mongo Tom...).',
-  find: phraseFinder(LABEL, [
+  ...phraseFinder(LABEL, [
     {
       weight: 0.9,
       phrases: [
@@ -70,7 +70,7 @@ const developerMode: Detector = {
   id: 'developer_mode',
   family: 'jailbreak',
   description: '"Developer mode", "god mode" and similar pretend modes that lift the rules.',
-  find: phraseFinder(LABEL, [
+  ...phraseFinder(LABEL, [
     {
       weight: 0.85,
       phrases: [
@@ -109,7 +109,7 @@ const restrictionRemoval: Detector = {
   id: 'restriction_removal',
   family: 'jailbreak',
   description: 'Claims or asks that the model be free of its rules, filters or ethics.',
-  find: phraseFinder(LABEL, [
+  ...phraseFinder(LABEL, [
     {
       weight: 0.85,
       phrases: [
@@ -174,7 +174,7 @@ const roleplayOverride: Detector = {
   id: 'roleplay_override',
   family: 'jailbreak',
   description: 'Role-play or hypotheticals used to drop the rules ("pretend you have no restrictions").',
-  find: phraseFinder(LABEL, [
+  ...phraseFinder(LABEL, [
     {
       weight: 0.85,
       phrases: [

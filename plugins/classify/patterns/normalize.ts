@@ -12,14 +12,14 @@
  * - letters spelled out one by one (`i g n o r e`, three or more) are joined.
  *
  * `l` is folded to `i` (as `1` and `|` are ambiguous between the two): phrase patterns get the same
- * folding (see `foldPattern`). `offsets[i]` is the index in the original text of normalized
+ * folding (see `foldPattern`). `originalIndex(i)` is the index in the original text of normalized
  * character `i`, so matches map back to spans of the original.
+ *
+ * It runs on every request a phrase classifier sees, so it makes one pass over the text into
+ * buffers reused from call to call (allocating typed arrays costs more than the pass itself), and
+ * notes on the way where the phrase detectors' leads begin (leading-words.ts).
  */
-
-export interface Normalized {
-  text: string;
-  offsets: Int32Array;
-}
+import { BOUNDARY, DEAD, END, PHRASE_LEADS, ROOT, ROW } from './leading-words.ts';
 
 /** Letter code (a-z) for each code unit that is a letter, 0 otherwise; built once. */
 const LETTER = new Uint8Array(0x10000);
@@ -31,8 +31,6 @@ const INVISIBLE = 2;
 for (const c of '.-_*\'`~^,/\\:;"+=#’‘·') KIND[c.charCodeAt(0)] = JOINER;
 // Zero-width space/joiners, word joiner, BOM, soft hyphen.
 for (const c of [0x200b, 0x200c, 0x200d, 0x2060, 0xfeff, 0x00ad]) KIND[c] = INVISIBLE;
-/** Builds strings from UTF-16 code units natively (String.fromCharCode.apply is slow on long runs). */
-const utf16 = new TextDecoder('utf-16le');
 
 (function buildTables() {
   const a = 'a'.charCodeAt(0);
@@ -95,44 +93,149 @@ const utf16 = new TextDecoder('utf-16le');
 })();
 
 const SPACE = 0x20;
+// normalize() writes these as literals (see there).
+if (ROOT !== 32 || DEAD !== 0 || END !== 1 || BOUNDARY !== 2 || ROW !== -32)
+  throw new Error('leading-words.ts constants changed');
 
 /** Folds a phrase pattern's literal letters the way the text is folded (`l` → `i`). */
 export function foldPattern(source: string): string {
   return source.replace(/l/g, 'i');
 }
 
+/** Normalized text, and where each of its characters came from. */
+export class Normalized {
+  #source: string;
+  #offsets: Int32Array;
+  /** The use of the shared buffers `#offsets` lies in; -1 once it owns them. */
+  #use: number;
+
+  constructor(
+    source: string,
+    /** Lower-case letters a-z and single spaces. */
+    readonly text: string,
+    /** Where phrase leads are: pairs (word start, trie entry), see leading-words.ts. */
+    readonly leadHits: number[],
+    offsets: Int32Array,
+    use: number,
+  ) {
+    this.#source = source;
+    this.#offsets = offsets;
+    this.#use = use;
+  }
+
+  /** Index in the original text of normalized character i. */
+  originalIndex(i: number): number {
+    if (this.#use !== -1 && this.#use !== shared.use) {
+      // The shared buffers went on to another text: normalize again, into buffers of its own.
+      this.#offsets = normalize(this.#source, fresh(this.#source.length)).offsets;
+      this.#use = -1;
+    }
+    return this.#offsets[i];
+  }
+}
+
+interface Buffers {
+  /** The normalized characters (a-z and space, so one byte each: latin1 makes the string natively). */
+  codes: Buffer;
+  offsets: Int32Array;
+  /** Incremented by every normalization into these buffers. */
+  use: number;
+}
+
+/** Texts up to this length reuse the shared buffers; longer ones get their own (not kept). */
+const SHARED_MAX = 64 * 1024;
+const shared: Buffers = { codes: Buffer.alloc(4096), offsets: new Int32Array(4096), use: 0 };
+const fresh = (n: number): Buffers => ({ codes: Buffer.alloc(n), offsets: new Int32Array(n), use: -1 });
+
 export function normalizeForPhrases(text: string): Normalized {
   const n = text.length;
-  const codes = new Uint16Array(n);
-  const offsets = new Int32Array(n);
+  let buffers = shared;
+  if (n > SHARED_MAX) buffers = fresh(n);
+  else if (shared.codes.length < n) {
+    const size = Math.min(SHARED_MAX, 2 ** Math.ceil(Math.log2(n)));
+    shared.codes = Buffer.alloc(size);
+    shared.offsets = new Int32Array(size);
+  }
+  const { text: normalized, hits, offsets } = normalize(text, buffers);
+  return new Normalized(text, normalized, hits, offsets, buffers.use);
+}
+
+/** One pass over the text into the buffers (see the top of the file). */
+function normalize(text: string, buffers: Buffers): { text: string; hits: number[]; offsets: Int32Array } {
+  // Locals, and literals for the numbers: in V8's optimized code a module-level binding costs a
+  // load and a check at each use, and a literal folds into the arithmetic.
+  const letter = LETTER;
+  const leet = LEET;
+  const kinds = KIND;
+  const space = 0x20; // SPACE
+  const a = 0x61;
+  const root = 32; // ROOT, DEAD, END, BOUNDARY, ROW: see leading-words.ts
+  const dead = 0;
+  const end = 1;
+  const boundary = 2;
+  const rowMask = -32;
+  const joiner = 1; // JOINER, INVISIBLE
+  const invisible = 2;
+  if (buffers.use !== -1) buffers.use++;
+  const { codes, offsets } = buffers;
+  const rows = PHRASE_LEADS.rows;
+  /** Pairs (word start, trie entry) where a lead ends; triples (word start, entry, next word) to go on with. */
+  const hits: number[] = [];
+  const pending: number[] = [];
+  let entry = root;
+  const n = text.length;
   let len = 0;
+  /** LETTER of the previous character, for leetspeak: 0 when it is not a letter. */
+  let previous = 0;
+  /** Single-letter words in a row so far, and whether three occurred (`i g n o r e`). */
+  let singles = 0;
+  let spelledOut = false;
+  let wordStart = 0;
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
-    let out = LETTER[c];
-    if (
-      out === 0 &&
-      c < 128 &&
-      LEET[c] !== 0 &&
-      ((i > 0 && LETTER[text.charCodeAt(i - 1)] !== 0) || (i + 1 < n && LETTER[text.charCodeAt(i + 1)] !== 0))
-    ) {
-      out = LEET[c];
+    let out = letter[c];
+    if (out === 0) {
+      if (c < 128 && leet[c] !== 0 && (previous !== 0 || (i + 1 < n && letter[text.charCodeAt(i + 1)] !== 0))) {
+        out = leet[c];
+      }
     }
+    previous = letter[c];
     if (out !== 0) {
+      if (entry !== dead) {
+        entry = rows[(entry & rowMask) + out - a];
+        if ((entry & end) !== 0) hits.push(wordStart, entry);
+      }
       codes[len] = out;
       offsets[len++] = i;
       continue;
     }
-    const kind = KIND[c];
-    if (kind === INVISIBLE) continue;
+    const kind = kinds[c];
+    if (kind === invisible) continue;
     // A joiner between letters (or leet letters) inside a word disappears.
-    if (kind === JOINER && len > 0 && codes[len - 1] !== SPACE && nextIsLetter(text, i + 1)) continue;
-    if (len > 0 && codes[len - 1] !== SPACE) {
-      codes[len] = SPACE;
+    if (kind === joiner && len > 0 && codes[len - 1] !== space && nextIsLetter(text, i + 1)) continue;
+    if (len > 0 && codes[len - 1] !== space) {
+      if (len - wordStart === 1) {
+        if (++singles >= 3) spelledOut = true;
+      } else singles = 0;
+      codes[len] = space;
       offsets[len++] = i;
+      // A lead of several words goes on after this space: the walk resumes once the text is built.
+      if ((entry & boundary) !== 0) pending.push(wordStart, entry, len);
+      wordStart = len;
+      entry = root;
     }
   }
-  if (len > 0 && codes[len - 1] === SPACE) len--;
-  return joinSpelledOut(codes, offsets, len);
+  if (len > 0 && codes[len - 1] === space) len--;
+  else if (len > 0 && len - wordStart === 1 && singles >= 2) spelledOut = true; // a run ending the text
+  if (spelledOut) {
+    // Joining letters changes the words: look for leads again.
+    const joined = joinSpelledOut(codes, offsets, len);
+    return { ...joined, hits: PHRASE_LEADS.scan(joined.text) };
+  }
+  const normalized = codes.toString('latin1', 0, len);
+  for (let p = 0; p < pending.length; p += 3)
+    PHRASE_LEADS.walk(normalized, pending[p], pending[p + 1], pending[p + 2], hits);
+  return { text: normalized, hits, offsets };
 }
 
 /** Whether the character at i is a letter or a leet character followed by a letter. */
@@ -143,13 +246,11 @@ function nextIsLetter(text: string, i: number): boolean {
   return c < 128 && LEET[c] !== 0 && i + 1 < text.length && LETTER[text.charCodeAt(i + 1)] !== 0;
 }
 
-/** Removes the spaces inside runs of three or more single letters: `i g n o r e` → `ignore`. */
-function joinSpelledOut(codes: Uint16Array, offsets: Int32Array, len: number): Normalized {
-  if (!hasSpelledOutRun(codes, len)) {
-    return { text: utf16.decode(codes.subarray(0, len)), offsets: offsets.subarray(0, len) };
-  }
-  const outCodes = new Uint16Array(len);
-  const outOffsets = new Int32Array(len);
+/**
+ * Removes the spaces inside runs of three or more single letters: `i g n o r e` → `ignore`. In
+ * place: the output never gets ahead of the input.
+ */
+function joinSpelledOut(codes: Buffer, offsets: Int32Array, len: number): { text: string; offsets: Int32Array } {
   let o = 0;
   let i = 0;
   while (i < len) {
@@ -167,30 +268,15 @@ function joinSpelledOut(codes: Uint16Array, offsets: Int32Array, len: number): N
     }
     if (run >= 3) {
       for (let k = 0; k < run; k++) {
-        outCodes[o] = codes[i + 2 * k];
-        outOffsets[o++] = offsets[i + 2 * k];
+        codes[o] = codes[i + 2 * k];
+        offsets[o++] = offsets[i + 2 * k];
       }
       i += 2 * run - 1; // at the space after the run (or past the end)
       continue;
     }
-    outCodes[o] = codes[i];
-    outOffsets[o++] = offsets[i];
+    codes[o] = codes[i];
+    offsets[o++] = offsets[i];
     i++;
   }
-  return { text: utf16.decode(outCodes.subarray(0, o)), offsets: outOffsets.subarray(0, o) };
-}
-
-/** Whether three single letters in a row (`x y z`) occur: the common text has none to join. */
-function hasSpelledOutRun(codes: Uint16Array, len: number): boolean {
-  let run = 0;
-  for (let j = 0; j < len; j++) {
-    if (codes[j] === SPACE) continue;
-    const single = (j === 0 || codes[j - 1] === SPACE) && (j + 1 === len || codes[j + 1] === SPACE);
-    if (!single) {
-      run = 0;
-      continue;
-    }
-    if (++run >= 3) return true;
-  }
-  return false;
+  return { text: codes.toString('latin1', 0, o), offsets };
 }

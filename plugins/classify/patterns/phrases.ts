@@ -5,31 +5,45 @@
  *
  *   phrase([any('ignore | disregard'), upTo(3, any('all | the')), any('instructions | rules')])
  *
- * Each alternative is a literal word or words, so repetitions are unambiguous and matching stays
- * linear; `l` is folded to `i` like the text.
+ * Each alternative is a literal word or words (lower-case letters), so repetitions are unambiguous
+ * and matching stays linear; `l` is folded to `i` like the text. From the same description each
+ * phrase gets its leads, the word sequences its matches start with, which let ordinary text be
+ * skipped (see leading-words.ts).
  */
-import type { Finding, TextView } from './detector.ts';
+import type { Detector, Finding, TextView } from './detector.ts';
+import { PHRASE_LEADS } from './leading-words.ts';
 import { foldPattern } from './normalize.ts';
 
+/** Alternatives (each a list of words), repeated min to max times. */
 export interface Part {
   src: string;
-  optional: boolean;
+  alternatives: string[][];
+  min: number;
+  max: number;
 }
 
 /** One of several words or multi-word expressions; an argument may list several, `a | b c | d`. */
 export function any(...alternatives: string[]): Part {
-  const words = alternatives.flatMap((a) => a.split('|')).map((a) => a.trim().split(/\s+/).join(' ?'));
-  return { src: `(?:${words.join('|')})`, optional: false };
+  const words = alternatives.flatMap((a) => a.split('|')).map((a) => a.trim().split(/\s+/));
+  if (words.some((w) => w.some((word) => !/^[a-z]+$/.test(word)))) {
+    throw new Error(`words must be lower-case letters: ${alternatives.join(' | ')}`);
+  }
+  return { src: `(?:${words.map((w) => w.join(' ?')).join('|')})`, alternatives: words, min: 1, max: 1 };
 }
 
 /** An optional part. */
 export function opt(part: Part): Part {
-  return { src: `(?:${part.src} ?)?`, optional: true };
+  return { src: `(?:${single(part).src} ?)?`, alternatives: part.alternatives, min: 0, max: 1 };
 }
 
 /** Zero to n occurrences of a part (filler words such as "all of the"). */
 export function upTo(n: number, part: Part): Part {
-  return { src: `(?:${part.src} ?){0,${n}}`, optional: true };
+  return { src: `(?:${single(part).src} ?){0,${n}}`, alternatives: part.alternatives, min: 0, max: n };
+}
+
+function single(part: Part): Part {
+  if (part.min !== 1 || part.max !== 1) throw new Error('opt() and upTo() take a part made with any()');
+  return part;
 }
 
 export interface PhraseOptions {
@@ -37,44 +51,118 @@ export interface PhraseOptions {
   wholeWord?: boolean;
 }
 
+export interface Phrase {
+  src: string;
+  /** Word sequences every match starts with one of (see leadsOf). */
+  leads: string[][];
+}
+
 /** Parts in sequence, starting at a word boundary; a string part is one literal word or words. */
-export function phrase(parts: Array<Part | string>, options: PhraseOptions = {}): string {
+export function phrase(parts: Array<Part | string>, options: PhraseOptions = {}): Phrase {
+  const all = parts.map((p) => (typeof p === 'string' ? any(p) : p));
+  if (all.every((p) => p.min === 0)) throw new Error('a phrase needs a part that is not optional');
   let src = '\\b';
-  parts.forEach((p, i) => {
-    const part = typeof p === 'string' ? any(p) : p;
+  all.forEach((part, i) => {
     // Optional parts carry their own trailing optional space.
-    src += part.optional || i === parts.length - 1 ? part.src : `${part.src} ?`;
+    src += part.min === 0 || i === all.length - 1 ? part.src : `${part.src} ?`;
   });
-  return options.wholeWord ? `${src}\\b` : src;
+  return { src: options.wholeWord ? `${src}\\b` : src, leads: leadsOf(all) };
+}
+
+/** Leads a phrase may have beyond its first required part: a bound on the size of the trie. */
+const MAX_LEADS = 16;
+
+/**
+ * The word sequences a match of the parts starts with: every way through the parts up to the
+ * first required one, then through further parts while there are at most MAX_LEADS ways, up to
+ * the last required part reached (a trailing optional part narrows nothing).
+ */
+function leadsOf(parts: Part[]): string[][] {
+  let ways: string[][] = [[]];
+  let settled: string[][] | undefined;
+  for (const part of parts) {
+    let count = 0;
+    for (let r = part.min; r <= part.max; r++) count += ways.length * part.alternatives.length ** r;
+    if (settled !== undefined && count > MAX_LEADS) break;
+    if (count > 4096) throw new Error('a phrase with that many ways to start needs a required part sooner');
+    const next = part.min === 0 ? [...ways] : [];
+    let layer = ways;
+    for (let r = 1; r <= part.max; r++) {
+      layer = layer.flatMap((way) => part.alternatives.map((words) => [...way, ...words]));
+      if (r >= part.min) next.push(...layer);
+    }
+    ways = next;
+    if (part.min > 0) settled = ways;
+  }
+  return settled ?? ways;
 }
 
 /** Phrases that carry one weight, compiled to a single regex. */
 export interface PhraseGroup {
   weight: number;
-  phrases: string[];
+  phrases: Phrase[];
 }
 
-/** Finds matches of phrase groups in the normalized text, mapped back to original spans. */
-export function phraseFinder(label: string, groups: PhraseGroup[]): (view: TextView) => Finding[] {
-  const compiled = groups.map((g) => ({
-    weight: g.weight,
-    re: new RegExp(foldPattern(g.phrases.join('|')), 'g'),
-  }));
-  return (view) => {
-    const { text, offsets } = view.normalized;
-    const out: Finding[] = [];
-    for (const { weight, re } of compiled) {
-      re.lastIndex = 0;
-      for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-        let end = m.index + m[0].length;
-        while (end > m.index && text.charCodeAt(end - 1) === 0x20) end--; // trailing optional space
-        if (end === m.index) {
-          re.lastIndex++;
-          continue;
+/** Per text, the word starts where each group may match (see leading-words.ts). */
+const groupStarts = (view: TextView) => PHRASE_LEADS.byGroup(view.normalized.leadHits);
+
+/**
+ * Finds matches of phrase groups in the normalized text, mapped back to original spans. Each
+ * group's regex runs (sticky) only at the word starts where one of its leads is: every match
+ * starts at one, so this finds what the plain search of the whole text (`reference`) finds.
+ */
+export function phraseFinder(label: string, groups: PhraseGroup[]): Pick<Detector, 'find' | 'reference'> {
+  const compiled = groups.map((g) => {
+    const src = foldPattern(g.phrases.map((p) => p.src).join('|'));
+    return {
+      weight: g.weight,
+      id: PHRASE_LEADS.addGroup(g.phrases.flatMap((p) => p.leads.map((lead) => lead.map(foldPattern)))),
+      sticky: new RegExp(src, 'y'),
+      global: new RegExp(src, 'g'),
+    };
+  });
+  return {
+    find(view) {
+      const byGroup = view.derived(groupStarts);
+      const out: Finding[] = [];
+      for (const { weight, id, sticky } of compiled) {
+        const starts = byGroup[id];
+        if (starts === undefined) continue;
+        const { text } = view.normalized;
+        let from = 0; // where the plain search would go on
+        for (const start of starts) {
+          if (start < from) continue;
+          sticky.lastIndex = start;
+          const m = sticky.exec(text);
+          if (m === null) continue;
+          from = start + m[0].length;
+          out.push(finding(view, start, from, label, weight));
         }
-        out.push({ start: offsets[m.index], end: offsets[end - 1] + 1, label, weight });
       }
-    }
-    return out;
+      return out;
+    },
+    reference(view) {
+      const { text } = view.normalized;
+      const out: Finding[] = [];
+      for (const { weight, global: re } of compiled) {
+        re.lastIndex = 0;
+        for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+          out.push(finding(view, m.index, m.index + m[0].length, label, weight));
+        }
+      }
+      return out;
+    },
+  };
+}
+
+/** The finding for normalized characters [start, end), its trailing optional space left out. */
+function finding(view: TextView, start: number, end: number, label: string, weight: number): Finding {
+  const { text } = view.normalized;
+  while (end > start && text.charCodeAt(end - 1) === 0x20) end--;
+  return {
+    start: view.normalized.originalIndex(start),
+    end: view.normalized.originalIndex(end - 1) + 1,
+    label,
+    weight,
   };
 }

@@ -4,11 +4,23 @@
  * letters, issuing ranges), so that look-alike numbers (order ids, dates, versions) are not flagged.
  */
 import { IBAN_LENGTHS, ibanChecksumValid, luhnValid, ninoPrefixValid, spanishIdValid, ssnValid } from './checksums.ts';
-import { type Detector, type Finding, findAll } from './detector.ts';
+import { type Anchor, type Detector, type Finding, findAll, firstAnchor, type TextView } from './detector.ts';
 
 const isAlnum = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
 /** Characters of an e-mail local part (the common unquoted subset of RFC 5322). */
 const isLocalChar = (c: number) => isAlnum(c) || c === 46 || c === 95 || c === 37 || c === 43 || c === 45 || c === 39;
+
+/**
+ * Where the first digit is (-1: none). Every detector but e-mail needs digits, and ordinary prose
+ * has none, so they skip it: each starts its search a few characters before the first digit.
+ */
+const DIGITS: Anchor[] = [...'0123456789'].map((d) => [d, 0]);
+const firstDigit = (view: TextView) => firstAnchor(view.text, DIGITS);
+/** Where a pattern whose matches have a digit at most `before` characters in can start. */
+function fromDigit(view: TextView, before: number): number {
+  const digit = view.derived(firstDigit);
+  return digit === -1 ? -1 : Math.max(0, digit - before);
+}
 
 // ---------------------------------------------------------------- e-mail
 
@@ -71,18 +83,21 @@ const phone: Detector = {
   id: 'phone',
   family: 'pii',
   description: 'Phone number: international (+ or 00, 8-15 digits), North American, or national with a trunk 0.',
-  find(view) {
-    const out: Finding[] = [];
-    const text = view.text;
-    PHONE_CANDIDATE.lastIndex = 0;
-    for (let m = PHONE_CANDIDATE.exec(text); m !== null; m = PHONE_CANDIDATE.exec(text)) {
-      const weight = phoneWeight(m[0]);
-      if (weight > 0) out.push({ start: m.index, end: m.index + m[0].length, label: 'PHONE', weight });
-      else out.push(...phonesWithin(m[0], m.index));
-    }
-    return out;
-  },
+  find: (view) => findPhones(view.text, fromDigit(view, 2)),
+  reference: (view) => findPhones(view.text, 0),
 };
+
+function findPhones(text: string, from: number): Finding[] {
+  const out: Finding[] = [];
+  if (from < 0) return out;
+  PHONE_CANDIDATE.lastIndex = from;
+  for (let m = PHONE_CANDIDATE.exec(text); m !== null; m = PHONE_CANDIDATE.exec(text)) {
+    const weight = phoneWeight(m[0]);
+    if (weight > 0) out.push({ start: m.index, end: m.index + m[0].length, label: 'PHONE', weight });
+    else out.push(...phonesWithin(m[0], m.index));
+  }
+  return out;
+}
 
 /**
  * A candidate that is not one number may hold several separated by spaces ("555-123-4567
@@ -126,14 +141,16 @@ const creditCard: Detector = {
   id: 'credit_card',
   family: 'pii',
   description: 'Payment card number: 13-19 digits (spaces or dashes allowed), a known issuer range, Luhn check.',
-  find: (view) =>
-    findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, (m) => {
-      const separators = new Set(m[0].replace(/\d/g, ''));
-      if (separators.size > 1) return false;
-      const digits = m[0].replace(/\D/g, '');
-      return CARD_ISSUER.test(digits) && luhnValid(digits);
-    }),
+  find: (view) => findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, isCard, fromDigit(view, 0)),
+  reference: (view) => findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, isCard),
 };
+
+function isCard(m: RegExpExecArray): boolean {
+  const separators = new Set(m[0].replace(/\d/g, ''));
+  if (separators.size > 1) return false;
+  const digits = m[0].replace(/\D/g, '');
+  return CARD_ISSUER.test(digits) && luhnValid(digits);
+}
 
 // ---------------------------------------------------------------- IBAN
 
@@ -143,28 +160,31 @@ const iban: Detector = {
   id: 'iban',
   family: 'pii',
   description: 'IBAN: country code, check digits and the country’s BBAN length (spaces allowed), mod-97 check.',
-  find(view) {
-    const text = view.text;
-    const out: Finding[] = [];
-    IBAN_START.lastIndex = 0;
-    for (let m = IBAN_START.exec(text); m !== null; m = IBAN_START.exec(text)) {
-      const length = IBAN_LENGTHS.get(m[0].slice(0, 2).toUpperCase());
-      if (length === undefined) continue;
-      let compact = m[0].toUpperCase();
-      let pos = m.index + 4;
-      while (compact.length < length && pos < text.length) {
-        const c = text.charCodeAt(pos);
-        if (isAlnum(c)) compact += text[pos].toUpperCase();
-        else if (!(c === 32 && isAlnum(text.charCodeAt(pos - 1)) && isAlnum(text.charCodeAt(pos + 1)))) break;
-        pos++;
-      }
-      if (compact.length !== length || isAlnum(text.charCodeAt(pos)) || !ibanChecksumValid(compact)) continue;
-      out.push({ start: m.index, end: pos, label: 'IBAN', weight: 0.95 });
-      IBAN_START.lastIndex = pos;
-    }
-    return out;
-  },
+  find: (view) => findIbans(view.text, fromDigit(view, 2)),
+  reference: (view) => findIbans(view.text, 0),
 };
+
+function findIbans(text: string, from: number): Finding[] {
+  const out: Finding[] = [];
+  if (from < 0) return out;
+  IBAN_START.lastIndex = from;
+  for (let m = IBAN_START.exec(text); m !== null; m = IBAN_START.exec(text)) {
+    const length = IBAN_LENGTHS.get(m[0].slice(0, 2).toUpperCase());
+    if (length === undefined) continue;
+    let compact = m[0].toUpperCase();
+    let pos = m.index + 4;
+    while (compact.length < length && pos < text.length) {
+      const c = text.charCodeAt(pos);
+      if (isAlnum(c)) compact += text[pos].toUpperCase();
+      else if (!(c === 32 && isAlnum(text.charCodeAt(pos - 1)) && isAlnum(text.charCodeAt(pos + 1)))) break;
+      pos++;
+    }
+    if (compact.length !== length || isAlnum(text.charCodeAt(pos)) || !ibanChecksumValid(compact)) continue;
+    out.push({ start: m.index, end: pos, label: 'IBAN', weight: 0.95 });
+    IBAN_START.lastIndex = pos;
+  }
+  return out;
+}
 
 // ---------------------------------------------------------------- national identifiers
 
@@ -176,25 +196,31 @@ const usSsn: Detector = {
   id: 'us_ssn',
   family: 'pii',
   description: 'US Social Security Number written 123-45-6789 or 123 45 6789, outside the never-issued ranges.',
-  find: (view) => findAll(view.text, SSN, 'NATIONAL_ID', 0.85, (m) => ssnValid(m[1], m[3], m[4])),
+  find: (view) => findAll(view.text, SSN, 'NATIONAL_ID', 0.85, isSsn, fromDigit(view, 0)),
+  reference: (view) => findAll(view.text, SSN, 'NATIONAL_ID', 0.85, isSsn),
 };
+const isSsn = (m: RegExpExecArray) => ssnValid(m[1], m[3], m[4]);
 
 const ukNino: Detector = {
   id: 'uk_nino',
   family: 'pii',
   description: 'UK National Insurance number (AB 12 34 56 C) with a prefix HMRC allocates; it has no check digit.',
-  find: (view) => findAll(view.text, NINO, 'NATIONAL_ID', 0.8, (m) => ninoPrefixValid(m[1].toUpperCase())),
+  find: (view) => findAll(view.text, NINO, 'NATIONAL_ID', 0.8, isNino, fromDigit(view, 3)),
+  reference: (view) => findAll(view.text, NINO, 'NATIONAL_ID', 0.8, isNino),
 };
+const isNino = (m: RegExpExecArray) => ninoPrefixValid(m[1].toUpperCase());
 
 const esDni: Detector = {
   id: 'es_dni',
   family: 'pii',
   description: 'Spanish DNI (8 digits) or NIE (X/Y/Z and 7 digits) with its mod-23 control letter.',
-  find: (view) =>
-    findAll(view.text, DNI, 'NATIONAL_ID', 0.9, (m) => {
-      if (m[2].length !== (m[1] ? 7 : 8)) return false;
-      return spanishIdValid((m[1] + m[2] + m[3]).toUpperCase());
-    }),
+  find: (view) => findAll(view.text, DNI, 'NATIONAL_ID', 0.9, isDni, fromDigit(view, 1)),
+  reference: (view) => findAll(view.text, DNI, 'NATIONAL_ID', 0.9, isDni),
 };
+
+function isDni(m: RegExpExecArray): boolean {
+  if (m[2].length !== (m[1] ? 7 : 8)) return false;
+  return spanishIdValid((m[1] + m[2] + m[3]).toUpperCase());
+}
 
 export const piiDetectors: Detector[] = [email, phone, creditCard, iban, usSsn, ukNino, esDni];

@@ -2,13 +2,28 @@
  * Secret detectors: credentials with a recognisable shape (provider key prefixes, JWTs, PEM
  * private keys) and generic `api_key = "..."` style assignments whose value looks random. Each
  * pattern starts only where a run of its characters starts (look-behind), so a long token is
- * scanned once.
+ * scanned once. Ordinary text holds none of their prefixes: each search starts at the first
+ * occurrence of a literal its matches contain (an anchor, found with indexOf) and skips the text
+ * when there is none.
  */
 import { shannonEntropy } from './checksums.ts';
-import { type Detector, type Finding, findAll } from './detector.ts';
+import { type Anchor, type Detector, type Finding, findAll, firstAnchor } from './detector.ts';
 
-function prefixed(id: string, description: string, re: RegExp, label: string, weight = 0.95): Detector {
-  return { id, family: 'secrets', description, find: (view) => findAll(view.text, re, label, weight) };
+function prefixed(
+  id: string,
+  description: string,
+  re: RegExp,
+  label: string,
+  anchors: Anchor[],
+  weight = 0.95,
+): Detector {
+  return {
+    id,
+    family: 'secrets',
+    description,
+    find: (view) => findAll(view.text, re, label, weight, undefined, firstAnchor(view.text, anchors)),
+    reference: (view) => findAll(view.text, re, label, weight),
+  };
 }
 
 const awsAccessKey = prefixed(
@@ -16,6 +31,13 @@ const awsAccessKey = prefixed(
   'AWS access key id: AKIA/ASIA/ABIA/ACCA and 16 upper-case letters or digits.',
   /(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])/g,
   'API_KEY',
+  [
+    ['AKIA', 0],
+    ['ASIA', 0],
+    ['ABIA', 0],
+    ['ACCA', 0],
+    ['A3T', 0],
+  ],
 );
 
 const githubToken = prefixed(
@@ -23,6 +45,7 @@ const githubToken = prefixed(
   'GitHub token: ghp_/gho_/ghu_/ghs_/ghr_ and 36+ characters, or github_pat_ fine-grained tokens.',
   /(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])/g,
   'TOKEN',
+  [['_', 6]],
 );
 
 const slackToken = prefixed(
@@ -30,6 +53,10 @@ const slackToken = prefixed(
   'Slack token (xoxb-, xoxp-, xoxa-, xoxs-, xoxr-, xoxo-) or incoming-webhook URL.',
   /(?<![A-Za-z0-9-])xox[abposr]-[A-Za-z0-9-]{10,250}|https:\/\/hooks\.slack\.com\/services\/T[A-Z0-9]{6,12}\/B[A-Z0-9]{6,12}\/[A-Za-z0-9]{16,40}/g,
   'TOKEN',
+  [
+    ['xox', 0],
+    ['://', 5],
+  ],
 );
 
 const openaiApiKey = prefixed(
@@ -37,6 +64,7 @@ const openaiApiKey = prefixed(
   'OpenAI-style secret key: sk- (optionally sk-proj-, sk-svcacct-, sk-admin-, sk-ant-) and 20+ characters.',
   /(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-|ant-(?:api|admin)\d{2}-)?[A-Za-z0-9_-]{20,300}(?![A-Za-z0-9_-])/g,
   'API_KEY',
+  [['k-', 1]], // 'k' is rarer than 's' in prose: fewer false starts for indexOf
 );
 
 const stripeKey = prefixed(
@@ -44,6 +72,7 @@ const stripeKey = prefixed(
   'Stripe secret or restricted key: sk_live_, sk_test_, rk_live_, rk_test_ and 16+ characters.',
   /(?<![A-Za-z0-9_])[rs]k_(?:live|test)_[A-Za-z0-9]{16,247}(?![A-Za-z0-9_])/g,
   'API_KEY',
+  [['k_', 1]],
 );
 
 const googleApiKey = prefixed(
@@ -51,6 +80,7 @@ const googleApiKey = prefixed(
   'Google API key: AIza and 35 characters.',
   /(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])/g,
   'API_KEY',
+  [['AIza', 0]],
 );
 
 // ---------------------------------------------------------------- JWT
@@ -61,16 +91,18 @@ const jwt: Detector = {
   id: 'jwt',
   family: 'secrets',
   description: 'JSON Web Token: three base64url parts whose header decodes to JSON with an "alg".',
-  find: (view) =>
-    findAll(view.text, JWT, 'TOKEN', 0.9, (m) => {
-      try {
-        const header = JSON.parse(Buffer.from(m[0].slice(0, m[0].indexOf('.')), 'base64url').toString('utf8'));
-        return typeof header === 'object' && header !== null && typeof header.alg === 'string';
-      } catch {
-        return false;
-      }
-    }),
+  find: (view) => findAll(view.text, JWT, 'TOKEN', 0.9, hasJwtHeader, firstAnchor(view.text, [['J', 2]])),
+  reference: (view) => findAll(view.text, JWT, 'TOKEN', 0.9, hasJwtHeader),
 };
+
+function hasJwtHeader(m: RegExpExecArray): boolean {
+  try {
+    const header = JSON.parse(Buffer.from(m[0].slice(0, m[0].indexOf('.')), 'base64url').toString('utf8'));
+    return typeof header === 'object' && header !== null && typeof header.alg === 'string';
+  } catch {
+    return false;
+  }
+}
 
 // ---------------------------------------------------------------- PEM private keys
 
@@ -83,28 +115,31 @@ const privateKey: Detector = {
   id: 'private_key',
   family: 'secrets',
   description: 'PEM private key block (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted, PGP), up to its END line.',
-  find(view) {
-    const text = view.text;
-    const out: Finding[] = [];
-    PEM_BEGIN.lastIndex = 0;
-    for (let m = PEM_BEGIN.exec(text); m !== null; m = PEM_BEGIN.exec(text)) {
-      const bodyStart = m.index + m[0].length;
-      const endAt = text.indexOf('-----END ', bodyStart);
-      let end: number;
-      PEM_END.lastIndex = endAt;
-      const endLine = endAt >= 0 ? PEM_END.exec(text) : null;
-      if (endLine) end = endAt + endLine[0].length;
-      else {
-        // No END line (truncated paste): mask the body that follows.
-        PEM_BODY.lastIndex = bodyStart;
-        end = bodyStart + (PEM_BODY.exec(text)?.[0].length ?? 0);
-      }
-      out.push({ start: m.index, end, label: 'PRIVATE_KEY', weight: 1 });
-      PEM_BEGIN.lastIndex = end;
-    }
-    return out;
-  },
+  find: (view) => findPrivateKeys(view.text, view.text.indexOf('-----BEGIN ')),
+  reference: (view) => findPrivateKeys(view.text, 0),
 };
+
+function findPrivateKeys(text: string, from: number): Finding[] {
+  const out: Finding[] = [];
+  if (from < 0) return out;
+  PEM_BEGIN.lastIndex = from;
+  for (let m = PEM_BEGIN.exec(text); m !== null; m = PEM_BEGIN.exec(text)) {
+    const bodyStart = m.index + m[0].length;
+    const endAt = text.indexOf('-----END ', bodyStart);
+    let end: number;
+    PEM_END.lastIndex = endAt;
+    const endLine = endAt >= 0 ? PEM_END.exec(text) : null;
+    if (endLine) end = endAt + endLine[0].length;
+    else {
+      // No END line (truncated paste): mask the body that follows.
+      PEM_BODY.lastIndex = bodyStart;
+      end = bodyStart + (PEM_BODY.exec(text)?.[0].length ?? 0);
+    }
+    out.push({ start: m.index, end, label: 'PRIVATE_KEY', weight: 1 });
+    PEM_BEGIN.lastIndex = end;
+  }
+  return out;
+}
 
 // ---------------------------------------------------------------- bearer tokens and assignments
 
@@ -114,13 +149,15 @@ const bearerToken: Detector = {
   id: 'bearer_token',
   family: 'secrets',
   description: 'HTTP bearer credential ("Bearer <20+ characters>") with a random-looking value.',
-  find: (view) =>
-    findAll(view.text, BEARER, 'TOKEN', 0.8, (m) => {
-      if (shannonEntropy(m[1]) < 3.5) return false;
-      const start = m.index + m[0].length - m[1].length;
-      return { start, end: start + m[1].length };
-    }),
+  find: (view) => findAll(view.text, BEARER, 'TOKEN', 0.8, bearerValue, firstAnchor(view.text, [['Bearer', 0]])),
+  reference: (view) => findAll(view.text, BEARER, 'TOKEN', 0.8, bearerValue),
 };
+
+function bearerValue(m: RegExpExecArray): { start: number; end: number } | false {
+  if (shannonEntropy(m[1]) < 3.5) return false;
+  const start = m.index + m[0].length - m[1].length;
+  return { start, end: start + m[1].length };
+}
 
 /**
  * `name = value` / `name: value` / `"name": "value"` where the name says key, secret, token or
@@ -138,22 +175,81 @@ const genericSecret: Detector = {
   id: 'generic_secret',
   family: 'secrets',
   description: 'Assignment of a high-entropy value to a name such as api_key, secret, token or password.',
-  find: (view) => {
-    const out: Finding[] = [];
-    ASSIGNMENT.lastIndex = 0;
-    for (let m = ASSIGNMENT.exec(view.text); m !== null; m = ASSIGNMENT.exec(view.text)) {
-      const [whole, name, value] = m;
-      if (!SECRET_NAME.test(name) || !looksRandom(value)) {
-        ASSIGNMENT.lastIndex = m.index + whole.length - value.length; // the value may hold an assignment
-        continue;
-      }
-      const label = PASSWORD_NAME.test(name) ? 'SECRET' : TOKEN_NAME.test(name) ? 'TOKEN' : 'API_KEY';
-      const start = m.index + whole.length - value.length;
-      out.push({ start, end: start + value.length, label, weight: 0.75 });
-    }
-    return out;
-  },
+  find: (view) => findAssignments(view.text),
+  reference: (view) => searchAssignments(view.text),
 };
+
+/** The same pattern, tried at one position (see assignmentStarts). */
+const ASSIGNMENT_AT = new RegExp(ASSIGNMENT.source, 'y');
+
+/** Assignments, the pattern tried only where one can start. */
+function findAssignments(text: string): Finding[] {
+  const out: Finding[] = [];
+  let from = 0; // where the plain search would go on
+  for (const start of assignmentStarts(text)) {
+    if (start < from) continue;
+    ASSIGNMENT_AT.lastIndex = start;
+    const m = ASSIGNMENT_AT.exec(text);
+    if (m !== null) from = judgeAssignment(m, out);
+  }
+  return out;
+}
+
+/** Assignments, the plain way: the pattern searched through the whole text. */
+function searchAssignments(text: string): Finding[] {
+  const out: Finding[] = [];
+  ASSIGNMENT.lastIndex = 0;
+  for (let m = ASSIGNMENT.exec(text); m !== null; m = ASSIGNMENT.exec(text)) {
+    ASSIGNMENT.lastIndex = judgeAssignment(m, out);
+  }
+  return out;
+}
+
+/** Adds the match's value when it is a secret; returns where the search goes on. */
+function judgeAssignment(m: RegExpExecArray, out: Finding[]): number {
+  const [whole, name, value] = m;
+  const start = m.index + whole.length - value.length;
+  if (!SECRET_NAME.test(name) || !looksRandom(value)) return start; // the value may hold an assignment
+  const label = PASSWORD_NAME.test(name) ? 'SECRET' : TOKEN_NAME.test(name) ? 'TOKEN' : 'API_KEY';
+  out.push({ start, end: start + value.length, label, weight: 0.75 });
+  return start + value.length;
+}
+
+const isNameChar = (c: number) =>
+  (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57) || c === 95 || c === 46 || c === 45;
+const isLetter = (c: number) => (c >= 97 && c <= 122) || (c >= 65 && c <= 90);
+const isBlank = (c: number) => c === 32 || c === 9;
+
+/**
+ * The positions where an assignment can start, ascending: every match has an operator (`:` or
+ * `=`, found with indexOf; prose has few), and reading back from it over at most 8 blanks, an
+ * optional quote and the name (a whole run of name characters, at most 49, starting with a
+ * letter) gives the one position where a match using that operator can start.
+ */
+function assignmentStarts(text: string): number[] {
+  const starts: number[] = [];
+  let colon = text.indexOf(':');
+  let equals = text.indexOf('=');
+  while (colon !== -1 || equals !== -1) {
+    let op: number;
+    if (equals === -1 || (colon !== -1 && colon < equals)) {
+      op = colon;
+      colon = text.indexOf(':', colon + 1);
+    } else {
+      op = equals;
+      equals = text.indexOf('=', equals + 1);
+    }
+    let i = op;
+    while (i > 0 && op - i < 8 && isBlank(text.charCodeAt(i - 1))) i--;
+    if (i > 0 && isBlank(text.charCodeAt(i - 1))) continue; // more than 8 blanks
+    if (i > 0 && (text.charCodeAt(i - 1) === 34 || text.charCodeAt(i - 1) === 39)) i--; // " or '
+    const nameEnd = i;
+    while (i > 0 && nameEnd - i < 50 && isNameChar(text.charCodeAt(i - 1))) i--;
+    if (i === nameEnd || nameEnd - i > 49 || (i > 0 && isNameChar(text.charCodeAt(i - 1)))) continue;
+    if (isLetter(text.charCodeAt(i))) starts.push(i);
+  }
+  return starts;
+}
 
 /** Random-looking: varied characters (entropy ≥ 3 bits/char) mixing letters and digits or symbols. */
 function looksRandom(value: string): boolean {
