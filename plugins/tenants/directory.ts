@@ -8,7 +8,7 @@
  * preimage attack on SHA-256). Keys in clear exist only in process memory for the moment it takes
  * to hash them; the directory keeps digests.
  */
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { isHttpUpstream, type Upstream } from '../../runtime/index.ts';
 import type { Tenant, TenantDirectory } from './api.ts';
@@ -96,5 +96,6 @@ function keyDigest(spec: ApiKeySpec, environment: NodeJS.ProcessEnv, where: stri
  * them as latin1 hashes the bytes the client sent: a UTF-8 key matches its configured digest.
  */
 function presentedDigest(key: string): string {
-  return createHash('sha256').update(key, 'latin1').digest('hex');
+  // One-shot hash (no Hash object per request).
+  return hash('sha256', Buffer.from(key, 'latin1'), 'hex');
 }
