@@ -64,3 +64,4 @@ export type {
 export { isHttpUpstream, isRpcUpstream } from './upstreams/types.ts';
 export { ClientAbort } from './util/client-abort.ts';
 export { canonicalJson, sha256Hex } from './util/hash.ts';
+export { compileStatePath, type StateReader } from './util/state-path.ts';

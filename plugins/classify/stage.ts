@@ -10,7 +10,7 @@
  * A classifier that fails (an ML model that cannot load) fails the stage: fail-closed by default,
  * `on_error: fail-open` to go on without its results.
  */
-import { definePlugin, latencyBuckets, readJsonObject } from '../../runtime/index.ts';
+import { compileStatePath, definePlugin, latencyBuckets, readJsonObject } from '../../runtime/index.ts';
 import type { ClassifierSet } from './api.ts';
 import { requestText } from './request-text.ts';
 
@@ -71,15 +71,10 @@ export default definePlugin<ClassifyOptions>({
       labelNames: ['classifier'] as const,
       buckets: latencyBuckets,
     });
-    const usePath = options.use_from?.split('.');
+    const useFrom = options.use_from ? compileStatePath(options.use_from) : undefined;
     /** The per-request choice of classifiers, if the state carries one. */
     const chosen = (state: unknown): string[] | undefined => {
-      if (!usePath) return undefined;
-      let node = state;
-      for (const key of usePath) {
-        if (node === null || typeof node !== 'object' || !Object.hasOwn(node, key)) return undefined;
-        node = (node as Record<string, unknown>)[key];
-      }
+      const node = useFrom?.(state);
       if (!Array.isArray(node)) return undefined;
       return node.filter((n): n is string => typeof n === 'string' && set.get(n) !== undefined);
     };

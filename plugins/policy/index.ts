@@ -14,6 +14,7 @@
  * Every decision is appended to `ctx.state.decisions` for the audit trail.
  */
 import {
+  compileStatePath,
   definePlugin,
   type GatewayContext,
   GatewayError,
@@ -143,7 +144,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
           required: options.policies,
         });
     const classifierSet = options.classifiers ? env.resource<ClassifierSet>(options.classifiers) : undefined;
-    const selectPath = options.select_from?.split('.');
+    const selectFrom = options.select_from ? compileStatePath(options.select_from) : undefined;
     const log = env.logger;
     const decisions = env.metrics.counter({
       name: 'switchyard_policy_decisions_total',
@@ -166,8 +167,8 @@ export const policyPlugin = definePlugin<PolicyOptions>({
 
     /** Policies that apply to a message of this SType. */
     function applicable(current: PolicySet, stype: string | null, ctx?: GatewayContext): readonly string[] {
-      if (selectPath && ctx) {
-        const selector = lookup(ctx.state, selectPath);
+      if (selectFrom && ctx) {
+        const selector = selectFrom(ctx.state);
         if (typeof selector === 'string') return current.select(selector);
       }
       if (!options.policies) return current.names;
@@ -379,15 +380,6 @@ export const policyPlugin = definePlugin<PolicyOptions>({
 });
 
 export default [policyPlugin, policySetResource, policyApiPlugin];
-
-function lookup(root: unknown, path: string[]): unknown {
-  let node = root;
-  for (const key of path) {
-    if (node === null || typeof node !== 'object' || !Object.hasOwn(node, key)) return undefined;
-    node = (node as Record<string, unknown>)[key];
-  }
-  return node;
-}
 
 function spansOf(results: Record<string, ClassifierResult>): Span[] {
   return Object.values(results).flatMap((r) => r.spans);

@@ -3,7 +3,7 @@
  * Keys are namespaced (`ip:`, `caller:`, `header:`) so that a client can never borrow another
  * kind's bucket by choosing a value.
  */
-import type { GatewayContext } from '../../runtime/index.ts';
+import { compileStatePath, type GatewayContext } from '../../runtime/index.ts';
 
 /** The counter key of a caller (`ctx.state.caller.id`), as the stage with `key: caller` uses it. */
 export function callerKey(callerId: string): string {
@@ -32,13 +32,9 @@ export function compileKey(spec: string | undefined): (ctx: GatewayContext) => s
  * stage's own limit applies.
  */
 export function compileLimitPath(path: string): (ctx: GatewayContext) => number | undefined {
-  const steps = path.split('.');
+  const read = compileStatePath(path);
   return (ctx) => {
-    let value: unknown = ctx.state;
-    for (const step of steps) {
-      if (value === null || typeof value !== 'object' || !Object.hasOwn(value, step)) return undefined;
-      value = (value as Record<string, unknown>)[step];
-    }
+    const value = read(ctx.state);
     return typeof value === 'number' && Number.isSafeInteger(value) && value >= 1 ? value : undefined;
   };
 }

@@ -5,7 +5,7 @@
  * `requestId`) or a literal `{value}`; `{path, map, default}` renames values and fills absent
  * ones; a header whose value is undefined is left out. Objects and arrays are written as JSON.
  */
-import { definePlugin, type GatewayContext } from '../../runtime/index.ts';
+import { compileStatePath, definePlugin, type GatewayContext } from '../../runtime/index.ts';
 
 type HeaderSpec =
   | string
@@ -88,24 +88,15 @@ function compile(spec: HeaderSpec): Resolver {
     const literal = headerSafe(spec.value);
     return () => literal;
   }
-  const path = (typeof spec === 'string' ? spec : spec.path).split('.');
+  const read = compileStatePath(typeof spec === 'string' ? spec : spec.path);
   const decimals = typeof spec === 'object' ? spec.decimals : undefined;
   const map = typeof spec === 'object' ? spec.map : undefined;
   const fallback = typeof spec === 'object' && spec.default !== undefined ? headerSafe(spec.default) : undefined;
   return (ctx) => {
-    const value = lookup(ctx.state, path);
+    const value = read(ctx.state);
     const mapped = map && typeof value === 'string' && Object.hasOwn(map, value) ? map[value] : value;
     return format(mapped, decimals) ?? fallback;
   };
-}
-
-function lookup(root: unknown, path: string[]): unknown {
-  let node = root;
-  for (const key of path) {
-    if (node === null || typeof node !== 'object' || !Object.hasOwn(node, key)) return undefined;
-    node = (node as Record<string, unknown>)[key];
-  }
-  return node;
 }
 
 function format(value: unknown, decimals: number | undefined): string | undefined {
