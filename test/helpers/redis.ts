@@ -2,9 +2,9 @@
  * Redis for tests, at 127.0.0.1:6379. A suite that needs it skips with the reason shown when it is
  * unreachable, except under CI=true, where an unreachable Redis is a failing test.
  */
-import { createConnection } from 'node:net';
 import { Redis } from 'ioredis';
 import { expect, it } from 'vitest';
+import { tcpReachable } from './reachable.ts';
 
 export const REDIS_URL = 'redis://127.0.0.1:6379';
 
@@ -13,16 +13,7 @@ export const REDIS_URL = 'redis://127.0.0.1:6379';
  * registers a failing test: call it at the top level of the test file.
  */
 export async function redisReachable(suite: string): Promise<boolean> {
-  const up = await new Promise<boolean>((resolve) => {
-    const socket = createConnection({ host: '127.0.0.1', port: 6379 });
-    socket.setTimeout(1000);
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-    socket.once('timeout', () => resolve(false));
-  });
+  const up = await tcpReachable(6379);
   if (up) return true;
   if (process.env.CI !== 'true') {
     console.warn(`${suite} skipped: no Redis reachable at 127.0.0.1:6379`);

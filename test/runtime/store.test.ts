@@ -6,24 +6,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
-import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openSqlDatabase, type SqlDatabase, type SqlOptions } from '../../runtime/index.ts';
 import { toPositional } from '../../runtime/store/sqlite.ts';
+import { PG_URL, tcpReachable } from '../helpers/reachable.ts';
 
-const PG_URL = process.env.TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const pgUp = await new Promise<boolean>((resolve) => {
-  const socket = createConnection({ host: '127.0.0.1', port: 5432 });
-  socket.setTimeout(1000);
-  socket.once('connect', () => {
-    socket.end();
-    resolve(true);
-  });
-  socket.once('error', () => resolve(false));
-  socket.once('timeout', () => resolve(false));
-});
+const pgUp = await tcpReachable(5432);
 const skipPg = !pgUp && process.env.CI !== 'true';
 if (skipPg) console.warn('PostgreSQL store tests skipped: nothing at 127.0.0.1:5432');
 
