@@ -12,6 +12,11 @@ export interface AdminTarget {
   status(): Record<string, unknown> | Promise<Record<string, unknown>>;
   /** The reload transaction (POST /admin/reload): 200 when `ok`, else 422. */
   reload(): Promise<{ ok: boolean }>;
+  /**
+   * Re-reads the data of the running graph (POST /admin/reload?scope=data): each stage's and
+   * resource's own `reload()` (policy files, registries...), without rebuilding anything.
+   */
+  reloadData?(): Promise<{ ok: boolean }>;
   /** Health of everything (GET /admin/health): 200 when `ok`, else 503. */
   health(): Promise<{ ok: boolean; checks: Record<string, unknown> }>;
 }
@@ -33,6 +38,19 @@ export function createAdminApp(runtime: AdminTarget, token?: string): Koa {
     const route = `${ctx.method} ${ctx.path}`;
     if (route === 'GET /admin/config') {
       ctx.body = await runtime.status();
+    } else if (route === 'POST /admin/reload' && ctx.query.scope === 'data') {
+      if (!runtime.reloadData) {
+        ctx.status = 501;
+        ctx.body = {
+          error: 'not_supported',
+          message: 'A data reload is per process; reload the config instead',
+          details: {},
+        };
+        return;
+      }
+      const outcome = await runtime.reloadData();
+      ctx.status = outcome.ok ? 200 : 422;
+      ctx.body = { status: outcome.ok ? 'reloaded' : 'failed', scope: 'data', ...outcome };
     } else if (route === 'POST /admin/reload') {
       const outcome = await runtime.reload();
       ctx.status = outcome.ok ? 200 : 422;

@@ -195,6 +195,37 @@ export class ServiceRuntime {
     return startListener(server, host, port);
   }
 
+  /**
+   * Calls `reload()` on every resource and stage of the running graph that has one (they re-read
+   * their data: policy files, registries...), in build order, without rebuilding the graph. Each
+   * keeps its current data when its own reload fails; the outcome lists what failed.
+   */
+  async reloadData(): Promise<{ ok: boolean; reloaded: string[]; failed: Array<{ target: string; error: string }> }> {
+    const graph = this.graph;
+    const reloaded: string[] = [];
+    const failed: Array<{ target: string; error: string }> = [];
+    const targets: Array<[string, (() => Promise<void>) | undefined]> = [
+      ...[...graph.resources].map(
+        ([name, r]) => [`resource:${name}`, r.reload?.bind(r)] as [string, (() => Promise<void>) | undefined],
+      ),
+      ...graph.stages.map(
+        (s) => [`stage:${s.id}`, s.instance.reload?.bind(s.instance)] as [string, (() => Promise<void>) | undefined],
+      ),
+    ];
+    for (const [target, reload] of targets) {
+      if (!reload) continue;
+      try {
+        await reload();
+        reloaded.push(target);
+      } catch (err) {
+        failed.push({ target, error: (err as Error).message });
+      }
+    }
+    if (failed.length > 0) this.logger.error({ failed }, 'data reload failed for some parts; they keep their data');
+    else this.logger.info({ reloaded }, 'data reloaded');
+    return { ok: failed.length === 0, reloaded, failed };
+  }
+
   /** Reloads the config file. Concurrent calls share one reload. */
   reload(): Promise<ReloadOutcome> {
     this.reloading ??= this.doReload().finally(() => {
