@@ -6,24 +6,16 @@
  * while a 10 MB answer streams through them. Prints tables, ratios and PASS/MISS against the
  * issue's targets; writes bench/results/safety-filter-<timestamp>.json. See bench/README.md.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { parse as parseYaml } from 'yaml';
-import {
-  freePort,
-  hasTaskset,
-  killAllNow,
-  runToEnd,
-  type Started,
-  start,
-  stopAll,
-  waitForLine,
-} from '../typed-proxy/children.ts';
+import { cpuUsPerRequest, envNum, runBench, runLoad, startNodeServer, waitUntilReady } from '../common/harness.ts';
+import { fmt, machine, mid, printTable, signed, verdict, writeResults } from '../common/report.ts';
+import { freePort, hasTaskset, type Started, start } from '../typed-proxy/children.ts';
 import type { LoadJob, LoadResult } from '../typed-proxy/loadgen.ts';
 import { clockTicks } from '../typed-proxy/proc.ts';
 
@@ -31,10 +23,6 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const here = fileURLToPath(new URL('.', import.meta.url));
 const typedDir = join(root, 'bench', 'typed-proxy');
 
-const envNum = (name: string, def: number) => {
-  const n = Number(process.env[name] ?? def);
-  return Number.isFinite(n) && n > 0 ? n : def;
-};
 const list = (name: string, def = '') =>
   (process.env[name] ?? def)
     .split(';')
@@ -141,17 +129,6 @@ const targetCore = pinned && /^\d+$/.test(settings.targetCpu) ? Number(settings.
 const logDir = mkdtempSync(join(tmpdir(), 'switchyard-bench-safety-'));
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 
-async function startNodeServer(file: string, env: Record<string, string>): Promise<{ s: Started; port: number }> {
-  const s = start(process.execPath, ['--import', 'tsx', file], {
-    cpu: pin(settings.targetCpu),
-    cwd: root,
-    env: { ...process.env, ...env, PORT: '0' },
-  });
-  const m = await waitForLine(s, /listening (\d+)/, 15000);
-  s.child.stdout?.resume();
-  return { s, port: Number(m[1]) };
-}
-
 /** One chat request as the load generator sends it; the answer must be the backend's completion. */
 async function check(url: string, expectHeader?: string): Promise<Record<string, string>> {
   const res = await request(url, { method: 'POST', headers, body: plainBody, headersTimeout: 5000, bodyTimeout: 5000 });
@@ -211,21 +188,10 @@ async function startFilter(backendPort: number): Promise<{ s: Started; url: stri
     },
   );
   const url = `http://127.0.0.1:${port}/v1/chat/completions`;
-  const deadline = Date.now() + settings.startTimeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    if (s.child.exitCode !== null) throw new Error(`safety filter exited (${s.child.exitCode}):\n${s.output()}`);
-    try {
-      await check(url, settings.expectHeader || undefined);
-      return { s, url };
-    } catch (err) {
-      last = err;
-      await sleep(250);
-    }
-  }
-  throw new Error(
-    `safety filter not ready after ${settings.startTimeoutMs / 1000} s: ${(last as Error)?.message}\n${s.output()}`,
+  await waitUntilReady(s, 'safety filter', settings.startTimeoutMs, () =>
+    check(url, settings.expectHeader || undefined),
   );
+  return { s, url };
 }
 
 /** One closed-loop measurement by the pinned load generator. */
@@ -242,15 +208,11 @@ async function load(t: Target, connections: number, warmupMs: number, firstByte 
     pids: t.backend ? [t.proc.pid, t.backend.pid] : [t.proc.pid],
     targetCore,
   };
-  const out = await runToEnd(process.execPath, ['--import', 'tsx', join(typedDir, 'loadgen.ts'), JSON.stringify(job)], {
-    cpu: pin(settings.loadCpu),
-    cwd: root,
-  });
-  return JSON.parse(out.trim().split('\n').pop()!) as LoadResult;
+  return runLoad(job, pin(settings.loadCpu));
 }
 
 function toRow(t: Target, connections: number, round: number, r: LoadResult): Row {
-  const perReq = (pid: number) => (r.requests ? ((r.cpuTicks[pid] / clk) * 1e6) / r.requests : Number.NaN);
+  const perReq = (pid: number) => cpuUsPerRequest(r, pid, clk);
   const none = r.requests === 0 ? Number.NaN : 0; // no answer counted: no latency either
   return {
     target: t.key,
@@ -365,26 +327,7 @@ async function streamThrough(t: Target, answerBytes: number, reader: 'fast' | 's
   };
 }
 
-function mid(values: Array<number | undefined>): number | undefined {
-  const v = values.filter((x): x is number => x !== undefined && !Number.isNaN(x)).sort((a, b) => a - b);
-  if (v.length === 0) return undefined;
-  const h = Math.floor(v.length / 2);
-  return v.length % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
-}
-
-const fmt = (n: number | undefined, digits = 1) => (n === undefined || Number.isNaN(n) ? '-' : n.toFixed(digits));
-const signed = (n: number | undefined, digits = 2) => (n !== undefined && n >= 0 ? '+' : '') + fmt(n, digits);
-const verdict = (ok: boolean | undefined) => (ok === undefined ? '' : ok ? ' PASS' : ' MISS');
 const mb = (kb: number | undefined) => fmt(kb === undefined ? undefined : kb / 1024, 1);
-
-function printTable(head: string[], rows: string[][]): void {
-  if (rows.length === 0) return;
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-  console.log(line(head));
-  for (const r of rows) console.log(line(r));
-}
 
 async function main(): Promise<number> {
   const perRun = Math.min(settings.warmupMs, 1000) + settings.durationMs + 600;
@@ -400,11 +343,17 @@ async function main(): Promise<number> {
   );
   console.log(`request: POST /v1/chat/completions, ${plainBody.length} bytes, model ${settings.model}`);
 
-  const backend = await startNodeServer(join(here, 'backend.ts'), { CHUNK_SIZE: String(settings.streamChunk) });
+  const backend = await startNodeServer(
+    join(here, 'backend.ts'),
+    { CHUNK_SIZE: String(settings.streamChunk) },
+    pin(settings.targetCpu),
+  );
   const backendBase = `http://127.0.0.1:${backend.port}`;
-  const bare = await startNodeServer(join(typedDir, 'bare-proxy.ts'), {
-    UPSTREAM_URL: `${backendBase}/v1/chat/completions`,
-  });
+  const bare = await startNodeServer(
+    join(typedDir, 'bare-proxy.ts'),
+    { UPSTREAM_URL: `${backendBase}/v1/chat/completions` },
+    pin(settings.targetCpu),
+  );
   const targets: Target[] = [
     { key: 'direct', url: `${backendBase}/v1/chat/completions`, proc: backend.s },
     { key: 'bare', url: `http://127.0.0.1:${bare.port}/v1/chat/completions`, proc: bare.s, backend: backend.s },
@@ -455,6 +404,8 @@ async function main(): Promise<number> {
   const pick = (list: Row[], key: TargetKey, connections: number, round?: number) =>
     list.filter((r) => r.target === key && r.connections === connections && (round === undefined || r.round === round));
   const median = (list: Row[], f: (r: Row) => number | undefined) => mid(list.map(f));
+  /** A table cell: the median of one figure over the rounds. */
+  const cell = (list: Row[], f: (r: Row) => number | undefined, digits: number) => fmt(median(list, f), digits);
   const perRound = <T>(f: (round: number) => T | undefined) =>
     Array.from({ length: settings.rounds }, (_, i) => f(i + 1)).filter((x): x is T => x !== undefined);
   const pair = (list: Row[], a: TargetKey, b: TargetKey, connections: number, f: (x: Row, y: Row) => number) =>
@@ -486,26 +437,11 @@ async function main(): Promise<number> {
         return [
           labels[t.key],
           String(c),
-          fmt(
-            median(mine, (r) => r.rps),
-            0,
-          ),
-          fmt(
-            median(mine, (r) => r.p50Ms),
-            2,
-          ),
-          fmt(
-            median(mine, (r) => r.p99Ms),
-            2,
-          ),
-          fmt(
-            median(mine, (r) => r.cpuUsPerReq),
-            1,
-          ),
-          fmt(
-            median(mine, (r) => r.backendUsPerReq),
-            1,
-          ),
+          cell(mine, (r) => r.rps, 0),
+          cell(mine, (r) => r.p50Ms, 2),
+          cell(mine, (r) => r.p99Ms, 2),
+          cell(mine, (r) => r.cpuUsPerReq, 1),
+          cell(mine, (r) => r.backendUsPerReq, 1),
           `${fmt((median(mine, (r) => r.loadgenCpu) ?? Number.NaN) * 100, 0)}%`,
           `${fmt((median(mine, (r) => r.coreOthers) ?? Number.NaN) * 100, 0)}%`,
           String(mine.reduce((s, r) => s + r.errors, 0)),
@@ -546,22 +482,10 @@ async function main(): Promise<number> {
       const mine = pick(ttfb, t.key, 1);
       return [
         labels[t.key],
-        fmt(
-          median(mine, (r) => r.rps),
-          0,
-        ),
-        fmt(
-          median(mine, (r) => r.p50Ms),
-          3,
-        ),
-        fmt(
-          median(mine, (r) => r.p99Ms),
-          3,
-        ),
-        fmt(
-          median(mine, (r) => r.cpuUsPerReq),
-          1,
-        ),
+        cell(mine, (r) => r.rps, 0),
+        cell(mine, (r) => r.p50Ms, 3),
+        cell(mine, (r) => r.p99Ms, 3),
+        cell(mine, (r) => r.cpuUsPerReq, 1),
         String(mine.reduce((s, r) => s + r.errors, 0)),
       ];
     }),
@@ -710,59 +634,20 @@ async function main(): Promise<number> {
     );
   }
 
-  const resultsDir = join(root, 'bench', 'results');
-  mkdirSync(resultsDir, { recursive: true });
-  const file = join(resultsDir, `safety-filter-${stamp}.json`);
-  writeFileSync(
-    file,
-    `${JSON.stringify(
-      {
-        date: new Date().toISOString(),
-        machine: { cpus: cpus().length, model: cpus()[0]?.model, loadavg: loadavg(), node: process.version, pinned },
-        settings: { ...settings, apiKey: undefined },
-        clockTicks: clk,
-        goals,
-        ratios,
-        verdicts: { ...verdicts, rss: rssVerdict },
-        rows,
-        ttfb,
-        streams,
-        failures,
-      },
-      null,
-      2,
-    )}\n`,
-  );
-  // biome.json lints bench/**: format the file its way so that `npm run lint` stays clean (best effort).
-  spawnSync(join(root, 'node_modules', '.bin', 'biome'), ['format', '--write', file], { cwd: root, stdio: 'ignore' });
-  console.log(`\nresults: ${file}`);
+  writeResults(join(root, 'bench', 'results', `safety-filter-${stamp}.json`), {
+    date: new Date().toISOString(),
+    machine: machine(pinned),
+    settings: { ...settings, apiKey: undefined },
+    clockTicks: clk,
+    goals,
+    ratios,
+    verdicts: { ...verdicts, rss: rssVerdict },
+    rows,
+    ttfb,
+    streams,
+    failures,
+  });
   return Object.keys(failures).length ? 1 : 0;
 }
 
-let exitCode = 1;
-let interrupted = false;
-let cleaning: Promise<void> | undefined;
-const cleanup = () => {
-  cleaning ??= (async () => {
-    await stopAll();
-    if (!settings.keepLogs) rmSync(logDir, { recursive: true, force: true });
-    else console.log(`logs kept in ${logDir}`);
-  })();
-  return cleaning;
-};
-process.on('exit', killAllNow);
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    interrupted = true;
-    console.log(`\n${signal}: stopping`);
-    cleanup().finally(() => process.exit(130));
-  });
-}
-try {
-  exitCode = await main();
-} catch (err) {
-  if (!interrupted) console.error(`bench failed: ${(err as Error).stack ?? err}`);
-} finally {
-  await cleanup();
-}
-process.exit(interrupted ? 130 : exitCode);
+await runBench(main, { logDir, keepLogs: settings.keepLogs });

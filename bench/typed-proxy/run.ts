@@ -5,34 +5,21 @@
  * against the issue's targets; writes the figures to bench/results/typed-proxy-<timestamp>.json.
  * A miss never fails the run: benchmarks are informational. See bench/README.md.
  */
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { existsSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import {
-  freePort,
-  hasTaskset,
-  killAllNow,
-  runToEnd,
-  type Started,
-  start,
-  stop,
-  stopAll,
-  waitForLine,
-} from './children.ts';
-import type { LoadJob, LoadResult } from './loadgen.ts';
+import { cpuUsPerRequest, envNum, runBench, runLoad, startNodeServer, waitUntilReady } from '../common/harness.ts';
+import { fmt, machine, mid, printTable, signed, verdict, writeResults } from '../common/report.ts';
+import { freePort, hasTaskset, type Started, start, stop } from './children.ts';
+import type { LoadJob } from './loadgen.ts';
 import { clockTicks } from './proc.ts';
 import { analyseProfile, type ProfileReport } from './profile.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const here = fileURLToPath(new URL('.', import.meta.url));
 
-const envNum = (name: string, def: number) => {
-  const n = Number(process.env[name] ?? def);
-  return Number.isFinite(n) && n > 0 ? n : def;
-};
 const settings = {
   warmupMs: envNum('BENCH_WARMUP', 2) * 1000,
   durationMs: envNum('BENCH_DURATION', 4) * 1000,
@@ -137,20 +124,9 @@ const profiling = (key: TargetKey) =>
     ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, key)}`]
     : [];
 
-async function startNodeServer(
-  file: string,
-  env: Record<string, string>,
-  key: TargetKey,
-): Promise<{ s: Started; port: number }> {
-  const s = start(process.execPath, [...profiling(key), '--import', 'tsx', join(here, file)], {
-    cpu: pin(settings.targetCpu),
-    cwd: root,
-    env: { ...process.env, ...env, PORT: '0' },
-  });
-  const m = await waitForLine(s, /listening (\d+)/, 15000);
-  s.child.stdout?.resume();
-  return { s, port: Number(m[1]) };
-}
+/** One of this directory's node:http servers, pinned to the target core (and profiled when asked). */
+const startServer = (file: string, env: Record<string, string>, key: TargetKey) =>
+  startNodeServer(join(here, file), env, pin(settings.targetCpu), profiling(key));
 
 async function startTyped(
   upstreamPort: number,
@@ -184,19 +160,8 @@ async function startTyped(
     },
   );
   const url = `http://127.0.0.1:${port}/`;
-  const deadline = Date.now() + 40000;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    if (s.child.exitCode !== null) throw new Error(`typed proxy exited (${s.child.exitCode}):\n${s.output()}`);
-    try {
-      await check({ url, expectHeader: 'X-Proxy-SType' });
-      return { s, url };
-    } catch (err) {
-      last = err;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
-  throw new Error(`typed proxy not ready after 40 s: ${(last as Error)?.message}\n${s.output()}`);
+  await waitUntilReady(s, 'typed proxy', 40000, () => check({ url, expectHeader: 'X-Proxy-SType' }));
+  return { s, url };
 }
 
 async function measure(t: Target, connections: number, round: number, warmupMs: number): Promise<Row> {
@@ -211,12 +176,8 @@ async function measure(t: Target, connections: number, round: number, warmupMs: 
     pids: t.upstream ? [t.proc.pid, t.upstream.pid] : [t.proc.pid],
     targetCore: pinned && /^\d+$/.test(settings.targetCpu) ? Number(settings.targetCpu) : undefined,
   };
-  const out = await runToEnd(process.execPath, ['--import', 'tsx', join(here, 'loadgen.ts'), JSON.stringify(job)], {
-    cpu: pin(settings.loadCpu),
-    cwd: root,
-  });
-  const r = JSON.parse(out.trim().split('\n').pop()!) as LoadResult;
-  const perReq = (pid: number) => (r.requests ? ((r.cpuTicks[pid] / clk) * 1e6) / r.requests : Number.NaN);
+  const r = await runLoad(job, pin(settings.loadCpu));
+  const perReq = (pid: number) => cpuUsPerRequest(r, pid, clk);
   return {
     target: t.key,
     connections,
@@ -235,14 +196,6 @@ async function measure(t: Target, connections: number, round: number, warmupMs: 
     firstError: r.firstError,
     windowNs: r.windowNs,
   };
-}
-
-/** Median (steadier than the mean on a shared machine); undefined for no values. */
-function mid(values: Array<number | undefined>): number | undefined {
-  const v = values.filter((x): x is number => x !== undefined && !Number.isNaN(x)).sort((a, b) => a - b);
-  if (v.length === 0) return undefined;
-  const h = Math.floor(v.length / 2);
-  return v.length % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
 /** One row per target and concurrency: the median of each figure over the rounds. */
@@ -265,17 +218,6 @@ function medianRow(rows: Row[]): Row {
   };
 }
 
-const fmt = (n: number | undefined, digits = 1) => (n === undefined || Number.isNaN(n) ? '-' : n.toFixed(digits));
-const signed = (n: number | undefined, digits = 2) => (n !== undefined && n >= 0 ? '+' : '') + fmt(n, digits);
-const pad = (s: string, n: number) => (s.length >= n ? s : s + ' '.repeat(n - s.length));
-const lpad = (s: string, n: number) => (s.length >= n ? s : ' '.repeat(n - s.length) + s);
-
-function printTable(head: string[], widths: number[], rows: string[][]): void {
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? pad(c, widths[i]) : lpad(c, widths[i]))).join('  ');
-  console.log(line(head));
-  for (const r of rows) console.log(line(r));
-}
-
 function printRows(rows: Row[]): void {
   printTable(
     [
@@ -290,7 +232,6 @@ function printRows(rows: Row[]): void {
       'core busy/other',
       'errors',
     ],
-    [28, 5, 8, 7, 7, 10, 15, 11, 15, 6],
     rows.map((r) => [
       targets[r.target].label,
       String(r.connections),
@@ -303,6 +244,7 @@ function printRows(rows: Row[]): void {
       r.coreBusy === undefined ? '-' : `${fmt(r.coreBusy * 100, 0)}% / ${fmt((r.coreOthers ?? 0) * 100, 0)}%`,
       String(r.errors),
     ]),
+    [28, 5, 8, 7, 7, 10, 15, 11, 15, 6],
   );
 }
 
@@ -378,7 +320,6 @@ function aggregate(perRound: Comparison[], goalConnections: number): Comparison[
 }
 
 function printComparisons(list: Comparison[], goalConnections: number): void {
-  const tag = (ok: boolean | undefined) => (ok === undefined ? '' : ok ? ' PASS' : ' MISS');
   const short: Record<TargetKey, string> = { direct: '(a)', bare: '(b)', typed: '(c)', typedInfo: "(c')" };
   console.log(
     `\ntargets for (c) vs (b) at ${goalConnections} connections: CPU/request <= ${goals.cpuRatio}x, ` +
@@ -386,15 +327,15 @@ function printComparisons(list: Comparison[], goalConnections: number): void {
   );
   printTable(
     ['ratio (median of per-round pairs)', 'conns', 'CPU/request', 'throughput', 'added p50', 'added p99'],
-    [34, 5, 13, 13, 10, 14],
     list.map((c) => [
       `${short[c.subject]} ${targets[c.subject].label.slice(short[c.subject].length + 1)} vs ${short[c.baseline]}`,
       String(c.connections),
-      `${fmt(c.cpuRatio, 2)}x${tag(c.verdict?.cpu)}`,
-      `${fmt(c.rpsRatio, 2)}x${tag(c.verdict?.rps)}`,
+      `${fmt(c.cpuRatio, 2)}x${verdict(c.verdict?.cpu)}`,
+      `${fmt(c.rpsRatio, 2)}x${verdict(c.verdict?.rps)}`,
       `${signed(c.addedP50Ms)} ms`,
-      `${signed(c.addedP99Ms)} ms${tag(c.verdict?.p99)}`,
+      `${signed(c.addedP99Ms)} ms${verdict(c.verdict?.p99)}`,
     ]),
+    [34, 5, 13, 13, 10, 14],
   );
 }
 
@@ -423,7 +364,7 @@ async function profileReports(list: Target[], all: Row[]): Promise<Record<string
         `µs = share of the measured ${fmt(report.cpuUsPerRequest, 1)} µs CPU/request\n  ${files[0]}`,
     );
     for (const h of report.hotspots.slice(0, 25)) {
-      console.log(`  ${lpad(fmt(h.usPerRequest, 1), 7)} µs  ${lpad(fmt(h.share * 100, 1), 5)}%  ${h.where}`);
+      console.log(`  ${fmt(h.usPerRequest, 1).padStart(7)} µs  ${fmt(h.share * 100, 1).padStart(5)}%  ${h.where}`);
     }
   }
   return out;
@@ -448,9 +389,9 @@ async function main(): Promise<number> {
   if (settings.profile)
     console.log('BENCH_PROFILE=1: (b) and (c) run under the CPU profiler; their figures are inflated');
 
-  const upstream = await startNodeServer('upstream.ts', {}, 'direct');
+  const upstream = await startServer('upstream.ts', {}, 'direct');
   const upstreamUrl = `http://127.0.0.1:${upstream.port}/`;
-  const bare = await startNodeServer('bare-proxy.ts', { UPSTREAM_URL: upstreamUrl }, 'bare');
+  const bare = await startServer('bare-proxy.ts', { UPSTREAM_URL: upstreamUrl }, 'bare');
   const list: Target[] = [
     { key: 'direct', url: upstreamUrl, proc: upstream.s },
     { key: 'bare', url: `http://127.0.0.1:${bare.port}/`, proc: bare.s, upstream: upstream.s },
@@ -490,9 +431,9 @@ async function main(): Promise<number> {
         const row = await measure(t, connections, round, warmupMs);
         rows.push(row);
         console.log(
-          `  round ${round}, ${lpad(String(connections), 2)} conns, ${pad(targets[t.key].label, 27)} ` +
-            `${lpad(fmt(row.rps, 0), 6)} req/s  p99 ${lpad(fmt(row.p99Ms, 2), 6)} ms  ` +
-            `${lpad(fmt(row.cpuUsPerReq, 1), 6)} µs CPU/req` +
+          `  round ${round}, ${String(connections).padStart(2)} conns, ${targets[t.key].label.padEnd(27)} ` +
+            `${fmt(row.rps, 0).padStart(6)} req/s  p99 ${fmt(row.p99Ms, 2).padStart(6)} ms  ` +
+            `${fmt(row.cpuUsPerReq, 1).padStart(6)} µs CPU/req` +
             (row.coreOthers !== undefined ? `  (other load on target core ${fmt(row.coreOthers * 100, 0)}%)` : '') +
             (row.errors ? `  ${row.errors} errors (${row.firstError})` : ''),
         );
@@ -530,57 +471,19 @@ async function main(): Promise<number> {
   }
 
   const profiles = settings.profile ? await profileReports(list, all) : {};
-  mkdirSync(resultsDir, { recursive: true });
-  const file = join(resultsDir, `typed-proxy-${stamp}.json`);
-  writeFileSync(
-    file,
-    `${JSON.stringify(
-      {
-        date: new Date().toISOString(),
-        machine: { cpus: cpus().length, model: cpus()[0]?.model, loadavg: loadavg(), node: process.version, pinned },
-        settings,
-        clockTicks: clk,
-        goals,
-        rows,
-        comparisons,
-        perRound: { rows: all, comparisons: perRound },
-        failures,
-        profiles,
-      },
-      null,
-      2,
-    )}\n`,
-  );
-  // biome.json lints bench/**: format the file its way so that `npm run lint` stays clean (best effort).
-  spawnSync(join(root, 'node_modules', '.bin', 'biome'), ['format', '--write', file], { cwd: root, stdio: 'ignore' });
-  console.log(`\nresults: ${file}`);
+  writeResults(join(resultsDir, `typed-proxy-${stamp}.json`), {
+    date: new Date().toISOString(),
+    machine: machine(pinned),
+    settings,
+    clockTicks: clk,
+    goals,
+    rows,
+    comparisons,
+    perRound: { rows: all, comparisons: perRound },
+    failures,
+    profiles,
+  });
   return Object.keys(failures).length ? 1 : 0;
 }
 
-let exitCode = 1;
-let interrupted = false;
-let cleaning: Promise<void> | undefined;
-const cleanup = () => {
-  cleaning ??= (async () => {
-    await stopAll();
-    if (!settings.keepLogs) rmSync(logDir, { recursive: true, force: true });
-    else console.log(`logs kept in ${logDir}`);
-  })();
-  return cleaning;
-};
-process.on('exit', killAllNow);
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    interrupted = true;
-    console.log(`\n${signal}: stopping`);
-    cleanup().finally(() => process.exit(130));
-  });
-}
-try {
-  exitCode = await main();
-} catch (err) {
-  if (!interrupted) console.error(`bench failed: ${(err as Error).stack ?? err}`);
-} finally {
-  await cleanup();
-}
-process.exit(interrupted ? 130 : exitCode);
+await runBench(main, { logDir, keepLogs: settings.keepLogs });
