@@ -47,7 +47,7 @@ export interface PolicyOptions {
   filter_list: boolean;
   block_error?: { code: string };
   classifiers?: string;
-  egress?: { classifiers?: string[]; window_chars?: number; scan_every_chars?: number };
+  egress?: { classifiers?: string[]; window_chars?: number; scan_every_chars?: number; holdback_chars?: number };
 }
 
 /** Severity order: the request's summary decision is the most severe one taken. */
@@ -112,6 +112,14 @@ export const policyPlugin = definePlugin<PolicyOptions>({
             default: 128,
             description: 'Check the window each time this much new streamed text arrived (and at the end).',
           },
+          holdback_chars: {
+            type: 'integer',
+            minimum: 0,
+            default: 0,
+            description:
+              'Withhold this much streamed text until it was checked with what follows it: a match no longer ' +
+              'than this never reaches the client (0: forward at once; the first token waits for this much text).',
+          },
         },
       },
       files: {
@@ -159,7 +167,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     if (options.phase === 'egress' && !classifierSet) {
       throw new Error('an egress policy stage needs `classifiers` (a classifier-set resource) to read answers');
     }
-    const egressOptions = { window_chars: 512, scan_every_chars: 128, ...options.egress };
+    const egressOptions = { window_chars: 512, scan_every_chars: 128, holdback_chars: 0, ...options.egress };
     const egressNames = egressOptions.classifiers;
     for (const name of egressNames ?? []) {
       if (!classifierSet?.get(name)) throw new Error(`egress classifier "${name}" is not in the classifier set`);
@@ -335,6 +343,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         streamCheck({
           windowChars: egressOptions.window_chars,
           scanEveryChars: egressOptions.scan_every_chars,
+          holdbackChars: egressOptions.holdback_chars,
           async check(windowText) {
             const { decision, matches, results } = await checkAnswer(ctx, windowText);
             const names = new Set(matches.filter((m) => m.action === 'redact').flatMap((m) => m.redact));

@@ -19,6 +19,13 @@ export interface WindowVerdict {
 export interface StreamCheckOptions {
   windowChars: number;
   scanEveryChars: number;
+  /**
+   * Characters of streamed text withheld until checked with what follows them (0: forward at
+   * once). With a hold-back, text reaches the client only after a scan that saw it with at least
+   * this many characters after it, so a match no longer than that is blocked or masked before any
+   * of it is sent, at the price of that much delay before the first token.
+   */
+  holdbackChars?: number;
   check(windowText: string): Promise<WindowVerdict>;
   /** A rule blocked or redacted: record it (decision list, audit) before the client sees the end. */
   decided(decision: PolicyDecision, scanned: { chars: number; events: number }): Promise<void>;
@@ -28,6 +35,7 @@ export interface StreamCheckOptions {
 }
 
 export function streamCheck(o: StreamCheckOptions): SseFilter {
+  if (o.holdbackChars && o.holdbackChars > 0) return heldStreamCheck(o, o.holdbackChars);
   let window = '';
   let unscanned = 0;
   let chars = 0;
@@ -86,6 +94,124 @@ export function streamCheck(o: StreamCheckOptions): SseFilter {
       if (unscanned === 0) return [];
       const outcome = await scan('');
       return outcome?.end ?? [];
+    },
+  };
+}
+
+/** An event waiting to be released, with the text it adds (empty for events without text). */
+interface Held {
+  event: SseEvent;
+  chunk?: Record<string, unknown>;
+  text: string;
+}
+
+/**
+ * The hold-back variant: events are queued while their text is checked. A batch is released
+ * once `holdback + scanEveryChars` characters wait: the window is scanned, then the oldest events
+ * go out until only `holdback` characters remain held. A block drops everything still held (the
+ * client never sees it); a redact masks the held parts of the matched spans; the end of the stream
+ * (`[DONE]` or the upstream's end) scans and releases the rest.
+ */
+function heldStreamCheck(o: StreamCheckOptions, holdback: number): SseFilter {
+  let window = '';
+  let held: Held[] = [];
+  let heldChars = 0;
+  let chars = 0;
+  let events = 0;
+  let last: Record<string, unknown> | undefined;
+  let redacted = false;
+  const windowChars = Math.max(o.windowChars, holdback + o.scanEveryChars);
+
+  /** Scans the window; on a block, the events that end the stream; else the held events, masked where needed. */
+  const scan = async (): Promise<SseEvent[] | undefined> => {
+    const verdict = await o.check(window);
+    const action = verdict.decision.action;
+    if (action === 'deny') {
+      await o.decided(verdict.decision, { chars, events });
+      held = [];
+      heldChars = 0;
+      return blockEvents(last, o.errorBody(verdict.decision));
+    }
+    if (action === 'redact' && verdict.spans.length > 0) {
+      // The held text is the window's tail: mask the parts of the spans that fall in it.
+      let start = window.length - heldChars;
+      let masked = false;
+      for (const h of held) {
+        const end = start + h.text.length;
+        const touching = verdict.spans.filter((sp) => sp.end > start && sp.start < end);
+        if (touching.length > 0 && h.chunk) {
+          // A span gets its placeholder in the chunk where it starts; its continuation in later
+          // chunks is dropped, so a span split across chunks reads as one placeholder.
+          const local = (sp: { start: number; end: number }) => ({
+            start: Math.max(0, sp.start - start),
+            end: Math.min(h.text.length, sp.end - start),
+          });
+          const heads = touching.filter((sp) => sp.start >= start).map((sp) => ({ ...sp, ...local(sp) }));
+          // Continuations all start at this chunk's first character: drop up to the furthest end.
+          const cut = Math.max(0, ...touching.filter((sp) => sp.start < start).map((sp) => local(sp).end));
+          const shifted = heads
+            .filter((sp) => sp.end > cut)
+            .map((sp) => ({ ...sp, start: Math.max(0, sp.start - cut), end: sp.end - cut }));
+          const text = o.mask(h.text.slice(cut), shifted);
+          h.event = { ...h.event, data: JSON.stringify(replaceText(h.chunk, text)) };
+          masked = true;
+        }
+        start = end;
+      }
+      if (masked && !redacted) {
+        redacted = true;
+        await o.decided(verdict.decision, { chars, events });
+      }
+    }
+    return undefined;
+  };
+
+  /** Releases the oldest held events until at most `keep` characters stay held. */
+  const release = (keep: number): SseEvent[] => {
+    const out: SseEvent[] = [];
+    while (held.length > 0 && (heldChars > keep || held[0].text === '')) {
+      const h = held.shift() as Held;
+      heldChars -= h.text.length;
+      out.push(h.event);
+    }
+    return out;
+  };
+
+  const finish = async (tail: SseEvent[]): Promise<{ events: SseEvent[]; end?: boolean }> => {
+    const blocked = heldChars > 0 ? await scan() : undefined;
+    if (blocked) return { events: blocked, end: true };
+    return { events: [...release(0), ...tail] };
+  };
+
+  return {
+    async onEvent(event) {
+      if (event.data === '[DONE]') return finish([event]);
+      let chunk: Record<string, unknown> | undefined;
+      try {
+        chunk = event.data === '' ? undefined : (JSON.parse(event.data) as Record<string, unknown>);
+      } catch {
+        chunk = undefined;
+      }
+      const text = chunk ? chunkText(chunk) : '';
+      if (!text) {
+        if (held.length === 0) return { events: [event] };
+        held.push({ event, chunk, text: '' }); // keeps its place behind the held text
+        return { events: [] };
+      }
+      events++;
+      chars += text.length;
+      last = chunk;
+      window = (window + text).slice(-windowChars);
+      held.push({ event, chunk, text });
+      heldChars += text.length;
+      if (heldChars < holdback + o.scanEveryChars) return { events: [] };
+      const blocked = await scan();
+      if (blocked) return { events: blocked, end: true };
+      return { events: release(holdback) };
+    },
+    async onEnd() {
+      const out = await finish([]);
+      return out.events;
     },
   };
 }

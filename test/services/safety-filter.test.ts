@@ -419,6 +419,35 @@ describe('a second instance with its own tenants and policy files', () => {
     }
   });
 
+  it('with an egress hold-back, none of a leaked key reaches the streaming client', async () => {
+    const held = await startService('configs/safety-filter.yaml', {
+      set: ['routes.0.pipeline.7.policy.egress.holdback_chars=64'],
+      env: { FILTER_BACKEND_URL: backend.url, FILTER_AUDIT_PATH: join(dir, 'audit-5.db') },
+    });
+    try {
+      const sdk = new OpenAI({ baseURL: `${held.url}/v1`, apiKey: devKey, maxRetries: 0 });
+      const stream = await sdk.chat.completions.create({
+        model: 'gpt-4o-mini',
+        messages: [{ role: 'user', content: 'leak mid-stream' }],
+        stream: true,
+      });
+      let text = '';
+      let finish: string | null = null;
+      const err = await (async () => {
+        for await (const c of stream) {
+          text += c.choices[0]?.delta?.content ?? '';
+          finish = c.choices[0]?.finish_reason ?? finish;
+        }
+      })().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.APIError);
+      expect(finish).toBe('content_filter');
+      expect(text).not.toContain('AKIA');
+      expect(text.length).toBeGreaterThan(0);
+    } finally {
+      await held.close();
+    }
+  });
+
   it('answers 429 rate_limit_exceeded past the tenant limit', async () => {
     const tenants = join(dir, 'tenants.yaml');
     writeFileSync(
