@@ -12,6 +12,7 @@ import {
   type QomResult,
 } from '../../runtime/index.ts';
 import type { QomProfile, STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
+import { registryOption } from '../stype-registry/api.ts';
 import { type DimensionName, dimensionNames, type ScoringInput, scorers } from './dimensions.ts';
 import { isObject, schemaInfo } from './schema-info.ts';
 
@@ -35,12 +36,7 @@ export default definePlugin<QomScoreOptions>({
     additionalProperties: false,
     required: ['registry'],
     properties: {
-      registry: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description: 'Name of the stype-registry resource.',
-      },
+      registry: registryOption,
       profile: {
         type: 'string',
         minLength: 1,

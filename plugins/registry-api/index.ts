@@ -18,6 +18,7 @@
  */
 import { definePlugin, type GatewayContext, GatewayError, readJsonObject } from '../../runtime/index.ts';
 import type { STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
+import { registryOption } from '../stype-registry/api.ts';
 
 type Op = 'list' | 'detail' | 'schema' | 'validate' | 'profiles' | 'search';
 
@@ -39,12 +40,7 @@ export default definePlugin<Options>({
     additionalProperties: false,
     required: ['registry', 'op'],
     properties: {
-      registry: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description: 'Name of the stype-registry resource.',
-      },
+      registry: registryOption,
       op: {
         enum: ['list', 'detail', 'schema', 'validate', 'profiles', 'search'],
         description: 'Operation of this route.',

@@ -14,6 +14,7 @@ import {
   type Violation,
 } from '../../runtime/index.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
+import { registryOption } from '../stype-registry/api.ts';
 import { effectiveMode, type Mode, modes } from './mode.ts';
 import { type Drift, ToolPins } from './pinning.ts';
 
@@ -42,12 +43,7 @@ export default definePlugin<SchemaValidateOptions>({
     additionalProperties: false,
     required: ['registry'],
     properties: {
-      registry: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description: 'Name of the stype-registry resource.',
-      },
+      registry: registryOption,
       mode: {
         enum: [...modes],
         description:

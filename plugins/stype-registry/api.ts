@@ -106,3 +106,11 @@ export interface STypeRegistry {
   /** SType id for a tool name under the registry's namespace (e.g. `echo` → `everything.echo`). */
   idForTool(tool: string): string | undefined;
 }
+
+/** The options-schema entry by which a stage names its stype-registry resource (checked at validate time). */
+export const registryOption = {
+  type: 'string',
+  minLength: 1,
+  'x-ref': 'resource',
+  description: 'Name of the stype-registry resource.',
+} as const;

@@ -13,6 +13,7 @@
  */
 import { definePlugin, GatewayError } from '../../runtime/index.ts';
 import type { STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
+import { registryOption } from '../stype-registry/api.ts';
 
 interface Options {
   registry: string;
@@ -27,12 +28,7 @@ export default definePlugin<Options>({
     additionalProperties: false,
     required: ['registry'],
     properties: {
-      registry: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description: 'Name of the stype-registry resource.',
-      },
+      registry: registryOption,
       stype: { type: 'string', minLength: 1, description: 'Fixed SType id for every message of this route.' },
     },
   },
