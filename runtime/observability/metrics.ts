@@ -41,3 +41,21 @@ export function createMetricsKit(registry = new Registry()): MetricsKit {
 export const latencyBuckets = [
   0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 ];
+
+/** `switchyard_requests_total{route,method,status}`: shared by the request core and upgrades. */
+export function requestsCounter(kit: MetricsKit) {
+  return kit.counter({
+    name: 'switchyard_requests_total',
+    help: 'Requests answered, by route, method and status code',
+    labelNames: ['route', 'method', 'status'] as const,
+  });
+}
+
+/** `switchyard_stage_failures_total{stage,plugin,on_error}`: shared by pipelines and upgrades. */
+export function stageFailuresCounter(kit: MetricsKit) {
+  return kit.counter({
+    name: 'switchyard_stage_failures_total',
+    help: 'Internal failures of pipeline stages, by stage and declared failure mode',
+    labelNames: ['stage', 'plugin', 'on_error'] as const,
+  });
+}

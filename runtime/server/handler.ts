@@ -6,12 +6,18 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { GatewayError, toGatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
-import { latencyBuckets } from '../observability/metrics.ts';
+import { latencyBuckets, requestsCounter } from '../observability/metrics.ts';
 import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
 import type { GatewayContext } from '../state.ts';
 import { randomHex } from '../util/random-hex.ts';
 
 const safeRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The request's id: a safe incoming one (the configured header, else X-Request-Id) is kept, anything else replaced. */
+export function requestIdOf(ctx: GatewayContext, header: string): string {
+  const incoming = ctx.get(header) || ctx.get('x-request-id');
+  return safeRequestId.test(incoming) ? incoming : randomUUID();
+}
 const traceparentPattern = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 const zeroTraceId = '0'.repeat(32);
 
@@ -20,11 +26,7 @@ export interface RequestCore {
 }
 
 export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog: boolean): RequestCore {
-  const requests = metrics.counter({
-    name: 'switchyard_requests_total',
-    help: 'Requests answered, by route, method and status code',
-    labelNames: ['route', 'method', 'status'] as const,
-  });
+  const requests = requestsCounter(metrics);
   const duration = metrics.histogram({
     name: 'switchyard_request_duration_seconds',
     help: 'Time to answer a request (until the response headers and body are handed to the socket)',
@@ -42,8 +44,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
     async handle(graph, ctx) {
       const started = process.hrtime.bigint();
       const config = graph.loaded.config;
-      const incomingId = ctx.get(config.request_id_header) || ctx.get('x-request-id');
-      const requestId = safeRequestId.test(incomingId) ? incomingId : randomUUID();
+      const requestId = requestIdOf(ctx, config.request_id_header);
       ctx.set(config.request_id_header, requestId);
       if (config.request_id_header.toLowerCase() !== 'x-request-id') ctx.set('X-Request-Id', requestId);
       ctx.state = {

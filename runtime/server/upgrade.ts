@@ -13,22 +13,19 @@
  * retires the old graph (whose stages close their connections) only after the drain timeout, and
  * shutdown asks the connections still open to close (`UpgradedConnection.shutdown`).
  */
-import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type RequestListener, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type Koa from 'koa';
 import type { Logger } from 'pino';
 import { GatewayError, toGatewayError } from '../errors.ts';
-import type { MetricsKit } from '../observability/metrics.ts';
+import { type MetricsKit, requestsCounter, stageFailuresCounter } from '../observability/metrics.ts';
 import type { UpgradedConnection } from '../plugin.ts';
 import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
 import type { BuiltStage } from '../service/pipeline.ts';
 import type { GatewayContext } from '../state.ts';
-import { findRoute } from './handler.ts';
+import { findRoute, requestIdOf } from './handler.ts';
 
-// The same rule as the request core: a safe incoming id is kept, anything else replaced.
-const safeRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
 /** How long shutdown waits for connections asked to close before destroying them. */
 const shutdownGraceMs = 2000;
 
@@ -52,16 +49,8 @@ export interface UpgradeHandler {
 
 export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
   const { app, logger, metrics } = deps;
-  const requests = metrics.counter({
-    name: 'switchyard_requests_total',
-    help: 'Requests answered, by route, method and status code',
-    labelNames: ['route', 'method', 'status'] as const,
-  });
-  const failures = metrics.counter({
-    name: 'switchyard_stage_failures_total',
-    help: 'Internal failures of pipeline stages, by stage and declared failure mode',
-    labelNames: ['stage', 'plugin', 'on_error'] as const,
-  });
+  const requests = requestsCounter(metrics);
+  const failures = stageFailuresCounter(metrics);
   const openGauge = metrics.gauge({
     name: 'switchyard_upgraded_connections',
     help: 'Upgraded connections (WebSockets) open, by route',
@@ -80,8 +69,7 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
   ): Promise<void> {
     const started = process.hrtime.bigint();
     const config = graph.loaded.config;
-    const incomingId = ctx.get(config.request_id_header) || ctx.get('x-request-id');
-    const requestId = safeRequestId.test(incomingId) ? incomingId : randomUUID();
+    const requestId = requestIdOf(ctx, config.request_id_header);
     ctx.state = {
       requestId,
       service: config.service,

@@ -6,7 +6,7 @@
  */
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.ts';
-import type { MetricsKit } from '../observability/metrics.ts';
+import { type MetricsKit, stageFailuresCounter } from '../observability/metrics.ts';
 import type { StageInstance } from '../plugin.ts';
 import type { GatewayContext, Next, Stage } from '../state.ts';
 
@@ -22,11 +22,7 @@ export interface BuiltStage {
 }
 
 export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logger: Logger): Stage {
-  const failures = metrics.counter({
-    name: 'switchyard_stage_failures_total',
-    help: 'Internal failures of pipeline stages, by stage and declared failure mode',
-    labelNames: ['stage', 'plugin', 'on_error'] as const,
-  });
+  const failures = stageFailuresCounter(metrics);
   // Per request, the index of the deepest stage entered (kept on the context under a key of this
   // pipeline's own): tells a failing stage whether it had called next. No per-stage closures or
   // tracking objects on the hot path.
