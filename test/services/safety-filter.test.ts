@@ -49,6 +49,29 @@ function admin(path: string, init: RequestInit = {}): Promise<Response> {
   });
 }
 
+/** Streams a chat through the SDK: the text received, chunk count, last finish_reason, and the error that ended it. */
+async function streamChat(sdk: OpenAI, content: string) {
+  const stream = await sdk.chat.completions.create({
+    model: 'gpt-4o-mini',
+    messages: [{ role: 'user', content }],
+    stream: true,
+  });
+  let text = '';
+  let chunks = 0;
+  let finish: string | null = null;
+  let error: unknown;
+  try {
+    for await (const chunk of stream) {
+      chunks++;
+      text += chunk.choices[0]?.delta?.content ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+  } catch (err) {
+    error = err;
+  }
+  return { text, chunks, finish, error };
+}
+
 const chat = (content: string, extra: Record<string, unknown> = {}) => ({
   model: 'gpt-4o-mini',
   messages: [{ role: 'user', content }],
@@ -87,19 +110,8 @@ describe('proxied calls through the official openai SDK', () => {
   });
 
   it('streamed chat arrives chunk by chunk', async () => {
-    const stream = await client.chat.completions.create({
-      model: 'gpt-4o-mini',
-      messages: [{ role: 'user', content: 'stream this please' }],
-      stream: true,
-    });
-    let text = '';
-    let chunks = 0;
-    let finish: string | null = null;
-    for await (const chunk of stream) {
-      chunks++;
-      text += chunk.choices[0]?.delta?.content ?? '';
-      finish = chunk.choices[0]?.finish_reason ?? finish;
-    }
+    const { text, chunks, finish, error } = await streamChat(client, 'stream this please');
+    expect(error).toBeUndefined();
     expect(text).toBe('You said: stream this please');
     expect(chunks).toBeGreaterThan(3);
     expect(finish).toBe('stop');
@@ -184,19 +196,7 @@ describe('decisions', () => {
   });
 
   it('egress on a stream: ends with content_filter and an error event, without the rest of the answer', async () => {
-    const stream = await client.chat.completions.create({
-      model: 'gpt-4o-mini',
-      messages: [{ role: 'user', content: 'leak mid-stream' }],
-      stream: true,
-    });
-    let text = '';
-    let finish: string | null = null;
-    const err = await (async () => {
-      for await (const chunk of stream) {
-        text += chunk.choices[0]?.delta?.content ?? '';
-        finish = chunk.choices[0]?.finish_reason ?? finish;
-      }
-    })().catch((e: unknown) => e);
+    const { text, finish, error: err } = await streamChat(client, 'leak mid-stream');
     expect(finish).toBe('content_filter');
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect(text.length).toBeLessThan(reply({ body: chat('leak mid-stream') } as RecordedRequest).length / 2);
@@ -426,19 +426,7 @@ describe('a second instance with its own tenants and policy files', () => {
     });
     try {
       const sdk = new OpenAI({ baseURL: `${held.url}/v1`, apiKey: devKey, maxRetries: 0 });
-      const stream = await sdk.chat.completions.create({
-        model: 'gpt-4o-mini',
-        messages: [{ role: 'user', content: 'leak mid-stream' }],
-        stream: true,
-      });
-      let text = '';
-      let finish: string | null = null;
-      const err = await (async () => {
-        for await (const c of stream) {
-          text += c.choices[0]?.delta?.content ?? '';
-          finish = c.choices[0]?.finish_reason ?? finish;
-        }
-      })().catch((e: unknown) => e);
+      const { text, finish, error: err } = await streamChat(sdk, 'leak mid-stream');
       expect(err).toBeInstanceOf(OpenAI.APIError);
       expect(finish).toBe('content_filter');
       expect(text).not.toContain('AKIA');
