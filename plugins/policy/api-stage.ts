@@ -6,7 +6,7 @@
  */
 import { definePlugin, GatewayError, readJsonObject } from '../../runtime/index.ts';
 import type { ClassifierSet } from '../classify/api.ts';
-import type { EvaluationData } from './data.ts';
+import { type EvaluationData, scoresOf } from './data.ts';
 import type { PolicyStore } from './store.ts';
 
 interface PolicyApiOptions {
@@ -75,9 +75,7 @@ export const policyApiPlugin = definePlugin<PolicyApiOptions>({
         request: { method: 'POST', path: ctx.path },
         body: { messages: [{ role: 'user', content: text }] },
         annotations: {},
-        classifiers: Object.fromEntries(
-          Object.entries(results).map(([k, r]) => [k, { score: r.score, label: r.label, confidence: r.confidence }]),
-        ),
+        classifiers: scoresOf(results),
         tenant: null,
         model: null,
         phase,

@@ -27,7 +27,7 @@ import { redact } from '../classify/api.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
 import { policyApiPlugin } from './api-stage.ts';
 import { maskRequest, maskResponse, responseText } from './chat-text.ts';
-import { asToolCall, type EvaluationData, evaluationData, isObject } from './data.ts';
+import { asToolCall, type EvaluationData, evaluationData, isObject, scoresOf } from './data.ts';
 import type { Evaluation, PolicySet, RuleMatch } from './engine.ts';
 import { policySetResource } from './resource.ts';
 import { PolicyStore } from './store.ts';
@@ -241,7 +241,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
 
     /** Masks, in `text`, the spans the redact rules' classifiers find. */
     async function maskWith(matches: RuleMatch[], text: string): Promise<string> {
-      const names = [...new Set(matches.filter((m) => m.action === 'redact').flatMap((m) => m.redact))];
+      const names = redactNames(matches);
       if (!classifierSet || names.length === 0 || text === '') return text;
       const results = await classifierSet.classify(names, text);
       return redact(text, spansOf(results));
@@ -307,9 +307,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       const results = await (classifierSet as ClassifierSet).classify(egressNames, text);
       const current = store.current;
       const data = evaluationData(ctx, mode(ctx), 'egress');
-      data.classifiers = Object.fromEntries(
-        Object.entries(results).map(([k, r]) => [k, { score: r.score, label: r.label, confidence: r.confidence }]),
-      );
+      data.classifiers = scoresOf(results);
       const evaluation = current.evaluate(applicable(current, data.stype, ctx), data, 'egress');
       count(evaluation.matches);
       return { ...evaluation, results };
@@ -330,9 +328,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         if (mode(ctx) !== 'strict') return body;
         if (decision.action === 'deny') throw blockError(decision);
         if (decision.action === 'redact') {
-          const names = new Set(matches.filter((m) => m.action === 'redact').flatMap((m) => m.redact));
-          const spans = spansOf(Object.fromEntries(Object.entries(results).filter(([k]) => names.has(k))));
-          if (spans.length > 0) {
+          if (redactSpans(matches, results).length > 0) {
             const copy = structuredClone(body);
             if (await maskResponse(copy, (t) => maskWith(matches, t))) return copy;
           }
@@ -346,8 +342,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
           holdbackChars: egressOptions.holdback_chars,
           async check(windowText) {
             const { decision, matches, results } = await checkAnswer(ctx, windowText);
-            const names = new Set(matches.filter((m) => m.action === 'redact').flatMap((m) => m.redact));
-            const spans = spansOf(Object.fromEntries(Object.entries(results).filter(([k]) => names.has(k))));
+            const spans = redactSpans(matches, results);
             const enforce = mode(ctx) === 'strict';
             return { decision: enforce ? decision : { action: 'allow' }, spans };
           },
@@ -392,6 +387,16 @@ export default [policyPlugin, policySetResource, policyApiPlugin];
 
 function spansOf(results: Record<string, ClassifierResult>): Span[] {
   return Object.values(results).flatMap((r) => r.spans);
+}
+
+/** The classifiers whose spans the matching redact rules mask. */
+function redactNames(matches: RuleMatch[]): string[] {
+  return [...new Set(matches.filter((m) => m.action === 'redact').flatMap((m) => m.redact))];
+}
+
+/** The spans, among `results`, that the matching redact rules mask. */
+function redactSpans(matches: RuleMatch[], results: Record<string, ClassifierResult>): Span[] {
+  return redactNames(matches).flatMap((name) => results[name]?.spans ?? []);
 }
 
 function addLatency(ctx: GatewayContext, started: number): void {
