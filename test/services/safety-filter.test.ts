@@ -436,6 +436,32 @@ describe('a second instance with its own tenants and policy files', () => {
     }
   });
 
+  it('with the backend down: 502 backend_error, and readiness says not_ready / unreachable', async () => {
+    const { createServer } = await import('node:net');
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise<void>((r) => probe.close(() => r())); // nothing listens there now
+    const down = await startService('configs/safety-filter.yaml', {
+      warmupMs: 200,
+      env: { FILTER_BACKEND_URL: `http://127.0.0.1:${port}/v1`, FILTER_AUDIT_PATH: join(dir, 'audit-6.db') },
+    });
+    try {
+      const res = await fetch(`${down.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${devKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify(chat('hello')),
+      });
+      expect(res.status).toBe(502);
+      expect((await res.json()).error.type).toBe('backend_error');
+      const ready = await fetch(`${down.url}/health/ready`);
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toMatchObject({ status: 'not_ready', checks: { backend: 'unreachable' } });
+    } finally {
+      await down.close();
+    }
+  });
+
   it('answers 429 rate_limit_exceeded past the tenant limit', async () => {
     const tenants = join(dir, 'tenants.yaml');
     writeFileSync(
