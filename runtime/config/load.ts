@@ -14,6 +14,7 @@ import { type InterpolationProblem, interpolate } from './interpolate.ts';
 import { applyOverride, parseOverride } from './overrides.ts';
 import { DeclaredNames, referenceKeyword } from './references.ts';
 import { serviceSchema } from './service-schema.ts';
+import { settingsHeader, settingsOf, settingsVariables, templatePath, withEnvironment } from './settings.ts';
 import {
   ConfigError,
   type ConfigPath,
@@ -58,15 +59,42 @@ const validateService = compile(serviceSchema());
 
 export async function loadService(file: string, options: LoadOptions = {}): Promise<LoadedService> {
   const path = resolve(file);
-  const source = readConfigSource(path);
+  const env = options.env ?? process.env;
+  let source = readConfigSource(path);
   const problems: ConfigProblem[] = [];
-  const report = (at: ConfigPath, message: string, pathText = formatPath(at)) => {
-    const pos = source.locate(at);
-    problems.push({ file: path, line: pos.line, column: pos.column, path: pathText, message });
+  const reportIn = (src: ConfigSource) => (at: ConfigPath, message: string, pathText = formatPath(at)) => {
+    const pos = src.locate(at);
+    problems.push({ file: src.file, line: pos.line, column: pos.column, path: pathText, message });
   };
 
+  // A settings file (see settings.ts): its values become variables of the template it names.
+  let variables = env;
+  const header = settingsHeader(source.value);
+  if (header) {
+    const settingsSource = source;
+    source = readConfigSource(templatePath(path, header));
+    const { settings: schema, ...template } = (source.value ?? {}) as Record<string, unknown>;
+    source = { ...source, value: template };
+    // Environment first, then the schema (coercion, defaults), then the environment again for
+    // keys that only the schema's defaults brought in, and a second check of those.
+    let settings = withEnvironment(settingsOf(settingsSource.value), header, env);
+    const validate = schema && typeof schema === 'object' ? compile(schema) : undefined;
+    for (let pass = 0; validate && pass < 2; pass++) {
+      if (!validate(settings)) {
+        for (const e of validate.errors ?? []) reportAjv(e, [], reportIn(settingsSource));
+        throw new ConfigError(problems);
+      }
+      if (pass === 0) settings = withEnvironment(settings, header, env);
+    }
+    variables = { ...env, ...settingsVariables(settings, header) };
+  }
+  const report = reportIn(source);
+  if (!header && (source.value as Record<string, unknown> | null)?.settings !== undefined) {
+    report(['settings'], 'only the template of a settings file declares settings (see docs/configuration.md)');
+  }
+
   const interpolationProblems: InterpolationProblem[] = [];
-  let value = interpolate(source.value, options.env ?? process.env, interpolationProblems);
+  let value = interpolate(source.value, variables, interpolationProblems);
   for (const p of interpolationProblems) report(p.path, p.message);
   for (const spec of options.set ?? []) {
     try {

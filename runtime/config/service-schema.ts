@@ -44,6 +44,11 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
       service: { type: 'string', pattern: '^[a-z0-9][a-z0-9-]*$', description: 'Service name (metrics, logs).' },
       version: { type: 'string', default: '0.1.0', description: 'Reported by health endpoints.' },
       description: { type: 'string' },
+      settings: {
+        type: 'object',
+        description:
+          'Only in the template of a settings file: a JSON Schema of the settings it takes (types, defaults, no unknown keys).',
+      },
       listen: { ...listener, description: 'The main listener.' },
       metrics: {
         type: 'object',
