@@ -1,0 +1,165 @@
+/**
+ * `npx tsx bench/safety-filter/profile-filter.ts`: CPU-profiles the safety filter under a steady
+ * load of the bench's 2 KB chat request (32 connections, PROFILE_SECONDS, default 8) and prints
+ * where its time goes: per project frame (the nearest runtime/ or plugins/ function on the stack,
+ * as bench:safety's profile does) and per self-time function. For finding hot spots, not figures:
+ * the profiler inflates every cost.
+ */
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+import { startNodeServer, waitUntilReady } from '../common/harness.ts';
+import { freePort, start } from '../typed-proxy/children.ts';
+import { analyseProfile } from '../typed-proxy/profile.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'switchyard-prof-'));
+const seconds = Number(process.env.PROFILE_SECONDS ?? 8);
+const key = 'sk-dev-local-0001';
+const backend = await startNodeServer(join(root, 'bench/safety-filter/backend.ts'), {}, undefined);
+writeFileSync(
+  join(dir, 'tenants.yaml'),
+  `tenants:\n  - id: bench\n    backend: llm\n    policy: default.yaml\n    requests_per_minute: 100000000\n` +
+    `    classifiers: [pii, secrets, prompt_injection]\n    api_keys: [{ key: ${key} }]\n`,
+);
+const port = await freePort();
+const sets = [
+  `listen.port=${port}`,
+  `metrics.port=${await freePort()}`,
+  `admin.port=${await freePort()}`,
+  `upstreams.llm={kind: openai, url: "http://127.0.0.1:${backend.port}/v1"}`,
+];
+const bare = process.env.PROFILE_TARGET === 'bare';
+/** PROFILE_HEAP=1: a sampling heap profile instead (allocation sites, bytes per request). */
+const heap = process.env.PROFILE_HEAP === '1';
+const filter = bare
+  ? (
+      await startNodeServer(
+        join(root, 'bench/typed-proxy/bare-proxy.ts'),
+        { UPSTREAM_URL: `http://127.0.0.1:${backend.port}/v1/chat/completions` },
+        undefined,
+        ['--cpu-prof', `--cpu-prof-dir=${join(dir, 'prof')}`],
+      )
+    ).s
+  : start(
+      process.execPath,
+      [
+        ...(heap
+          ? ['--heap-prof', `--heap-prof-dir=${join(dir, 'prof')}`, '--heap-prof-interval=4096']
+          : ['--cpu-prof', `--cpu-prof-dir=${join(dir, 'prof')}`]),
+        'bin/switchyard.js',
+        'serve',
+        'configs/safety-filter.yaml',
+        ...sets.flatMap((s) => ['--set', s]),
+      ],
+      {
+        cwd: root,
+        env: {
+          ...process.env,
+          LOG_LEVEL: 'warn',
+          FILTER_TENANTS_FILE: join(dir, 'tenants.yaml'),
+          FILTER_AUDIT_PATH: join(dir, 'audit.db'),
+        },
+      },
+    );
+async function portOf(s: { output(): string }): Promise<number> {
+  return Number(/listening (\d+)/.exec(s.output())?.[1]);
+}
+const content = 'Please summarise the notes from our weekly planning meeting for the team newsletter. '.repeat(22);
+const body = JSON.stringify({
+  model: 'gpt-4o-mini',
+  messages: [
+    { role: 'system', content: 'You are a helpful assistant that writes concise summaries.' },
+    { role: 'user', content },
+  ],
+});
+const url = `http://127.0.0.1:${bare ? await portOf(filter) : port}`;
+const pool = new Pool(url, { connections: 32 });
+const send = async () => {
+  const res = await pool.request({
+    path: '/v1/chat/completions',
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body,
+  });
+  await res.body.text();
+  if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
+};
+await waitUntilReady(filter, 'filter', 90_000, send);
+const run = async (ms: number) => {
+  let n = 0;
+  const end = Date.now() + ms;
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      while (Date.now() < end) {
+        await send();
+        n++;
+      }
+    }),
+  );
+  return n;
+};
+await run(2000);
+const cpu0 = process.cpuUsage();
+const t0 = process.hrtime.bigint();
+const n = await run(seconds * 1000);
+const t1 = process.hrtime.bigint();
+void cpu0;
+await pool.close();
+filter.child.kill('SIGTERM');
+await new Promise((r) => filter.child.once('exit', r));
+backend.s.child.kill('SIGTERM');
+const profDir = join(dir, 'prof');
+const file = readdirSync(profDir)
+  .filter((f) => f.endsWith(heap ? '.heapprofile' : '.cpuprofile'))
+  .map((f) => join(profDir, f))[0];
+if (!file) throw new Error('no profile written');
+console.log(`${n} requests in ${seconds} s (${Math.round(n / seconds)} req/s under the profiler)`);
+if (heap) {
+  printHeap(file, n);
+  process.exit(0);
+}
+const report = await analyseProfile(file, [[t0, t1]], n, 0, root);
+console.log(`busy µs/request (sampled): ${report.busyUsPerRequest.toFixed(1)}`);
+for (const h of report.hotspots.slice(0, Number(process.env.PROFILE_TOP ?? 45))) {
+  console.log(
+    `${(h.share * 100).toFixed(1).padStart(5)}%  ${(h.share * report.busyUsPerRequest).toFixed(1).padStart(6)} µs  ${h.where}`,
+  );
+}
+const groups = new Map<string, number>();
+for (const h of report.hotspots) {
+  const g = /^(runtime\/[\w-]+|plugins\/[\w-]+)/.exec(h.where)?.[1] ?? (h.where.startsWith('[') ? h.where : 'other');
+  groups.set(g, (groups.get(g) ?? 0) + h.share * report.busyUsPerRequest);
+}
+console.log('\nby component:');
+for (const [g, us] of [...groups].sort((a, b) => b[1] - a[1]).slice(0, 30))
+  console.log(`${us.toFixed(1).padStart(7)} µs  ${g}`);
+console.log(`profile: ${file}`);
+
+interface HeapNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: HeapNode[];
+}
+/** Sampled bytes allocated per request by allocation site (whole run: warmup included). */
+function printHeap(file: string, requests: number): void {
+  const rootNode = (JSON.parse(readFileSync(file, 'utf8')) as { head: HeapNode }).head;
+  const by = new Map<string, number>();
+  let total = 0;
+  const walk = (n: HeapNode) => {
+    const f = n.callFrame;
+    const where = `${f.url.replace(`file://${root}`, '').replace(/^node:/, 'node:')}:${f.lineNumber + 1} ${f.functionName || '(anonymous)'}`;
+    by.set(where, (by.get(where) ?? 0) + n.selfSize);
+    total += n.selfSize;
+    for (const c of n.children) walk(c);
+  };
+  walk(rootNode);
+  console.log(
+    `sampled allocation: ${(total / requests).toFixed(0)} bytes/request (live at exit excluded? no: sampled allocations still reachable)`,
+  );
+  for (const [where, bytes] of [...by].sort((a, b) => b[1] - a[1]).slice(0, 40)) {
+    console.log(`${(bytes / requests).toFixed(0).padStart(7)} B  ${where}`);
+  }
+}
