@@ -22,6 +22,7 @@ export type {
   UpgradeInfo,
 } from './plugin.ts';
 export { definePlugin, defineResource } from './plugin.ts';
+export type { ClientConnection, ConnectionsSnapshot } from './server/connections.ts';
 export type {
   Caller,
   GatewayContext,
@@ -41,7 +42,21 @@ export type {
   Violation,
 } from './state.ts';
 export type {
+  ChangeRecord,
+  Entity,
+  EntityOperations,
+  EntityStore,
+  EntityStoreObserver,
+  EntityStoreOptions,
+  FieldCondition,
+  Filter,
+  MutationEvent,
+  MutationOptions,
   PostgresOptions,
+  QueryBudget,
+  QueryEvent,
+  QueryOptions,
+  QueryResult,
   SqlDatabase,
   SqlExecutor,
   SqliteOptions,
@@ -49,8 +64,18 @@ export type {
   SqlParam,
   SqlRow,
   TransactionOptions,
+  TransactionRunOptions,
 } from './store/index.ts';
-export { openSqlDatabase } from './store/index.ts';
+export {
+  DuplicateKeyError,
+  InvalidQueryError,
+  openEntityStore,
+  openSqlDatabase,
+  QueryBudgetExceededError,
+  ReadOnlyStoreError,
+  ReplicationGapError,
+  VersionConflictError,
+} from './store/index.ts';
 export { sseData } from './upstreams/sse.ts';
 export type {
   HttpForwardRequest,

@@ -164,6 +164,12 @@ export interface EntityStoreOptions {
   observer?: EntityStoreObserver;
   /** Close the SQL database when the store closes (default true). */
   ownsDatabase?: boolean;
+  /**
+   * Prefix of the store's table names (default `entity_`: `entity_entities`, `entity_changes`,
+   * `entity_meta`), so that several stores can share one database. `[A-Za-z_][A-Za-z0-9_]*`, at
+   * most 40 characters.
+   */
+  tablePrefix?: string;
 }
 
 export interface QueryEvent {
@@ -191,5 +197,10 @@ export interface EntityStoreObserver {
   onQuery?(event: QueryEvent): void;
   onMutation?(event: MutationEvent): void;
   onConflict?(event: { type: string; id: number; expected: number; actual: number | undefined }): void;
-  onBudgetExceeded?(event: { budget: 'max_entities' | 'max_depth'; type: string; limit: number; requested: number }): void;
+  onBudgetExceeded?(event: {
+    budget: 'max_entities' | 'max_depth';
+    type: string;
+    limit: number;
+    requested: number;
+  }): void;
 }

@@ -11,6 +11,33 @@ import { openPostgres } from './postgres.ts';
 import { openSqlite } from './sqlite.ts';
 import type { SqlDatabase, SqlOptions } from './types.ts';
 
+export {
+  DuplicateKeyError,
+  InvalidQueryError,
+  type QueryBudget,
+  QueryBudgetExceededError,
+  ReadOnlyStoreError,
+  ReplicationGapError,
+  VersionConflictError,
+} from './entity-errors.ts';
+export { openEntityStore } from './entity-store.ts';
+export type {
+  ChangeRecord,
+  Entity,
+  EntityOperations,
+  EntityStore,
+  EntityStoreObserver,
+  EntityStoreOptions,
+  FieldCondition,
+  Filter,
+  MutationEvent,
+  MutationOptions,
+  QueryEvent,
+  QueryOptions,
+  QueryResult,
+  TransactionRunOptions,
+} from './entity-types.ts';
+
 export type {
   PostgresOptions,
   SqlDatabase,

@@ -54,6 +54,11 @@ export function openSqlite(options: SqliteOptions): SqlDatabase {
   const db = new Database(options.path, { timeout: options.busy_timeout_ms ?? 15000 });
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${options.synchronous === 'NORMAL' ? 'NORMAL' : 'FULL'}`);
+  if (options.cache_size_mb !== undefined) {
+    // A negative cache_size is in KiB rather than pages.
+    if (!(options.cache_size_mb > 0)) throw new Error('cache_size_mb must be a positive number');
+    db.pragma(`cache_size = ${-Math.round(options.cache_size_mb * 1024)}`);
+  }
   const cache = new Map<string, Prepared>();
 
   const prepare = (sql: string): Prepared => {

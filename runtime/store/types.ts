@@ -58,6 +58,8 @@ export interface SqliteOptions {
   synchronous?: 'FULL' | 'NORMAL';
   /** How long a writer waits for another process's write lock before failing (default 15000 ms: long enough to ride out a busy machine). */
   busy_timeout_ms?: number;
+  /** Page cache of each connection, in MiB (`PRAGMA cache_size`); SQLite's default is about 2 MiB. */
+  cache_size_mb?: number;
 }
 
 export interface PostgresOptions {

@@ -1,0 +1,171 @@
+/**
+ * replication: primary/replica replication of an `entity-store` resource over its ordered change
+ * log (see docs/datastore.md, "Replication").
+ *
+ *   resources:
+ *     store: { type: entity-store, path: ../.data/datastore.db }
+ *     replication:
+ *       type: replication
+ *       store: store
+ *       role: "${DB_REPLICATION_ROLE:-standalone}"     # standalone | primary | replica
+ *       bind: "${DB_REPLICATION_BIND:-127.0.0.1:5433}"  # primary: where replicas connect
+ *       primary: "${DB_REPLICATION_PRIMARY:-}"          # replica: the primary's host:port
+ *
+ * A primary serves its change feed on `bind`. A replica makes its store read-only (writes get 403
+ * `read_only` naming the primary), follows the feed, applies every change in order exactly once,
+ * and reports its lag as metrics and in its health.
+ */
+import { defineResource, type EntityStore, type HealthReport } from '../../runtime/index.ts';
+import { serveFeed } from './feed-server.ts';
+import { Follower } from './follower.ts';
+
+interface ReplicationOptions {
+  store: string;
+  role: 'standalone' | 'primary' | 'replica';
+  bind: string;
+  primary: string;
+  token: string;
+  batch: number;
+  wait_ms: number;
+  poll_ms: number;
+}
+
+export default defineResource<ReplicationOptions>({
+  type: 'replication',
+  description: 'Primary/replica replication of an entity-store resource over its ordered change log.',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['store'],
+    properties: {
+      store: { type: 'string', 'x-ref': 'resource', description: 'The entity-store resource to replicate.' },
+      role: { enum: ['standalone', 'primary', 'replica'], default: 'standalone' },
+      bind: {
+        type: 'string',
+        default: '127.0.0.1:5433',
+        pattern: '^(\\[[0-9a-fA-F:.]+\\]|[^:\\s]+):\\d{1,5}$',
+        description: 'Primary: host:port of the change feed replicas connect to.',
+      },
+      primary: {
+        type: 'string',
+        default: '',
+        description: "Replica: the primary's feed, host:port or http(s)://host:port.",
+      },
+      token: {
+        type: 'string',
+        default: '',
+        description: 'Shared secret: the primary requires it, replicas send it (Bearer). Empty: none.',
+      },
+      batch: { type: 'integer', minimum: 1, maximum: 5000, default: 1000, description: 'Changes per fetch.' },
+      wait_ms: { type: 'integer', minimum: 0, maximum: 30000, default: 10000, description: 'Long-poll wait.' },
+      poll_ms: {
+        type: 'integer',
+        minimum: 5,
+        maximum: 5000,
+        default: 25,
+        description: 'Primary: news check interval.',
+      },
+    },
+  },
+  async create(options, env) {
+    const store = env.resource<{ store: EntityStore }>(options.store).store;
+    const token = options.token || undefined;
+    const role = options.role;
+    const lag = env.metrics.gauge({
+      name: 'db_replication_lag_seconds',
+      help: 'Replica: age of the newest applied change while behind the primary (0 when caught up)',
+    });
+    const behind = env.metrics.gauge({
+      name: 'db_replication_lag_changes',
+      help: 'Replica: changes the primary has that this replica has not applied yet',
+    });
+    const appliedSeq = env.metrics.gauge({
+      name: 'db_replication_last_applied_seq',
+      help: 'Replica: seq of the last change applied; primary: last change written',
+    });
+    const connected = env.metrics.gauge({
+      name: 'db_replication_connected',
+      help: 'Replica: 1 while the last fetch from the primary succeeded',
+    });
+
+    if (role === 'primary') {
+      const [host, port] = splitHostPort(options.bind);
+      const release = await serveFeed({ host, port }, { store, token, pollMs: options.poll_ms });
+      env.logger.info({ bind: options.bind }, 'replication: primary, serving the change feed');
+      return {
+        value: { role },
+        health: async (): Promise<HealthReport> => {
+          const last = await store.lastSeq();
+          appliedSeq.set(last);
+          return { ok: true, status: 'primary', detail: { bind: options.bind, last_seq: last } };
+        },
+        describe: () => ({ role, bind: options.bind }),
+        close: release,
+      };
+    }
+
+    if (role === 'replica') {
+      if (!options.primary) throw new Error('role replica needs `primary` (DB_REPLICATION_PRIMARY=<host>:<port>)');
+      const primary = /^https?:\/\//.test(options.primary)
+        ? options.primary.replace(/\/$/, '')
+        : `http://${options.primary}`;
+      store.setReadOnly(`this server is a read-only replica of ${options.primary}; send writes to the primary`);
+      let lastLogged = '';
+      const follower = new Follower({
+        store,
+        primary,
+        token,
+        batch: options.batch,
+        waitMs: options.wait_ms,
+        onError: (err) => {
+          // One line per distinct failure, not one per retry.
+          if (err.message !== lastLogged)
+            env.logger.warn({ primary: options.primary, err: err.message }, 'replication: fetch failed');
+          lastLogged = err.message;
+        },
+      });
+      follower.start();
+      const sample = () => {
+        const s = follower.state;
+        lag.set(s.lagSeconds);
+        behind.set(Math.max(0, s.primaryLastSeq - s.lastApplied));
+        appliedSeq.set(s.lastApplied);
+        connected.set(s.connected ? 1 : 0);
+        return s;
+      };
+      const timer = setInterval(sample, 1000);
+      timer.unref();
+      env.logger.info({ primary: options.primary }, 'replication: replica, following the primary');
+      return {
+        value: { role, state: () => sample() },
+        health: (): HealthReport => {
+          const s = sample();
+          return {
+            ok: s.connected,
+            status: s.connected ? 'replica' : 'primary-unreachable',
+            ...(s.lastError ? { error: s.lastError } : {}),
+            detail: {
+              primary: options.primary,
+              last_applied_seq: s.lastApplied,
+              lag_changes: Math.max(0, s.primaryLastSeq - s.lastApplied),
+              lag_seconds: s.lagSeconds,
+            },
+          };
+        },
+        describe: () => ({ role, primary: options.primary }),
+        async close() {
+          clearInterval(timer);
+          await follower.stop();
+        },
+      };
+    }
+
+    return { value: { role }, describe: () => ({ role }) };
+  },
+});
+
+function splitHostPort(bind: string): [string, number] {
+  const i = bind.lastIndexOf(':');
+  const host = bind.slice(0, i).replace(/^\[(.*)\]$/, '$1');
+  return [host, Number(bind.slice(i + 1))];
+}

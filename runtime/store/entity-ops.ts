@@ -1,0 +1,438 @@
+/**
+ * `EntityOperations` over one way of reaching the database (`Access`): on their own, each read is
+ * one statement on the pool and each mutation its own locked transaction; inside
+ * `store.transaction`, everything runs on the transaction's connection.
+ *
+ * Optimistic concurrency: a mutation checks the entity's current version against the expected
+ * one — `ifVersion` when given, else the version this transaction read earlier (so a
+ * read-modify-write inside a transaction never overwrites a change it did not see) — and then
+ * writes with `UPDATE ... WHERE id = $ AND version = $`, so two writers can never both win.
+ * Every mutation appends its change record in the same transaction.
+ */
+import { appendChange } from './entity-changelog.ts';
+import {
+  DuplicateKeyError,
+  InvalidQueryError,
+  QueryBudgetExceededError,
+  ReadOnlyStoreError,
+  VersionConflictError,
+} from './entity-errors.ts';
+import { expandEntities, expandTree, ID_CHUNK } from './entity-expand.ts';
+import { dataPlaceholder, ENTITY_COLUMNS, type EntityRow, type EntityTables, toEntity } from './entity-schema.ts';
+import { compileFilter, compileOrder, Params, queryShape } from './entity-sql.ts';
+import type {
+  ChangeRecord,
+  Entity,
+  EntityOperations,
+  EntityStoreObserver,
+  Filter,
+  MutationEvent,
+  MutationOptions,
+  QueryEvent,
+  QueryOptions,
+  QueryResult,
+} from './entity-types.ts';
+import type { SqlDatabase, SqlExecutor } from './types.ts';
+
+type Data = Record<string, unknown>;
+
+export interface StoreContext {
+  driver: SqlDatabase['driver'];
+  tables: EntityTables;
+  limits: { maxEntities: number; maxDepth: number };
+  observer?: EntityStoreObserver;
+  /** The reason the store is read-only, or undefined. */
+  readOnly(): string | undefined;
+}
+
+export interface Access {
+  read<T>(fn: (ex: SqlExecutor) => Promise<T>): Promise<T>;
+  /** Runs `fn` holding the store's write lock (a transaction of its own, or the caller's). */
+  write<T>(fn: (ex: SqlExecutor) => Promise<T>): Promise<T>;
+  /** Versions read in the current transaction, by id (absent outside a transaction). */
+  seen?: Map<number, number>;
+}
+
+const MAX_TYPE_LENGTH = 200;
+const MAX_KEY_LENGTH = 500;
+
+/** Calls an observer hook; a failing observer must not fail the operation. */
+export function notify<A>(hook: ((event: A) => void) | undefined, event: A): void {
+  if (!hook) return;
+  try {
+    hook(event);
+  } catch {
+    // observers are metrics and logs: ignore their failures
+  }
+}
+
+/** A short label of a failure for events: the GatewayError code, else the message. */
+export function errorLabel(err: unknown): string {
+  const e = err as { code?: unknown; message?: unknown };
+  if (typeof e?.code === 'string') return e.code;
+  return typeof e?.message === 'string' ? e.message : String(err);
+}
+
+function checkType(type: unknown): asserts type is string {
+  if (typeof type !== 'string' || type.length === 0 || type.length > MAX_TYPE_LENGTH) {
+    throw new InvalidQueryError('type', `an entity type is a string of 1 to ${MAX_TYPE_LENGTH} characters`);
+  }
+}
+
+function checkKey(key: unknown): asserts key is string {
+  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH) {
+    throw new InvalidQueryError('key', `a key is a string of 1 to ${MAX_KEY_LENGTH} characters`);
+  }
+}
+
+/** The entity's data as JSON text; it must be a JSON object. */
+function encodeData(data: unknown): string {
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+    throw new InvalidQueryError('data', 'entity data must be a JSON object');
+  }
+  try {
+    return JSON.stringify(data);
+  } catch (err) {
+    throw new InvalidQueryError('data', `entity data is not JSON: ${(err as Error).message}`);
+  }
+}
+
+/** A value that can be an entity id: other values simply find nothing. */
+function isId(id: unknown): id is number {
+  return typeof id === 'number' && Number.isSafeInteger(id) && id > 0;
+}
+
+function checkPaging(value: unknown, field: 'limit' | 'offset'): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new InvalidQueryError(field, `${field} is a non-negative integer`);
+  }
+  return value;
+}
+
+function now(): string {
+  return new Date().toISOString();
+}
+
+export function entityOperations(ctx: StoreContext, access: Access): EntityOperations {
+  const { driver, tables: t, limits, observer } = ctx;
+  const E = t.entities;
+  const seen = access.seen;
+
+  const remember = (entities: readonly Entity[]) => {
+    if (seen) for (const e of entities) seen.set(e.id, e.version);
+  };
+
+  const budgetError = (type: string, budget: 'max_entities' | 'max_depth', limit: number, requested: number) => {
+    notify(observer?.onBudgetExceeded?.bind(observer), { budget, type, limit, requested });
+    return new QueryBudgetExceededError(budget, limit, requested);
+  };
+
+  /** Runs a read and reports it; `run` returns the result with rows returned and scanned. */
+  async function observeQuery<R>(
+    base: Pick<QueryEvent, 'kind' | 'type' | 'shape' | 'requestId'>,
+    run: () => Promise<{ result: R; returned: number; scanned: number }>,
+  ): Promise<R> {
+    const started = performance.now();
+    try {
+      const { result, returned, scanned } = await run();
+      const event = {
+        ...base,
+        durationMs: performance.now() - started,
+        rowsReturned: returned,
+        entitiesScanned: scanned,
+      };
+      notify(observer?.onQuery?.bind(observer), event);
+      return result;
+    } catch (err) {
+      const durationMs = performance.now() - started;
+      const event = { ...base, durationMs, rowsReturned: 0, entitiesScanned: 0, error: errorLabel(err) };
+      notify(observer?.onQuery?.bind(observer), event);
+      throw err;
+    }
+  }
+
+  /** Runs a mutation under the write lock and reports it; `run` returns the result and rows affected. */
+  async function observeMutation<R>(
+    base: Pick<MutationEvent, 'kind' | 'type' | 'requestId'>,
+    run: (ex: SqlExecutor) => Promise<{ result: R; affected: number }>,
+  ): Promise<R> {
+    const started = performance.now();
+    try {
+      const reason = ctx.readOnly();
+      if (reason !== undefined) throw new ReadOnlyStoreError(reason);
+      const { result, affected } = await access.write(run);
+      notify(observer?.onMutation?.bind(observer), {
+        ...base,
+        durationMs: performance.now() - started,
+        rowsAffected: affected,
+      });
+      return result;
+    } catch (err) {
+      const durationMs = performance.now() - started;
+      notify(observer?.onMutation?.bind(observer), { ...base, durationMs, rowsAffected: 0, error: errorLabel(err) });
+      throw err;
+    }
+  }
+
+  const conflict = (type: string, id: number, expected: number, actual: number | undefined) => {
+    notify(observer?.onConflict?.bind(observer), { type, id, expected, actual });
+    return new VersionConflictError(type, id, expected, actual ?? null);
+  };
+
+  const log = (ex: SqlExecutor, op: ChangeRecord['op'], e: Entity, data: Data | null, at: string) =>
+    appendChange(ex, driver, t, { op, type: e.type, id: e.id, key: e.key, version: e.version, data, at });
+
+  async function insert(ex: SqlExecutor, type: string, key: string | null, json: string): Promise<Entity> {
+    const at = now();
+    const [row] = await ex.query<EntityRow>(
+      `INSERT INTO ${E} (type, key, version, created_at, updated_at, data)
+        VALUES ($1, $2, 1, $3, $3, ${dataPlaceholder(driver, 4)}) RETURNING ${ENTITY_COLUMNS}`,
+      [type, key, at, json],
+    );
+    const entity = toEntity(row!);
+    await log(ex, 'create', entity, entity.data, at);
+    remember([entity]);
+    return entity;
+  }
+
+  /**
+   * Replaces the data of `current` (read under the write lock) after the version checks; a
+   * failed conditional UPDATE means someone else wrote in between.
+   */
+  async function replace(
+    ex: SqlExecutor,
+    current: { id: number; version: number; type: string },
+    json: string,
+    ifVersion: number | undefined,
+  ): Promise<Entity> {
+    const expected = ifVersion ?? seen?.get(current.id);
+    if (expected !== undefined && expected !== current.version) {
+      throw conflict(current.type, current.id, expected, current.version);
+    }
+    const at = now();
+    const [row] = await ex.query<EntityRow>(
+      `UPDATE ${E} SET data = ${dataPlaceholder(driver, 1)}, version = version + 1, updated_at = $2
+        WHERE id = $3 AND version = $4 RETURNING ${ENTITY_COLUMNS}`,
+      [json, at, current.id, current.version],
+    );
+    if (!row) {
+      const [latest] = await ex.query<{ version: number | string }>(`SELECT version FROM ${E} WHERE id = $1`, [
+        current.id,
+      ]);
+      throw conflict(current.type, current.id, current.version, latest ? Number(latest.version) : undefined);
+    }
+    const entity = toEntity(row);
+    await log(ex, 'update', entity, entity.data, at);
+    remember([entity]);
+    return entity;
+  }
+
+  async function currentVersion(ex: SqlExecutor, type: string, id: number) {
+    const [row] = await ex.query<{ version: number | string }>(`SELECT version FROM ${E} WHERE id = $1 AND type = $2`, [
+      id,
+      type,
+    ]);
+    return row ? { id, type, version: Number(row.version) } : undefined;
+  }
+
+  /** Selects entities by id of one type, in chunks. */
+  async function byIds(ex: SqlExecutor, type: string, ids: readonly number[]): Promise<Map<number, Entity>> {
+    const out = new Map<number, Entity>();
+    for (let i = 0; i < ids.length; i += ID_CHUNK) {
+      const chunk = ids.slice(i, i + ID_CHUNK);
+      const marks = chunk.map((_, n) => `$${n + 2}`).join(', ');
+      const rows = await ex.query<EntityRow>(
+        `SELECT ${ENTITY_COLUMNS} FROM ${E} WHERE type = $1 AND id IN (${marks})`,
+        [type, ...chunk],
+      );
+      for (const row of rows) out.set(Number(row.id), toEntity(row));
+    }
+    return out;
+  }
+
+  /** Expands relations in place; returns how many entities it added. */
+  async function expand(ex: SqlExecutor, type: string, items: Entity[], paths: readonly string[] | undefined) {
+    if (!paths || paths.length === 0) return 0;
+    const tree = expandTree(paths, limits.maxDepth, (b, l, r) => budgetError(type, b, l, r));
+    const loaded = await expandEntities(
+      ex,
+      E,
+      items,
+      tree,
+      { maxEntities: limits.maxEntities, returned: items.length },
+      (b, l, r) => budgetError(type, b, l, r),
+    );
+    remember(loaded);
+    return loaded.length;
+  }
+
+  function where(type: string, filter: Filter | undefined): { sql: string; params: Params } {
+    const params = new Params(driver);
+    const typeMark = params.add(type);
+    const condition = compileFilter(driver, filter, params);
+    return { sql: condition === 'TRUE' ? `type = ${typeMark}` : `type = ${typeMark} AND ${condition}`, params };
+  }
+
+  return {
+    async create<T extends Data>(type: string, data: T, options: { key?: string; requestId?: string } = {}) {
+      checkType(type);
+      const json = encodeData(data);
+      if (options.key !== undefined) checkKey(options.key);
+      return observeMutation({ kind: 'create', type, requestId: options.requestId }, async (ex) => {
+        if (options.key !== undefined) {
+          const [taken] = await ex.query(`SELECT id FROM ${E} WHERE type = $1 AND key = $2`, [type, options.key]);
+          if (taken) throw new DuplicateKeyError(type, options.key);
+        }
+        return { result: (await insert(ex, type, options.key ?? null, json)) as Entity<T>, affected: 1 };
+      });
+    },
+
+    async get<T extends Data>(type: string, id: number, options: { expand?: string[]; requestId?: string } = {}) {
+      checkType(type);
+      const shape = queryShape('get', type, { expand: options.expand });
+      return observeQuery({ kind: 'get', type, shape, requestId: options.requestId }, () => {
+        if (options.expand) expandTree(options.expand, limits.maxDepth, (b, l, r) => budgetError(type, b, l, r));
+        return access.read(async (ex) => {
+          if (!isId(id)) return { result: undefined, returned: 0, scanned: 0 };
+          const [row] = await ex.query<EntityRow>(`SELECT ${ENTITY_COLUMNS} FROM ${E} WHERE id = $1 AND type = $2`, [
+            id,
+            type,
+          ]);
+          if (!row) return { result: undefined, returned: 0, scanned: 0 };
+          const entity = toEntity<T>(row);
+          remember([entity]);
+          const expanded = await expand(ex, type, [entity as Entity], options.expand);
+          return { result: entity, returned: 1 + expanded, scanned: 1 + expanded };
+        });
+      });
+    },
+
+    async getByKey<T extends Data>(type: string, key: string) {
+      checkType(type);
+      return observeQuery({ kind: 'get', type, shape: `getByKey ${type}` }, () =>
+        access.read(async (ex) => {
+          if (typeof key !== 'string') return { result: undefined, returned: 0, scanned: 0 };
+          const [row] = await ex.query<EntityRow>(`SELECT ${ENTITY_COLUMNS} FROM ${E} WHERE type = $1 AND key = $2`, [
+            type,
+            key,
+          ]);
+          const entity = row ? toEntity<T>(row) : undefined;
+          if (entity) remember([entity]);
+          return { result: entity, returned: entity ? 1 : 0, scanned: entity ? 1 : 0 };
+        }),
+      );
+    },
+
+    async getMany<T extends Data>(type: string, ids: readonly number[]) {
+      checkType(type);
+      if (!Array.isArray(ids)) throw new InvalidQueryError('ids', 'ids is an array');
+      return observeQuery({ kind: 'get', type, shape: `getMany ${type}` }, () => {
+        if (ids.length > limits.maxEntities) throw budgetError(type, 'max_entities', limits.maxEntities, ids.length);
+        return access.read(async (ex) => {
+          const found = await byIds(ex, type, [...new Set(ids.filter(isId))]);
+          const result = ids.flatMap((id) => found.get(id) ?? []) as Entity<T>[];
+          remember(result as Entity[]);
+          return { result, returned: result.length, scanned: found.size };
+        });
+      });
+    },
+
+    async query<T extends Data>(type: string, options: QueryOptions = {}): Promise<QueryResult<T>> {
+      checkType(type);
+      const shape = queryShape('query', type, options);
+      return observeQuery({ kind: 'query', type, shape, requestId: options.requestId }, async () => {
+        const offset = checkPaging(options.offset, 'offset') ?? 0;
+        const limit = checkPaging(options.limit, 'limit') ?? limits.maxEntities;
+        if (limit > limits.maxEntities) throw budgetError(type, 'max_entities', limits.maxEntities, limit);
+        if (options.expand) expandTree(options.expand, limits.maxDepth, (b, l, r) => budgetError(type, b, l, r));
+        const { sql, params } = where(type, options.filter);
+        const order = compileOrder(driver, options.order);
+        const n = params.values.length;
+        return access.read(async (ex) => {
+          const rows = await ex.query<EntityRow>(
+            `SELECT ${ENTITY_COLUMNS} FROM ${E} WHERE ${sql} ORDER BY ${order} LIMIT $${n + 1} OFFSET $${n + 2}`,
+            [...params.values, limit, offset],
+          );
+          const items = rows.map((row) => toEntity<T>(row));
+          remember(items as Entity[]);
+          const expanded = await expand(ex, type, items as Entity[], options.expand);
+          let total: number | undefined;
+          if (options.count) {
+            const [c] = await ex.query<{ n: number | string }>(`SELECT COUNT(*) AS n FROM ${E} WHERE ${sql}`, [
+              ...params.values,
+            ]);
+            total = Number(c?.n ?? 0);
+          }
+          const result: QueryResult<T> = total === undefined ? { items } : { items, total };
+          return { result, returned: items.length + expanded, scanned: (total ?? items.length) + expanded };
+        });
+      });
+    },
+
+    async count(type: string, filter?: Filter) {
+      checkType(type);
+      const shape = queryShape('count', type, { filter });
+      return observeQuery({ kind: 'count', type, shape }, async () => {
+        const { sql, params } = where(type, filter);
+        return access.read(async (ex) => {
+          const [c] = await ex.query<{ n: number | string }>(`SELECT COUNT(*) AS n FROM ${E} WHERE ${sql}`, [
+            ...params.values,
+          ]);
+          const n = Number(c?.n ?? 0);
+          return { result: n, returned: 0, scanned: n };
+        });
+      });
+    },
+
+    async update<T extends Data>(type: string, id: number, data: T, options: MutationOptions = {}) {
+      checkType(type);
+      const json = encodeData(data);
+      return observeMutation({ kind: 'update', type, requestId: options.requestId }, async (ex) => {
+        const current = isId(id) ? await currentVersion(ex, type, id) : undefined;
+        if (!current) return { result: undefined, affected: 0 };
+        return { result: (await replace(ex, current, json, options.ifVersion)) as Entity<T>, affected: 1 };
+      });
+    },
+
+    async upsertByKey<T extends Data>(type: string, key: string, data: T, options: MutationOptions = {}) {
+      checkType(type);
+      checkKey(key);
+      const json = encodeData(data);
+      return observeMutation({ kind: 'upsert', type, requestId: options.requestId }, async (ex) => {
+        const [row] = await ex.query<{ id: number | string; version: number | string }>(
+          `SELECT id, version FROM ${E} WHERE type = $1 AND key = $2`,
+          [type, key],
+        );
+        if (!row) {
+          // Expecting a version of an entity that does not exist is a conflict too.
+          if (options.ifVersion !== undefined) throw conflict(type, 0, options.ifVersion, undefined);
+          return { result: (await insert(ex, type, key, json)) as Entity<T>, affected: 1 };
+        }
+        const current = { id: Number(row.id), type, version: Number(row.version) };
+        return { result: (await replace(ex, current, json, options.ifVersion)) as Entity<T>, affected: 1 };
+      });
+    },
+
+    async delete(type: string, id: number, options: MutationOptions = {}) {
+      checkType(type);
+      return observeMutation({ kind: 'delete', type, requestId: options.requestId }, async (ex) => {
+        const current = isId(id) ? await currentVersion(ex, type, id) : undefined;
+        if (!current) return { result: false, affected: 0 };
+        const expected = options.ifVersion ?? seen?.get(id);
+        if (expected !== undefined && expected !== current.version) {
+          throw conflict(type, id, expected, current.version);
+        }
+        const [row] = await ex.query<EntityRow>(
+          `DELETE FROM ${E} WHERE id = $1 AND version = $2 RETURNING ${ENTITY_COLUMNS}`,
+          [id, current.version],
+        );
+        if (!row) throw conflict(type, id, current.version, undefined);
+        const entity = toEntity(row);
+        await log(ex, 'delete', entity, null, now());
+        seen?.delete(id);
+        return { result: true, affected: 1 };
+      });
+    },
+  };
+}
