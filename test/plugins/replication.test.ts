@@ -2,9 +2,9 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type EntityStore, openEntityStore, openSqlDatabase } from '../../runtime/index.ts';
 import { feedPort, serveFeed } from '../../plugins/replication/feed-server.ts';
 import { Follower } from '../../plugins/replication/follower.ts';
+import { type EntityStore, openEntityStore, openSqlDatabase } from '../../runtime/index.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'sy-repl-'));
 let n = 0;
@@ -31,7 +31,10 @@ describe('replication feed and follower', () => {
   it('a replica applies the change log in order; restarted, it resumes without loss or repeats', async () => {
     const primary = await open();
     const replica = await open();
-    cleanup.push(() => primary.close(), () => replica.close());
+    cleanup.push(
+      () => primary.close(),
+      () => replica.close(),
+    );
     const bind = { host: '127.0.0.1', port: 0 };
     const release = await serveFeed(bind, { store: primary, token: 's3cret', pollMs: 10 });
     cleanup.push(release);
@@ -64,7 +67,10 @@ describe('replication feed and follower', () => {
   it('refuses a follower without the token, and the follower reports it', async () => {
     const primary = await open();
     const replica = await open();
-    cleanup.push(() => primary.close(), () => replica.close());
+    cleanup.push(
+      () => primary.close(),
+      () => replica.close(),
+    );
     const bind = { host: '127.0.0.1', port: 0 };
     cleanup.push(await serveFeed(bind, { store: primary, token: 'right', pollMs: 10 }));
     const errors: string[] = [];
