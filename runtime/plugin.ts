@@ -9,6 +9,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { GatewayError } from './errors.ts';
 import type { MetricsKit } from './observability/metrics.ts';
+import type { ConnectionsSnapshot } from './server/connections.ts';
 import type { GatewayContext, Stage } from './state.ts';
 import type { Upstream } from './upstreams/types.ts';
 
@@ -41,6 +42,12 @@ export interface ServiceInfo {
    * to load changes nothing. Set once the service runs.
    */
   reload?: () => Promise<ServiceReloadResult>;
+  /**
+   * Client connections of the main listener now: counts, the maximum (`limits.max_connections`)
+   * and one entry per open connection. Set once the service runs (this process's connections
+   * only: in cluster mode, this worker's).
+   */
+  connections?: () => ConnectionsSnapshot;
 }
 
 export interface ServiceReloadResult {

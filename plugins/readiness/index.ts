@@ -3,7 +3,9 @@
  * health or an upstream's reachability; the answer is 200 {status: ready, checks} when every
  * check is ok, else 503 {status: not_ready, checks}. Each check reports the status word of what
  * it reads (e.g. `loaded`, `loading`, `connected`), or the words the config gives it (an upstream
- * reported `reachable` / `unreachable`, say).
+ * reported `reachable` / `unreachable`, say). `flat: true` writes each check's word at the top
+ * level instead (`{status, storage: "ok"}`); `connections: true` adds the number of open client
+ * connections of the service.
  */
 import { definePlugin, type HealthReport } from '../../runtime/index.ts';
 
@@ -18,6 +20,8 @@ interface ReadinessOptions {
   checks: Record<string, CheckSpec>;
   ready_status: string;
   not_ready_status: string;
+  flat: boolean;
+  connections: boolean;
 }
 
 export default definePlugin<ReadinessOptions>({
@@ -52,9 +56,22 @@ export default definePlugin<ReadinessOptions>({
       },
       ready_status: { type: 'string', default: 'ready' },
       not_ready_status: { type: 'string', default: 'not_ready' },
+      flat: {
+        type: 'boolean',
+        default: false,
+        description: "Write each check's status word at the top level of the body instead of under `checks`.",
+      },
+      connections: {
+        type: 'boolean',
+        default: false,
+        description: 'Add `connections`: client connections currently open on the service (0 when not known).',
+      },
     },
   },
   create(options, env) {
+    const taken = ['status', 'errors', ...(options.connections ? ['connections'] : [])];
+    const clash = options.flat ? Object.keys(options.checks).find((name) => taken.includes(name)) : undefined;
+    if (clash) throw new Error(`readiness: with flat: true, a check cannot be named "${clash}"`);
     const checks = Object.entries(options.checks).map(([name, spec]) => {
       const upstream = spec.upstream ? env.upstream(spec.upstream) : undefined;
       const read = async (): Promise<HealthReport> => {
@@ -66,6 +83,9 @@ export default definePlugin<ReadinessOptions>({
       };
       return { name, spec, read };
     });
+
+    // Open client connections of the main listener (of this worker, in cluster mode).
+    const connectionCount = () => env.service.connections?.().active ?? 0;
 
     return async (ctx) => {
       ctx.set('Cache-Control', 'no-store');
@@ -86,7 +106,8 @@ export default definePlugin<ReadinessOptions>({
       ctx.status = ready ? 200 : 503;
       ctx.body = {
         status: ready ? options.ready_status : options.not_ready_status,
-        checks: out,
+        ...(options.flat ? out : { checks: out }),
+        ...(options.connections ? { connections: connectionCount() } : {}),
         ...(Object.keys(errors).length > 0 ? { errors } : {}),
       };
     };

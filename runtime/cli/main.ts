@@ -1,5 +1,5 @@
 /**
- * `switchyard` command line: serve, validate, schema.
+ * `switchyard` command line: serve, validate, schema, admin.
  */
 import cluster from 'node:cluster';
 import { writeFileSync } from 'node:fs';
@@ -11,6 +11,7 @@ import { loadService } from '../config/load.ts';
 import { fullServiceSchema } from '../config/service-schema.ts';
 import { ConfigError, formatProblem } from '../config/source.ts';
 import { Gateway } from '../gateway.ts';
+import { admin } from './admin.ts';
 
 const usage = `usage:
   switchyard serve <config...> [--set path=value ...]   run services
@@ -18,10 +19,14 @@ const usage = `usage:
       --watch            reload a service when its config file or directory changes
   switchyard validate <config...> [--set path=value]    check configs; exit 1 on any error
   switchyard schema [--out file]                         print the service config JSON Schema
+  switchyard admin <status|stats|slow-queries|connections> [--url URL] [--token T] [--json]
+                                                         diagnostics of a running service (admin --help)
 `;
 
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  // `admin` has options of its own (runtime/cli/admin.ts).
+  if (command === 'admin') return admin(rest);
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,
@@ -65,7 +70,7 @@ export async function main(argv: string[]): Promise<number> {
         for (const s of gateway.services) {
           const p = s.info.ports;
           process.stderr.write(
-            `${s.info.name}: http://127.0.0.1:${p.main}${p.metrics ? `  metrics :${p.metrics}` : ''}${p.admin ? `  admin :${p.admin}` : ''}\n`,
+            `${s.info.name}: ${s.info.mainUrl}${p.metrics ? `  metrics :${p.metrics}` : ''}${p.admin ? `  admin :${p.admin}` : ''}\n`,
           );
         }
         return -1; // keep running

@@ -28,7 +28,7 @@ export const stageSchema: JsonSchema = {
   additionalProperties: { type: ['object', 'null'] },
 };
 
-export const dialectNames = ['simple', 'jsonrpc', 'openai', 'plain'];
+export const dialectNames = ['simple', 'jsonrpc', 'openai', 'plain', 'fastapi'];
 
 export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
   return {
@@ -49,7 +49,23 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
         description:
           'Only in the template of a settings file: a JSON Schema of the settings it takes (types, defaults, no unknown keys).',
       },
-      listen: { ...listener, description: 'The main listener.' },
+      listen: {
+        ...listener,
+        description: 'The main listener.',
+        properties: {
+          ...listener.properties,
+          tls: {
+            type: 'object',
+            additionalProperties: false,
+            description:
+              'Serve HTTPS: PEM certificate chain and private key files (relative to this file). Both empty: plain HTTP.',
+            properties: {
+              cert: { type: 'string', default: '', description: 'Certificate chain (PEM) file.' },
+              key: { type: 'string', default: '', description: 'Private key (PEM) file.' },
+            },
+          },
+        },
+      },
       metrics: {
         type: 'object',
         additionalProperties: false,
@@ -88,6 +104,12 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
             description: 'Idle keep-alive on client connections; above common load-balancer idle timeouts (60 s).',
           },
           drain_timeout_ms: { type: 'integer', minimum: 0, default: 30000 },
+          max_connections: {
+            type: 'integer',
+            minimum: 1,
+            default: 1024,
+            description: 'Client connections open at once on the main listener; more are refused (closed at once).',
+          },
         },
       },
       logging: {
@@ -97,7 +119,22 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
         properties: {
           level: { enum: ['trace', 'debug', 'info', 'warn', 'error', 'silent'], default: 'info' },
           format: { enum: ['json', 'pretty', 'compact'], default: 'json' },
-          file: { type: 'string' },
+          file: {
+            type: 'string',
+            description: 'Write logs to this file (relative to this file) instead of stdout; empty: stdout.',
+          },
+          max_size_mb: {
+            type: 'number',
+            minimum: 0,
+            default: 0,
+            description: 'Rotate `file` when it reaches this size (MiB); 0: no rotation.',
+          },
+          max_files: {
+            type: 'integer',
+            minimum: 1,
+            default: 5,
+            description: 'Rotated files kept (`<file>.1` newest … `<file>.<max_files>`), besides the current one.',
+          },
           access_log: { type: 'boolean', default: true },
         },
       },

@@ -6,6 +6,11 @@ export interface ListenerConfig {
   port: number;
 }
 
+/** The main listener: optionally HTTPS (empty paths mean plain HTTP). */
+export interface MainListenerConfig extends ListenerConfig {
+  tls?: { cert: string; key: string };
+}
+
 export interface StageConfig {
   plugin: string;
   options: Record<string, unknown>;
@@ -27,7 +32,7 @@ export interface ServiceConfig {
   service: string;
   version: string;
   description?: string;
-  listen: ListenerConfig;
+  listen: MainListenerConfig;
   metrics?: ListenerConfig & { path: string };
   admin?: ListenerConfig & { token?: string };
   dialect: string;
@@ -40,8 +45,18 @@ export interface ServiceConfig {
     max_concurrent: number;
     keep_alive_timeout_ms: number;
     drain_timeout_ms: number;
+    max_connections: number;
   };
-  logging: { level: string; format: 'json' | 'pretty' | 'compact'; file?: string; access_log: boolean };
+  logging: {
+    level: string;
+    format: 'json' | 'pretty' | 'compact';
+    file?: string;
+    /** Rotate `file` at this size in MiB; 0: no rotation. */
+    max_size_mb: number;
+    /** Rotated files kept besides the current one. */
+    max_files: number;
+    access_log: boolean;
+  };
   plugins?: string[];
   upstreams: Record<string, Record<string, unknown> & { kind: string }>;
   resources: Record<string, Record<string, unknown> & { type: string }>;

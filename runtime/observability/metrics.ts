@@ -12,8 +12,15 @@ export interface MetricSpec<L extends string> {
 
 export interface MetricsKit {
   registry: Registry;
-  counter<L extends string>(spec: MetricSpec<L>): Counter<L>;
-  gauge<L extends string>(spec: MetricSpec<L> & { collect?: (this: Gauge<L>) => void | Promise<void> }): Gauge<L>;
+  /** `collect` runs at each scrape, e.g. to add what an outside count grew by since the last one. */
+  counter<L extends string>(spec: MetricSpec<L> & { collect?: (this: Counter<L>) => void | Promise<void> }): Counter<L>;
+  /** `aggregator`: how a cluster primary combines the workers' values (prom-client; default `sum`). */
+  gauge<L extends string>(
+    spec: MetricSpec<L> & {
+      collect?: (this: Gauge<L>) => void | Promise<void>;
+      aggregator?: 'sum' | 'first' | 'min' | 'max' | 'average' | 'omit';
+    },
+  ): Gauge<L>;
   histogram<L extends string>(spec: MetricSpec<L> & { buckets?: number[] }): Histogram<L>;
 }
 

@@ -1,12 +1,29 @@
 /**
  * HTTP listeners as every listener of the gateway needs them (main, metrics, admin; in a single
- * process or in a cluster's primary), and the Prometheus text endpoint.
+ * process or in a cluster's primary), and the Prometheus text endpoint. The main listener may
+ * serve HTTPS (`listen.tls`).
  */
-import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  type Server as HttpServer,
+  type IncomingMessage,
+  type RequestListener,
+  type ServerResponse,
+} from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 
 export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+
+/** An HTTP or HTTPS listener: both have the keep-alive settings and connection controls used here. */
+export type Server = HttpServer | HttpsServer;
+
+/** PEM certificate chain and private key of an HTTPS listener. */
+export interface TlsMaterial {
+  cert: Buffer;
+  key: Buffer;
+}
 
 /** Starts a listener; resolves to the port it is bound to (useful with port 0). */
 export async function startListener(server: Server, host: string, port: number): Promise<number> {
@@ -23,8 +40,20 @@ export function createListener(
   handler: RequestListener,
   keepAliveTimeoutMs: number,
   onUpgrade?: UpgradeListener,
+): HttpServer;
+export function createListener(
+  handler: RequestListener,
+  keepAliveTimeoutMs: number,
+  onUpgrade: UpgradeListener | undefined,
+  tls: TlsMaterial | undefined,
+): Server;
+export function createListener(
+  handler: RequestListener,
+  keepAliveTimeoutMs: number,
+  onUpgrade?: UpgradeListener,
+  tls?: TlsMaterial,
 ): Server {
-  const server = createServer(handler);
+  const server: Server = tls ? createHttpsServer({ cert: tls.cert, key: tls.key }, handler) : createServer(handler);
   // Node's defaults (5 s keep-alive, 300 s request timeout) break long-lived clients such as
   // MCP sessions behind a load balancer: keep idle connections open longer than the balancer
   // does (so it never reuses a socket we are closing), and do not cut slow request uploads.

@@ -5,18 +5,29 @@
  * closed once they are done — including the responses still streaming their body (SSE) after
  * the pipeline returned. A config that fails to load or build changes nothing.
  */
-import type { Server, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
+import { extname, resolve } from 'node:path';
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import { collectDefaultMetrics } from 'prom-client';
 import { type LoadOptions, loadService } from '../config/load.ts';
 import { ConfigError, type ConfigProblem } from '../config/source.ts';
-import { createLogger } from '../observability/logger.ts';
+import type { ServiceConfig } from '../config/types.ts';
+import { createLogger, flushLogger, type LoggingOptions } from '../observability/logger.ts';
 import { createMetricsKit, type MetricsKit } from '../observability/metrics.ts';
 import type { HealthReport, ServiceInfo } from '../plugin.ts';
 import { createAdminApp } from '../server/admin.ts';
+import { ConnectionTracker } from '../server/connections.ts';
 import { createRequestCore } from '../server/handler.ts';
-import { createListener, metricsEndpoint, startListener, type UpgradeListener } from '../server/listener.ts';
+import {
+  createListener,
+  metricsEndpoint,
+  type Server,
+  startListener,
+  type TlsMaterial,
+  type UpgradeListener,
+} from '../server/listener.ts';
+import { loadTlsMaterial } from '../server/tls.ts';
 import { createUpgradeHandler, type UpgradeHandler } from '../server/upgrade.ts';
 import type { GatewayContext } from '../state.ts';
 import { buildGraph, closeGraph, describeResources, graphHealth, type ServiceGraph } from './graph.ts';
@@ -52,6 +63,11 @@ export class ServiceRuntime {
   readonly info: ServiceInfo;
   lastReload: ReloadOutcome | undefined;
   private servers: Server[] = [];
+  /** The main listener's connections (ServiceInfo.connections). */
+  private readonly connections: ConnectionTracker;
+  /** Certificate and key of the main listener, when it serves HTTPS. */
+  private tls: TlsMaterial | undefined;
+  private mainServer: Server | undefined;
   private upgrades: UpgradeHandler | undefined;
   private closing = false;
   private reloading: Promise<ReloadOutcome> | undefined;
@@ -69,6 +85,8 @@ export class ServiceRuntime {
   ) {
     this.graph = graph;
     this.info = graph.info;
+    this.connections = new ConnectionTracker(graph.loaded.config.limits.max_connections);
+    this.info.connections = () => this.connections.snapshot();
   }
 
   static async start(file: string, options: ServiceRuntimeOptions = {}): Promise<ServiceRuntime> {
@@ -77,7 +95,10 @@ export class ServiceRuntime {
     // `service` is in the logger's base; a child binding it again would write the key twice.
     const base =
       options.worker === undefined ? { service: config.service } : { service: config.service, worker: options.worker };
-    const logger = options.logger ?? createLogger(config.logging, base);
+    // Read before anything starts: a missing certificate is a config error naming the field.
+    const tls = loadTlsMaterial(config.listen.tls, loaded.configDir, loaded.file);
+    const logger =
+      options.logger ?? createLogger(loggingOptions(config.logging, loaded.configDir, options.worker), base);
     const metrics = createMetricsKit();
     metrics.registry.setDefaultLabels({ service: config.service });
     collectDefaultMetrics({ register: metrics.registry });
@@ -90,6 +111,7 @@ export class ServiceRuntime {
     };
     const graph = await buildGraph(loaded, { logger, metrics, info });
     const runtime = new ServiceRuntime(loaded.file, options, logger, metrics, graph);
+    runtime.tls = tls;
     info.reload = async () => {
       const outcome = await runtime.reload();
       return {
@@ -126,7 +148,9 @@ export class ServiceRuntime {
 
   private async listen(): Promise<void> {
     const config = this.graph.loaded.config;
-    const core = createRequestCore(this.metrics, this.logger, config.logging.access_log);
+    // Access lines and request errors are the `http` component's (see observability/logger.ts).
+    const httpLogger = this.logger.child({ target: 'http' });
+    const core = createRequestCore(this.metrics, httpLogger, config.logging.access_log);
     const app = new Koa();
     app.silent = true;
     // Behind a trusted load balancer, take the client address from X-Forwarded-For.
@@ -134,23 +158,29 @@ export class ServiceRuntime {
     app.use(async (ctx) => {
       // Pin the graph at arrival: a reload during this request does not affect it.
       const graph = this.graph;
-      this.holdUntilSent(graph, ctx.res);
+      this.holdUntilSent(graph, ctx.res, this.connections.requestStarted(ctx.req.socket));
       await core.handle(graph, ctx as unknown as GatewayContext);
     });
     const serveMain = app.callback();
     // Upgrade requests (WebSockets) on the main listener: see runtime/server/upgrade.ts.
-    const { logger, metrics } = this;
+    const { metrics } = this;
     const accessLog = config.logging.access_log;
     this.upgrades = createUpgradeHandler({
       app,
       serve: serveMain,
       graph: () => this.graph,
-      logger,
+      logger: httpLogger,
       metrics,
       accessLog,
     });
-    this.info.ports.main = await this.serve(serveMain, config.listen.host, config.listen.port, this.upgrades.handle);
-    this.info.mainUrl = localUrl(config.listen.host, this.info.ports.main);
+    this.info.ports.main = await this.serve(
+      serveMain,
+      config.listen.host,
+      config.listen.port,
+      this.upgrades.handle,
+      this.connections,
+    );
+    this.info.mainUrl = localUrl(config.listen.host, this.info.ports.main, this.tls !== undefined);
     if (this.options.listeners === 'main') return;
 
     if (config.metrics) {
@@ -171,10 +201,11 @@ export class ServiceRuntime {
    * Counts a response as open on `graph` until it is sent or its connection closes ('close' is
    * emitted in both cases), so that a reload or shutdown waits for streamed bodies too.
    */
-  private holdUntilSent(graph: ServiceGraph, res: ServerResponse): void {
+  private holdUntilSent(graph: ServiceGraph, res: ServerResponse, connection?: { inFlight: number }): void {
     this.openResponses.set(graph, (this.openResponses.get(graph) ?? 0) + 1);
     res.once('close', () => {
       this.openResponses.set(graph, (this.openResponses.get(graph) ?? 1) - 1);
+      if (connection) connection.inFlight--;
     });
   }
 
@@ -184,13 +215,21 @@ export class ServiceRuntime {
     return graph.inflight > 0 || (this.openResponses.get(graph) ?? 0) > 0;
   }
 
+  /** Starts a listener; the main one (given `connections`) serves HTTPS when TLS is configured. */
   private serve(
     handler: (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => void,
     host: string,
     port: number,
     onUpgrade?: UpgradeListener,
+    connections?: ConnectionTracker,
   ): Promise<number> {
-    const server = createListener(handler, this.graph.loaded.config.limits.keep_alive_timeout_ms, onUpgrade);
+    const keepAlive = this.graph.loaded.config.limits.keep_alive_timeout_ms;
+    const tls = connections ? this.tls : undefined;
+    const server = createListener(handler, keepAlive, onUpgrade, tls);
+    if (connections) {
+      connections.attach(server, tls !== undefined);
+      this.mainServer = server;
+    }
     this.servers.push(server);
     return startListener(server, host, port);
   }
@@ -240,6 +279,10 @@ export class ServiceRuntime {
     let outcome: ReloadOutcome;
     try {
       const loaded = await loadService(this.file, this.options);
+      // Renewed certificate files (same paths) are picked up by a reload; unreadable ones refuse it.
+      const tls = sameJson(old.loaded.config.listen.tls, loaded.config.listen.tls)
+        ? loadTlsMaterial(loaded.config.listen.tls, loaded.configDir, loaded.file)
+        : undefined;
       const graph = await buildGraph(loaded, {
         logger: this.logger,
         metrics: this.metrics,
@@ -249,6 +292,8 @@ export class ServiceRuntime {
       await this.warm(graph);
       this.graph = graph;
       this.retire(old);
+      this.connections.setMax(loaded.config.limits.max_connections);
+      if (tls && this.tls) this.renewTls(tls);
       outcome = {
         ok: true,
         at,
@@ -320,7 +365,14 @@ export class ServiceRuntime {
     for (const g of [...this.retired]) await this.closeRetired(g);
     await closeGraph(this.graph);
     this.logger.info('service stopped');
-    this.logger.flush?.();
+    await flushLogger(this.logger);
+  }
+
+  /** Serves new TLS connections with renewed certificate files (open ones keep theirs). */
+  private renewTls(tls: TlsMaterial): void {
+    this.tls = tls;
+    const main = this.mainServer;
+    if (main && 'setSecureContext' in main) main.setSecureContext({ cert: tls.cert, key: tls.key });
   }
 
   /** Health of everything in the current graph, for the admin listener. */
@@ -375,7 +427,29 @@ function listenerWarnings(old: ServiceGraph, next: ServiceGraph): string[] {
 }
 
 /** How this process reaches a listener bound to `host`: loopback when it listens on all interfaces. */
-function localUrl(host: string, port: number): string {
+function localUrl(host: string, port: number, https = false): string {
   const local = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host;
-  return `http://${local.includes(':') ? `[${local}]` : local}:${port}`;
+  return `${https ? 'https' : 'http'}://${local.includes(':') ? `[${local}]` : local}:${port}`;
+}
+
+function sameJson(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * The logger's options: `file` against the config's directory. A cluster worker that rotates its
+ * file writes its own (`service-worker2.log`): several processes rotating one file would lose lines.
+ */
+function loggingOptions(
+  logging: ServiceConfig['logging'],
+  configDir: string,
+  worker: number | undefined,
+): LoggingOptions {
+  if (!logging.file) return { ...logging, file: undefined };
+  let file = resolve(configDir, logging.file);
+  if (worker !== undefined && logging.max_size_mb > 0) {
+    const ext = extname(file);
+    file = `${file.slice(0, file.length - ext.length)}-worker${worker}${ext}`;
+  }
+  return { ...logging, file };
 }

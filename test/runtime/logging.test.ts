@@ -1,7 +1,8 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { createLogger, flushLogger } from '../../runtime/observability/logger.ts';
 import { ServiceRuntime } from '../../runtime/service/runtime.ts';
 
 const basic = join(import.meta.dirname, '../fixtures/basic.yaml');
@@ -76,5 +77,127 @@ describe('JSON logs', () => {
       expect(duplicateKeys(line), line).toEqual([]);
       expect(JSON.parse(line).service).toBe('basic');
     }
+  });
+});
+
+const tempDir = () => mkdtempSync(join(tmpdir(), 'sy-logs-'));
+const isoTimestamp = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+describe('JSON log records', () => {
+  it('carry timestamp (ISO 8601), level as a word, target, message and the fields', async () => {
+    const file = join(tempDir(), 'records.log');
+    const logger = createLogger({ file, format: 'json', level: 'trace' }, { service: 'db' });
+    logger.trace('tracing');
+    logger.debug({ entity: 'user' }, 'debugging');
+    logger.child({ stage: 'GET /users/:id:entity-api.2', route: 'GET /users/:id' }).warn({ duration_ms: 3.5 }, 'slow');
+    logger.child({ resource: 'store' }).error('disk full');
+    logger.child({ upstream: 'llm' }).info('connected');
+    logger.child({ target: 'slow_query' }).info({ entity: 'user', rows_returned: 2, request_id: 'r1' }, 'slow query');
+    logger.info({ target: 'explicit' }, 'own target');
+    await flushLogger(logger);
+
+    const lines = readFileSync(file, 'utf8').trim().split('\n');
+    for (const line of lines) expect(duplicateKeys(line), line).toEqual([]);
+    const records = lines.map((l) => JSON.parse(l));
+    for (const r of records) {
+      expect(r.timestamp).toMatch(isoTimestamp);
+      expect(r).not.toHaveProperty('time');
+      expect(r).not.toHaveProperty('msg');
+      expect(r.service).toBe('db');
+    }
+    expect(records.map((r) => [r.level, r.target, r.message])).toEqual([
+      ['trace', 'runtime', 'tracing'],
+      ['debug', 'runtime', 'debugging'],
+      ['warn', 'entity-api', 'slow'],
+      ['error', 'resource:store', 'disk full'],
+      ['info', 'upstream:llm', 'connected'],
+      ['info', 'slow_query', 'slow query'],
+      ['info', 'explicit', 'own target'],
+    ]);
+    expect(records[1].entity).toBe('user');
+    expect(records[2].duration_ms).toBe(3.5);
+    expect(records[5]).toMatchObject({ entity: 'user', rows_returned: 2, request_id: 'r1' });
+  });
+
+  it('a service writes runtime and http records, its file relative to the config', async () => {
+    const dir = tempDir();
+    const config = join(dir, 'service.yaml');
+    writeFileSync(
+      config,
+      `service: logs
+listen: { port: 0 }
+logging: { file: logs/service.log, format: json }
+routes:
+  - match: { method: GET, path: /ok }
+    pipeline: [{ respond: { body: { ok: true } } }]
+`,
+    );
+    const runtime = await ServiceRuntime.start(config);
+    await fetch(`${runtime.info.mainUrl}/ok`, { headers: { 'x-request-id': 'req-42' } });
+    await runtime.close();
+    const records = readFileSync(join(dir, 'logs/service.log'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(records[0]).toMatchObject({ level: 'info', target: 'runtime', message: 'service logs started' });
+    expect(records.find((r) => r.request_id === 'req-42')).toMatchObject({
+      level: 'info',
+      target: 'http',
+      message: 'request',
+      status: 200,
+    });
+    expect(records.at(-1)).toMatchObject({ target: 'runtime', message: 'service stopped' });
+  });
+});
+
+describe('log rotation', () => {
+  const line = 'x'.repeat(200);
+
+  it('rotates at max_size_mb and keeps at most max_files old files', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'rotating.log');
+    // 10 KiB a file; about 60 KiB written.
+    const logger = createLogger({ file, format: 'json', max_size_mb: 10 / 1024, max_files: 2 }, { service: 'db' });
+    for (let i = 0; i < 250; i++) logger.info({ i }, line);
+    await flushLogger(logger);
+    await new Promise((r) => setTimeout(r, 100)); // the last rotation job
+
+    expect(readdirSync(dir).sort()).toEqual(['rotating.log', 'rotating.log.1', 'rotating.log.2']);
+    for (const name of readdirSync(dir)) expect(statSync(join(dir, name)).size).toBeLessThan(10 * 1024 + 400);
+    const numbers = (name: string) =>
+      readFileSync(join(dir, name), 'utf8')
+        .trim()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l).i as number);
+    // Newest in the current file, then .1, then .2; older lines are gone; nothing lost in between.
+    const current = numbers('rotating.log');
+    const first = numbers('rotating.log.1');
+    const second = numbers('rotating.log.2');
+    expect(current.at(-1)).toBe(249);
+    expect(first.at(-1)).toBe((current[0] ?? 0) - 1);
+    expect(second.at(-1)).toBe((first[0] ?? 0) - 1);
+    expect(second[0]).toBeGreaterThan(0);
+  });
+
+  it('rotates pretty and compact output too', async () => {
+    const dir = tempDir();
+    const file = join(dir, 'compact.log');
+    const logger = createLogger({ file, format: 'compact', max_size_mb: 4 / 1024, max_files: 1 }, { service: 'db' });
+    for (let i = 0; i < 60; i++) logger.info({ i }, line);
+    await flushLogger(logger);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(readdirSync(dir).sort()).toEqual(['compact.log', 'compact.log.1']);
+    const text = readFileSync(file, 'utf8');
+    expect(text).toContain('INFO');
+    expect(text).toContain(line);
+    expect(text.trim().split('\n').length).toBeGreaterThan(1);
+    expect(() => JSON.parse(text.split('\n')[0] ?? '')).toThrow();
+  });
+
+  it('refuses to start when the log file cannot be opened', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'not-a-dir'), '');
+    expect(() => createLogger({ file: join(dir, 'not-a-dir', 'x.log') })).toThrow(/cannot open log file/);
   });
 });

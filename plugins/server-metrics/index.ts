@@ -1,0 +1,97 @@
+/**
+ * server-metrics: server-level metrics under a service-chosen prefix, for a service-wide
+ * `pipeline:` (it then sees every routed request):
+ *
+ *   <prefix>_uptime_seconds               gauge    time since the service started
+ *   <prefix>_connections_active           gauge    open client connections of the main listener
+ *   <prefix>_connections_total            counter  connections accepted since start
+ *   <prefix>_requests_total{status}       counter  `ok` (status < 400) or `error` (4xx, 5xx, or a thrown error)
+ *   <prefix>_request_duration_seconds     histogram
+ *
+ * `error` counts every request that did not succeed, as clients see it (a refused query, a version
+ * conflict, an internal failure alike); server faults alone are `switchyard_requests_total` with a
+ * 5xx `status`. Requests refused before any pipeline runs (no route: 404/405; over
+ * `limits.max_concurrent`: 503) are not seen by a stage, so they are counted there only.
+ * Connection figures come from ServiceInfo.connections at scrape time: nothing per request.
+ */
+import { definePlugin, latencyBuckets } from '../../runtime/index.ts';
+
+interface Options {
+  prefix: string;
+}
+
+export default definePlugin<Options>({
+  name: 'server-metrics',
+  description: 'Server metrics (uptime, connections, requests by ok/error, latency) under a chosen prefix',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      prefix: {
+        type: 'string',
+        pattern: '^[a-zA-Z_][a-zA-Z0-9_]*$',
+        default: 'switchyard_server',
+        description: 'Metric name prefix, e.g. `db_server` gives `db_server_uptime_seconds`',
+      },
+    },
+  },
+  create(options, env) {
+    const prefix = options.prefix ?? 'switchyard_server';
+    // Metrics are get-or-create: the instances of every route (and of later reloads) share them,
+    // and their collect functions read the same ServiceInfo.
+    const service = env.service;
+    env.metrics.gauge({
+      name: `${prefix}_uptime_seconds`,
+      help: 'Seconds since the service started',
+      aggregator: 'max',
+      collect() {
+        this.set((Date.now() - service.startedAt.getTime()) / 1000);
+      },
+    });
+    env.metrics.gauge({
+      name: `${prefix}_connections_active`,
+      help: 'Client connections open on the main listener',
+      collect() {
+        this.set(service.connections?.().active ?? 0);
+      },
+    });
+    let counted = 0;
+    env.metrics.counter({
+      name: `${prefix}_connections_total`,
+      help: 'Client connections accepted on the main listener since the service started',
+      collect() {
+        const total = service.connections?.().total ?? counted;
+        if (total > counted) this.inc(total - counted);
+        counted = total;
+      },
+    });
+    const requests = env.metrics.counter({
+      name: `${prefix}_requests_total`,
+      help: 'Requests answered, by outcome: ok (status < 400) or error (4xx, 5xx)',
+      labelNames: ['status'] as const,
+    });
+    const duration = env.metrics.histogram({
+      name: `${prefix}_request_duration_seconds`,
+      help: 'Time to answer a request, from the service-wide pipeline to its end',
+      buckets: latencyBuckets,
+    });
+    // Bound children: no label object per request.
+    const ok = requests.labels('ok');
+    const error = requests.labels('error');
+
+    return {
+      async handle(ctx, next) {
+        const started = process.hrtime.bigint();
+        let failed = true;
+        try {
+          await next();
+          failed = ctx.status >= 400;
+        } finally {
+          (failed ? error : ok).inc();
+          duration.observe(Number(process.hrtime.bigint() - started) / 1e9);
+        }
+      },
+      describe: () => ({ prefix }),
+    };
+  },
+});
