@@ -178,7 +178,7 @@ export class ClusterPrimary {
       kit.registry.setDefaultLabels({ service: config.service });
       this.metrics.push(kit);
       const keepAlive = config.limits.keep_alive_timeout_ms;
-      if (config.metrics) {
+      if (config.metrics && config.metrics.enabled !== false) {
         const handler = metricsEndpoint(config.metrics.path, () => this.clusterMetrics(i));
         info.ports.metrics = await this.serve(
           createListener(handler, keepAlive),

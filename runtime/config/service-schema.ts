@@ -70,7 +70,15 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
         type: 'object',
         additionalProperties: false,
         required: ['port'],
-        properties: { ...listener.properties, path: { type: 'string', default: '/metrics' } },
+        properties: {
+          ...listener.properties,
+          path: { type: 'string', default: '/metrics' },
+          enabled: {
+            type: 'boolean',
+            default: true,
+            description: 'false: no metrics listener (metrics are still counted, e.g. for the admin endpoints).',
+          },
+        },
       },
       admin: {
         type: 'object',

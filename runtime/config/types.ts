@@ -33,7 +33,7 @@ export interface ServiceConfig {
   version: string;
   description?: string;
   listen: MainListenerConfig;
-  metrics?: ListenerConfig & { path: string };
+  metrics?: ListenerConfig & { path: string; enabled?: boolean };
   admin?: ListenerConfig & { token?: string };
   dialect: string;
   mode?: string;

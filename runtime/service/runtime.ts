@@ -183,7 +183,7 @@ export class ServiceRuntime {
     this.info.mainUrl = localUrl(config.listen.host, this.info.ports.main, this.tls !== undefined);
     if (this.options.listeners === 'main') return;
 
-    if (config.metrics) {
+    if (config.metrics && config.metrics.enabled !== false) {
       const registry = this.metrics.registry;
       const handler = metricsEndpoint(config.metrics.path, async () => ({
         contentType: registry.contentType,

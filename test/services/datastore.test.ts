@@ -3,6 +3,7 @@
  * (DB_<SECTION>_<KEY>), refused settings, and the metrics listener the [metrics] keys describe.
  * The entity API itself is covered by test/plugins/entity-api.test.ts.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -18,7 +19,7 @@ describe('datastore settings', () => {
     const { config } = await loadService(CONFIG, { env: {} });
     expect(config.service).toBe('datastore');
     expect(config.listen).toMatchObject({ host: '127.0.0.1', port: 8080, tls: { cert: '', key: '' } });
-    expect(config.metrics).toEqual({ host: '127.0.0.1', port: 9090, path: '/metrics' });
+    expect(config.metrics).toEqual({ enabled: true, host: '127.0.0.1', port: 9090, path: '/metrics' });
     expect(config.logging).toMatchObject({ level: 'info', format: 'json', file: '', max_size_mb: 100, max_files: 5 });
     expect(config.resources.store).toMatchObject({
       type: 'entity-store',
@@ -50,12 +51,17 @@ describe('datastore settings', () => {
   });
 
   it.each([
-    ['DB_METRICS_ENABLED', 'false', 'metrics.enabled'],
+    ['DB_METRICS_ENABLED', 'sometimes', 'metrics.enabled'],
     ['DB_STORAGE_SYNC_MODE', 'sometimes', 'storage.sync_mode'],
     ['DB_QUERY_MAX_ENTITIES', '0', 'query.max_entities'],
     ['DB_LOGGING_LEVEL', 'loud', 'logging.level'],
   ])('refuses %s=%s, naming the setting', async (name, value, setting) => {
     await expect(loadService(CONFIG, { env: { [name]: value } })).rejects.toThrow(setting);
+  });
+
+  it('switches the metrics listener off with DB_METRICS_ENABLED=false', async () => {
+    const { config } = await loadService(CONFIG, { env: { DB_METRICS_ENABLED: 'false' } });
+    expect(config.metrics?.enabled).toBe(false);
   });
 
   it('reports an unknown key at its line in the settings file', async () => {
@@ -90,5 +96,84 @@ describe('the running datastore', () => {
     expect(await res.text()).toMatch(/^# TYPE db_query_total counter$/m);
     expect((await fetch(`${svc.metricsUrl}/metrics`)).status).toBe(404);
     expect((await fetch(`${svc.url}/prom`)).status).toBe(404);
+  });
+
+  it('starts no metrics listener with DB_METRICS_ENABLED=false', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'datastore-svc-'));
+    const off = await startService(CONFIG, {
+      env: { DB_SERVER_PORT: '0', DB_METRICS_ENABLED: 'false', DB_STORAGE_PATH: join(dir, 'data.db') },
+    });
+    try {
+      expect(off.metricsUrl).toBeUndefined();
+      expect((await fetch(`${off.url}/health`)).status).toBe(200);
+    } finally {
+      await off.close();
+    }
+  });
+
+  it("exposes every metric of the seed's table with its type, valid for promtool", async () => {
+    // Traffic first, so that labelled series exist: entities, a failed request, a query.
+    await fetch(`${svc.url}/v1/entities/book`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ title: 'x' }),
+    });
+    await fetch(`${svc.url}/v1/entities/book?limit=5`);
+    await fetch(`${svc.url}/v1/entities/book/999999`);
+    // Storage and entity gauges come from a snapshot refreshed every few seconds.
+    let text = '';
+    for (const end = Date.now() + 10_000; Date.now() < end; await new Promise((r) => setTimeout(r, 250))) {
+      text = await (await fetch(`${svc.metricsUrl}/prom`)).text();
+      if (/^db_entity_count\{[^}]*entity_type="book"/m.test(text)) break;
+    }
+    const seed: Array<[string, string]> = [
+      ['db_server_uptime_seconds', 'gauge'],
+      ['db_server_connections_active', 'gauge'],
+      ['db_server_connections_total', 'counter'],
+      ['db_server_requests_total', 'counter'],
+      ['db_server_request_duration_seconds', 'histogram'],
+      ['db_query_total', 'counter'],
+      ['db_query_duration_seconds', 'histogram'],
+      ['db_query_rows_returned', 'histogram'],
+      ['db_query_entities_scanned', 'histogram'],
+      ['db_query_budget_exceeded_total', 'counter'],
+      ['db_mutation_total', 'counter'],
+      ['db_mutation_duration_seconds', 'histogram'],
+      ['db_mutation_rows_affected', 'histogram'],
+      ['db_mutation_conflicts_total', 'counter'],
+      ['db_storage_size_bytes', 'gauge'],
+      ['db_storage_index_size_bytes', 'gauge'],
+      ['db_storage_wal_size_bytes', 'gauge'],
+      ['db_storage_free_bytes', 'gauge'],
+      ['db_storage_cache_hits_total', 'counter'],
+      ['db_storage_cache_misses_total', 'counter'],
+      ['db_storage_cache_hit_ratio', 'gauge'],
+      ['db_entity_count', 'gauge'],
+      ['db_entity_size_bytes', 'gauge'],
+    ];
+    // prom-client names a counter's family without `_total` in its TYPE line, as the text format allows.
+    for (const [name, type] of seed) {
+      const family = type === 'counter' ? name.replace(/_total$/, '') : name;
+      expect(text, name).toMatch(new RegExp(`^# TYPE (${name}|${family}) ${type}$`, 'm'));
+    }
+    expect(text).toMatch(/^db_server_requests_total\{[^}]*status="error"[^}]*\} [1-9]/m);
+    expect(text).toMatch(/^db_entity_count\{[^}]*entity_type="book"[^}]*\} 1$/m);
+
+    // A real Prometheus parser and linter: Debian's `prometheus` package ships promtool.
+    const promtool = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    if (promtool.error) {
+      if (process.env.CI === 'true') throw new Error(`promtool is required under CI: ${promtool.error.message}`);
+      console.warn(`promtool not available (${promtool.error.message}): exposition not linted`);
+      return;
+    }
+    // It parses the exposition (a format error is `error while linting: text format parsing
+    // error`) and lints names. The lint findings allowed are the seed's own name (a gauge called
+    // `db_entity_count`) and prom-client's default `nodejs_active_*_total` gauges.
+    const output = `${promtool.stdout}${promtool.stderr}`;
+    expect(output).not.toMatch(/error while linting|parsing error/);
+    const findings = output.split('\n').filter(Boolean);
+    const allowed =
+      /^(db_entity_count non-histogram and non-summary metrics should not have "_count" suffix|nodejs_active_\w+_total non-counter metrics should not have "_total" suffix)$/;
+    expect(findings.filter((line) => !allowed.test(line))).toEqual([]);
   });
 });
