@@ -27,7 +27,7 @@ import { createMetricsKit, type MetricsKit } from './observability/metrics.ts';
 import { type AdminTarget, createAdminApp } from './server/admin.ts';
 import { createListener, metricsEndpoint, startListener } from './server/listener.ts';
 import { describeResources } from './service/graph.ts';
-import type { ReloadOutcome } from './service/runtime.ts';
+import { loggingOptions, type ReloadOutcome } from './service/runtime.ts';
 import { type ConfigWatcher, watchConfig } from './service/watch.ts';
 
 type Op = 'status' | 'reload' | 'health' | 'metrics' | 'reload-all';
@@ -156,7 +156,10 @@ export class ClusterPrimary {
     for (const file of files) loaded.push(await loadService(file, { set: options.set }));
     const first = loaded[0]?.config;
     if (!first) throw new Error('no service to run');
-    const logger = options.logger ?? createLogger(first.logging, { worker: 0 });
+    // The primary's own lines go to the file the config names (resolved as the workers resolve it).
+    const logger =
+      options.logger ??
+      createLogger(loggingOptions(first.logging, loaded[0]?.configDir ?? '.', undefined), { worker: 0 });
     const primary = new ClusterPrimary(loaded, options, logger);
     try {
       await primary.listen();

@@ -440,7 +440,7 @@ function sameJson(a: unknown, b: unknown): boolean {
  * The logger's options: `file` against the config's directory. A cluster worker that rotates its
  * file writes its own (`service-worker2.log`): several processes rotating one file would lose lines.
  */
-function loggingOptions(
+export function loggingOptions(
   logging: ServiceConfig['logging'],
   configDir: string,
   worker: number | undefined,
