@@ -19,6 +19,9 @@ import { defineResource, type EntityStore, type HealthReport } from '../../runti
 import { serveFeed } from './feed-server.ts';
 import { Follower } from './follower.ts';
 
+/** The replica follower of the most recent graph, for the gauges (get-or-create across reloads). */
+let active: { role: 'replica'; follower: Follower } | undefined;
+
 interface ReplicationOptions {
   store: string;
   role: 'standalone' | 'primary' | 'replica';
@@ -71,21 +74,39 @@ export default defineResource<ReplicationOptions>({
     const store = env.resource<{ store: EntityStore }>(options.store).store;
     const token = options.token || undefined;
     const role = options.role;
-    const lag = env.metrics.gauge({
+    // Read at scrape time from the follower of the graph now running (a reload replaces it).
+    const currentFollower = () => (active?.role === role ? active.follower : undefined);
+    env.metrics.gauge({
       name: 'db_replication_lag_seconds',
       help: 'Replica: age of the newest applied change while behind the primary (0 when caught up)',
+      collect() {
+        const f = currentFollower();
+        if (f) this.set(f.state.lagSeconds);
+      },
     });
-    const behind = env.metrics.gauge({
+    env.metrics.gauge({
       name: 'db_replication_lag_changes',
       help: 'Replica: changes the primary has that this replica has not applied yet',
+      collect() {
+        const f = currentFollower();
+        if (f) this.set(Math.max(0, f.state.primaryLastSeq - f.state.lastApplied));
+      },
     });
     const appliedSeq = env.metrics.gauge({
       name: 'db_replication_last_applied_seq',
       help: 'Replica: seq of the last change applied; primary: last change written',
+      collect() {
+        const f = currentFollower();
+        if (f) this.set(f.state.lastApplied);
+      },
     });
-    const connected = env.metrics.gauge({
+    env.metrics.gauge({
       name: 'db_replication_connected',
       help: 'Replica: 1 while the last fetch from the primary succeeded',
+      collect() {
+        const f = currentFollower();
+        if (f) this.set(f.state.connected ? 1 : 0);
+      },
     });
 
     if (role === 'primary') {
@@ -125,16 +146,8 @@ export default defineResource<ReplicationOptions>({
         },
       });
       follower.start();
-      const sample = () => {
-        const s = follower.state;
-        lag.set(s.lagSeconds);
-        behind.set(Math.max(0, s.primaryLastSeq - s.lastApplied));
-        appliedSeq.set(s.lastApplied);
-        connected.set(s.connected ? 1 : 0);
-        return s;
-      };
-      const timer = setInterval(sample, 1000);
-      timer.unref();
+      active = { role, follower };
+      const sample = () => follower.state;
       env.logger.info({ primary: options.primary }, 'replication: replica, following the primary');
       return {
         value: { role, state: () => sample() },
@@ -154,7 +167,7 @@ export default defineResource<ReplicationOptions>({
         },
         describe: () => ({ role, primary: options.primary }),
         async close() {
-          clearInterval(timer);
+          if (active?.follower === follower) active = undefined;
           await follower.stop();
         },
       };
