@@ -88,5 +88,6 @@ export type {
 } from './upstreams/types.ts';
 export { isHttpUpstream, isRpcUpstream } from './upstreams/types.ts';
 export { ClientAbort } from './util/client-abort.ts';
+export { type Deadline, deadline } from './util/deadline.ts';
 export { canonicalJson, sha256Hex } from './util/hash.ts';
 export { compileStatePath, type StateReader } from './util/state-path.ts';
