@@ -137,11 +137,27 @@ export const plainDialect: Dialect = {
   },
 };
 
+/**
+ * FastAPI's `{"detail": ...}`: the list of validation issues (`details.errors`, each
+ * `{type, loc, msg}`) for a validation error, the message for anything else.
+ */
+export const fastApiDialect: Dialect = {
+  name: 'fastapi',
+  render(err) {
+    const errors = err.details?.errors;
+    return {
+      status: err.status ?? defaultStatus[err.kind],
+      body: { detail: Array.isArray(errors) ? errors : err.message, ...err.extra },
+    };
+  },
+};
+
 export const dialects: Record<string, Dialect> = {
   simple: simpleDialect,
   jsonrpc: jsonRpcDialect,
   openai: openAiDialect,
   plain: plainDialect,
+  fastapi: fastApiDialect,
 };
 
 export type DialectName = keyof typeof dialects;

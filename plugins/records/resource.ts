@@ -1,0 +1,170 @@
+/**
+ * The `record-type` resource: one entity type of an `entity-store` resource, with declared
+ * fields. Stages that serve or change these records (record-api, elo, pairing) share it, so the
+ * record's JSON shape, its validation and its OpenAPI schema are declared once.
+ *
+ *   resources:
+ *     entities:
+ *       type: record-type
+ *       store: db
+ *       entity_type: entity
+ *       title: Entity
+ *       fields:
+ *         name: { type: string, required: true, max_length: 200 }
+ *         rating: { type: number, read_only: true, default: 1500.0 }
+ *       search: [name]
+ *
+ * A record is `{id, <visible fields in declaration order>, <timestamps>}`: the store's integer
+ * id, the data fields flat (a field absent from stored data shows as null), no envelope.
+ */
+import { defineResource, type Entity, GatewayError } from '../../runtime/index.ts';
+import type { EntityStoreResource } from '../entity-store/types.ts';
+import type { RecordType } from './api.ts';
+import { type FieldSpec, type FieldSpecs, validateBody, visibleFields } from './fields.ts';
+import { validationError } from './issues.ts';
+
+interface RecordTypeOptions {
+  store: string;
+  entity_type: string;
+  title?: string;
+  fields: FieldSpecs;
+  search: string[];
+  timestamps: Array<'created_at' | 'updated_at'>;
+}
+
+const scalar = {
+  type: { enum: ['string', 'integer', 'number', 'boolean'] },
+  min_length: { type: 'integer', minimum: 0 },
+  max_length: { type: 'integer', minimum: 0 },
+  minimum: { type: 'number' },
+  maximum: { type: 'number' },
+};
+
+const fieldSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['type'],
+  properties: {
+    ...scalar,
+    type: { enum: ['string', 'integer', 'number', 'boolean', 'array'] },
+    description: { type: 'string' },
+    required: { type: 'boolean', description: 'Must be given on create.' },
+    nullable: { type: 'boolean', description: 'null is a valid value (the value on create when not given).' },
+    default: { description: 'Value on create when not given.' },
+    read_only: { type: 'boolean', description: 'Set by the service, refused in bodies (e.g. a rating).' },
+    hidden: { type: 'boolean', description: 'Stored but never shown (e.g. a counter a stage keeps).' },
+    items: { type: 'object', additionalProperties: false, required: ['type'], properties: scalar },
+    min_items: { type: 'integer', minimum: 0 },
+    max_items: { type: 'integer', minimum: 0 },
+  },
+};
+
+const jsonType = { string: 'string', integer: 'integer', number: 'number', boolean: 'boolean', array: 'array' };
+
+/** JSON Schema of one field (OpenAPI 3.1 is JSON Schema 2020-12). */
+function fieldJsonSchema(spec: FieldSpec): Record<string, unknown> {
+  const s: Record<string, unknown> = { type: spec.nullable ? [jsonType[spec.type], 'null'] : jsonType[spec.type] };
+  if (spec.description) s.description = spec.description;
+  if (spec.min_length !== undefined) s.minLength = spec.min_length;
+  if (spec.max_length !== undefined) s.maxLength = spec.max_length;
+  if (spec.minimum !== undefined) s.minimum = spec.minimum;
+  if (spec.maximum !== undefined) s.maximum = spec.maximum;
+  if (spec.type === 'array') {
+    s.items = fieldJsonSchema({ ...(spec.items ?? { type: 'string' }) });
+    if (spec.min_items !== undefined) s.minItems = spec.min_items;
+    if (spec.max_items !== undefined) s.maxItems = spec.max_items;
+  }
+  if (spec.default !== undefined) s.default = spec.default;
+  return s;
+}
+
+export default defineResource<RecordTypeOptions, RecordType>({
+  type: 'record-type',
+  description:
+    'An entity type of an entity-store with declared fields: the JSON shape, validation and schema of its records',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['store', 'entity_type', 'fields'],
+    properties: {
+      store: { type: 'string', 'x-ref': 'resource', description: 'An entity-store resource.' },
+      entity_type: { type: 'string', pattern: '^[a-z][a-z0-9_]{0,63}$', description: "The store's type name." },
+      title: { type: 'string', minLength: 1, description: 'Display name, e.g. Entity (default: the type name).' },
+      fields: {
+        type: 'object',
+        description: 'Field name → declaration, in the order records show them.',
+        propertyNames: { pattern: '^[a-z][a-z0-9_]{0,63}$', not: { enum: ['id', 'created_at', 'updated_at'] } },
+        additionalProperties: fieldSchema,
+      },
+      search: {
+        type: 'array',
+        items: { type: 'string' },
+        default: [],
+        description: 'String fields `?search=` matches (case-insensitive substring).',
+      },
+      timestamps: {
+        type: 'array',
+        items: { enum: ['created_at', 'updated_at'] },
+        uniqueItems: true,
+        default: [],
+        description: 'Store timestamps shown in each record (ISO 8601).',
+      },
+    },
+  },
+  create(options, env) {
+    const title = options.title ?? options.entity_type;
+    const fields = options.fields;
+    const search = options.search ?? [];
+    for (const f of search) {
+      if (fields[f]?.type !== 'string') throw new Error(`search field "${f}" is not a declared string field`);
+    }
+    const db = env.resource<EntityStoreResource>(options.store);
+    const shown = visibleFields(fields);
+    const timestamps = options.timestamps ?? [];
+
+    const schemas = () => {
+      const record: Record<string, unknown> = {
+        type: 'object',
+        title,
+        properties: {
+          id: { type: 'integer' },
+          ...Object.fromEntries(shown.map((f) => [f, fieldJsonSchema(fields[f]!)])),
+          ...Object.fromEntries(timestamps.map((t) => [t, { type: 'string', format: 'date-time' }])),
+        },
+        required: ['id', ...shown, ...timestamps],
+      };
+      const writable = Object.entries(fields).filter(([, s]) => !s.read_only);
+      const body = (partial: boolean) => ({
+        type: 'object',
+        title: `${title}${partial ? 'Update' : 'Create'}`,
+        additionalProperties: false,
+        properties: Object.fromEntries(writable.map(([f, s]) => [f, fieldJsonSchema(s)])),
+        ...(partial ? {} : { required: writable.filter(([, s]) => s.required).map(([f]) => f) }),
+      });
+      return { record, create: body(false), update: body(true) };
+    };
+
+    const value: RecordType = {
+      title,
+      entityType: options.entity_type,
+      fields,
+      search,
+      timestamps,
+      store: () => db.store,
+      project(entity: Entity) {
+        const out: Record<string, unknown> = { id: entity.id };
+        for (const f of shown) out[f] = entity.data[f] ?? null;
+        for (const t of timestamps) out[t] = entity[t];
+        return out;
+      },
+      parse(body, mode) {
+        const { value: accepted, issues } = validateBody(fields, body, mode);
+        if (issues.length > 0) throw validationError(issues);
+        return accepted;
+      },
+      schemas,
+      notFound: (id) => new GatewayError('not_found', `${title} ${id} not found`, { details: { type: title, id } }),
+    };
+    return { value, describe: () => ({ entity_type: options.entity_type, fields: Object.keys(fields) }) };
+  },
+});

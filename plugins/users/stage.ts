@@ -1,0 +1,301 @@
+/**
+ * The user stages, all over a `user-directory` resource. When the directory is disabled the
+ * user routes answer 404 (as if they did not exist) and `user-guard` lets every request pass.
+ *
+ *   user-create   POST /users/   {username, email, full_name, password} → the user (the first is a superuser)
+ *   user-token    POST /token    OAuth2 password flow: form (or JSON) username + password →
+ *                                {access_token, token_type: "bearer"}
+ *   user-current  GET /users/me  the user of the bearer token
+ *   user-guard    in front of a route: `require: user` (any active user) or `superuser`
+ *
+ * Statuses: no or bad token 401 (`WWW-Authenticate: Bearer`), wrong credentials 401, an
+ * authenticated user without the permission 403, an inactive user 403.
+ */
+import { definePlugin, type GatewayContext, GatewayError, readBody, readJson } from '../../runtime/index.ts';
+import {
+  describeStage,
+  errorResponse,
+  jsonResponse,
+  ref,
+  validationResponse,
+  validationSchemas,
+} from '../openapi/api.ts';
+import { type FieldSpecs, issue, validateBody, validationError } from '../records/api.ts';
+import type { PublicUser, UserDirectory } from './api.ts';
+
+declare module '../../runtime/index.ts' {
+  interface GatewayState {
+    /** The user a `user-guard` or `user-current` stage authenticated. */
+    user?: PublicUser;
+  }
+}
+
+const directoryOption = { type: 'string', 'x-ref': 'resource', description: 'A user-directory resource.' };
+
+const notFound = () => new GatewayError('not_found', 'Not Found');
+const unauthenticated = (message = 'Not authenticated') =>
+  new GatewayError('unauthorized', message, { headers: { 'WWW-Authenticate': 'Bearer' } });
+const forbidden = (message = 'Not enough permissions') => new GatewayError('forbidden', message);
+
+function bearer(ctx: GatewayContext): string | undefined {
+  const m = /^Bearer[ \t]+(\S+)\s*$/i.exec(ctx.get('authorization'));
+  return m?.[1];
+}
+
+/** The authenticated user, or undefined when no token was sent; 401 for a bad token, 403 when inactive. */
+async function currentUser(
+  ctx: GatewayContext,
+  users: UserDirectory,
+  required: boolean,
+): Promise<PublicUser | undefined> {
+  const token = bearer(ctx);
+  if (!token) {
+    if (required) throw unauthenticated();
+    return undefined;
+  }
+  const user = await users.userForToken(token);
+  if (!user) throw unauthenticated('Could not validate credentials');
+  if (!user.is_active) throw forbidden('Inactive user');
+  ctx.state.user = user;
+  ctx.state.caller = { id: `user:${user.id}`, authenticated: true, attributes: { superuser: user.is_superuser } };
+  return user;
+}
+
+const userFields: FieldSpecs = {
+  username: { type: 'string', required: true, min_length: 3, max_length: 64 },
+  email: { type: 'string', required: true, max_length: 254 },
+  full_name: { type: 'string', nullable: true, max_length: 200 },
+  password: { type: 'string', required: true, min_length: 8, max_length: 256 },
+};
+const USERNAME = /^[A-Za-z0-9_.@-]+$/;
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+export const userCreate = definePlugin<{ users: string }>({
+  name: 'user-create',
+  description: 'Create a user (the first one is a superuser); 404 when users are disabled.',
+  options: { type: 'object', additionalProperties: false, required: ['users'], properties: { users: directoryOption } },
+  create(options, env) {
+    const users = env.resource<UserDirectory>(options.users);
+    return async (ctx) => {
+      if (!users.enabled) throw notFound();
+      if (users.registration === 'superuser' && (await users.count()) > 0) {
+        const user = await currentUser(ctx, users, true);
+        if (!user?.is_superuser) throw forbidden();
+      }
+      const { value, issues } = validateBody(userFields, await readJson(ctx), 'create');
+      if (typeof value.username === 'string' && !USERNAME.test(value.username))
+        issues.push(
+          issue(
+            'string_pattern_mismatch',
+            ['body', 'username'],
+            "String should match pattern '^[A-Za-z0-9_.@-]+$'",
+            value.username,
+          ),
+        );
+      if (typeof value.email === 'string' && !EMAIL.test(value.email))
+        issues.push(issue('value_error', ['body', 'email'], 'value is not a valid email address', value.email));
+      if (issues.length > 0) throw validationError(issues);
+      ctx.body = await users.register(value as Parameters<UserDirectory['register']>[0], ctx.state.requestId);
+    };
+  },
+});
+
+export const userToken = definePlugin<{ users: string }>({
+  name: 'user-token',
+  description: 'OAuth2 password flow: form-encoded (or JSON) username and password → {access_token, token_type}.',
+  options: { type: 'object', additionalProperties: false, required: ['users'], properties: { users: directoryOption } },
+  create(options, env) {
+    const users = env.resource<UserDirectory>(options.users);
+    return async (ctx) => {
+      if (!users.enabled) throw notFound();
+      let fields: Record<string, unknown>;
+      if (ctx.is('application/json')) {
+        fields = (await readJson(ctx)) as Record<string, unknown>;
+      } else {
+        const form = new URLSearchParams((await readBody(ctx)).toString('utf8'));
+        fields = Object.fromEntries(form);
+      }
+      const spec: FieldSpecs = {
+        username: { type: 'string', required: true, max_length: 256 },
+        password: { type: 'string', required: true, max_length: 256 },
+      };
+      const input = fields && typeof fields === 'object' && !Array.isArray(fields) ? fields : {};
+      // The form's other OAuth2 fields are allowed and ignored (grant_type must say password).
+      const { username, password, grant_type } = input as Record<string, unknown>;
+      const { issues } = validateBody(spec, { username, password }, 'create');
+      if (grant_type !== undefined && grant_type !== 'password')
+        issues.push(
+          issue(
+            'string_pattern_mismatch',
+            ['body', 'grant_type'],
+            "String should match pattern '^password$'",
+            grant_type,
+          ),
+        );
+      if (issues.length > 0) throw validationError(issues);
+      const user = await users.authenticate(username as string, password as string);
+      if (!user) throw unauthenticated('Incorrect username or password');
+      if (!user.is_active) throw forbidden('Inactive user');
+      ctx.body = { access_token: users.issueToken(user), token_type: 'bearer' };
+    };
+  },
+});
+
+export const userCurrent = definePlugin<{ users: string }>({
+  name: 'user-current',
+  description: 'The user of the bearer token; 404 when users are disabled.',
+  options: { type: 'object', additionalProperties: false, required: ['users'], properties: { users: directoryOption } },
+  create(options, env) {
+    const users = env.resource<UserDirectory>(options.users);
+    return async (ctx) => {
+      if (!users.enabled) throw notFound();
+      ctx.body = await currentUser(ctx, users, true);
+    };
+  },
+});
+
+export const userGuard = definePlugin<{ users: string; require: 'user' | 'superuser' }>({
+  name: 'user-guard',
+  description: 'Require a signed-in user (or a superuser) for the route; passes everything when users are disabled.',
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['users'],
+    properties: { users: directoryOption, require: { enum: ['user', 'superuser'], default: 'user' } },
+  },
+  create(options, env) {
+    const users = env.resource<UserDirectory>(options.users);
+    const superuser = options.require === 'superuser';
+    return async (ctx, next) => {
+      if (users.enabled) {
+        const user = await currentUser(ctx, users, true);
+        if (superuser && !user?.is_superuser) throw forbidden();
+      }
+      await next();
+    };
+  },
+});
+
+const userSchema = {
+  type: 'object',
+  title: 'User',
+  required: ['id', 'username', 'email', 'full_name', 'is_active', 'is_superuser', 'created_at'],
+  properties: {
+    id: { type: 'integer' },
+    username: { type: 'string' },
+    email: { type: 'string', format: 'email' },
+    full_name: { type: ['string', 'null'] },
+    is_active: { type: 'boolean' },
+    is_superuser: { type: 'boolean' },
+    created_at: { type: 'string', format: 'date-time' },
+  },
+};
+const userCreateSchema = {
+  type: 'object',
+  title: 'UserCreate',
+  additionalProperties: false,
+  required: ['username', 'email', 'password'],
+  properties: {
+    username: { type: 'string', minLength: 3, maxLength: 64, pattern: '^[A-Za-z0-9_.@-]+$' },
+    email: { type: 'string', format: 'email', maxLength: 254 },
+    full_name: { type: ['string', 'null'], maxLength: 200 },
+    password: { type: 'string', minLength: 8, maxLength: 256, writeOnly: true },
+  },
+};
+const securitySchemes = {
+  OAuth2PasswordBearer: { type: 'oauth2', flows: { password: { tokenUrl: 'token', scopes: {} } } },
+};
+const dir = (raw: unknown, ctx: { resource<T>(n: string): T }) =>
+  ctx.resource<UserDirectory>((raw as { users: string }).users);
+const secured = { security: [{ OAuth2PasswordBearer: [] }] };
+const unauthorized = errorResponse('Not authenticated');
+
+describeStage('user-create', (raw, ctx) => {
+  const users = dir(raw, ctx);
+  if (!users.enabled) return { hide: true };
+  const closed = users.registration === 'superuser';
+  return {
+    schemas: { ...validationSchemas, User: userSchema, UserCreate: userCreateSchema },
+    securitySchemes,
+    operation: {
+      tags: ['users'],
+      summary: 'Create user',
+      description: closed
+        ? 'The first user is a superuser and needs no token; after that only a superuser may create users.'
+        : 'Anyone may register; the first user is a superuser.',
+      requestBody: { required: true, content: { 'application/json': { schema: ref('UserCreate') } } },
+      responses: {
+        200: jsonResponse('The user', ref('User')),
+        400: errorResponse('Username or email already registered'),
+        ...(closed ? { 401: unauthorized, 403: errorResponse('Not a superuser') } : {}),
+        422: validationResponse,
+      },
+      ...(closed ? secured : {}),
+    },
+  };
+});
+
+describeStage('user-token', (raw, ctx) => {
+  if (!dir(raw, ctx).enabled) return { hide: true };
+  return {
+    schemas: validationSchemas,
+    operation: {
+      tags: ['users'],
+      summary: 'Login for access token',
+      description: 'OAuth2 password flow. The token is an HS256 JWT; send it as `Authorization: Bearer <token>`.',
+      requestBody: {
+        required: true,
+        content: {
+          'application/x-www-form-urlencoded': {
+            schema: {
+              type: 'object',
+              required: ['username', 'password'],
+              properties: {
+                grant_type: { type: 'string', const: 'password' },
+                username: { type: 'string' },
+                password: { type: 'string', format: 'password' },
+              },
+            },
+          },
+        },
+      },
+      responses: {
+        200: jsonResponse('A bearer token', {
+          type: 'object',
+          required: ['access_token', 'token_type'],
+          properties: { access_token: { type: 'string' }, token_type: { type: 'string', const: 'bearer' } },
+        }),
+        401: errorResponse('Incorrect username or password'),
+        422: validationResponse,
+      },
+    },
+  };
+});
+
+describeStage('user-current', (raw, ctx) => {
+  if (!dir(raw, ctx).enabled) return { hide: true };
+  return {
+    schemas: { User: userSchema, HTTPError: validationSchemas.HTTPError },
+    securitySchemes,
+    operation: {
+      tags: ['users'],
+      summary: 'Current user',
+      responses: { 200: jsonResponse('The user', ref('User')), 401: unauthorized },
+      ...secured,
+    },
+  };
+});
+
+describeStage('user-guard', (raw, ctx) => {
+  if (!dir(raw, ctx).enabled) return undefined;
+  const superuser = (raw as { require?: string }).require === 'superuser';
+  return {
+    schemas: { HTTPError: validationSchemas.HTTPError },
+    securitySchemes,
+    operation: {
+      ...secured,
+      description: superuser ? 'Needs a superuser.' : 'Needs a signed-in user.',
+      responses: { 401: unauthorized, 403: errorResponse(superuser ? 'Not a superuser' : 'Inactive user') },
+    },
+  };
+});

@@ -1,0 +1,84 @@
+/**
+ * Ratings under concurrency: 1000 comparisons posted at once lose no update. Every rating must
+ * equal a sequential replay of the stored comparisons in id order (ids follow commit order),
+ * on SQLite and on PostgreSQL.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eloUpdate } from '../../plugins/elo/elo.ts';
+import { backends, type ComparisonJson, type EntityJson, type Ranking, startRanking } from './ranking-helpers.ts';
+
+const ENTITIES = 12;
+const COMPARISONS = 1000;
+
+for (const { driver, skip } of backends) {
+  describe.skipIf(skip)(`concurrent comparisons on ${driver}`, () => {
+    let r: Ranking;
+    beforeAll(async () => {
+      r = await startRanking(driver);
+    });
+    afterAll(() => r?.close());
+
+    it(`${COMPARISONS} concurrent comparisons match a sequential replay`, async () => {
+      const entities: EntityJson[] = [];
+      for (let i = 0; i < ENTITIES; i++)
+        entities.push(await r.json<EntityJson>('POST', '/entities/', { name: `item ${i}` }));
+      // Few entities, many comparisons: every entity is in about 170 concurrent updates.
+      let seed = 12345;
+      const rand = () => {
+        seed = (seed * 1103515245 + 12345) % 2 ** 31;
+        return seed / 2 ** 31;
+      };
+      const bodies = Array.from({ length: COMPARISONS }, () => {
+        const a = Math.floor(rand() * ENTITIES);
+        const b = (a + 1 + Math.floor(rand() * (ENTITIES - 1))) % ENTITIES;
+        const ida = entities[a]!.id;
+        const idb = entities[b]!.id;
+        return { entity1_id: ida, entity2_id: idb, selected_entity_id: rand() < 0.5 ? ida : idb };
+      });
+      const answers = await Promise.all(bodies.map((b) => r.send('POST', '/comparisons/', b)));
+      const statuses = answers.map((a) => a.status);
+      await Promise.all(answers.map((a) => a.arrayBuffer()));
+      expect(statuses.filter((s) => s !== 200)).toEqual([]);
+
+      const stored: ComparisonJson[] = [];
+      for (let skip = 0; ; skip += 1000) {
+        const page = await r.json<ComparisonJson[]>('GET', `/comparisons/?skip=${skip}&limit=1000`);
+        stored.push(...page);
+        if (page.length < 1000) break;
+      }
+      expect(stored).toHaveLength(COMPARISONS);
+      for (let i = 1; i < stored.length; i++) expect(stored[i]!.id).toBeGreaterThan(stored[i - 1]!.id);
+
+      const ratings = new Map(entities.map((e) => [e.id, 1500]));
+      const counts = new Map(entities.map((e) => [e.id, 0]));
+      for (const c of stored) {
+        const [ra, rb] = eloUpdate(
+          ratings.get(c.entity1_id)!,
+          ratings.get(c.entity2_id)!,
+          c.selected_entity_id === c.entity1_id ? 1 : 0,
+        );
+        ratings.set(c.entity1_id, ra);
+        ratings.set(c.entity2_id, rb);
+        counts.set(c.entity1_id, counts.get(c.entity1_id)! + 1);
+        counts.set(c.entity2_id, counts.get(c.entity2_id)! + 1);
+      }
+      const now = await r.json<EntityJson[]>('GET', '/entities/?limit=1000');
+      for (const e of now) expect(e.rating, `entity ${e.id}`).toBe(ratings.get(e.id));
+      // Elo is zero-sum: the mean stays 1500.
+      expect(now.reduce((s, e) => s + e.rating, 0) / ENTITIES).toBeCloseTo(1500, 6);
+
+      // The bandit state counted every comparison exactly once.
+      const states = await r.json<Array<{ entity1_id: number; entity2_id: number; comparisons: number }>>(
+        'GET',
+        '/mab/state/?limit=1000',
+      );
+      expect(states.reduce((s, p) => s + p.comparisons, 0)).toBe(COMPARISONS);
+      for (const e of entities) {
+        const mine = states
+          .filter((p) => p.entity1_id === e.id || p.entity2_id === e.id)
+          .reduce((s, p) => s + p.comparisons, 0);
+        expect(mine).toBe(counts.get(e.id));
+      }
+    }, 120_000);
+  });
+}
