@@ -62,10 +62,12 @@ export async function loadService(file: string, options: LoadOptions = {}): Prom
   const env = options.env ?? process.env;
   let source = readConfigSource(path);
   const problems: ConfigProblem[] = [];
-  const reportIn = (src: ConfigSource) => (at: ConfigPath, message: string, pathText = formatPath(at)) => {
-    const pos = src.locate(at);
-    problems.push({ file: src.file, line: pos.line, column: pos.column, path: pathText, message });
-  };
+  const reportIn =
+    (src: ConfigSource) =>
+    (at: ConfigPath, message: string, pathText = formatPath(at)) => {
+      const pos = src.locate(at);
+      problems.push({ file: src.file, line: pos.line, column: pos.column, path: pathText, message });
+    };
 
   // A settings file (see settings.ts): its values become variables of the template it names.
   let variables = env;

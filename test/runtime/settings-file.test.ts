@@ -8,7 +8,10 @@ import { ConfigError, loadService } from '../../runtime/config/load.ts';
 function setup(settings: string, schema = true) {
   const dir = mkdtempSync(join(tmpdir(), 'sy-settings-'));
   mkdirSync(join(dir, 'svc'));
-  writeFileSync(join(dir, 'svc.toml'), `[switchyard]\ntemplate = "./svc/service.yaml"\nenv_prefix = "DB"\n\n${settings}`);
+  writeFileSync(
+    join(dir, 'svc.toml'),
+    `[switchyard]\ntemplate = "./svc/service.yaml"\nenv_prefix = "DB"\n\n${settings}`,
+  );
   writeFileSync(
     join(dir, 'svc', 'service.yaml'),
     `service: settings-demo
