@@ -23,6 +23,11 @@ import { type BanditArm, ucbPair } from './ucb.ts';
 
 type Strategy = 'ucb' | SimilarityStrategy;
 
+/** The embedding-models resource's shape (plugins/embed/api.ts), as far as pairing uses it. */
+interface EmbeddingModels {
+  embed(model: string, texts: string[]): Promise<number[][]>;
+}
+
 interface PairSuggestOptions {
   items: string;
   pairs?: string;
@@ -34,6 +39,7 @@ interface PairSuggestOptions {
   count_field?: string;
   text_fields: string[];
   embedder?: string;
+  embedding_model?: string;
 }
 
 const FIELD = '^[a-z][a-z0-9_]{0,63}$';
@@ -79,7 +85,12 @@ export default definePlugin<PairSuggestOptions>({
       embedder: {
         type: 'string',
         'x-ref': 'resource',
-        description: 'Resource with embed(texts) → vectors; without it, TF-IDF cosine.',
+        description:
+          'Resource with embed(texts) → vectors, or an embedding-models resource with embedding_model; without it, TF-IDF cosine.',
+      },
+      embedding_model: {
+        type: 'string',
+        description: 'With an embedding-models resource (plugin embed): the model to use, e.g. BGESmallENV15.',
       },
     },
   },
@@ -93,9 +104,14 @@ export default definePlugin<PairSuggestOptions>({
     let similarity: Similarity | undefined;
     if (options.strategy !== 'ucb') {
       if (options.embedder) {
-        const embedder = env.resource<Embedder>(options.embedder);
-        if (typeof embedder?.embed !== 'function')
-          throw new Error(`resource "${options.embedder}" has no embed(texts) function`);
+        const resource = env.resource<{ embed?: (...args: never[]) => Promise<number[][]> }>(options.embedder);
+        if (typeof resource?.embed !== 'function')
+          throw new Error(`resource "${options.embedder}" has no embed function`);
+        // An embedding-models resource embeds with a named model: embed(model, texts).
+        const model = options.embedding_model;
+        const embedder: Embedder = model
+          ? { embed: (texts) => (resource as EmbeddingModels).embed(model, texts) }
+          : (resource as Embedder);
         similarity = embeddingSimilarity(embedder);
       } else {
         similarity = tfidfSimilarity();

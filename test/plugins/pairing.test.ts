@@ -6,6 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import modelsResource from '../../plugins/embed/models-resource.ts';
 import { similarPair } from '../../plugins/pairing/similar-pairs.ts';
 import pairSuggest from '../../plugins/pairing/stage.ts';
 import { denseCosine, sparseCosine, tfidfVectors, tokenize } from '../../plugins/pairing/tfidf.ts';
@@ -13,6 +14,7 @@ import { type BanditArm, ucbPair, ucbScore } from '../../plugins/pairing/ucb.ts'
 import recordType from '../../plugins/records/resource.ts';
 import { openEntityStore, openSqlDatabase, type Stage, type StageInstance } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
+import { cosine, generateTinyModel } from '../fixtures/embed-stages.ts';
 import { serveStages } from '../helpers/stage-harness.ts';
 
 describe('TF-IDF cosine', () => {
@@ -174,4 +176,75 @@ describe('pair-suggest with an embedding resource', () => {
       await store.close();
     }
   });
+});
+
+describe('pair-suggest with the embed plugin’s embedding-models resource', () => {
+  it('pairs by the cosine of the model’s vectors of name + description', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'pairing-embed-'));
+    const tiny = generateTinyModel(dir, 'BGESmallENV15', { seed: 7 });
+    const models = await modelsResource.create(
+      { models_dir: dir, pool_size: 1, models: { BGESmallENV15: { dimension: tiny.hidden } } } as never,
+      createTestEnv({ configDir: dir }),
+    );
+    const db = await openSqlDatabase({ driver: 'sqlite', path: join(dir, 'p.db') });
+    const store = await openEntityStore(db);
+    const base = createTestEnv({ resources: { db: { store } } });
+    const entities = (
+      await recordType.create(
+        {
+          store: 'db',
+          entity_type: 'entity',
+          title: 'Entity',
+          fields: {
+            name: { type: 'string', required: true },
+            description: { type: 'string' },
+            rating: { type: 'number', read_only: true, default: 1500 },
+          },
+          search: [],
+          timestamps: [],
+        },
+        base,
+      )
+    ).value;
+    const items = [
+      { name: 'Dune', description: 'desert planet spice' },
+      { name: 'Foundation', description: 'galactic empire psychohistory' },
+      { name: 'Hyperion', description: 'pilgrims time tombs' },
+    ];
+    for (const item of items) await store.create('entity', { ...item, rating: 1500 });
+    const env = createTestEnv({ resources: { db: { store }, entities, models: models.value } });
+    const stage = (await pairSuggest.create(
+      {
+        items: 'entities',
+        strategy: 'most-similar',
+        embedder: 'models',
+        embedding_model: 'BGESmallENV15',
+        pool_size: 200,
+      } as never,
+      env,
+    )) as StageInstance | Stage;
+    const server = await serveStages([typeof stage === 'function' ? stage : stage.handle]);
+    try {
+      const body = (await (await fetch(`${server.url}/`)).json()) as {
+        entity1: { name: string };
+        entity2: { name: string };
+        similarity: number;
+      };
+      // The expected pair and cosine, from the independent reference forward pass (CLS pooling).
+      const texts = items.map((i) => `${i.name} ${i.description}`);
+      const vectors = texts.map((t) => tiny.reference.embed(tiny.ids(t), 'cls'));
+      let best = { a: 0, b: 1, cos: -2 };
+      for (let a = 0; a < 3; a++)
+        for (let b = a + 1; b < 3; b++) {
+          const c = cosine(vectors[a]!, vectors[b]!);
+          if (c > best.cos) best = { a, b, cos: c };
+        }
+      expect([body.entity1.name, body.entity2.name].sort()).toEqual([items[best.a]!.name, items[best.b]!.name].sort());
+      expect(body.similarity).toBeCloseTo(best.cos, 4);
+    } finally {
+      server.close();
+      await store.close();
+      await models.close?.();
+    }
+  }, 60_000);
 });
