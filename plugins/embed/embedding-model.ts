@@ -6,11 +6,11 @@
  */
 import { setImmediate } from 'node:timers/promises';
 import { Tokenizer } from '@huggingface/tokenizers';
+import { type MemoizableModel, memoizeWordEncoding } from '../../lib/tokenizers/word-memo.ts';
 import type { InputType, ModelCard } from './api.ts';
 import { type ModelFiles, readJsonFile } from './model-files.ts';
 import { type Batch, SessionPool } from './session-pool.ts';
 import { type TextTokenizer, TokenEncoder } from './token-encoder.ts';
-import { type MemoizableModel, memoizeWordEncoding } from './tokenizer-memo.ts';
 
 /** Texts tokenised before the event loop gets a turn. */
 const TOKENIZE_SLICE = 64;

@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import type { Logger } from 'pino';
+import { type MemoizableModel, memoizeWordEncoding } from '../../../lib/tokenizers/word-memo.ts';
 import { ModelClassifier } from './model-classifier.ts';
 import { modelDirectory, readJson, requireFile } from './model-files.ts';
 import { createSession, ort } from './onnx-session.ts';
@@ -20,7 +21,6 @@ import {
   softmaxRow,
 } from './probabilities.ts';
 import { type TextTokenizer, TokenWindows } from './token-windows.ts';
-import { type MemoizableModel, memoizeWordEncoding } from './tokenizer-memo.ts';
 
 export interface HfSequenceOptions {
   model: string;

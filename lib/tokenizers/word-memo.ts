@@ -1,5 +1,5 @@
 /**
- * (The same as plugins/classify/ml/tokenizer-memo.ts: plugins do not import each other's internals.)
+ * Shared by the classify (Tier B) and embed plugins: a library, not a plugin internal.
  * Memoises a tokenizer model's per-word encoding. After normalisation and pre-tokenisation,
  * @huggingface/tokenizers hands the model a list of words; WordPiece and Unigram encode each word
  * on its own (a pure function of the word), so caching word → pieces gives identical output and
