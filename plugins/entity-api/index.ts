@@ -23,7 +23,7 @@ import {
   readJsonObject,
   VersionConflictError,
 } from '../../runtime/index.ts';
-import type { EntityStoreResource } from '../entity-store/types.ts';
+import type { EntityStoreResource } from '../entity-store/api.ts';
 import { mergePatch } from './merge-patch.ts';
 import { openApiDocument } from './openapi.ts';
 import {

@@ -22,12 +22,12 @@ import {
   openSqlDatabase,
   type SqlDatabase,
 } from '../../runtime/index.ts';
+import type { EntityStoreResource, StorageStats } from './api.ts';
 import { createFacade } from './facade.ts';
 import { storeMetrics } from './metrics.ts';
 import { QueryWindow } from './query-stats.ts';
 import { SlowQueryLog } from './slow-queries.ts';
 import { StorageSampler } from './storage.ts';
-import type { EntityStoreResource, StorageStats } from './types.ts';
 
 export interface EntityStoreOptions {
   driver: 'sqlite' | 'postgres';

@@ -3,7 +3,7 @@
  * totals and a log-scale duration histogram (5 % wide buckets), so p50/p95/p99 over the hour are
  * exact to within 5 % and memory stays bounded whatever the traffic.
  */
-import type { QueryStats } from './types.ts';
+import type { QueryStats } from './api.ts';
 
 const WINDOW_MINUTES = 60;
 /** Durations below 10 µs share the first bucket. */

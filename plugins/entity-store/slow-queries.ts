@@ -9,7 +9,7 @@ import { dirname } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { QueryEvent } from '../../runtime/index.ts';
-import type { SlowQueries } from './types.ts';
+import type { SlowQueries } from './api.ts';
 
 /** Distinct shapes remembered; the least recently seen one is forgotten beyond this. */
 const MAX_SHAPES = 1000;

@@ -18,7 +18,7 @@
  * id, the data fields flat (a field absent from stored data shows as null), no envelope.
  */
 import { defineResource, type Entity, GatewayError } from '../../runtime/index.ts';
-import type { EntityStoreResource } from '../entity-store/types.ts';
+import type { EntityStoreResource } from '../entity-store/api.ts';
 import type { RecordType } from './api.ts';
 import { type FieldSpec, type FieldSpecs, validateBody, visibleFields } from './fields.ts';
 import { validationError } from './issues.ts';

@@ -12,7 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { defineResource, type Entity, GatewayError } from '../../runtime/index.ts';
-import type { EntityStoreResource } from '../entity-store/types.ts';
+import type { EntityStoreResource } from '../entity-store/api.ts';
 import { writeQueue } from '../records/api.ts';
 import type { PublicUser, UserDirectory } from './api.ts';
 import { defaultCost, hashPassword, verifyPassword } from './password.ts';

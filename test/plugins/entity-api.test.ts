@@ -11,7 +11,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EntityStoreResource } from '../../plugins/entity-store/types.ts';
+import type { EntityStoreResource } from '../../plugins/entity-store/api.ts';
 import { type EntityStore, openSqlDatabase } from '../../runtime/index.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { PG_URL, tcpReachable } from '../helpers/reachable.ts';

@@ -8,9 +8,9 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { EntityStoreResource } from '../../plugins/entity-store/api.ts';
 import entityStore, { type EntityStoreOptions } from '../../plugins/entity-store/index.ts';
 import { QueryWindow } from '../../plugins/entity-store/query-stats.ts';
-import type { EntityStoreResource } from '../../plugins/entity-store/types.ts';
 import type { PluginEnv, ResourceInstance } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
 
