@@ -74,7 +74,9 @@ export {
   QueryBudgetExceededError,
   ReadOnlyStoreError,
   ReplicationGapError,
+  StorageBusyError,
   VersionConflictError,
+  WriteConflictError,
 } from './store/index.ts';
 export { sseData } from './upstreams/sse.ts';
 export type {

@@ -2,15 +2,16 @@
  * `npm run bench:store`: the entity store against bare SQL on the same backend, and replica lag.
  *
  * 1. Writes: N entity creates through `openEntityStore` (each its own transaction, change log
- *    included) versus N bare `INSERT`s of the same JSON into a plain table, on SQLite and on
- *    PostgreSQL (skipped when unreachable), awaited one at a time and with 32 in flight.
+ *    included) versus N bare `INSERT`s of the same JSON into a plain table, on SQLite (sync
+ *    NORMAL and FULL) and on PostgreSQL (skipped when unreachable), awaited one at a time and
+ *    with 32 in flight.
  * 2. Reads: N `get` by id versus bare `SELECT ... WHERE id = $1`.
  * 3. Replica lag: a primary and a replica datastore process (configs/datastore.toml); a steady
  *    write load (BENCH_STORE_RATE creates/s over HTTP for BENCH_STORE_SECONDS) on the primary
  *    while the replica's `db_replication_lag_seconds` / `_changes` are sampled every 100 ms.
  *
  * Prints ratios (store / bare: time per operation) and the lag distribution. Figures vary with
- * the machine; the ratios are measured in one run.
+ * the machine; the ratios are measured in one run. BENCH_STORE_LAG=0 skips part 3.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
@@ -183,7 +184,14 @@ async function replicaLag(): Promise<void> {
   }
 }
 
-const rows = await backend('sqlite', { driver: 'sqlite', path: join(dir, 'bench.db'), synchronous: 'NORMAL' }, 'b_');
+const rows = await backend(
+  'sqlite normal',
+  { driver: 'sqlite', path: join(dir, 'normal.db'), synchronous: 'NORMAL' },
+  'b_',
+);
+rows.push(
+  ...(await backend('sqlite full', { driver: 'sqlite', path: join(dir, 'full.db'), synchronous: 'FULL' }, 'b_')),
+);
 const pg = await openSqlDatabase({ driver: 'postgres', url: PG_URL, connect_timeout_ms: 2000 });
 const pgUp = await pg.ping().then(
   () => true,
@@ -194,4 +202,4 @@ if (pgUp) rows.push(...(await backend('postgres', { driver: 'postgres', url: PG_
 else console.log(`PostgreSQL at ${PG_URL} unreachable: its rows are skipped`);
 console.log(`entity store vs bare SQL, ${N} operations each (µs per operation, wall time):`);
 printTable(['backend', 'operation', 'bare SQL µs', 'entity store µs', 'ratio'], rows);
-await replicaLag();
+if (process.env.BENCH_STORE_LAG !== '0') await replicaLag();

@@ -70,24 +70,13 @@ export async function scanAll(
 }
 
 type Queue = <T>(fn: () => Promise<T>) => Promise<T>;
-const queues = new WeakMap<object, Queue>();
 
 /**
- * Runs the writes given to it one at a time, per store, in this process. The store serialises
- * writing transactions anyway (one write lock); queueing them here first means a waiting writer
- * holds no database connection meanwhile, so a burst of writes cannot exhaust the PostgreSQL pool
- * (and starve reads) while each waits for the lock.
+ * Formerly an in-process queue running one write at a time per store. The entity store now
+ * bounds its own concurrent writes (PostgreSQL: a write queue below the pool size, see
+ * runtime/store/entity-queue.ts) and orders conflicting ones with row locks and version checks,
+ * so this runs `fn` as it is. Kept so that callers need not change.
  */
-export function writeQueue(store: object): Queue {
-  let queue = queues.get(store);
-  if (!queue) {
-    let tail: Promise<unknown> = Promise.resolve();
-    queue = <T>(fn: () => Promise<T>): Promise<T> => {
-      const run = tail.then(fn);
-      tail = run.catch(() => {});
-      return run;
-    };
-    queues.set(store, queue);
-  }
-  return queue;
+export function writeQueue(_store: object): Queue {
+  return (fn) => fn();
 }

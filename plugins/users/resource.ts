@@ -123,7 +123,8 @@ export default defineResource<UserDirectoryOptions, UserDirectory>({
               const data: StoredUser = { ...input, password_hash, is_active: true, is_superuser: first };
               return tx.create<StoredUser>(type, data, { key: input.username, requestId });
             },
-            { retries: 5 },
+            // serialize: the email check reads rows this transaction does not write.
+            { retries: 5, serialize: true },
           ),
         );
         return toPublic(created);

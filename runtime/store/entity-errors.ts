@@ -96,3 +96,37 @@ export class ReplicationGapError extends GatewayError {
     this.name = 'ReplicationGapError';
   }
 }
+
+/**
+ * The database did not keep up: no pooled connection (or no write slot of the store's queue)
+ * became free in time. 503 `storage_busy` with `Retry-After: 1`: a transient condition, so the
+ * client should try again shortly rather than see a 500.
+ */
+export class StorageBusyError extends GatewayError {
+  constructor(reason: string, cause?: unknown) {
+    super('unavailable', 'The database is busy, try again shortly', {
+      code: 'storage_busy',
+      details: { reason },
+      headers: { 'Retry-After': '1' },
+      cause,
+    });
+    this.name = 'StorageBusyError';
+  }
+}
+
+/**
+ * A transaction lost to concurrent writers in a way no version names (PostgreSQL: a deadlock, a
+ * serialization failure, a lock it would not wait for) and had no retry left: 409
+ * `write_conflict`. Nothing of it was written; running it again is safe.
+ */
+export class WriteConflictError extends GatewayError {
+  constructor(cause: unknown) {
+    const sqlstate = (cause as { code?: unknown })?.code;
+    super('conflict', 'The transaction collided with concurrent writers and was rolled back: try again', {
+      code: 'write_conflict',
+      details: { sqlstate: typeof sqlstate === 'string' ? sqlstate : null },
+      cause,
+    });
+    this.name = 'WriteConflictError';
+  }
+}

@@ -1,15 +1,20 @@
 /**
  * `EntityOperations` over one way of reaching the database (`Access`): on their own, each read is
- * one statement on the pool and each mutation its own locked transaction; inside
- * `store.transaction`, everything runs on the transaction's connection.
+ * one statement on the pool and each mutation its own transaction; inside `store.transaction`,
+ * everything runs on the transaction's connection.
  *
- * Optimistic concurrency: a mutation checks the entity's current version against the expected
- * one — `ifVersion` when given, else the version this transaction read earlier (so a
- * read-modify-write inside a transaction never overwrites a change it did not see) — and then
- * writes with `UPDATE ... WHERE id = $ AND version = $`, so two writers can never both win.
- * Every mutation appends its change record in the same transaction.
+ * Optimistic concurrency: a mutation expects a version — `ifVersion` when given, else the version
+ * this transaction read earlier (so a read-modify-write inside a transaction never overwrites a
+ * change it did not see) — and writes with `UPDATE ... WHERE id = $ AND version = $ RETURNING`,
+ * so two writers can never both win. The row lock the UPDATE takes orders conflicting writers
+ * (on PostgreSQL the second waits for the first to commit, then finds another version). Without
+ * an expected version the write is unconditional. Each mutation is one statement on its success
+ * path; a failure reads the current version once, to say why.
+ *
+ * Every mutation hands its change record to the transaction, which writes them all at its end
+ * (entity-changelog.ts).
  */
-import { appendChange } from './entity-changelog.ts';
+import type { PendingChange } from './entity-changelog.ts';
 import {
   DuplicateKeyError,
   InvalidQueryError,
@@ -32,7 +37,7 @@ import type {
   QueryOptions,
   QueryResult,
 } from './entity-types.ts';
-import type { SqlDatabase, SqlExecutor } from './types.ts';
+import type { SqlDatabase, SqlExecutor, SqlParam } from './types.ts';
 
 type Data = Record<string, unknown>;
 
@@ -45,12 +50,23 @@ export interface StoreContext {
   readOnly(): string | undefined;
 }
 
+/** Buffers a mutation's change record; the transaction writes them before it commits. */
+export type LogChange = (change: PendingChange) => void;
+
 export interface Access {
   read<T>(fn: (ex: SqlExecutor) => Promise<T>): Promise<T>;
-  /** Runs `fn` holding the store's write lock (a transaction of its own, or the caller's). */
-  write<T>(fn: (ex: SqlExecutor) => Promise<T>): Promise<T>;
+  /** Runs `fn` in a writing transaction (one of its own, or the caller's). */
+  write<T>(fn: (ex: SqlExecutor, log: LogChange) => Promise<T>): Promise<T>;
   /** Versions read in the current transaction, by id (absent outside a transaction). */
   seen?: Map<number, number>;
+  /** Keys (`type` NUL `key`) the current transaction found free with `getByKey`. */
+  freeKeys?: Set<string>;
+  /**
+   * Lock the rows `get`, `getByKey` and `getMany` read until the transaction ends (PostgreSQL
+   * `FOR UPDATE`): set on the retries of a transaction that met a conflict, so that a retry waits
+   * for the rows it reads instead of losing to the same writers again.
+   */
+  lockRows?: boolean;
 }
 
 const MAX_TYPE_LENGTH = 200;
@@ -117,10 +133,17 @@ function now(): string {
 export function entityOperations(ctx: StoreContext, access: Access): EntityOperations {
   const { driver, tables: t, limits, observer } = ctx;
   const E = t.entities;
-  const seen = access.seen;
+  const { seen, freeKeys } = access;
+  // getMany locks in id order (its rows sorted first), so that two such reads never deadlock.
+  const forUpdate = access.lockRows && driver === 'postgres' ? ' FOR UPDATE' : '';
+  const keyOf = (type: string, key: string) => `${type}\u0000${key}`;
 
   const remember = (entities: readonly Entity[]) => {
-    if (seen) for (const e of entities) seen.set(e.id, e.version);
+    if (!seen) return;
+    for (const e of entities) {
+      seen.set(e.id, e.version);
+      if (e.key !== null) freeKeys?.delete(keyOf(e.type, e.key));
+    }
   };
 
   const budgetError = (type: string, budget: 'max_entities' | 'max_depth', limit: number, requested: number) => {
@@ -152,10 +175,10 @@ export function entityOperations(ctx: StoreContext, access: Access): EntityOpera
     }
   }
 
-  /** Runs a mutation under the write lock and reports it; `run` returns the result and rows affected. */
+  /** Runs a mutation in a writing transaction and reports it; `run` returns the result and rows affected. */
   async function observeMutation<R>(
     base: Pick<MutationEvent, 'kind' | 'type' | 'requestId'>,
-    run: (ex: SqlExecutor) => Promise<{ result: R; affected: number }>,
+    run: (ex: SqlExecutor, log: LogChange) => Promise<{ result: R; affected: number }>,
   ): Promise<R> {
     const started = performance.now();
     try {
@@ -180,52 +203,83 @@ export function entityOperations(ctx: StoreContext, access: Access): EntityOpera
     return new VersionConflictError(type, id, expected, actual ?? null);
   };
 
-  const log = (ex: SqlExecutor, op: ChangeRecord['op'], e: Entity, data: Data | null, at: string) =>
-    appendChange(ex, driver, t, { op, type: e.type, id: e.id, key: e.key, version: e.version, data, at });
+  /** The change record of a mutation of `e`; `json` is the data it wrote (null: deleted). */
+  const changeOf = (op: ChangeRecord['op'], e: Entity, json: string | null, at: string): PendingChange => ({
+    op,
+    type: e.type,
+    id: e.id,
+    key: e.key,
+    version: e.version,
+    json,
+    at,
+  });
 
-  async function insert(ex: SqlExecutor, type: string, key: string | null, json: string): Promise<Entity> {
+  /** Inserts a new entity; undefined when its type already has this key. */
+  async function insert(
+    ex: SqlExecutor,
+    log: LogChange,
+    type: string,
+    key: string | null,
+    json: string,
+  ): Promise<Entity | undefined> {
     const at = now();
+    // A NULL key never conflicts; a taken one inserts nothing (and waits for an uncommitted
+    // insert of the same key to end, on PostgreSQL).
     const [row] = await ex.query<EntityRow>(
       `INSERT INTO ${E} (type, key, version, created_at, updated_at, data)
-        VALUES ($1, $2, 1, $3, $3, ${dataPlaceholder(driver, 4)}) RETURNING ${ENTITY_COLUMNS}`,
+        VALUES ($1, $2, 1, $3, $3, ${dataPlaceholder(driver, 4)})
+        ON CONFLICT (type, key) DO NOTHING RETURNING ${ENTITY_COLUMNS}`,
       [type, key, at, json],
     );
-    const entity = toEntity(row!);
-    await log(ex, 'create', entity, entity.data, at);
+    if (!row) return undefined;
+    const entity = toEntity(row);
+    log(changeOf('create', entity, json, at));
     remember([entity]);
     return entity;
   }
 
   /**
-   * Replaces the data of `current` (read under the write lock) after the version checks; a
-   * failed conditional UPDATE means someone else wrote in between.
+   * Replaces the data of the entity of `type` with this id (or key), if it is at version
+   * `expected` (any version when undefined). Undefined when no row matched: missing, or at
+   * another version.
    */
-  async function replace(
+  async function rewrite(
     ex: SqlExecutor,
-    current: { id: number; version: number; type: string },
+    log: LogChange,
+    type: string,
+    target: { id: number } | { key: string },
     json: string,
-    ifVersion: number | undefined,
-  ): Promise<Entity> {
-    const expected = ifVersion ?? seen?.get(current.id);
-    if (expected !== undefined && expected !== current.version) {
-      throw conflict(current.type, current.id, expected, current.version);
-    }
+    expected: number | undefined,
+  ): Promise<Entity | undefined> {
     const at = now();
+    const [column, value] = 'id' in target ? ['id', target.id] : ['key', target.key];
+    const params: SqlParam[] = [json, at, type, value];
+    if (expected !== undefined) params.push(expected);
     const [row] = await ex.query<EntityRow>(
       `UPDATE ${E} SET data = ${dataPlaceholder(driver, 1)}, version = version + 1, updated_at = $2
-        WHERE id = $3 AND version = $4 RETURNING ${ENTITY_COLUMNS}`,
-      [json, at, current.id, current.version],
+        WHERE type = $3 AND ${column} = $4${expected === undefined ? '' : ' AND version = $5'}
+        RETURNING ${ENTITY_COLUMNS}`,
+      params,
     );
-    if (!row) {
-      const [latest] = await ex.query<{ version: number | string }>(`SELECT version FROM ${E} WHERE id = $1`, [
-        current.id,
-      ]);
-      throw conflict(current.type, current.id, current.version, latest ? Number(latest.version) : undefined);
-    }
+    if (!row) return undefined;
     const entity = toEntity(row);
-    await log(ex, 'update', entity, entity.data, at);
+    log(changeOf('update', entity, json, at));
     remember([entity]);
     return entity;
+  }
+
+  /** After a conditional write matched nothing: a conflict if the entity exists, else nothing. */
+  async function conflictIfExists(ex: SqlExecutor, type: string, id: number, expected: number): Promise<void> {
+    const current = await currentVersion(ex, type, id);
+    if (current) throw conflict(type, id, expected, current.version);
+  }
+
+  async function byKey(ex: SqlExecutor, type: string, key: string) {
+    const [row] = await ex.query<{ id: number | string; version: number | string }>(
+      `SELECT id, version FROM ${E} WHERE type = $1 AND key = $2`,
+      [type, key],
+    );
+    return row ? { id: Number(row.id), version: Number(row.version) } : undefined;
   }
 
   async function currentVersion(ex: SqlExecutor, type: string, id: number) {
@@ -239,11 +293,13 @@ export function entityOperations(ctx: StoreContext, access: Access): EntityOpera
   /** Selects entities by id of one type, in chunks. */
   async function byIds(ex: SqlExecutor, type: string, ids: readonly number[]): Promise<Map<number, Entity>> {
     const out = new Map<number, Entity>();
-    for (let i = 0; i < ids.length; i += ID_CHUNK) {
-      const chunk = ids.slice(i, i + ID_CHUNK);
+    const sorted = forUpdate ? [...ids].sort((a, b) => a - b) : ids;
+    for (let i = 0; i < sorted.length; i += ID_CHUNK) {
+      const chunk = sorted.slice(i, i + ID_CHUNK);
       const marks = chunk.map((_, n) => `$${n + 2}`).join(', ');
+      const order = forUpdate ? ` ORDER BY id${forUpdate}` : '';
       const rows = await ex.query<EntityRow>(
-        `SELECT ${ENTITY_COLUMNS} FROM ${E} WHERE type = $1 AND id IN (${marks})`,
+        `SELECT ${ENTITY_COLUMNS} FROM ${E} WHERE type = $1 AND id IN (${marks})${order}`,
         [type, ...chunk],
       );
       for (const row of rows) out.set(Number(row.id), toEntity(row));
@@ -279,12 +335,10 @@ export function entityOperations(ctx: StoreContext, access: Access): EntityOpera
       checkType(type);
       const json = encodeData(data);
       if (options.key !== undefined) checkKey(options.key);
-      return observeMutation({ kind: 'create', type, requestId: options.requestId }, async (ex) => {
-        if (options.key !== undefined) {
-          const [taken] = await ex.query(`SELECT id FROM ${E} WHERE type = $1 AND key = $2`, [type, options.key]);
-          if (taken) throw new DuplicateKeyError(type, options.key);
-        }
-        return { result: (await insert(ex, type, options.key ?? null, json)) as Entity<T>, affected: 1 };
+      return observeMutation({ kind: 'create', type, requestId: options.requestId }, async (ex, log) => {
+        const entity = await insert(ex, log, type, options.key ?? null, json);
+        if (!entity) throw new DuplicateKeyError(type, options.key!);
+        return { result: entity as Entity<T>, affected: 1 };
       });
     },
 
@@ -295,10 +349,10 @@ export function entityOperations(ctx: StoreContext, access: Access): EntityOpera
         if (options.expand) expandTree(options.expand, limits.maxDepth, (b, l, r) => budgetError(type, b, l, r));
         return access.read(async (ex) => {
           if (!isId(id)) return { result: undefined, returned: 0, scanned: 0 };
-          const [row] = await ex.query<EntityRow>(`SELECT ${ENTITY_COLUMNS} FROM ${E} WHERE id = $1 AND type = $2`, [
-            id,
-            type,
-          ]);
+          const [row] = await ex.query<EntityRow>(
+            `SELECT ${ENTITY_COLUMNS} FROM ${E} WHERE id = $1 AND type = $2${forUpdate}`,
+            [id, type],
+          );
           if (!row) return { result: undefined, returned: 0, scanned: 0 };
           const entity = toEntity<T>(row);
           remember([entity]);
@@ -313,12 +367,13 @@ export function entityOperations(ctx: StoreContext, access: Access): EntityOpera
       return observeQuery({ kind: 'get', type, shape: `getByKey ${type}` }, () =>
         access.read(async (ex) => {
           if (typeof key !== 'string') return { result: undefined, returned: 0, scanned: 0 };
-          const [row] = await ex.query<EntityRow>(`SELECT ${ENTITY_COLUMNS} FROM ${E} WHERE type = $1 AND key = $2`, [
-            type,
-            key,
-          ]);
+          const [row] = await ex.query<EntityRow>(
+            `SELECT ${ENTITY_COLUMNS} FROM ${E} WHERE type = $1 AND key = $2${forUpdate}`,
+            [type, key],
+          );
           const entity = row ? toEntity<T>(row) : undefined;
           if (entity) remember([entity]);
+          else freeKeys?.add(keyOf(type, key));
           return { result: entity, returned: entity ? 1 : 0, scanned: entity ? 1 : 0 };
         }),
       );
@@ -388,10 +443,13 @@ export function entityOperations(ctx: StoreContext, access: Access): EntityOpera
     async update<T extends Data>(type: string, id: number, data: T, options: MutationOptions = {}) {
       checkType(type);
       const json = encodeData(data);
-      return observeMutation({ kind: 'update', type, requestId: options.requestId }, async (ex) => {
-        const current = isId(id) ? await currentVersion(ex, type, id) : undefined;
-        if (!current) return { result: undefined, affected: 0 };
-        return { result: (await replace(ex, current, json, options.ifVersion)) as Entity<T>, affected: 1 };
+      return observeMutation({ kind: 'update', type, requestId: options.requestId }, async (ex, log) => {
+        if (!isId(id)) return { result: undefined, affected: 0 };
+        const expected = options.ifVersion ?? seen?.get(id);
+        const entity = await rewrite(ex, log, type, { id }, json, expected);
+        if (entity) return { result: entity as Entity<T>, affected: 1 };
+        if (expected !== undefined) await conflictIfExists(ex, type, id, expected);
+        return { result: undefined, affected: 0 };
       });
     },
 
@@ -399,37 +457,53 @@ export function entityOperations(ctx: StoreContext, access: Access): EntityOpera
       checkType(type);
       checkKey(key);
       const json = encodeData(data);
-      return observeMutation({ kind: 'upsert', type, requestId: options.requestId }, async (ex) => {
-        const [row] = await ex.query<{ id: number | string; version: number | string }>(
-          `SELECT id, version FROM ${E} WHERE type = $1 AND key = $2`,
-          [type, key],
-        );
-        if (!row) {
-          // Expecting a version of an entity that does not exist is a conflict too.
-          if (options.ifVersion !== undefined) throw conflict(type, 0, options.ifVersion, undefined);
-          return { result: (await insert(ex, type, key, json)) as Entity<T>, affected: 1 };
+      return observeMutation({ kind: 'upsert', type, requestId: options.requestId }, async (ex, log) => {
+        const { ifVersion } = options;
+        if (ifVersion !== undefined) {
+          const entity = await rewrite(ex, log, type, { key }, json, ifVersion);
+          if (entity) return { result: entity as Entity<T>, affected: 1 };
+          // Expecting a version of an entity that does not exist is a conflict too (id 0).
+          const current = await byKey(ex, type, key);
+          throw conflict(type, current?.id ?? 0, ifVersion, current?.version);
         }
-        const current = { id: Number(row.id), type, version: Number(row.version) };
-        return { result: (await replace(ex, current, json, options.ifVersion)) as Entity<T>, affected: 1 };
+        let current = await byKey(ex, type, key);
+        if (!current) {
+          const created = await insert(ex, log, type, key, json);
+          if (created) return { result: created as Entity<T>, affected: 1 };
+          // Someone else created it since (PostgreSQL, a concurrent transaction): update theirs.
+          current = await byKey(ex, type, key);
+          if (!current) throw conflict(type, 0, 0, undefined); // and deleted it again: try again
+        }
+        // This transaction saw the key free: someone else created it since (expected "none", 0).
+        if (freeKeys?.has(keyOf(type, key))) throw conflict(type, current.id, 0, current.version);
+        const expected = seen?.get(current.id);
+        if (expected !== undefined && expected !== current.version) {
+          throw conflict(type, current.id, expected, current.version);
+        }
+        const entity = await rewrite(ex, log, type, { id: current.id }, json, expected);
+        if (entity) return { result: entity as Entity<T>, affected: 1 };
+        // Changed or deleted since it was read just now: a concurrent transaction won.
+        throw conflict(type, current.id, current.version, (await currentVersion(ex, type, current.id))?.version);
       });
     },
 
     async delete(type: string, id: number, options: MutationOptions = {}) {
       checkType(type);
-      return observeMutation({ kind: 'delete', type, requestId: options.requestId }, async (ex) => {
-        const current = isId(id) ? await currentVersion(ex, type, id) : undefined;
-        if (!current) return { result: false, affected: 0 };
+      return observeMutation({ kind: 'delete', type, requestId: options.requestId }, async (ex, log) => {
+        if (!isId(id)) return { result: false, affected: 0 };
         const expected = options.ifVersion ?? seen?.get(id);
-        if (expected !== undefined && expected !== current.version) {
-          throw conflict(type, id, expected, current.version);
-        }
+        const params: SqlParam[] = [id, type];
+        if (expected !== undefined) params.push(expected);
         const [row] = await ex.query<EntityRow>(
-          `DELETE FROM ${E} WHERE id = $1 AND version = $2 RETURNING ${ENTITY_COLUMNS}`,
-          [id, current.version],
+          `DELETE FROM ${E} WHERE id = $1 AND type = $2${expected === undefined ? '' : ' AND version = $3'}
+            RETURNING ${ENTITY_COLUMNS}`,
+          params,
         );
-        if (!row) throw conflict(type, id, current.version, undefined);
-        const entity = toEntity(row);
-        await log(ex, 'delete', entity, null, now());
+        if (!row) {
+          if (expected !== undefined) await conflictIfExists(ex, type, id, expected);
+          return { result: false, affected: 0 };
+        }
+        log(changeOf('delete', toEntity(row), null, now()));
         seen?.delete(id);
         return { result: true, affected: 1 };
       });

@@ -25,8 +25,12 @@ export interface EntityTables {
   meta: string;
   /** PostgreSQL: the sequence behind `entities.id`. */
   idSequence: string;
-  /** Advisory lock key serialising every write (PostgreSQL). */
+  /** Advisory lock key of the change log (PostgreSQL): taken just before a writer commits. */
   lockKey: string;
+  /** Advisory lock key of `serialize` transactions (PostgreSQL): taken at their start. */
+  serialKey: string;
+  /** Advisory lock key of schema creation (PostgreSQL). */
+  schemaKey: string;
 }
 
 export function entityTables(prefix = 'entity_'): EntityTables {
@@ -37,6 +41,8 @@ export function entityTables(prefix = 'entity_'): EntityTables {
     meta: `${prefix}meta`,
     idSequence: `${prefix}entities_id_seq`,
     lockKey: `switchyard:entities:${prefix}`,
+    serialKey: `switchyard:entities:${prefix}:serialize`,
+    schemaKey: `switchyard:entities:${prefix}:schema`,
   };
 }
 
@@ -118,13 +124,14 @@ export async function createEntitySchema(
 ): Promise<void> {
   const statements = [...ddl(db.driver, t), ...indexDdl(db.driver, t, indexes)];
   const seed = `INSERT INTO ${t.meta} (name, value) VALUES ('applied_seq', 0) ON CONFLICT (name) DO NOTHING`;
-  // Concurrent CREATE ... IF NOT EXISTS can collide in PostgreSQL's catalog: serialise it.
+  // Concurrent CREATE ... IF NOT EXISTS can collide in PostgreSQL's catalog: serialise it. Not
+  // with the log lock: CREATE INDEX waits for writers' table locks, and they for the log lock.
   await db.transaction(
     async (tx) => {
       for (const statement of statements) await tx.exec(statement);
       await tx.exec(seed);
     },
-    { serialize: t.lockKey },
+    { serialize: t.schemaKey },
   );
 }
 

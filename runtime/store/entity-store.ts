@@ -5,34 +5,62 @@
  *   const store = await openEntityStore(db, { indexes: { item: ['rating'] } });
  *   await store.transaction(async (tx) => { ... }, { retries: 5 });
  *
- * Writes are serialised: every writing transaction holds the store's write lock from its first
- * statement to its commit (SQLite: BEGIN IMMEDIATE; PostgreSQL: a transaction-level advisory
- * lock). That is what makes the change log's seq gap-free and in commit order, and it means a
- * read-modify-write inside `transaction` sees the latest committed versions. Version checks
- * (entity-ops.ts) still guard every write, so a stale `ifVersion` is always refused.
+ * Concurrency. On SQLite every writing transaction holds the database's write lock from its
+ * start (BEGIN IMMEDIATE), so writers run one at a time. On PostgreSQL writers run concurrently:
+ * row locks and version checks (entity-ops.ts) order conflicting writes, a stale version is a
+ * `VersionConflictError` (retried by `transaction(fn, {retries})`), and only the change log is
+ * serialised, by a lock taken at the end of the transaction, just before COMMIT
+ * (entity-changelog.ts). At most `maxConcurrentWrites` writing transactions run at once; the
+ * others wait in this process (entity-queue.ts). A transaction with `{serialize: true}` also
+ * takes a lock of its own at its start, so such transactions run one at a time.
  *
  * Inside `transaction(fn)`, use only the `tx` given to `fn`: calling the store itself from inside
  * waits for the transaction to end on SQLite (deadlock) and runs outside it on PostgreSQL.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { applyChangeTx, changesSince, lastSeq } from './entity-changelog.ts';
-import { InvalidQueryError, VersionConflictError } from './entity-errors.ts';
-import { type Access, entityOperations, errorLabel, notify, type StoreContext } from './entity-ops.ts';
+import {
+  applyChange,
+  changesSince,
+  changesSql,
+  insertChanges,
+  lastSeq,
+  type PendingChange,
+} from './entity-changelog.ts';
+import { InvalidQueryError, VersionConflictError, WriteConflictError } from './entity-errors.ts';
+import { type Access, entityOperations, errorLabel, type LogChange, notify, type StoreContext } from './entity-ops.ts';
+import { createWriteQueue } from './entity-queue.ts';
 import { createEntitySchema, entityTables } from './entity-schema.ts';
 import { storageStats, typeStats } from './entity-stats.ts';
-import type { ChangeRecord, EntityOperations, EntityStore, EntityStoreOptions } from './entity-types.ts';
-import type { SqlDatabase, SqlExecutor } from './types.ts';
+import type {
+  ChangeRecord,
+  EntityOperations,
+  EntityStore,
+  EntityStoreOptions,
+  TransactionRunOptions,
+} from './entity-types.ts';
+import type { SqlDatabase, SqlExecutor, TransactionOptions } from './types.ts';
 
 const DEFAULT_MAX_ENTITIES = 10_000;
 const DEFAULT_MAX_DEPTH = 3;
+const DEFAULT_WRITE_QUEUE_TIMEOUT_MS = 30_000;
 const MAX_CHANGES_PAGE = 10_000;
 const CHANGE_OPS = new Set(['create', 'update', 'delete']);
 
-/** PostgreSQL's "try again" failures: serialization_failure, deadlock_detected. */
-const RETRYABLE_PG_CODES = new Set(['40001', '40P01']);
+/**
+ * PostgreSQL's "try again" failures: serialization_failure, deadlock_detected, and
+ * lock_not_available (an optimistic attempt that would have waited for a row lock).
+ */
+const RETRYABLE_PG_CODES = new Set(['40001', '40P01', '55P03']);
 
-function retryable(err: unknown): boolean {
-  if (err instanceof VersionConflictError) return true;
+/**
+ * Lock timeout of a transaction's optimistic first attempt (PostgreSQL). Waiting for a row that
+ * another transaction wrote would almost always end in a version conflict once it commits; and
+ * waiting while holding rows of one's own is how deadlocks form (detected only after a second).
+ * So the attempt gives up at once and is retried holding the rows it reads (lockRows).
+ */
+const OPTIMISTIC_LOCK_TIMEOUT_MS = 1;
+
+function pgRetryable(err: unknown): boolean {
   const code = (err as { code?: unknown })?.code;
   return typeof code === 'string' && RETRYABLE_PG_CODES.has(code);
 }
@@ -71,28 +99,77 @@ export async function openEntityStore(db: SqlDatabase, options: EntityStoreOptio
   let readOnly: string | undefined;
   const { observer } = options;
   const ctx: StoreContext = { driver: db.driver, tables, limits, observer, readOnly: () => readOnly };
-  const lock = { serialize: tables.lockKey };
+
+  // PostgreSQL: writers beyond the pool's size (less two connections kept for reads) wait here.
+  // SQLite serialises every transaction of the process already (sqlite.ts).
+  const queue =
+    db.driver === 'postgres'
+      ? createWriteQueue(
+          positiveInt(options.maxConcurrentWrites, Math.max(1, (db.poolSize ?? 10) - 2), 'maxConcurrentWrites'),
+          positiveInt(options.writeQueueTimeoutMs, DEFAULT_WRITE_QUEUE_TIMEOUT_MS, 'writeQueueTimeoutMs'),
+        )
+      : undefined;
+  const queued = <T>(fn: () => Promise<T>): Promise<T> => (queue ? queue.run(fn) : fn());
+
+  /**
+   * One writing transaction: `fn` runs with a `log` that buffers the change records of its
+   * mutations; they are written after it, just before COMMIT (PostgreSQL: with the COMMIT, in
+   * one round trip, taking the log lock; see entity-changelog.ts).
+   */
+  const writing = <T>(fn: (tx: SqlExecutor, log: LogChange) => Promise<T>, sqlOptions?: TransactionOptions) => {
+    const changes: PendingChange[] = [];
+    const log: LogChange = (change) => changes.push(change);
+    if (db.driver === 'postgres') {
+      return db.transaction((tx) => fn(tx, log), { ...sqlOptions, beforeCommit: () => changesSql(tables, changes) });
+    }
+    return db.transaction(async (tx) => {
+      const result = await fn(tx, log);
+      await insertChanges(tx, tables, changes);
+      return result;
+    }, sqlOptions);
+  };
 
   const direct = entityOperations(ctx, {
     read: (fn) => fn(db),
-    write: (fn) => db.transaction(fn, lock),
+    write: (fn) => queued(() => writing(fn)),
+  });
+
+  /**
+   * How attempt `n` of a transaction runs. A `serialize` one takes its lock first (another key
+   * than the log lock's, so it orders before row locks and the log lock). Otherwise the first
+   * attempt is optimistic: it locks nothing it reads, and gives up at once rather than wait for a
+   * row lock when a retry is left (OPTIMISTIC_LOCK_TIMEOUT_MS); the retries hold the rows they read.
+   */
+  const attemptMode = (n: number, retries: number, serialize: boolean) => ({
+    lockRows: n > 0,
+    sqlOptions: serialize
+      ? { serialize: tables.serialKey }
+      : n === 0 && retries > 0
+        ? { lockTimeoutMs: OPTIMISTIC_LOCK_TIMEOUT_MS }
+        : undefined,
   });
 
   /** One attempt of `fn` in a transaction; its `tx` stops working when the attempt ends. */
-  const attempt = <R>(fn: (tx: EntityOperations) => Promise<R>) =>
-    db.transaction(async (sqlTx) => {
+  const attempt = <R>(fn: (tx: EntityOperations) => Promise<R>, mode: ReturnType<typeof attemptMode>) =>
+    writing(async (sqlTx, log) => {
       let open = true;
       const use = <T>(run: (ex: SqlExecutor) => Promise<T>) => {
         if (!open) return Promise.reject(new Error('the transaction is over: use tx only inside its function'));
         return run(sqlTx);
       };
-      const access: Access = { read: use, write: use, seen: new Map() };
+      const access: Access = {
+        read: use,
+        write: (run) => use((ex) => run(ex, log)),
+        seen: new Map(),
+        freeKeys: new Set(),
+        lockRows: mode.lockRows,
+      };
       try {
         return await fn(entityOperations(ctx, access));
       } finally {
         open = false;
       }
-    }, lock);
+    }, mode.sqlOptions);
 
   return {
     driver: db.driver,
@@ -100,17 +177,26 @@ export async function openEntityStore(db: SqlDatabase, options: EntityStoreOptio
     sql: db,
     ...direct,
 
-    async transaction<R>(fn: (tx: EntityOperations) => Promise<R>, runOptions: { retries?: number } = {}) {
+    async transaction<R>(fn: (tx: EntityOperations) => Promise<R>, runOptions: TransactionRunOptions = {}) {
       const retries = runOptions.retries ?? 0;
-      for (let n = 0; ; n++) {
-        try {
-          return await attempt(fn);
-        } catch (err) {
-          if (n >= retries || !retryable(err)) throw err;
-          // A little jitter so that retries of colliding writers do not collide again.
-          await sleep(Math.random() * Math.min(2 ** n, 20));
+      // One place in the write queue for all attempts: a retry does not go to the back.
+      return queued(async () => {
+        for (let n = 0; ; n++) {
+          try {
+            return await attempt(fn, attemptMode(n, retries, runOptions.serialize ?? false));
+          } catch (err) {
+            const again = err instanceof VersionConflictError || pgRetryable(err);
+            if (again && n < retries) {
+              // A little jitter so that retries of colliding writers do not collide again.
+              await sleep(Math.random() * Math.min(2 ** n, 20));
+              continue;
+            }
+            // Out of retries after a deadlock or the like: a 409 the client can retry, not a 500.
+            if (pgRetryable(err)) throw new WriteConflictError(err);
+            throw err;
+          }
         }
-      }
+      });
     },
 
     async changesSince(afterSeq: number, limit = 1000) {
@@ -130,7 +216,7 @@ export async function openEntityStore(db: SqlDatabase, options: EntityStoreOptio
       const started = performance.now();
       const base = { kind: change.op, type: change.type };
       try {
-        const outcome = await db.transaction((tx) => applyChangeTx(tx, db.driver, tables, change), lock);
+        const outcome = await queued(() => applyChange(db, tables, change));
         const durationMs = performance.now() - started;
         notify(observer?.onMutation?.bind(observer), {
           ...base,

@@ -103,11 +103,20 @@ export interface EntityOperations {
 
 export interface TransactionRunOptions {
   /**
-   * Retries of the whole function after a `VersionConflictError` (default 0: reported to the
-   * caller). Each retry runs `fn` again from the start on fresh reads; every conflict counts in
-   * `db_mutation_conflicts_total`.
+   * Retries of the whole function after a `VersionConflictError` (or a PostgreSQL serialization
+   * failure or deadlock) (default 0: reported to the caller). Each retry runs `fn` again from the
+   * start on fresh reads; every conflict counts in `db_mutation_conflicts_total`.
    */
   retries?: number;
+  /**
+   * Run one at a time with every other `serialize` transaction of the store, across processes
+   * (PostgreSQL: a lock taken at the start; SQLite serialises every transaction anyway). For a
+   * transaction whose decision rests on rows it reads but does not write, e.g. "no user has this
+   * email, so create one": version checks guard only the rows a transaction writes, so two such
+   * transactions could otherwise both decide on the same state. Every writer whose decision
+   * must see the other's needs it.
+   */
+  serialize?: boolean;
 }
 
 /** One entry of the ordered change log: what a replica applies, in `seq` order, exactly once. */
@@ -162,6 +171,13 @@ export interface EntityStoreOptions {
   indexes?: Record<string, string[]>;
   /** Told about every query and mutation (metrics, slow-query log). */
   observer?: EntityStoreObserver;
+  /**
+   * PostgreSQL: writing transactions run at once (default: the pool size less 2, at least 1, so
+   * that reads always find a connection). The others wait in the process, in arrival order.
+   */
+  maxConcurrentWrites?: number;
+  /** PostgreSQL: longest wait for a write slot before a `StorageBusyError` (default 30000 ms). */
+  writeQueueTimeoutMs?: number;
   /** Close the SQL database when the store closes (default true). */
   ownsDatabase?: boolean;
   /**

@@ -18,7 +18,9 @@ export {
   QueryBudgetExceededError,
   ReadOnlyStoreError,
   ReplicationGapError,
+  StorageBusyError,
   VersionConflictError,
+  WriteConflictError,
 } from './entity-errors.ts';
 export { openEntityStore } from './entity-store.ts';
 export type {

@@ -31,6 +31,8 @@ export function toPositional(sql: string): { text: string; order: number[] } {
   return { text, order };
 }
 
+const STATEMENT_CACHE_SIZE = 500;
+
 type Lock = <T>(fn: () => Promise<T>) => Promise<T>;
 const fileLocks = new Map<string, Lock>();
 
@@ -61,11 +63,15 @@ export function openSqlite(options: SqliteOptions): SqlDatabase {
   }
   const cache = new Map<string, Prepared>();
 
+  // One prepared statement per SQL text. Bounded, as texts vary with the shape of a query (e.g.
+  // the length of an IN list): past the bound the oldest goes (prepared again if still in use;
+  // not reordered on every hit, which costs more than it saves).
   const prepare = (sql: string): Prepared => {
     let p = cache.get(sql);
     if (!p) {
       const { text, order } = toPositional(sql);
       p = { statement: db.prepare(text), order };
+      if (cache.size >= STATEMENT_CACHE_SIZE) cache.delete(cache.keys().next().value!);
       cache.set(sql, p);
     }
     return p;
@@ -86,6 +92,10 @@ export function openSqlite(options: SqliteOptions): SqlDatabase {
     },
   };
 
+  // Prepared once: a transaction's own statements are then no parsing at all.
+  const begin = db.prepare('BEGIN IMMEDIATE');
+  const commit = db.prepare('COMMIT');
+  const rollback = db.prepare('ROLLBACK');
   const locked = fileLock(options.path);
   let closed = false;
 
@@ -97,15 +107,17 @@ export function openSqlite(options: SqliteOptions): SqlDatabase {
       locked(async () => {
         db.exec(sql);
       }),
-    transaction: (fn) =>
+    transaction: (fn, txOptions) =>
       locked(async () => {
-        db.exec('BEGIN IMMEDIATE');
+        begin.run();
         try {
           const result = await fn(direct);
-          db.exec('COMMIT');
+          const last = txOptions?.beforeCommit?.();
+          if (last) db.exec(last);
+          commit.run();
           return result;
         } catch (err) {
-          if (db.inTransaction) db.exec('ROLLBACK');
+          if (db.inTransaction) rollback.run();
           throw err;
         }
       }),

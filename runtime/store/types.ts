@@ -30,10 +30,26 @@ export interface TransactionOptions {
    * the database file's single write lock, so all SQLite writers are serialised anyway.
    */
   serialize?: string;
+  /**
+   * PostgreSQL: the longest a statement of this transaction waits for a lock (a row another
+   * transaction wrote, a key it inserted, a table lock) before failing with SQLSTATE 55P03
+   * `lock_not_available` (`SET LOCAL lock_timeout`, sent with BEGIN: no extra round trip).
+   * SQLite ignores it.
+   */
+  lockTimeoutMs?: number;
+  /**
+   * Called once `fn` has resolved; the SQL it returns (statements without parameters: inline
+   * values as literals, e.g. with `pgLiteral`) runs just before COMMIT — on PostgreSQL in the
+   * same round trip as COMMIT (one simple query). For what must be written last, under a lock
+   * held as briefly as possible: from it to the commit, no network round trip.
+   */
+  beforeCommit?: () => string | undefined;
 }
 
 export interface SqlDatabase extends SqlExecutor {
   readonly driver: 'sqlite' | 'postgres';
+  /** Connections in the pool (PostgreSQL); undefined for a database that is not pooled (SQLite). */
+  readonly poolSize?: number;
   /** Several statements without parameters (schema creation). */
   script(sql: string): Promise<void>;
   /**
@@ -68,7 +84,10 @@ export interface PostgresOptions {
   url: string;
   /** Connections in the pool (default 10). */
   pool_size?: number;
-  /** How long to wait for a connection before failing (default 5000 ms). */
+  /**
+   * How long to wait for a connection before failing (default 5000 ms) with a `StorageBusyError`
+   * (503 `storage_busy`, Retry-After).
+   */
   connect_timeout_ms?: number;
 }
 
