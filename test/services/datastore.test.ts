@@ -176,4 +176,31 @@ describe('the running datastore', () => {
       /^(db_entity_count non-histogram and non-summary metrics should not have "_count" suffix|nodejs_active_\w+_total non-counter metrics should not have "_total" suffix)$/;
     expect(findings.filter((line) => !allowed.test(line))).toEqual([]);
   });
+
+  it('requires a bearer token on entity calls with DB_AUTH_ENABLED=true, not on probes or admin routes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'datastore-auth-'));
+    const secured = await startService(CONFIG, {
+      env: {
+        DB_SERVER_PORT: '0',
+        DB_METRICS_ENABLED: 'false',
+        DB_STORAGE_PATH: join(dir, 'data.db'),
+        DB_AUTH_ENABLED: 'true',
+        DB_AUTH_TOKEN: 'client-secret',
+        DB_ADMIN_TOKEN: 'admin-secret',
+      },
+    });
+    try {
+      expect((await fetch(`${secured.url}/v1/entities/book`)).status).toBe(401);
+      const bad = await fetch(`${secured.url}/v1/entities/book`, { headers: { authorization: 'Bearer nope' } });
+      expect(bad.status).toBe(401);
+      const ok = await fetch(`${secured.url}/v1/entities/book`, { headers: { authorization: 'Bearer client-secret' } });
+      expect(ok.status).toBe(200);
+      expect((await fetch(`${secured.url}/health`)).status).toBe(200);
+      expect((await fetch(`${secured.url}/ready`)).status).toBe(200);
+      const admin = await fetch(`${secured.url}/admin/status`, { headers: { 'x-admin-token': 'admin-secret' } });
+      expect(admin.status).toBe(200);
+    } finally {
+      await secured.close();
+    }
+  });
 });
