@@ -1,77 +1,18 @@
-/**
- * The entity store's write path: what a write sends, the change log under concurrent writers
- * (gap-free, in commit order: a replay reproduces the primary), row locks instead of one global
- * write lock on PostgreSQL, the in-process write queue and the pool's timeout as a 503. SQLite (a
- * temp file per store) and PostgreSQL at 127.0.0.1:5432 (a unique table prefix per store,
- * dropped after; required when CI=true).
- */
-import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   type Entity,
   type EntityOperations,
   type EntityStore,
-  type EntityStoreOptions,
   GatewayError,
-  openEntityStore,
-  openSqlDatabase,
   type SqlDatabase,
   type SqlExecutor,
 } from '../../runtime/index.ts';
 import { StorageBusyError, WriteConflictError } from '../../runtime/store/entity-errors.ts';
-import { dropEntitySchema } from '../../runtime/store/entity-schema.ts';
-import type { PostgresOptions } from '../../runtime/store/types.ts';
-import { PG_URL, tcpReachable } from '../helpers/reachable.ts';
+import { entityTestStores } from '../helpers/entity-stores.ts';
 
-const pgUp = await tcpReachable(5432);
-const skipPg = !pgUp && process.env.CI !== 'true';
-if (skipPg) console.warn('PostgreSQL entity store write tests skipped: nothing at 127.0.0.1:5432');
-
-const dir = mkdtempSync(join(tmpdir(), 'sy-entity-writes-'));
-const run = randomUUID().replace(/-/g, '').slice(0, 8);
-const pgPrefixes = new Set<string>();
-const opened: EntityStore[] = [];
-
-afterAll(async () => {
-  for (const store of opened.splice(0)) await store.close().catch(() => {});
-  if (pgUp && pgPrefixes.size > 0) {
-    const db = await openSqlDatabase({ driver: 'postgres', url: PG_URL });
-    for (const prefix of pgPrefixes) await dropEntitySchema(db, prefix);
-    await db.close();
-  }
-  rmSync(dir, { recursive: true, force: true });
-});
-
-type Driver = 'sqlite' | 'postgres';
-const backends: Array<{ name: Driver; skip: boolean }> = [
-  { name: 'sqlite', skip: false },
-  { name: 'postgres', skip: skipPg },
-];
-
-/** A store called `name` (same name: same tables), its own connection or pool: like another process. */
-async function open(
-  driver: Driver,
-  name: string,
-  options: EntityStoreOptions = {},
-  pg: Partial<PostgresOptions> = {},
-  wrap?: (db: SqlDatabase) => SqlDatabase,
-): Promise<EntityStore> {
-  let db: SqlDatabase;
-  let tablePrefix = 'entity_';
-  if (driver === 'sqlite') {
-    db = await openSqlDatabase({ driver: 'sqlite', path: join(dir, `${name}.db`), synchronous: 'NORMAL' });
-  } else {
-    db = await openSqlDatabase({ driver: 'postgres', url: PG_URL, pool_size: 6, ...pg });
-    tablePrefix = `ew_${run}_${name}_`;
-    pgPrefixes.add(tablePrefix);
-  }
-  const store = await openEntityStore(wrap ? wrap(db) : db, { tablePrefix, ...options });
-  opened.push(store);
-  return store;
-}
+const stores = await entityTestStores('entity store write tests', 'ew');
+const { backends, skipPg } = stores;
+const open = stores.open;
 
 /** Every entity of the given types, by id: what a replica must reproduce exactly. */
 async function dump(store: EntityStore, types: string[]): Promise<Entity[]> {
@@ -114,7 +55,7 @@ describe.each(backends)('entity store writes on $name', ({ name: driver, skip })
   it.skipIf(skip)('sends one statement per mutation, then its change record', async () => {
     const log: string[] = [];
     const store = await open(driver, 'statements', {}, {}, (db) => counting(db, log));
-    const E = driver === 'sqlite' ? 'entity_entities' : `ew_${run}_statements_entities`;
+    const E = driver === 'sqlite' ? 'entity_entities' : `${stores.prefix(driver, 'statements')}entities`;
     const logged = driver === 'sqlite' ? `INSERT INTO ${E.replace('entities', 'changes')}` : 'with COMMIT: lock, log';
     const sent = async (fn: () => Promise<unknown>) => {
       log.length = 0;

@@ -1,13 +1,5 @@
-/**
- * The entity store, one suite run on both backends: SQLite (a temp file per store) and
- * PostgreSQL at 127.0.0.1:5432 (database `test`, a unique table prefix per store, dropped after;
- * required when CI=true, else skipped with the reason shown).
- */
-import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   type ChangeRecord,
   DuplicateKeyError,
@@ -18,7 +10,6 @@ import {
   GatewayError,
   InvalidQueryError,
   type MutationEvent,
-  openEntityStore,
   openSqlDatabase,
   QueryBudgetExceededError,
   type QueryEvent,
@@ -28,54 +19,10 @@ import {
   type SqlParam,
   VersionConflictError,
 } from '../../runtime/index.ts';
-import { dropEntitySchema } from '../../runtime/store/entity-schema.ts';
-import { PG_URL, tcpReachable } from '../helpers/reachable.ts';
+import { entityTestStores } from '../helpers/entity-stores.ts';
 
-const pgUp = await tcpReachable(5432);
-const skipPg = !pgUp && process.env.CI !== 'true';
-if (skipPg) console.warn('PostgreSQL entity store tests skipped: nothing at 127.0.0.1:5432');
-
-const dir = mkdtempSync(join(tmpdir(), 'sy-entities-'));
-const run = randomUUID().replace(/-/g, '').slice(0, 8);
-const pgPrefixes = new Set<string>();
-const opened: EntityStore[] = [];
-
-afterAll(async () => {
-  for (const store of opened.splice(0)) await store.close().catch(() => {});
-  if (pgUp && pgPrefixes.size > 0) {
-    const db = await openSqlDatabase({ driver: 'postgres', url: PG_URL });
-    for (const prefix of pgPrefixes) await dropEntitySchema(db, prefix);
-    await db.close();
-  }
-  rmSync(dir, { recursive: true, force: true });
-});
-
-interface Backend {
-  name: 'sqlite' | 'postgres';
-  skip: boolean;
-  /** The SQL database of the store called `name` (same name: same data). */
-  sql(name: string): Promise<SqlDatabase>;
-  prefix(name: string): string;
-}
-
-const backends: Backend[] = [
-  {
-    name: 'sqlite',
-    skip: false,
-    sql: (name) => openSqlDatabase({ driver: 'sqlite', path: join(dir, `${name}.db`), synchronous: 'NORMAL' }),
-    prefix: () => 'entity_',
-  },
-  {
-    name: 'postgres',
-    skip: skipPg,
-    sql: () => openSqlDatabase({ driver: 'postgres', url: PG_URL, pool_size: 6 }),
-    prefix: (name) => {
-      const prefix = `es_${run}_${name}_`;
-      pgPrefixes.add(prefix);
-      return prefix;
-    },
-  },
-];
+const stores = await entityTestStores('entity store tests', 'es');
+const { backends } = stores;
 
 /** Records the SQL a store sends (to EXPLAIN what a query compiled to). */
 function recording(db: SqlDatabase, log: Array<{ sql: string; params: readonly SqlParam[] }>): SqlDatabase {
@@ -104,12 +51,8 @@ async function expectGatewayError<E extends GatewayError>(
 
 describe.each(backends)('entity store on $name', (backend) => {
   const { skip } = backend;
-  const open = async (name: string, options: EntityStoreOptions = {}, wrap?: (db: SqlDatabase) => SqlDatabase) => {
-    const db = await backend.sql(name);
-    const store = await openEntityStore(wrap ? wrap(db) : db, { tablePrefix: backend.prefix(name), ...options });
-    opened.push(store);
-    return store;
-  };
+  const open = (name: string, options: EntityStoreOptions = {}, wrap?: (db: SqlDatabase) => SqlDatabase) =>
+    stores.open(backend.name, name, options, {}, wrap);
 
   it.skipIf(skip)('creates, reads, updates and deletes, with versions and timestamps', async () => {
     const store = await open('crud');
@@ -462,7 +405,7 @@ describe.each(backends)('entity store on $name', (backend) => {
     async () => {
       const conflicts: unknown[] = [];
       const store = await open('staleread', { observer: { onConflict: (e) => conflicts.push(e) } });
-      const t = `${backend.prefix('staleread')}entities`;
+      const t = `${stores.prefix(backend.name, 'staleread')}entities`;
       const e = await store.create('item', { n: 0 });
       let attempts = 0;
       await store.transaction(
@@ -653,7 +596,7 @@ describe.each(backends)('entity store on $name', (backend) => {
   it.skipIf(skip)('serves a leaderboard over 100k entities from the rating index', async () => {
     const log: Array<{ sql: string; params: readonly SqlParam[] }> = [];
     const store = await open('leaderboard', { indexes: { player: ['rating'] } }, (db) => recording(db, log));
-    const t = `${backend.prefix('leaderboard')}entities`;
+    const t = `${stores.prefix(backend.name, 'leaderboard')}entities`;
     const at = new Date().toISOString();
     if (backend.name === 'sqlite') {
       await store.sql.exec(
@@ -697,7 +640,7 @@ describe.each(backends)('entity store on $name', (backend) => {
 
 describe('SQLite options', () => {
   it('sets the page cache from cache_size_mb', async () => {
-    const db = await openSqlDatabase({ driver: 'sqlite', path: join(dir, 'cache.db'), cache_size_mb: 8 });
+    const db = await openSqlDatabase({ driver: 'sqlite', path: join(stores.dir, 'cache.db'), cache_size_mb: 8 });
     const [row] = await db.query<{ cache_size: number }>('PRAGMA cache_size');
     expect(row!.cache_size).toBe(-8192);
     await db.close();
