@@ -88,4 +88,25 @@ describe('replication feed and follower', () => {
     expect(follower.state.connected).toBe(false);
     expect(errors[0]).toMatch(/401/);
   });
+
+  it('answers status, and refuses bad parameters with 400', async () => {
+    const primary = await open();
+    cleanup.push(() => primary.close());
+    for (let i = 0; i < 3; i++) await primary.create('item', { i });
+    const bind = { host: '127.0.0.1', port: 0 };
+    cleanup.push(await serveFeed(bind, { store: primary, pollMs: 10 }));
+    const url = `http://127.0.0.1:${feedPort(bind)}`;
+    expect(await (await fetch(`${url}/v1/status`)).json()).toEqual({ role: 'primary', last_seq: 3 });
+    const page = (await (await fetch(`${url}/v1/changes?after=1&limit=1`)).json()) as {
+      changes: Array<{ seq: number }>;
+      last_seq: number;
+    };
+    expect(page.changes.map((c) => c.seq)).toEqual([2]);
+    expect(page.last_seq).toBe(3);
+    for (const bad of ['after=-1', 'limit=0', 'wait_ms=abc', 'after=1e3']) {
+      expect((await fetch(`${url}/v1/changes?${bad}`)).status, bad).toBe(400);
+    }
+    expect((await fetch(`${url}/v1/nothing`)).status).toBe(404);
+    expect((await fetch(`${url}/v1/changes`, { method: 'POST' })).status).toBe(405);
+  });
 });
