@@ -51,7 +51,7 @@ const filter = bare
           : ['--cpu-prof', `--cpu-prof-dir=${join(dir, 'prof')}`]),
         'bin/switchyard.js',
         'serve',
-        'configs/safety-filter.yaml',
+        process.env.PROFILE_CONFIG ?? 'configs/safety-filter.yaml',
         ...sets.flatMap((s) => ['--set', s]),
       ],
       {

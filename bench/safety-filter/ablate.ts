@@ -1,0 +1,165 @@
+/**
+ * `npx tsx bench/safety-filter/ablate.ts`: what each stage of the safety filter's chat route
+ * costs. Starts the filter several times, each with one stage (or group) taken out of the chat
+ * pipeline, plus the full filter and the bare Koa + undici proxy, all on the same core with the
+ * backend; the pinned load generator (32 connections) visits them in interleaved rounds. Prints
+ * CPU µs per request of each variant and the difference to the full filter: the cost of what it
+ * lacks. For finding where the time goes, with less noise than a profile.
+ *
+ * Env: ABLATE (comma-separated variant names, default all), BENCH_ROUNDS (5), BENCH_DURATION (3 s).
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { parse as parseYaml, stringify } from 'yaml';
+import { cpuUsPerRequest, envNum, runBench, runLoad, startNodeServer, waitUntilReady } from '../common/harness.ts';
+import { fmt, mid, printTable } from '../common/report.ts';
+import { freePort, hasTaskset, type Started, start } from '../typed-proxy/children.ts';
+import { clockTicks } from '../typed-proxy/proc.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const here = fileURLToPath(new URL('.', import.meta.url));
+const configPath = resolve(root, 'configs/safety-filter.yaml');
+const key = 'sk-dev-local-0001';
+const rounds = envNum('BENCH_ROUNDS', 5);
+const durationMs = envNum('BENCH_DURATION', 3) * 1000;
+const pinned = hasTaskset() && cpus().length >= 2;
+const clk = clockTicks();
+const logDir = mkdtempSync(join(tmpdir(), 'switchyard-ablate-'));
+
+type Pipeline = Array<Record<string, unknown>>;
+const stageName = (s: Record<string, unknown>) => Object.keys(s)[0];
+const isEgress = (s: Record<string, unknown>) =>
+  stageName(s) === 'policy' && (s.policy as { phase?: string }).phase === 'egress';
+const isIngress = (s: Record<string, unknown>) => stageName(s) === 'policy' && !isEgress(s);
+
+/** Variants: a name and what it does to the chat route's pipeline. */
+const variants: Record<string, (p: Pipeline) => Pipeline> = {
+  full: (p) => p,
+  'no-response-headers': (p) => p.filter((s) => stageName(s) !== 'response-headers'),
+  'no-rate-limit': (p) => p.filter((s) => stageName(s) !== 'rate-limit'),
+  'no-validate-body': (p) => p.filter((s) => stageName(s) !== 'validate-body'),
+  'no-audit': (p) => p.filter((s) => stageName(s) !== 'audit'),
+  'no-classify': (p) => p.filter((s) => stageName(s) !== 'classify'),
+  'no-ingress-policy': (p) => p.filter((s) => !isIngress(s)),
+  'no-egress-policy': (p) => p.filter((s) => !isEgress(s)),
+  'auth+proxy': (p) => p.filter((s) => ['tenant-auth', 'proxy'].includes(stageName(s))),
+};
+const chosen = (process.env.ABLATE ?? Object.keys(variants).join(','))
+  .split(',')
+  .map((x) => x.trim())
+  .filter((x) => x in variants);
+if (!chosen.includes('full')) chosen.unshift('full');
+
+const body = JSON.stringify({
+  model: 'gpt-4o-mini',
+  messages: [
+    { role: 'system', content: 'You are a helpful assistant that writes concise summaries.' },
+    { role: 'user', content: 'Please summarise the notes from our weekly planning meeting for the team. '.repeat(25) },
+  ],
+});
+const headers = { 'content-type': 'application/json', authorization: `Bearer ${key}` };
+
+interface Target {
+  name: string;
+  url: string;
+  proc: Started;
+}
+
+async function check(url: string): Promise<void> {
+  const res = await request(url, { method: 'POST', headers, body });
+  const text = await res.body.text();
+  if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}: ${text.slice(0, 300)}`);
+}
+
+async function startVariant(name: string, backendPort: number): Promise<Target> {
+  const config = parseYaml(readFileSync(configPath, 'utf8')) as { routes: Array<{ pipeline: Pipeline }> };
+  config.routes[0].pipeline = variants[name](config.routes[0].pipeline);
+  // Next to the original, so that its relative paths resolve the same.
+  const file = resolve(root, 'configs', `.ablate-${process.pid}-${name}.yaml`);
+  writeFileSync(file, stringify(config, { aliasDuplicateObjects: false }));
+  const tenants = join(logDir, 'tenants.yaml');
+  writeFileSync(
+    tenants,
+    `tenants:\n  - id: bench\n    backend: llm\n    policy: default.yaml\n    requests_per_minute: 100000000\n` +
+      `    classifiers: [pii, secrets, prompt_injection]\n    api_keys: [{ key: ${key} }]\n`,
+  );
+  const port = await freePort();
+  const sets = [
+    `listen.port=${port}`,
+    `metrics.port=${await freePort()}`,
+    `admin.port=${await freePort()}`,
+    `upstreams.llm={kind: openai, url: "http://127.0.0.1:${backendPort}/v1"}`,
+  ];
+  const proc = start(process.execPath, ['bin/switchyard.js', 'serve', file, ...sets.flatMap((s) => ['--set', s])], {
+    cpu: pinned ? '1' : undefined,
+    cwd: root,
+    env: {
+      ...process.env,
+      LOG_LEVEL: 'warn',
+      FILTER_TENANTS_FILE: tenants,
+      FILTER_AUDIT_PATH: join(logDir, `audit-${name}.db`),
+    },
+    logFile: join(logDir, `${name}.log`),
+  });
+  const url = `http://127.0.0.1:${port}/v1/chat/completions`;
+  try {
+    await waitUntilReady(proc, name, 90_000, () => check(url));
+  } finally {
+    rmSync(file, { force: true });
+  }
+  return { name, url, proc };
+}
+
+async function main(): Promise<number> {
+  console.log(`ablation: ${chosen.join(', ')}; ${rounds} rounds of ${durationMs / 1000} s, 32 connections`);
+  const backend = await startNodeServer(join(here, 'backend.ts'), {}, pinned ? '1' : undefined);
+  const bare = await startNodeServer(
+    join(root, 'bench/typed-proxy/bare-proxy.ts'),
+    { UPSTREAM_URL: `http://127.0.0.1:${backend.port}/v1/chat/completions` },
+    pinned ? '1' : undefined,
+  );
+  const targets: Target[] = [{ name: 'bare', url: `http://127.0.0.1:${bare.port}/v1/chat/completions`, proc: bare.s }];
+  for (const name of chosen) targets.push(await startVariant(name, backend.port));
+  const cpu: Record<string, number[]> = Object.fromEntries(targets.map((t) => [t.name, []]));
+  for (let round = 1; round <= rounds; round++) {
+    const order = round % 2 ? targets : [...targets].reverse();
+    for (const t of order) {
+      const r = await runLoad(
+        {
+          url: t.url,
+          connections: 32,
+          warmupMs: round === 1 ? 2000 : 500,
+          durationMs,
+          body,
+          headers,
+          pids: [t.proc.pid],
+        },
+        pinned ? '0' : undefined,
+      );
+      if (r.errors) throw new Error(`${t.name}: ${r.errors} errors (${r.firstError})`);
+      cpu[t.name].push(cpuUsPerRequest(r, t.proc.pid, clk));
+    }
+    console.log(`  round ${round}: ${targets.map((t) => `${t.name} ${fmt(cpu[t.name].at(-1), 0)}`).join(', ')}`);
+  }
+  const full = mid(cpu.full) ?? Number.NaN;
+  const bareUs = mid(cpu.bare) ?? Number.NaN;
+  printTable(
+    ['variant', 'CPU µs/req (median)', 'min-max', 'full minus this', 'x bare'],
+    targets.map((t) => {
+      const m = mid(cpu[t.name]) ?? Number.NaN;
+      return [
+        t.name,
+        fmt(m, 1),
+        `${fmt(Math.min(...cpu[t.name]), 0)}-${fmt(Math.max(...cpu[t.name]), 0)}`,
+        t.name === 'bare' || t.name === 'full' ? '' : fmt(full - m, 1),
+        fmt(m / bareUs, 2),
+      ];
+    }),
+  );
+  return 0;
+}
+
+await runBench(main, { logDir, keepLogs: process.env.BENCH_KEEP_LOGS === '1' });
