@@ -37,6 +37,7 @@ export type {
   RpcResponseHook,
   SseEvent,
   SseFilter,
+  SseFilterFactory,
   SseVerdict,
   Stage,
   Violation,

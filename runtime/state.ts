@@ -119,9 +119,10 @@ export interface GatewayState {
   responseJsonHooks?: ResponseJsonHook[];
   /**
    * Filters on an SSE answer, applied event by event as the stream passes (nothing waits for its
-   * end). Stages that inspect streamed answers (egress checks) register them.
+   * end). Stages that inspect streamed answers (egress checks) register a factory; the proxy makes
+   * the filter only when the answer turns out to be a stream, so JSON answers pay nothing for it.
    */
-  sseFilters?: SseFilter[];
+  sseFilters?: SseFilterFactory[];
   /** Set when a stage changed `json` (e.g. masked spans) so that it is re-serialised before forwarding. */
   jsonModified?: boolean;
   /**
@@ -162,4 +163,6 @@ export interface SseFilter {
   /** The upstream's stream ended normally: events to append before the end. */
   onEnd?(): SseEvent[] | Promise<SseEvent[]>;
 }
+/** Makes the filter of one streamed answer (its state: windows, counters) for the request. */
+export type SseFilterFactory = (ctx: GatewayContext) => SseFilter;
 export type { Next };

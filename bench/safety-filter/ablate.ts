@@ -6,7 +6,9 @@
  * CPU µs per request of each variant and the difference to the full filter: the cost of what it
  * lacks. For finding where the time goes, with less noise than a profile.
  *
- * Env: ABLATE (comma-separated variant names, default all), BENCH_ROUNDS (5), BENCH_DURATION (3 s).
+ * Env: ABLATE (comma-separated variant names, default all), BENCH_ROUNDS (5), BENCH_DURATION (3 s),
+ * ABLATE_BASELINE (another checkout of the repository, with its node_modules: its full filter
+ * joins as variant `baseline`, for an A/B of a code change).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -21,7 +23,6 @@ import { clockTicks } from '../typed-proxy/proc.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const here = fileURLToPath(new URL('.', import.meta.url));
-const configPath = resolve(root, 'configs/safety-filter.yaml');
 const key = 'sk-dev-local-0001';
 const rounds = envNum('BENCH_ROUNDS', 5);
 const durationMs = envNum('BENCH_DURATION', 3) * 1000;
@@ -74,11 +75,14 @@ async function check(url: string): Promise<void> {
   if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}: ${text.slice(0, 300)}`);
 }
 
-async function startVariant(name: string, backendPort: number): Promise<Target> {
-  const config = parseYaml(readFileSync(configPath, 'utf8')) as { routes: Array<{ pipeline: Pipeline }> };
-  config.routes[0].pipeline = variants[name](config.routes[0].pipeline);
+/** Runs the variant from `tree` (this checkout, or ABLATE_BASELINE for `baseline`). */
+async function startVariant(name: string, backendPort: number, tree = root): Promise<Target> {
+  const config = parseYaml(readFileSync(resolve(tree, 'configs/safety-filter.yaml'), 'utf8')) as {
+    routes: Array<{ pipeline: Pipeline }>;
+  };
+  config.routes[0].pipeline = (variants[name] ?? variants.full)(config.routes[0].pipeline);
   // Next to the original, so that its relative paths resolve the same.
-  const file = resolve(root, 'configs', `.ablate-${process.pid}-${name}.yaml`);
+  const file = resolve(tree, 'configs', `.ablate-${process.pid}-${name}.yaml`);
   writeFileSync(file, stringify(config, { aliasDuplicateObjects: false }));
   const tenants = join(logDir, 'tenants.yaml');
   writeFileSync(
@@ -95,7 +99,7 @@ async function startVariant(name: string, backendPort: number): Promise<Target> 
   ];
   const proc = start(process.execPath, ['bin/switchyard.js', 'serve', file, ...sets.flatMap((s) => ['--set', s])], {
     cpu: pinned ? '1' : undefined,
-    cwd: root,
+    cwd: tree,
     env: {
       ...process.env,
       LOG_LEVEL: 'warn',
@@ -122,6 +126,8 @@ async function main(): Promise<number> {
     pinned ? '1' : undefined,
   );
   const targets: Target[] = [{ name: 'bare', url: `http://127.0.0.1:${bare.port}/v1/chat/completions`, proc: bare.s }];
+  const baseline = process.env.ABLATE_BASELINE;
+  if (baseline) targets.push(await startVariant('baseline', backend.port, resolve(baseline)));
   for (const name of chosen) targets.push(await startVariant(name, backend.port));
   const cpu: Record<string, number[]> = Object.fromEntries(targets.map((t) => [t.name, []]));
   for (let round = 1; round <= rounds; round++) {

@@ -35,7 +35,13 @@ export interface EvaluationData {
   phase: string;
 }
 
-export function evaluationData(ctx: GatewayContext, mode: string, phase = 'ingress'): EvaluationData {
+/** `classifiers`: the results rules see (default: those of the request's classify stages). */
+export function evaluationData(
+  ctx: GatewayContext,
+  mode: string,
+  phase = 'ingress',
+  classifiers: EvaluationData['classifiers'] = scoresOf(ctx.state.classifications),
+): EvaluationData {
   const s = ctx.state;
   const body = s.json ?? null;
   const rpc = s.rpc;
@@ -60,7 +66,7 @@ export function evaluationData(ctx: GatewayContext, mode: string, phase = 'ingre
     request: { method: ctx.method, path: ctx.path },
     body,
     annotations: s.annotations,
-    classifiers: scoresOf(s.classifications),
+    classifiers,
     tenant: (s.caller?.attributes?.tenant as string | undefined) ?? s.caller?.id ?? null,
     model: isObject(body) && typeof body.model === 'string' ? body.model : null,
     phase,

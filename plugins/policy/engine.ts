@@ -34,6 +34,9 @@ export class PolicySet {
   readonly byName: Map<string, Policy>;
   /** Names in load order. */
   readonly names: string[];
+  /** Answers of select() and hasPhase(), per argument: a set never changes (a reload builds a new one). */
+  readonly #selected = new Map<string, string[]>();
+  readonly #phases = new WeakMap<readonly string[], Set<string>>();
 
   constructor(readonly policies: Policy[]) {
     this.byName = new Map(policies.map((p) => [p.name, p]));
@@ -47,14 +50,26 @@ export class PolicySet {
   }
 
   /** Policies named `selector`, or read from the file of that base name (e.g. `strict.yaml`). */
-  select(selector: string): string[] {
-    if (this.byName.has(selector)) return [selector];
-    return this.policies.filter((p) => p.file === selector).map((p) => p.name);
+  select(selector: string): readonly string[] {
+    let names = this.#selected.get(selector);
+    if (!names) {
+      names = this.byName.has(selector)
+        ? [selector]
+        : this.policies.filter((p) => p.file === selector).map((p) => p.name);
+      // Selectors come from config (tenants' policy names): a bounded set.
+      if (this.#selected.size < 10_000) this.#selected.set(selector, names);
+    }
+    return names;
   }
 
   /** Whether any rule of these policies runs in `phase`. */
   hasPhase(names: readonly string[], phase: string): boolean {
-    return names.some((n) => this.byName.get(n)?.rules.some((r) => r.phase === phase));
+    let phases = this.#phases.get(names);
+    if (!phases) {
+      phases = new Set(names.flatMap((n) => this.byName.get(n)?.rules.map((r) => r.phase) ?? []));
+      this.#phases.set(names, phases);
+    }
+    return phases.has(phase);
   }
 
   evaluate(names: readonly string[], data: unknown, phase: string): Evaluation {

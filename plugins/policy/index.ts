@@ -20,7 +20,9 @@ import {
   GatewayError,
   type Next,
   type PolicyDecision,
+  type ResponseJsonHook,
   type RpcResponseHook,
+  type SseFilterFactory,
 } from '../../runtime/index.ts';
 import type { ClassifierResult, ClassifierSet, Span } from '../classify/api.ts';
 import { redact } from '../classify/api.ts';
@@ -306,62 +308,69 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     ): Promise<Evaluation & { results: Record<string, ClassifierResult> }> {
       const results = await (classifierSet as ClassifierSet).classify(egressNames, text);
       const current = store.current;
-      const data = evaluationData(ctx, mode(ctx), 'egress');
-      data.classifiers = scoresOf(results);
+      const data = evaluationData(ctx, mode(ctx), 'egress', scoresOf(results));
       const evaluation = current.evaluate(applicable(current, data.stype, ctx), data, 'egress');
       count(evaluation.matches);
       return { ...evaluation, results };
     }
 
+    /**
+     * The egress check of a whole JSON answer. One function for every request (the proxy hands it
+     * the request's context), so registering it costs a request nothing.
+     */
+    const checkJsonAnswer: ResponseJsonHook = async (body, ctx) => {
+      const text = responseText(body);
+      if (text === '') return body;
+      const started = performance.now();
+      const { decision, matches, results } = await checkAnswer(ctx, text);
+      record(ctx, decision);
+      addLatency(ctx, started);
+      if (mode(ctx) !== 'strict') return body;
+      if (decision.action === 'deny') throw blockError(decision);
+      if (decision.action === 'redact') {
+        if (redactSpans(matches, results).length > 0) {
+          const copy = structuredClone(body);
+          if (await maskResponse(copy, (t) => maskWith(matches, t))) return copy;
+        }
+      }
+      return body;
+    };
+
+    /** The egress check of a streamed answer: made by the proxy only when the answer is a stream. */
+    const streamFilter: SseFilterFactory = (ctx) =>
+      streamCheck({
+        windowChars: egressOptions.window_chars,
+        scanEveryChars: egressOptions.scan_every_chars,
+        holdbackChars: egressOptions.holdback_chars,
+        async check(windowText) {
+          const { decision, matches, results } = await checkAnswer(ctx, windowText);
+          const spans = redactSpans(matches, results);
+          const enforce = mode(ctx) === 'strict';
+          return { decision: enforce ? decision : { action: 'allow' }, spans };
+        },
+        async decided(decision, scanned) {
+          const withScan = {
+            ...decision,
+            details: { ...decision.details, stream_scanned_chars: scanned.chars, stream_events: scanned.events },
+          };
+          record(ctx, withScan);
+          // The client is about to see the end of the stream: it must be on record first.
+          await ctx.state.auditFlush?.();
+        },
+        errorBody: (decision) => {
+          const err = blockError(decision);
+          return ctx.state.dialect ? ctx.state.dialect.render(err).body : { error: err.message };
+        },
+        mask: (text, spans) => redact(text, spans),
+      });
+
     async function egress(ctx: GatewayContext, next: Next): Promise<void> {
       const current = store.current;
       if (!current.hasPhase(applicable(current, ctx.state.stype?.id ?? null, ctx), 'egress')) return next();
       ctx.state.responseJsonHooks ??= [];
+      ctx.state.responseJsonHooks.push(checkJsonAnswer);
       ctx.state.sseFilters ??= [];
-      ctx.state.responseJsonHooks.push(async (body) => {
-        const text = responseText(body);
-        if (text === '') return body;
-        const started = performance.now();
-        const { decision, matches, results } = await checkAnswer(ctx, text);
-        record(ctx, decision);
-        addLatency(ctx, started);
-        if (mode(ctx) !== 'strict') return body;
-        if (decision.action === 'deny') throw blockError(decision);
-        if (decision.action === 'redact') {
-          if (redactSpans(matches, results).length > 0) {
-            const copy = structuredClone(body);
-            if (await maskResponse(copy, (t) => maskWith(matches, t))) return copy;
-          }
-        }
-        return body;
-      });
-      ctx.state.sseFilters.push(
-        streamCheck({
-          windowChars: egressOptions.window_chars,
-          scanEveryChars: egressOptions.scan_every_chars,
-          holdbackChars: egressOptions.holdback_chars,
-          async check(windowText) {
-            const { decision, matches, results } = await checkAnswer(ctx, windowText);
-            const spans = redactSpans(matches, results);
-            const enforce = mode(ctx) === 'strict';
-            return { decision: enforce ? decision : { action: 'allow' }, spans };
-          },
-          async decided(decision, scanned) {
-            const withScan = {
-              ...decision,
-              details: { ...decision.details, stream_scanned_chars: scanned.chars, stream_events: scanned.events },
-            };
-            record(ctx, withScan);
-            // The client is about to see the end of the stream: it must be on record first.
-            await ctx.state.auditFlush?.();
-          },
-          errorBody: (decision) => {
-            const err = blockError(decision);
-            return ctx.state.dialect ? ctx.state.dialect.render(err).body : { error: err.message };
-          },
-          mask: (text, spans) => redact(text, spans),
-        }),
-      );
+      ctx.state.sseFilters.push(streamFilter);
       return next();
     }
 

@@ -124,7 +124,7 @@ async function answer(ctx: GatewayContext, res: HttpForwardResponse, logger: Log
   const filters: SseFilter[] = [];
   if (sse && !encoded) {
     if (rpcHooks.length > 0) filters.push(rpcHookFilter(rpcHooks, ctx, rpcEvents(ctx, logger)));
-    if (ctx.state.sseFilters) filters.push(...ctx.state.sseFilters);
+    for (const make of ctx.state.sseFilters ?? []) filters.push(make(ctx));
   }
   copyResponseHeaders(ctx, res.headers, filters.length > 0);
   ctx.status = res.status;

@@ -59,6 +59,13 @@ export interface Limiter {
   close(): Promise<void>;
 }
 
+/**
+ * The stores only count: the limit is compared here, per call. Given a limit of their own,
+ * rate-limiter-flexible's limiters answer every request past it with a rejected promise, which
+ * costs several times a resolved one on a busy key.
+ */
+const countOnly = Number.MAX_SAFE_INTEGER;
+
 // Redis must answer quickly or the request falls back (or fails): a rate limit never hangs a request.
 const redisCommandTimeoutMs = 1000;
 const redisConnectTimeoutMs = 2000;
@@ -66,7 +73,7 @@ const redisConnectTimeoutMs = 2000;
 export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
   const { limit, windowSeconds, prefix, logger } = options;
   const insurance = options.insurance ?? true;
-  const memory = new RateLimiterMemory({ points: limit, duration: windowSeconds, keyPrefix: prefix });
+  const memory = new RateLimiterMemory({ points: countOnly, duration: windowSeconds, keyPrefix: prefix });
   if (options.backend === 'memory') {
     return {
       limit,
@@ -111,7 +118,7 @@ export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
   }
   const redis = new RateLimiterRedis({
     storeClient: client,
-    points: limit,
+    points: countOnly,
     duration: windowSeconds,
     keyPrefix: prefix,
     rejectIfRedisNotReady: true,
@@ -166,9 +173,9 @@ export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
 }
 
 /**
- * Runs one limiter operation and compares the count with `limit`. rate-limiter-flexible rejects
- * with a RateLimiterRes past its own `points`: that is a count too, not a failure; the decision is
- * taken here against the limit of this call.
+ * Runs one limiter operation and compares the count with `limit`. rate-limiter-flexible would
+ * reject with a RateLimiterRes past its own `points` (never reached: see countOnly); that would be
+ * a count too, not a failure. The decision is taken here against the limit of this call.
  */
 async function run(
   limiter: RateLimiterMemory | RateLimiterRedis,
