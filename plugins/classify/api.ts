@@ -40,6 +40,11 @@ export interface Classifier {
   /** Loads (compiles, or reads the model); idempotent. */
   load(): Promise<void>;
   classify(text: string): Promise<ClassifierResult>;
+  /**
+   * The same answer without waiting, for classifiers that never wait (Tier A patterns, always
+   * loaded): the set then runs them without a promise each.
+   */
+  classifySync?(text: string): ClassifierResult;
   close?(): Promise<void>;
 }
 

@@ -27,16 +27,24 @@ export class NamedClassifierSet implements ClassifierSet {
 
   async classify(names: string[] | undefined, text: string): Promise<Record<string, ClassifierResult>> {
     const selected = names === undefined ? [...this.#byName.values()] : names.map((n) => this.#require(n));
-    const results = await Promise.all(
-      selected.map(async (c) => {
-        if (c.info().status !== 'loaded') await c.load();
-        return c.classify(text);
-      }),
-    );
+    // Classifiers that answer at once do so in turn; the others (models) run side by side.
+    const results = new Array<ClassifierResult>(selected.length);
+    let waiting: Promise<void>[] | undefined;
+    for (let i = 0; i < selected.length; i++) {
+      const c = selected[i];
+      if (c.classifySync) results[i] = c.classifySync(text);
+      else {
+        waiting ??= [];
+        waiting.push(
+          loadAndClassify(c, text).then((r) => {
+            results[i] = r;
+          }),
+        );
+      }
+    }
+    if (waiting) await Promise.all(waiting);
     const out: Record<string, ClassifierResult> = {};
-    selected.forEach((c, i) => {
-      out[c.name] = results[i];
-    });
+    for (let i = 0; i < selected.length; i++) out[selected[i].name] = results[i];
     return out;
   }
 
@@ -66,4 +74,9 @@ export class NamedClassifierSet implements ClassifierSet {
     if (!c) throw new Error(`unknown classifier "${name}" (configured: ${[...this.#byName.keys()].join(', ')})`);
     return c;
   }
+}
+
+async function loadAndClassify(c: Classifier, text: string): Promise<ClassifierResult> {
+  if (c.info().status !== 'loaded') await c.load();
+  return c.classify(text);
 }

@@ -72,11 +72,19 @@ export default definePlugin<ClassifyOptions>({
       buckets: latencyBuckets,
     });
     const useFrom = options.use_from ? compileStatePath(options.use_from) : undefined;
+    // The lists come from shared objects (a tenant's), so each is filtered once.
+    const known = new WeakMap<unknown[], string[]>();
     /** The per-request choice of classifiers, if the state carries one. */
     const chosen = (state: unknown): string[] | undefined => {
       const node = useFrom?.(state);
       if (!Array.isArray(node)) return undefined;
-      return node.filter((n): n is string => typeof n === 'string' && set.get(n) !== undefined);
+      let names = known.get(node);
+      if (!names) {
+        names = node.filter((n): n is string => typeof n === 'string' && set.get(n) !== undefined);
+        // Only a list nobody can change is remembered.
+        if (Object.isFrozen(node)) known.set(node, names);
+      }
+      return names;
     };
     return {
       async handle(ctx, next) {

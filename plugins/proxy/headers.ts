@@ -57,13 +57,19 @@ export function copyResponseHeaders(
   headers: Record<string, string | string[] | undefined>,
   dropLength: boolean,
 ): void {
-  const connection = String(headers.connection ?? '')
-    .toLowerCase()
-    .split(',')
-    .map((s) => s.trim());
-  for (const [name, value] of Object.entries(headers)) {
+  // Headers the upstream's Connection header names are hop-by-hop too (rare: parsed only then).
+  const connection =
+    headers.connection === undefined
+      ? undefined
+      : String(headers.connection)
+          .toLowerCase()
+          .split(',')
+          .map((s) => s.trim());
+  for (const name in headers) {
+    const value = headers[name];
+    // undici gives lower-case names; other callers may not.
     const key = name.toLowerCase();
-    if (value === undefined || hopByHop.has(key) || ownResponseHeaders.has(key) || connection.includes(key)) continue;
+    if (value === undefined || hopByHop.has(key) || ownResponseHeaders.has(key) || connection?.includes(key)) continue;
     if (dropLength && key === 'content-length') continue;
     ctx.set(name, value);
   }

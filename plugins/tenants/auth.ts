@@ -11,8 +11,8 @@
  * so that `rate-limit` (key: caller, limit_from: caller.attributes.requests_per_minute), the
  * policy stage and the proxy act per tenant.
  */
-import { definePlugin, GatewayError } from '../../runtime/index.ts';
-import type { TenantDirectory } from './api.ts';
+import { type Caller, definePlugin, GatewayError } from '../../runtime/index.ts';
+import type { Tenant, TenantDirectory } from './api.ts';
 
 interface Options {
   tenants: string;
@@ -62,8 +62,30 @@ export default definePlugin<Options>({
       ? `Missing API key: send it as "${header}: Bearer <key>"`
       : `Missing API key in header ${header}`;
 
+    // One caller per tenant, made on first use and shared by its requests (frozen: no stage can
+    // change it for the others). A reload makes new tenant objects, so new callers.
+    const callers = new WeakMap<Tenant, Caller>();
+    const callerOf = (tenant: Tenant): Caller => {
+      let caller = callers.get(tenant);
+      if (!caller) {
+        caller = Object.freeze({
+          id: tenant.id,
+          authenticated: true,
+          attributes: Object.freeze({
+            tenant: tenant.id,
+            policy: tenant.policy,
+            classifiers: tenant.classifiers,
+            requests_per_minute: tenant.requests_per_minute,
+            backend: tenant.backend,
+          }),
+        });
+        callers.set(tenant, caller);
+      }
+      return caller;
+    };
+
     return {
-      async handle(ctx, next) {
+      handle(ctx, next) {
         const raw = ctx.get(header).trim();
         if (!raw) reject('missing', missing, ctx.state.requestId);
         let key = raw;
@@ -74,19 +96,9 @@ export default definePlugin<Options>({
         }
         const tenant = directory.byKey(key);
         if (!tenant) reject('invalid', 'Invalid API key', ctx.state.requestId);
-        ctx.state.caller = {
-          id: tenant.id,
-          authenticated: true,
-          attributes: {
-            tenant: tenant.id,
-            policy: tenant.policy,
-            classifiers: [...tenant.classifiers],
-            requests_per_minute: tenant.requests_per_minute,
-            backend: tenant.backend,
-          },
-        };
+        ctx.state.caller = callerOf(tenant);
         ctx.state.upstream = tenant.backend;
-        await next();
+        return next();
       },
       describe: () => ({ tenants: options.tenants, header, tenants_loaded: directory.list().length }),
     };
