@@ -44,21 +44,21 @@ export default definePlugin<{ chain?: string }>({
     const chain = env.resource<AuditChain>(name);
     return {
       async handle(ctx, next) {
-        // The recorder is made on first need: most requests are plain allows with nothing to write.
-        let recorder: ReturnType<typeof createRecorder> | undefined;
-        const flush = (final: boolean) => {
-          recorder ??= createRecorder(ctx, chain);
-          return recorder.flush(final);
-        };
-        ctx.state.auditFlush = () => flush(false);
+        // A bound function, not a closure: nothing else is made for a plain allow (the recorder
+        // comes on first need), and a closure per request would cost more (see docs/plugins.md).
+        ctx.state.auditFlush = flush.bind(undefined, ctx, chain, false);
         try {
           await next();
         } catch (err) {
-          await flush(true);
+          await flush(ctx, chain, true);
           throw err;
         }
-        if (recorder || chain.settings.record === 'all' || ctx.state.decisions?.some((d) => d.action !== 'allow')) {
-          await flush(true);
+        if (
+          recorders.has(ctx) ||
+          chain.settings.record === 'all' ||
+          ctx.state.decisions?.some((d) => d.action !== 'allow')
+        ) {
+          await flush(ctx, chain, true);
         }
       },
       describe: () => ({ chain: name, record: chain.settings.record, store_prompt: chain.settings.store_prompt }),
@@ -66,22 +66,47 @@ export default definePlugin<{ chain?: string }>({
   },
 });
 
-/**
- * Per request: remembers how many decisions are on record, and runs flushes one after the other
- * so that concurrent calls (a stream filter and the stage itself) never record a decision twice.
- */
-function createRecorder(ctx: GatewayContext, chain: AuditChain) {
-  const { record, store_prompt } = chain.settings;
-  let recorded = 0;
-  let implicitAllow = false;
-  let tail: Promise<void> = Promise.resolve();
+/** Per request (while it runs): what is on record so far, made on the first flush. */
+const recorders = new WeakMap<GatewayContext, Recorder>();
 
-  async function write(final: boolean): Promise<void> {
+/** Records the request's decisions not yet on record; `final` once the pipeline is done. */
+function flush(ctx: GatewayContext, chain: AuditChain, final: boolean): Promise<void> {
+  let recorder = recorders.get(ctx);
+  if (!recorder) {
+    recorder = new Recorder(ctx, chain);
+    recorders.set(ctx, recorder);
+  }
+  return recorder.flush(final);
+}
+
+/**
+ * Remembers how many decisions are on record, and runs flushes one after the other so that
+ * concurrent calls (a stream filter and the stage itself) never record a decision twice.
+ */
+class Recorder {
+  #recorded = 0;
+  #implicitAllow = false;
+  #tail: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly chain: AuditChain,
+  ) {}
+
+  flush(final: boolean): Promise<void> {
+    const run = this.#tail.then(() => this.#write(final));
+    this.#tail = run.catch(() => {});
+    return run;
+  }
+
+  async #write(final: boolean): Promise<void> {
+    const { ctx, chain } = this;
+    const { record, store_prompt } = chain.settings;
     const decisions = ctx.state.decisions ?? [];
     const upto = decisions.length;
-    const pending = decisions.slice(recorded, upto).filter((d) => record === 'all' || d.action !== 'allow');
+    const pending = decisions.slice(this.#recorded, upto).filter((d) => record === 'all' || d.action !== 'allow');
     const entries = pending.map((d) => toEntry(ctx, d));
-    const addAllow = final && record === 'all' && upto === 0 && !implicitAllow;
+    const addAllow = final && record === 'all' && upto === 0 && !this.#implicitAllow;
     if (addAllow) entries.push(toEntry(ctx, { action: 'allow' }));
     if (entries.length > 0) {
       if (store_prompt) {
@@ -94,17 +119,9 @@ function createRecorder(ctx: GatewayContext, chain: AuditChain) {
         throw new Error('audit record could not be written', { cause: err });
       }
     }
-    recorded = upto;
-    if (addAllow) implicitAllow = true;
+    this.#recorded = upto;
+    if (addAllow) this.#implicitAllow = true;
   }
-
-  return {
-    flush(final: boolean): Promise<void> {
-      const run = tail.then(() => write(final));
-      tail = run.catch(() => {});
-      return run;
-    },
-  };
 }
 
 function toEntry(ctx: GatewayContext, d: PolicyDecision): AuditEntry & { details: Record<string, unknown> } {
