@@ -6,7 +6,10 @@
  * CPU µs per request of each variant and the difference to the full filter: the cost of what it
  * lacks. For finding where the time goes, with less noise than a profile.
  *
- * Env: ABLATE (comma-separated variant names, default all), BENCH_ROUNDS (5), BENCH_DURATION (3 s),
+ * Env: ABLATE (comma-separated variant names, default all; `name@KEY=value+KEY2=value` runs a variant
+ * with extra environment variables, e.g. `full@SWITCHYARD_V8_FLAGS=`), BENCH_ROUNDS (5), BENCH_DURATION (3 s),
+ * ABLATE_LAYOUTS (3: each variant runs as that many processes whose environments differ in size,
+ * since the environment's size alone moves CPU per request by ~4%; a round averages them),
  * ABLATE_BASELINE (another checkout of the repository, with its node_modules: its full filter
  * joins as variant `baseline`, for an A/B of a code change).
  */
@@ -26,6 +29,7 @@ const here = fileURLToPath(new URL('.', import.meta.url));
 const key = 'sk-dev-local-0001';
 const rounds = envNum('BENCH_ROUNDS', 5);
 const durationMs = envNum('BENCH_DURATION', 3) * 1000;
+const layouts = Math.floor(envNum('ABLATE_LAYOUTS', 3));
 const pinned = hasTaskset() && cpus().length >= 2;
 const clk = clockTicks();
 const logDir = mkdtempSync(join(tmpdir(), 'switchyard-ablate-'));
@@ -48,10 +52,16 @@ const variants: Record<string, (p: Pipeline) => Pipeline> = {
   'no-egress-policy': (p) => p.filter((s) => !isEgress(s)),
   'auth+proxy': (p) => p.filter((s) => ['tenant-auth', 'proxy'].includes(stageName(s))),
 };
+/** `<variant>@KEY=value+KEY2=value`: the variant with extra environment (e.g. an A/B of V8 flags). */
+const variantOf = (name: string) => name.split('@')[0];
+function envOf(name: string): Record<string, string> {
+  const assignments = name.split('@')[1]?.split('+') ?? [];
+  return Object.fromEntries(assignments.map((a) => [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)]));
+}
 const chosen = (process.env.ABLATE ?? Object.keys(variants).join(','))
   .split(',')
   .map((x) => x.trim())
-  .filter((x) => x in variants);
+  .filter((x) => variantOf(x) in variants);
 if (!chosen.includes('full')) chosen.unshift('full');
 
 const body = JSON.stringify({
@@ -76,13 +86,14 @@ async function check(url: string): Promise<void> {
 }
 
 /** Runs the variant from `tree` (this checkout, or ABLATE_BASELINE for `baseline`). */
-async function startVariant(name: string, backendPort: number, tree = root): Promise<Target> {
+async function startVariant(name: string, backendPort: number, layout: number, tree = root): Promise<Target> {
   const config = parseYaml(readFileSync(resolve(tree, 'configs/safety-filter.yaml'), 'utf8')) as {
     routes: Array<{ pipeline: Pipeline }>;
   };
-  config.routes[0].pipeline = (variants[name] ?? variants.full)(config.routes[0].pipeline);
+  config.routes[0].pipeline = (variants[variantOf(name)] ?? variants.full)(config.routes[0].pipeline);
   // Next to the original, so that its relative paths resolve the same.
-  const file = resolve(tree, 'configs', `.ablate-${process.pid}-${name}.yaml`);
+  const id = `${chosen.indexOf(name)}-${layout}`;
+  const file = resolve(tree, 'configs', `.ablate-${process.pid}-${id}.yaml`);
   writeFileSync(file, stringify(config, { aliasDuplicateObjects: false }));
   const tenants = join(logDir, 'tenants.yaml');
   writeFileSync(
@@ -104,9 +115,13 @@ async function startVariant(name: string, backendPort: number, tree = root): Pro
       ...process.env,
       LOG_LEVEL: 'warn',
       FILTER_TENANTS_FILE: tenants,
-      FILTER_AUDIT_PATH: join(logDir, `audit-${name}.db`),
+      FILTER_AUDIT_PATH: join(logDir, `audit-${id}.db`),
+      ...envOf(name),
+      // The size of the environment moves the process's stack and memory layout, which alone
+      // moves CPU per request by several percent: each variant runs under several layouts.
+      SWITCHYARD_BENCH_LAYOUT: 'x'.repeat((layout * 1301) % 4096),
     },
-    logFile: join(logDir, `${name}.log`),
+    logFile: join(logDir, `${id}.log`),
   });
   const url = `http://127.0.0.1:${port}/v1/chat/completions`;
   try {
@@ -118,7 +133,9 @@ async function startVariant(name: string, backendPort: number, tree = root): Pro
 }
 
 async function main(): Promise<number> {
-  console.log(`ablation: ${chosen.join(', ')}; ${rounds} rounds of ${durationMs / 1000} s, 32 connections`);
+  console.log(
+    `ablation: ${chosen.join(', ')}; ${layouts} layout(s) each, ${rounds} rounds of ${durationMs / 1000} s, 32 connections`,
+  );
   const backend = await startNodeServer(join(here, 'backend.ts'), {}, pinned ? '1' : undefined);
   const bare = await startNodeServer(
     join(root, 'bench/typed-proxy/bare-proxy.ts'),
@@ -127,11 +144,16 @@ async function main(): Promise<number> {
   );
   const targets: Target[] = [{ name: 'bare', url: `http://127.0.0.1:${bare.port}/v1/chat/completions`, proc: bare.s }];
   const baseline = process.env.ABLATE_BASELINE;
-  if (baseline) targets.push(await startVariant('baseline', backend.port, resolve(baseline)));
-  for (const name of chosen) targets.push(await startVariant(name, backend.port));
-  const cpu: Record<string, number[]> = Object.fromEntries(targets.map((t) => [t.name, []]));
+  for (let layout = 0; layout < layouts; layout++) {
+    if (baseline) targets.push(await startVariant('baseline', backend.port, layout, resolve(baseline)));
+    for (const name of chosen) targets.push(await startVariant(name, backend.port, layout));
+  }
+  const names = [...new Set(targets.map((t) => t.name))];
+  /** Per variant, per round: the mean over its layouts. */
+  const cpu: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
   for (let round = 1; round <= rounds; round++) {
     const order = round % 2 ? targets : [...targets].reverse();
+    const sums: Record<string, number[]> = Object.fromEntries(names.map((n) => [n, []]));
     for (const t of order) {
       const r = await runLoad(
         {
@@ -146,21 +168,22 @@ async function main(): Promise<number> {
         pinned ? '0' : undefined,
       );
       if (r.errors) throw new Error(`${t.name}: ${r.errors} errors (${r.firstError})`);
-      cpu[t.name].push(cpuUsPerRequest(r, t.proc.pid, clk));
+      sums[t.name].push(cpuUsPerRequest(r, t.proc.pid, clk));
     }
-    console.log(`  round ${round}: ${targets.map((t) => `${t.name} ${fmt(cpu[t.name].at(-1), 0)}`).join(', ')}`);
+    for (const n of names) cpu[n].push(sums[n].reduce((a, b) => a + b, 0) / sums[n].length);
+    console.log(`  round ${round}: ${names.map((n) => `${n} ${fmt(cpu[n].at(-1), 0)}`).join(', ')}`);
   }
   const full = mid(cpu.full) ?? Number.NaN;
   const bareUs = mid(cpu.bare) ?? Number.NaN;
   printTable(
     ['variant', 'CPU µs/req (median)', 'min-max', 'full minus this', 'x bare'],
-    targets.map((t) => {
-      const m = mid(cpu[t.name]) ?? Number.NaN;
+    names.map((n) => {
+      const m = mid(cpu[n]) ?? Number.NaN;
       return [
-        t.name,
+        n,
         fmt(m, 1),
-        `${fmt(Math.min(...cpu[t.name]), 0)}-${fmt(Math.max(...cpu[t.name]), 0)}`,
-        t.name === 'bare' || t.name === 'full' ? '' : fmt(full - m, 1),
+        `${fmt(Math.min(...cpu[n]), 0)}-${fmt(Math.max(...cpu[n]), 0)}`,
+        n === 'bare' || n === 'full' ? '' : fmt(full - m, 1),
         fmt(m / bareUs, 2),
       ];
     }),

@@ -31,17 +31,75 @@ export function createMetricsKit(registry = new Registry()): MetricsKit {
   return {
     registry,
     counter(spec) {
-      return existing(spec.name) ?? new Counter({ ...spec, labelNames: spec.labelNames ?? [], registers: [registry] });
+      return (
+        existing(spec.name) ??
+        deferUpdates(new Counter({ ...spec, labelNames: spec.labelNames ?? [], registers: [registry] }), 'inc')
+      );
     },
     gauge(spec) {
       return existing(spec.name) ?? new Gauge({ ...spec, labelNames: spec.labelNames ?? [], registers: [registry] });
     },
     histogram(spec) {
       return (
-        existing(spec.name) ?? new Histogram({ ...spec, labelNames: spec.labelNames ?? [], registers: [registry] })
+        existing(spec.name) ??
+        deferUpdates(new Histogram({ ...spec, labelNames: spec.labelNames ?? [], registers: [registry] }), 'observe')
       );
     },
   };
+}
+
+/** Updates queued before a batch is applied (a few requests' worth: they die young). */
+const batchSize = 256;
+
+/**
+ * Makes a counter's `inc(labels, n)` or a histogram's `observe(labels, v)` queue the update and
+ * apply the queue in one go: every `batchSize` updates, and before every read (prom-client's
+ * `get()` runs `collect` first: scrapes, cluster aggregation and tests see every update). Applied
+ * one at a time on the request path, each update hashes its labels in code the CPU has not run
+ * for a while; in a batch that code runs hot. Measured on the safety filter: ~13 updates per
+ * request cost ~15 µs applied at once, a fraction of that batched. Counter and histogram updates
+ * commute, so applying them later changes no total; gauges (whose `set` does not) stay immediate,
+ * as do children from `labels()` (prom-client applies those itself).
+ */
+function deferUpdates<M extends Counter<string> | Histogram<string>>(metric: M, method: 'inc' | 'observe'): M {
+  type Labels = Record<string, string | number> | undefined;
+  const target = metric as unknown as Record<string, unknown> & { name: string; collect?: () => unknown };
+  const update = (target[method] as (labelsOrValue?: Labels | number, value?: number) => unknown).bind(metric);
+  const labelsQueue: Labels[] = [];
+  const values: Array<number | undefined> = [];
+  const flush = () => {
+    const n = labelsQueue.length;
+    for (let i = 0; i < n; i++) {
+      try {
+        const labels = labelsQueue[i];
+        if (labels === undefined) update(values[i]);
+        else update(labels, values[i]);
+      } catch (err) {
+        // A wrong label or value is a programming error; it must not fail whatever flushes.
+        process.emitWarning(`metric ${target.name}: update dropped: ${(err as Error).message}`);
+      }
+    }
+    labelsQueue.length = 0;
+    values.length = 0;
+  };
+  target[method] = (labels?: Labels | number, value?: number) => {
+    if (typeof labels === 'object' && labels !== null) {
+      labelsQueue.push(labels);
+      values.push(value);
+    } else {
+      labelsQueue.push(undefined);
+      values.push(labels);
+    }
+    if (labelsQueue.length >= batchSize) flush();
+  };
+  // After the metric's own collect, which may itself add (e.g. what an outside count grew by).
+  const own = target.collect;
+  target.collect = function (this: M) {
+    const done = own?.call(this);
+    if (done instanceof Promise) return done.then(flush);
+    flush();
+  };
+  return metric;
 }
 
 /** Buckets in seconds suited to gateway latencies (100 µs .. 30 s). */

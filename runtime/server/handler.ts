@@ -33,7 +33,8 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
     labelNames: ['route', 'method'] as const,
     buckets: latencyBuckets,
   });
-  const inflightGauge = metrics.gauge({ name: 'switchyard_requests_in_flight', help: 'Requests being answered' });
+  // Read at scrape time from a count kept here: no metric update on the request path.
+  const inflight = inflightCount(metrics);
   const rejected = metrics.counter({
     name: 'switchyard_requests_rejected_total',
     help: 'Requests refused before their pipeline ran, by reason',
@@ -57,7 +58,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
       };
       let route: CompiledRoute | undefined;
       graph.inflight++;
-      inflightGauge.inc();
+      inflight.n++;
       try {
         route = findRoute(graph, ctx);
         ctx.state.route = route.id;
@@ -78,7 +79,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
         renderError(ctx, err, route, graph, logger);
       } finally {
         graph.inflight--;
-        inflightGauge.dec();
+        inflight.n--;
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         const routeId = ctx.state.route;
         requests.inc({ route: routeId, method: ctx.method, status: String(ctx.status) });
@@ -100,6 +101,25 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
       }
     },
   };
+}
+
+/** The requests in flight of a service (every request core on its metrics), behind its gauge. */
+const inflightCounts = new WeakMap<MetricsKit, { n: number }>();
+function inflightCount(metrics: MetricsKit): { n: number } {
+  let count = inflightCounts.get(metrics);
+  if (!count) {
+    const counted = { n: 0 };
+    count = counted;
+    inflightCounts.set(metrics, counted);
+    metrics.gauge({
+      name: 'switchyard_requests_in_flight',
+      help: 'Requests being answered',
+      collect() {
+        this.set(counted.n);
+      },
+    });
+  }
+  return count;
 }
 
 export function findRoute(graph: ServiceGraph, ctx: GatewayContext): CompiledRoute {
