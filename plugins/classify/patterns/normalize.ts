@@ -15,9 +15,10 @@
  * folding (see `foldPattern`). `originalIndex(i)` is the index in the original text of normalized
  * character `i`, so matches map back to spans of the original.
  *
- * It runs on every request a phrase classifier sees, so it makes one pass over the text into
- * buffers reused from call to call (allocating typed arrays costs more than the pass itself), and
- * notes on the way where the phrase detectors' leads begin (leading-words.ts).
+ * It runs on every request a phrase classifier sees, so it makes one pass over the text into a
+ * buffer reused from call to call (allocating one costs more than the pass itself), notes only
+ * the characters it drops rather than an offset per character (see Normalized), and notes on the
+ * way where the phrase detectors' leads begin (leading-words.ts).
  */
 import { BOUNDARY, DEAD, END, PHRASE_LEADS, ROOT, ROW } from './leading-words.ts';
 
@@ -102,66 +103,64 @@ export function foldPattern(source: string): string {
   return source.replace(/l/g, 'i');
 }
 
-/** Normalized text, and where each of its characters came from. */
+/**
+ * Normalized text, and where each of its characters came from. Every character of the original
+ * is either written (a letter, or one space for a run of separators) or dropped, so normalized
+ * character i comes from original character i + (characters dropped before it): the pass notes
+ * only the drops (few in ordinary text: the separators after the first of a run), not an offset
+ * per character, and a position is looked up when a match needs it. Joining spelled-out letters
+ * removes written spaces as well; that rare case keeps an offset per character.
+ */
 export class Normalized {
-  #source: string;
-  #offsets: Int32Array;
-  /** The use of the shared buffers `#offsets` lies in; -1 once it owns them. */
-  #use: number;
+  /** Normalized index of the character following each drop, ascending (one entry per drop). */
+  readonly #drops?: number[];
+  readonly #offsets?: Int32Array;
 
   constructor(
-    source: string,
     /** Lower-case letters a-z and single spaces. */
     readonly text: string,
     /** Where phrase leads are: pairs (word start, trie entry), see leading-words.ts. */
     readonly leadHits: number[],
-    offsets: Int32Array,
-    use: number,
+    where: { drops: number[] } | { offsets: Int32Array },
   ) {
-    this.#source = source;
-    this.#offsets = offsets;
-    this.#use = use;
+    if ('drops' in where) this.#drops = where.drops;
+    else this.#offsets = where.offsets;
   }
 
   /** Index in the original text of normalized character i. */
   originalIndex(i: number): number {
-    if (this.#use !== -1 && this.#use !== shared.use) {
-      // The shared buffers went on to another text: normalize again, into buffers of its own.
-      this.#offsets = normalize(this.#source, fresh(this.#source.length)).offsets;
-      this.#use = -1;
+    if (this.#offsets) return this.#offsets[i];
+    const drops = this.#drops as number[];
+    // Drops noted at or before i: the first entry greater than i, by binary search.
+    let lo = 0;
+    let hi = drops.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (drops[mid] <= i) lo = mid + 1;
+      else hi = mid;
     }
-    return this.#offsets[i];
+    return i + lo;
   }
 }
 
-interface Buffers {
-  /** The normalized characters (a-z and space, so one byte each: latin1 makes the string natively). */
-  codes: Buffer;
-  offsets: Int32Array;
-  /** Incremented by every normalization into these buffers. */
-  use: number;
-}
-
-/** Texts up to this length reuse the shared buffers; longer ones get their own (not kept). */
+/** Texts up to this length reuse one buffer for their normalized characters; longer ones get their own. */
 const SHARED_MAX = 64 * 1024;
-const shared: Buffers = { codes: Buffer.alloc(4096), offsets: new Int32Array(4096), use: 0 };
-const fresh = (n: number): Buffers => ({ codes: Buffer.alloc(n), offsets: new Int32Array(n), use: -1 });
+/** The normalized characters (a-z and space, so one byte each: latin1 makes the string natively). */
+let shared = Buffer.alloc(4096);
 
 export function normalizeForPhrases(text: string): Normalized {
   const n = text.length;
-  let buffers = shared;
-  if (n > SHARED_MAX) buffers = fresh(n);
-  else if (shared.codes.length < n) {
-    const size = Math.min(SHARED_MAX, 2 ** Math.ceil(Math.log2(n)));
-    shared.codes = Buffer.alloc(size);
-    shared.offsets = new Int32Array(size);
+  let codes = shared;
+  if (n > SHARED_MAX) codes = Buffer.alloc(n);
+  else if (shared.length < n) {
+    shared = Buffer.alloc(Math.min(SHARED_MAX, 2 ** Math.ceil(Math.log2(n))));
+    codes = shared;
   }
-  const { text: normalized, hits, offsets } = normalize(text, buffers);
-  return new Normalized(text, normalized, hits, offsets, buffers.use);
+  return normalize(text, codes);
 }
 
-/** One pass over the text into the buffers (see the top of the file). */
-function normalize(text: string, buffers: Buffers): { text: string; hits: number[]; offsets: Int32Array } {
+/** One pass over the text into `codes` (see the top of the file). */
+function normalize(text: string, codes: Buffer): Normalized {
   // Locals, and literals for the numbers: in V8's optimized code a module-level binding costs a
   // load and a check at each use, and a literal folds into the arithmetic.
   const letter = LETTER;
@@ -176,12 +175,11 @@ function normalize(text: string, buffers: Buffers): { text: string; hits: number
   const rowMask = -32;
   const joiner = 1; // JOINER, INVISIBLE
   const invisible = 2;
-  if (buffers.use !== -1) buffers.use++;
-  const { codes, offsets } = buffers;
   const rows = PHRASE_LEADS.rows;
   /** Pairs (word start, trie entry) where a lead ends; triples (word start, entry, next word) to go on with. */
   const hits: number[] = [];
   const pending: number[] = [];
+  const drops: number[] = [];
   let entry = root;
   const n = text.length;
   let len = 0;
@@ -193,49 +191,64 @@ function normalize(text: string, buffers: Buffers): { text: string; hits: number
   let wordStart = 0;
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
-    let out = letter[c];
-    if (out === 0) {
-      if (c < 128 && leet[c] !== 0 && (previous !== 0 || (i + 1 < n && letter[text.charCodeAt(i + 1)] !== 0))) {
-        out = leet[c];
-      }
+    const l = letter[c];
+    let out = l;
+    if (
+      l === 0 &&
+      c < 128 &&
+      leet[c] !== 0 &&
+      (previous !== 0 || (i + 1 < n && letter[text.charCodeAt(i + 1)] !== 0))
+    ) {
+      out = leet[c];
     }
-    previous = letter[c];
+    previous = l;
     if (out !== 0) {
       if (entry !== dead) {
         entry = rows[(entry & rowMask) + out - a];
         if ((entry & end) !== 0) hits.push(wordStart, entry);
       }
-      codes[len] = out;
-      offsets[len++] = i;
+      codes[len++] = out;
       continue;
     }
     const kind = kinds[c];
-    if (kind === invisible) continue;
-    // A joiner between letters (or leet letters) inside a word disappears.
-    if (kind === joiner && len > 0 && codes[len - 1] !== space && nextIsLetter(text, i + 1)) continue;
+    // An invisible character, or a joiner between letters (or leet letters) inside a word: dropped.
+    if (kind === invisible || (kind === joiner && len > 0 && codes[len - 1] !== space && nextIsLetter(text, i + 1))) {
+      drops.push(len);
+      continue;
+    }
     if (len > 0 && codes[len - 1] !== space) {
       if (len - wordStart === 1) {
         if (++singles >= 3) spelledOut = true;
       } else singles = 0;
-      codes[len] = space;
-      offsets[len++] = i;
+      codes[len++] = space;
       // A lead of several words goes on after this space: the walk resumes once the text is built.
       if ((entry & boundary) !== 0) pending.push(wordStart, entry, len);
       wordStart = len;
       entry = root;
-    }
+    } else drops.push(len); // a separator after a space (or at the start): one space stands for the run
   }
   if (len > 0 && codes[len - 1] === space) len--;
   else if (len > 0 && len - wordStart === 1 && singles >= 2) spelledOut = true; // a run ending the text
   if (spelledOut) {
     // Joining letters changes the words: look for leads again.
-    const joined = joinSpelledOut(codes, offsets, len);
-    return { ...joined, hits: PHRASE_LEADS.scan(joined.text) };
+    const joined = joinSpelledOut(codes, offsetsOf(drops, len), len);
+    return new Normalized(joined.text, PHRASE_LEADS.scan(joined.text), { offsets: joined.offsets });
   }
   const normalized = codes.toString('latin1', 0, len);
   for (let p = 0; p < pending.length; p += 3)
     PHRASE_LEADS.walk(normalized, pending[p], pending[p + 1], pending[p + 2], hits);
-  return { text: normalized, hits, offsets };
+  return new Normalized(normalized, hits, { drops });
+}
+
+/** The original index of each of `len` normalized characters, from the drops. */
+function offsetsOf(drops: number[], len: number): Int32Array {
+  const offsets = new Int32Array(len);
+  let d = 0;
+  for (let k = 0; k < len; k++) {
+    while (d < drops.length && drops[d] <= k) d++;
+    offsets[k] = k + d;
+  }
+  return offsets;
 }
 
 /** Whether the character at i is a letter or a leet character followed by a letter. */
