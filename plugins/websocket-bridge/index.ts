@@ -7,6 +7,12 @@
  * audit) therefore applies to each message unchanged. The answer comes back as frames: see
  * relay.ts. A plain GET on the route is `426 Upgrade Required`.
  *
+ * Browsers cannot set headers on a WebSocket. A client without an Authorization header may offer a
+ * subprotocol `<token_protocol><base64url of the key>` (e.g. `authorization.bearer.c2stZGV2`); the
+ * bridge then sends `Authorization: Bearer <key>` with each message. That protocol is never the
+ * one selected: the first other protocol offered is (a browser that offers protocols fails the
+ * connection unless one is selected, so it offers a second one, e.g. `chat`).
+ *
  * Messages are size-limited by the service's `limits.body_bytes` (a bigger one closes the socket
  * with 1009, as WebSocket requires). Open sockets are closed with 1001 when the graph is retired
  * (after a reload's drain timeout) or the service stops.
@@ -24,6 +30,7 @@ interface BridgeOptions {
   forward_headers: string[];
   max_queued: number;
   ping_interval_ms: number;
+  token_protocol: string;
 }
 
 /** How long close() waits for clients to answer the close frame before cutting them. */
@@ -68,6 +75,14 @@ export default definePlugin<BridgeOptions>({
         description:
           'Ping every client this often and drop those that did not answer the previous ping (0: never). Keeps idle sockets alive through load balancers.',
       },
+      token_protocol: {
+        type: 'string',
+        default: 'authorization.bearer.',
+        pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]*$",
+        description:
+          'Prefix of an offered subprotocol carrying the API key (base64url) for clients that cannot send ' +
+          'Authorization (browsers); used only when the handshake has no Authorization header. Empty: off.',
+      },
     },
   },
   create(options, env) {
@@ -75,6 +90,8 @@ export default definePlugin<BridgeOptions>({
     const forward = (options.forward_headers ?? ['authorization', 'traceparent']).map((h) => h.toLowerCase());
     const maxQueued = options.max_queued ?? 8;
     const pingMs = options.ping_interval_ms ?? 30000;
+    const tokenPrefix = options.token_protocol ?? 'authorization.bearer.';
+    const isToken = (protocol: string) => tokenPrefix !== '' && protocol.startsWith(tokenPrefix);
     // Keep-alive connections to our own listener; an SSE answer may pause for long (bodyTimeout 0).
     const agent = new Agent({ bodyTimeout: 0, keepAliveTimeout: 30000 });
     const messages = env.metrics.counter({
@@ -93,7 +110,13 @@ export default definePlugin<BridgeOptions>({
     // The limits are the graph's, the same for every handshake: the server is made at the first one.
     const server = (maxPayload: number): WebSocketServer => {
       if (wss) return wss;
-      wss = new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false });
+      wss = new WebSocketServer({
+        noServer: true,
+        maxPayload,
+        perMessageDeflate: false,
+        // Never select (and so echo) the protocol carrying a key.
+        handleProtocols: (offered) => [...offered].find((p) => !isToken(p)) ?? false,
+      });
       wss.on('wsClientError', (err, socket) => {
         const refuse = handshakes.get(socket);
         if (refuse) refuse(new GatewayError('bad_request', `WebSocket handshake refused: ${err.message}`));
@@ -147,6 +170,10 @@ export default definePlugin<BridgeOptions>({
           const value = ctx.get(name);
           if (value) headers[name] = value;
         }
+        if (!ctx.get('authorization') && forward.includes('authorization')) {
+          const key = protocolKey(ctx.get('sec-websocket-protocol'), isToken, tokenPrefix);
+          if (key) headers.authorization = `Bearer ${key}`;
+        }
         const route = ctx.state.route;
         new Relay(ws, {
           targetUrl: () => {
@@ -180,10 +207,22 @@ export default definePlugin<BridgeOptions>({
         await agent.destroy();
       },
 
-      describe: () => ({ target: options.target, force, forward_headers: forward }),
+      describe: () => ({ target: options.target, force, forward_headers: forward, token_protocol: tokenPrefix }),
     };
   },
 });
+
+/** The key carried by an offered `<prefix><base64url>` subprotocol, if any. */
+function protocolKey(offered: string, isToken: (p: string) => boolean, prefix: string): string | undefined {
+  const token = offered
+    .split(',')
+    .map((p) => p.trim())
+    .find(isToken);
+  if (!token) return undefined;
+  const key = Buffer.from(token.slice(prefix.length), 'base64url').toString('utf8');
+  // A key is printable ASCII: anything else could not be a header value (the route will say 401).
+  return /^[\x21-\x7e]+$/.test(key) ? key : undefined;
+}
 
 /** Drops the clients that did not answer the last ping, and pings the others. */
 function pingAll(wss: WebSocketServer, alive: WeakSet<WebSocket>): void {

@@ -5,40 +5,17 @@
  * API key the user typed. Skips with the reason shown when Chromium or playwright-core is missing,
  * except under CI=true, where that fails.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAiClient, GLOBAL_NAME } from '../../scripts/build-ai-client.ts';
+import { launchChromium, missing, requireBrowser } from '../helpers/chromium.ts';
 import { openAiHandler, type RecordedRequest } from '../helpers/openai-backend.ts';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
-const playwright = await import('playwright-core').catch(() => undefined);
-const missing = !existsSync(CHROMIUM)
-  ? `no Chromium at ${CHROMIUM} (apt-get install chromium)`
-  : !playwright
-    ? 'playwright-core is not installed'
-    : undefined;
-if (missing && process.env.CI === 'true') {
-  it('a browser is available (required when CI=true)', () => {
-    expect.fail(`browser test cannot run: ${missing}`);
-  });
-} else if (missing) {
-  console.warn(`test/browser/ai-client-browser.test.ts skipped: ${missing}`);
-}
+requireBrowser('test/browser/ai-client-browser.test.ts');
 
 describe.skipIf(missing !== undefined)('AI client bundle in headless Chromium', () => {
   let work: string;
@@ -64,11 +41,7 @@ describe.skipIf(missing !== undefined)('AI client bundle in headless Chromium', 
     server.listen(0, '127.0.0.1');
     await new Promise((resolve) => server.once('listening', resolve));
     origin = `http://localhost:${(server.address() as AddressInfo).port}`;
-    context = await playwright!.chromium.launchPersistentContext(join(work, 'profile'), {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: FLAGS,
-    });
+    context = await launchChromium(work);
   });
 
   afterAll(async () => {

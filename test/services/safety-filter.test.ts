@@ -341,6 +341,40 @@ describe('WebSocket /v1/chat/stream (experimental)', () => {
     expect(frames[0]).toMatchObject({ error: { type: 'safety_violation', code: 'POLICY_BLOCK' } });
     ws.close();
   });
+
+  /** Opens the socket offering `protocols` (no headers, as a browser must) and sends one chat message. */
+  async function chatOverProtocols(protocols: string[], content: string) {
+    const ws = new WebSocket(`${svc.url.replace('http', 'ws')}/v1/chat/stream`, protocols);
+    await once(ws, 'open');
+    const frames: Array<Record<string, unknown>> = [];
+    const done = new Promise<void>((resolve) => {
+      ws.on('message', (data) => {
+        const frame = JSON.parse(String(data));
+        frames.push(frame);
+        if (frame.done || frame.error) resolve();
+      });
+    });
+    ws.send(JSON.stringify(chat(content)));
+    await done;
+    ws.close();
+    const text = frames
+      .map((f) => (f.choices as Array<{ delta?: { content?: string } }> | undefined)?.[0]?.delta?.content ?? '')
+      .join('');
+    return { protocol: ws.protocol, frames, text };
+  }
+  const keyProtocol = (key: string) => `authorization.bearer.${Buffer.from(key).toString('base64url')}`;
+
+  it('takes the API key from an offered subprotocol (browsers cannot send Authorization), never selecting it', async () => {
+    const ok = await chatOverProtocols(['chat', keyProtocol(devKey)], 'from a browser');
+    expect(ok.protocol).toBe('chat');
+    expect(ok.text).toBe('You said: from a browser');
+    expect(ok.frames.at(-1)).toMatchObject({ done: true });
+
+    const wrong = await chatOverProtocols(['chat', keyProtocol('sk-not-a-tenant')], 'from a browser');
+    expect(wrong.frames[0]).toMatchObject({ error: { type: 'authentication_error' } });
+    const none = await chatOverProtocols(['chat'], 'from a browser');
+    expect(none.frames[0]).toMatchObject({ error: { type: 'authentication_error' } });
+  });
 });
 
 describe('a second instance with its own tenants and policy files', () => {
