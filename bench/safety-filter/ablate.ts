@@ -21,8 +21,9 @@ import { request } from 'undici';
 import { parse as parseYaml, stringify } from 'yaml';
 import { cpuUsPerRequest, envNum, runBench, runLoad, startNodeServer, waitUntilReady } from '../common/harness.ts';
 import { fmt, mid, printTable } from '../common/report.ts';
-import { freePort, hasTaskset, type Started, start } from '../typed-proxy/children.ts';
+import { hasTaskset, type Started, start } from '../typed-proxy/children.ts';
 import { clockTicks } from '../typed-proxy/proc.ts';
+import { filterSets, writeBenchTenants } from './filter-setup.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -95,19 +96,8 @@ async function startVariant(name: string, backendPort: number, layout: number, t
   const id = `${chosen.indexOf(name)}-${layout}`;
   const file = resolve(tree, 'configs', `.ablate-${process.pid}-${id}.yaml`);
   writeFileSync(file, stringify(config, { aliasDuplicateObjects: false }));
-  const tenants = join(logDir, 'tenants.yaml');
-  writeFileSync(
-    tenants,
-    `tenants:\n  - id: bench\n    backend: llm\n    policy: default.yaml\n    requests_per_minute: 100000000\n` +
-      `    classifiers: [pii, secrets, prompt_injection]\n    api_keys: [{ key: ${key} }]\n`,
-  );
-  const port = await freePort();
-  const sets = [
-    `listen.port=${port}`,
-    `metrics.port=${await freePort()}`,
-    `admin.port=${await freePort()}`,
-    `upstreams.llm={kind: openai, url: "http://127.0.0.1:${backendPort}/v1"}`,
-  ];
+  const tenants = writeBenchTenants(logDir, key);
+  const { port, sets } = await filterSets(backendPort);
   const proc = start(process.execPath, ['bin/switchyard.js', 'serve', file, ...sets.flatMap((s) => ['--set', s])], {
     cpu: pinned ? '1' : undefined,
     cwd: tree,

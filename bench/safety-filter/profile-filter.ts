@@ -5,32 +5,23 @@
  * as bench:safety's profile does) and per self-time function. For finding hot spots, not figures:
  * the profiler inflates every cost.
  */
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { startNodeServer, waitUntilReady } from '../common/harness.ts';
-import { freePort, start } from '../typed-proxy/children.ts';
+import { start } from '../typed-proxy/children.ts';
 import { analyseProfile } from '../typed-proxy/profile.ts';
+import { filterSets, writeBenchTenants } from './filter-setup.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'switchyard-prof-'));
 const seconds = Number(process.env.PROFILE_SECONDS ?? 8);
 const key = 'sk-dev-local-0001';
 const backend = await startNodeServer(join(root, 'bench/safety-filter/backend.ts'), {}, undefined);
-writeFileSync(
-  join(dir, 'tenants.yaml'),
-  `tenants:\n  - id: bench\n    backend: llm\n    policy: default.yaml\n    requests_per_minute: 100000000\n` +
-    `    classifiers: [pii, secrets, prompt_injection]\n    api_keys: [{ key: ${key} }]\n`,
-);
-const port = await freePort();
-const sets = [
-  `listen.port=${port}`,
-  `metrics.port=${await freePort()}`,
-  `admin.port=${await freePort()}`,
-  `upstreams.llm={kind: openai, url: "http://127.0.0.1:${backend.port}/v1"}`,
-];
+const tenants = writeBenchTenants(dir, key);
+const { port, sets } = await filterSets(backend.port);
 const bare = process.env.PROFILE_TARGET === 'bare';
 /** PROFILE_HEAP=1: a sampling heap profile instead (allocation sites, bytes per request). */
 const heap = process.env.PROFILE_HEAP === '1';
@@ -59,7 +50,7 @@ const filter = bare
         env: {
           ...process.env,
           LOG_LEVEL: 'warn',
-          FILTER_TENANTS_FILE: join(dir, 'tenants.yaml'),
+          FILTER_TENANTS_FILE: tenants,
           FILTER_AUDIT_PATH: join(dir, 'audit.db'),
         },
       },

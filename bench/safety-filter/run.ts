@@ -6,7 +6,7 @@
  * while a 10 MB answer streams through them. Prints tables, ratios and PASS/MISS against the
  * issue's targets; writes bench/results/safety-filter-<timestamp>.json. See bench/README.md.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -15,9 +15,10 @@ import { request } from 'undici';
 import { parse as parseYaml } from 'yaml';
 import { cpuUsPerRequest, envNum, runBench, runLoad, startNodeServer, waitUntilReady } from '../common/harness.ts';
 import { fmt, machine, mid, printTable, signed, verdict, writeResults } from '../common/report.ts';
-import { freePort, hasTaskset, type Started, start } from '../typed-proxy/children.ts';
+import { hasTaskset, type Started, start } from '../typed-proxy/children.ts';
 import type { LoadJob, LoadResult } from '../typed-proxy/loadgen.ts';
 import { clockTicks } from '../typed-proxy/proc.ts';
+import { filterSets, writeBenchTenants } from './filter-setup.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -51,6 +52,9 @@ const settings = {
   /** The slow reader's pace, MB/s: slower than the backend, so only backpressure keeps memory flat. */
   slowReaderMbps: envNum('BENCH_STREAM_SLOW_MBPS', 5),
   streamRepeat: Math.floor(envNum('BENCH_STREAM_REPEAT', 3)),
+  /** Then an answer this many times larger, `bigRepeat` times per reader: what holding it would scale with. */
+  streamScale: envNum('BENCH_STREAM_SCALE', 5),
+  bigRepeat: Math.floor(envNum('BENCH_STREAM_BIG_REPEAT', 2)),
   startTimeoutMs: envNum('BENCH_START_TIMEOUT', 90) * 1000,
   keepLogs: process.env.BENCH_KEEP_LOGS === '1',
 };
@@ -154,23 +158,13 @@ async function check(url: string, expectHeader?: string): Promise<Record<string,
 /** The filter as `switchyard serve`, its ports and its backend overridden; ready once a chat goes through. */
 async function startFilter(backendPort: number): Promise<{ s: Started; url: string }> {
   const config = parseYaml(readFileSync(resolve(root, settings.config), 'utf8')) as Record<string, unknown>;
-  const port = await freePort();
-  const sets = [`listen.port=${port}`];
-  for (const listener of ['metrics', 'admin']) {
-    if (config?.[listener]) sets.push(`${listener}.port=${await freePort()}`);
-  }
-  sets.push(`upstreams.${settings.upstream}={kind: openai, url: "http://127.0.0.1:${backendPort}/v1"}`);
+  const { port, sets } = await filterSets(backendPort, {
+    upstream: settings.upstream,
+    listeners: ['metrics', 'admin'].filter((listener) => config?.[listener]),
+  });
   sets.push(...settings.set);
   const logFile = join(logDir, 'safety-filter.log');
-  // The measured tenant: the dev tenant's key and policy, Tier A classifiers, a limit the load
-  // cannot reach; the audit trail in the run's own directory.
-  const tenants = join(logDir, 'tenants.yaml');
-  writeFileSync(
-    tenants,
-    `tenants:\n  - id: bench\n    backend: ${settings.upstream}\n    policy: default.yaml\n` +
-      `    requests_per_minute: 100000000\n    classifiers: [pii, secrets, prompt_injection]\n` +
-      `    api_keys: [{ key: ${JSON.stringify(settings.apiKey)} }]\n`,
-  );
+  const tenants = writeBenchTenants(logDir, settings.apiKey, settings.upstream);
   const s = start(
     process.execPath,
     ['bin/switchyard.js', 'serve', resolve(root, settings.config), ...sets.flatMap((x) => ['--set', x])],
@@ -492,21 +486,31 @@ async function main(): Promise<number> {
   );
 
   // Memory: a huge answer through each proxy, read fast and then slowly, a few times each: a
-  // single stream's RSS peak also depends on when V8 collects garbage (the backend, which never
-  // holds the answer, grows by as much); holding the answer shows every time.
+  // single stream's RSS peak also depends on when V8 collects garbage and resizes its young
+  // generation (the backend, which never holds the answer, grows by as much); holding the answer
+  // shows every time. Then an answer `streamScale` times larger: GC growth stays the same size,
+  // holding it would grow with it, which is what tells the two apart.
   const answerBytes = Math.round(settings.streamMb * 1024 * 1024);
+  const bigBytes = Math.round(answerBytes * settings.streamScale);
+  const sizes = [
+    { bytes: answerBytes, repeat: settings.streamRepeat },
+    { bytes: bigBytes, repeat: settings.bigRepeat },
+  ].filter((x) => x.repeat > 0);
   const streams: StreamResult[] = [];
   console.log(
-    `\nstreaming a ${settings.streamMb} MiB answer (${settings.streamChunk} characters per delta), ` +
-      `${settings.streamRepeat} times per reader, RSS sampled every ~5 ms; slow reader: ${settings.slowReaderMbps} MB/s:`,
+    `\nstreaming a ${settings.streamMb} MiB answer ${settings.streamRepeat} times per reader, then a ` +
+      `${fmt(bigBytes / 1024 / 1024, 0)} MiB one ${settings.bigRepeat} times (${settings.streamChunk} characters per delta); ` +
+      `RSS sampled every ~5 ms; slow reader: ${settings.slowReaderMbps} MB/s:`,
   );
   for (const t of targets.filter((x) => x.key !== 'direct')) {
     try {
       // A first stream of the same size, not reported: it warms the path up and lets V8 grow its
       // young generation to its working size, which would otherwise read as growth.
       await streamThrough(t, answerBytes, 'fast');
-      for (const reader of ['fast', 'slow'] as const) {
-        for (let i = 0; i < settings.streamRepeat; i++) streams.push(await streamThrough(t, answerBytes, reader));
+      for (const { bytes, repeat } of sizes) {
+        for (const reader of ['fast', 'slow'] as const) {
+          for (let i = 0; i < repeat; i++) streams.push(await streamThrough(t, bytes, reader));
+        }
       }
     } catch (err) {
       failures[`stream-${t.key}`] = (err as Error).message;
@@ -514,18 +518,22 @@ async function main(): Promise<number> {
     }
   }
   const streamGroups = targets.flatMap((t) =>
-    (['fast', 'slow'] as const)
-      .map((reader) => ({
-        target: t.key,
-        reader,
-        list: streams.filter((s) => s.target === t.key && s.reader === reader),
-      }))
-      .filter((g) => g.list.length > 0),
+    sizes.flatMap(({ bytes }) =>
+      (['fast', 'slow'] as const)
+        .map((reader) => ({
+          target: t.key,
+          reader,
+          bytes,
+          list: streams.filter((s) => s.target === t.key && s.reader === reader && s.answerBytes === bytes),
+        }))
+        .filter((g) => g.list.length > 0),
+    ),
   );
   const growthOf = (list: StreamResult[]) => mid(list.map((s) => s.rssGrowthKb));
   printTable(
     [
       'target',
+      'answer MiB',
       'reader',
       'complete',
       'TTFB ms',
@@ -534,10 +542,11 @@ async function main(): Promise<number> {
       'growth MB, median (min-max)',
       'backend growth MB',
     ],
-    streamGroups.map(({ target, reader, list }) => {
+    streamGroups.map(({ target, reader, bytes, list }) => {
       const broken = list.find((s) => !s.done || s.contentChars !== s.answerBytes);
       return [
         labels[target],
+        fmt(bytes / 1024 / 1024, 0),
         reader,
         broken
           ? `no (${broken.contentChars} chars, finish ${broken.finishReason ?? '-'}${broken.done ? ', [DONE]' : ''})`
@@ -550,13 +559,18 @@ async function main(): Promise<number> {
       ];
     }),
   );
-  const filterGroups = streamGroups.filter((g) => g.target === 'filter');
-  // Judged on the least growth of the repeats (of the worse reader): holding the answer shows in
-  // every stream; a collector that runs late only in some.
-  const worstGrowthKb = filterGroups.length
-    ? Math.max(...filterGroups.map((g) => Math.min(...g.list.map((s) => s.rssGrowthKb))))
-    : undefined;
-  const rssVerdict = ok(worstGrowthKb, (kb) => kb * 1024 < goals.rssGrowthShare * answerBytes);
+  // Per size, judged on the least growth of the repeats (of the worse reader): holding the answer
+  // shows in every stream; a collector that runs late only in some.
+  const worstGrowthKb = (bytes: number) => {
+    const groups = streamGroups.filter((g) => g.target === 'filter' && g.bytes === bytes);
+    return groups.length ? Math.max(...groups.map((g) => Math.min(...g.list.map((s) => s.rssGrowthKb)))) : undefined;
+  };
+  const rss = sizes.map(({ bytes, repeat }) => {
+    const kb = worstGrowthKb(bytes);
+    return { bytes, repeat, kb, pass: ok(kb, (v) => v * 1024 < goals.rssGrowthShare * bytes) };
+  });
+  // The verdict is the largest answer's: there GC growth is small beside what holding would add.
+  const rssVerdict = rss.at(-1)?.pass;
 
   console.log('\ntargets, (c) safety filter:');
   printTable(
@@ -592,12 +606,12 @@ async function main(): Promise<number> {
         `< ${goals.ttfbOverheadMs} ms`,
         `${signed(ratios.ttfbOverheadP50Ms)} ms (${signed(ratios.ttfbOverheadP99Ms)})${verdict(verdicts.ttfb)}`,
       ],
-      [
-        `RSS growth (least of ${settings.streamRepeat}), ${settings.streamMb} MiB stream`,
+      ...rss.map(({ bytes, repeat, kb, pass }) => [
+        `RSS growth (least of ${repeat}), ${fmt(bytes / 1024 / 1024, 0)} MiB stream`,
         '',
-        `< ${mb((goals.rssGrowthShare * answerBytes) / 1024)} MB`,
-        `${mb(worstGrowthKb)} MB${verdict(rssVerdict)}`,
-      ],
+        `< ${mb((goals.rssGrowthShare * bytes) / 1024)} MB`,
+        `${mb(kb)} MB${bytes === rss.at(-1)?.bytes ? verdict(pass) : ' (GC alone moves it by up to ~10 MB)'}`,
+      ]),
       [
         `for reference: (b) added p50 / p99, ${single} conn`,
         '(a)',
@@ -642,6 +656,7 @@ async function main(): Promise<number> {
     goals,
     ratios,
     verdicts: { ...verdicts, rss: rssVerdict },
+    rss,
     rows,
     ttfb,
     streams,
