@@ -1,0 +1,97 @@
+/**
+ * The metrics kit: counter and histogram updates are queued and applied in batches, and every
+ * read sees all of them (prom-client runs `collect` before `get`); the in-flight gauge is read at
+ * scrape time from the request core's count.
+ */
+import { join } from 'node:path';
+import { fetch } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMetricsKit } from '../../runtime/observability/metrics.ts';
+import { type StartedService, startService } from '../../runtime/testing.ts';
+
+/** The value of the sample line starting with `prefix` in a Prometheus exposition. */
+function sample(text: string, prefix: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(prefix));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+describe('metrics kit: batched updates', () => {
+  it('a read sees every queued update, with and without labels', async () => {
+    const kit = createMetricsKit();
+    const plain = kit.counter({ name: 't_plain_total', help: 'h' });
+    const labelled = kit.counter({ name: 't_labelled_total', help: 'h', labelNames: ['kind'] as const });
+    const hist = kit.histogram({ name: 't_seconds', help: 'h', labelNames: ['kind'] as const, buckets: [1, 10] });
+    const bare = kit.histogram({ name: 't_bare_seconds', help: 'h', buckets: [1] });
+    plain.inc();
+    plain.inc(5);
+    for (let i = 0; i < 300; i++) labelled.inc({ kind: i % 2 ? 'odd' : 'even' });
+    labelled.inc({ kind: 'odd' }, 10);
+    hist.observe({ kind: 'a' }, 0.5);
+    hist.observe({ kind: 'a' }, 5);
+    bare.observe(2);
+    const text = await kit.registry.metrics();
+    expect(sample(text, 't_plain_total ')).toBe(6);
+    expect(sample(text, 't_labelled_total{kind="even"}')).toBe(150);
+    expect(sample(text, 't_labelled_total{kind="odd"}')).toBe(160);
+    expect(sample(text, 't_seconds_bucket{le="1",kind="a"}')).toBe(1);
+    expect(sample(text, 't_seconds_count{kind="a"}')).toBe(2);
+    expect(sample(text, 't_seconds_sum{kind="a"}')).toBe(5.5);
+    expect(sample(text, 't_bare_seconds_count')).toBe(1);
+    expect(sample(text, 't_bare_seconds_sum')).toBe(2);
+    // A second read adds nothing twice.
+    expect(sample(await kit.registry.metrics(), 't_plain_total ')).toBe(6);
+  });
+
+  it("what a metric's own collect adds is in the same read", async () => {
+    const kit = createMetricsKit();
+    let outside = 0;
+    let counted = 0;
+    kit.counter({
+      name: 't_outside_total',
+      help: 'h',
+      collect() {
+        this.inc(outside - counted);
+        counted = outside;
+      },
+    });
+    outside = 7;
+    expect(sample(await kit.registry.metrics(), 't_outside_total ')).toBe(7);
+  });
+
+  it('a wrong label never throws at the caller: the update is dropped with a warning', async () => {
+    const kit = createMetricsKit();
+    const c = kit.counter({ name: 't_strict_total', help: 'h', labelNames: ['kind'] as const });
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.message);
+    process.on('warning', onWarning);
+    try {
+      expect(() => c.inc({ nope: 'x' } as never)).not.toThrow();
+      c.inc({ kind: 'ok' });
+      const text = await kit.registry.metrics();
+      expect(sample(text, 't_strict_total{kind="ok"}')).toBe(1);
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.some((m) => m.includes('t_strict_total') && m.includes('update dropped'))).toBe(true);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
+
+describe('switchyard_requests_in_flight', () => {
+  let svc: StartedService;
+  beforeAll(async () => {
+    svc = await startService(join(import.meta.dirname, '../fixtures/ops.yaml'));
+  });
+  afterAll(() => svc?.close());
+
+  it('counts a request while it is answered, and not after', async () => {
+    const scrape = async () =>
+      sample(await (await fetch(`${svc.metricsUrl}/metrics`)).text(), 'switchyard_requests_in_flight');
+    expect(await scrape()).toBe(0);
+    const slow = fetch(`${svc.url}/slow`).then((r) => r.arrayBuffer()); // waits 600 ms
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await scrape()).toBe(1);
+    await slow;
+    expect(await scrape()).toBe(0);
+  });
+});
