@@ -4,14 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadService } from '../../runtime/config/load.ts';
 import { ConfigError } from '../../runtime/config/source.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
+import { sample } from '../helpers/prometheus.ts';
 
 const ops = join(import.meta.dirname, '../fixtures/ops.yaml');
-
-/** The value of one sample line of the Prometheus text, e.g. `db_server_requests_total{status="ok"`. */
-function sample(text: string, prefix: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(prefix));
-  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
-}
 
 describe('server-metrics', () => {
   let svc: StartedService;

@@ -8,12 +8,7 @@ import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMetricsKit } from '../../runtime/observability/metrics.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
-
-/** The value of the sample line starting with `prefix` in a Prometheus exposition. */
-function sample(text: string, prefix: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(prefix));
-  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
-}
+import { sample } from '../helpers/prometheus.ts';
 
 describe('metrics kit: batched updates', () => {
   it('a read sees every queued update, with and without labels', async () => {
