@@ -11,7 +11,7 @@
  * ABLATE_LAYOUTS (3: each variant runs as that many processes whose environments differ in size,
  * since the environment's size alone moves CPU per request by ~4%; a round averages them),
  * ABLATE_BASELINE (another checkout of the repository, with its node_modules: its full filter
- * joins as variant `baseline`, for an A/B of a code change).
+ * joins as variant `baseline`, for an A/B of a code change), ABLATE_STREAM=1 (streamed answers).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -52,6 +52,11 @@ const variants: Record<string, (p: Pipeline) => Pipeline> = {
   'no-ingress-policy': (p) => p.filter((s) => !isIngress(s)),
   'no-egress-policy': (p) => p.filter((s) => !isEgress(s)),
   'auth+proxy': (p) => p.filter((s) => ['tenant-auth', 'proxy'].includes(stageName(s))),
+  // What a stage costs by itself: auth+proxy with eight stages that do nothing around the rest.
+  'auth+proxy+8noop': (p) => {
+    const kept = p.filter((s) => ['tenant-auth', 'proxy'].includes(stageName(s)));
+    return [kept[0], ...Array.from({ length: 8 }, () => ({ 'response-headers': { set: {} } })), kept[1]];
+  },
 };
 /** `<variant>@KEY=value+KEY2=value`: the variant with extra environment (e.g. an A/B of V8 flags). */
 const variantOf = (name: string) => name.split('@')[0];
@@ -65,12 +70,15 @@ const chosen = (process.env.ABLATE ?? Object.keys(variants).join(','))
   .filter((x) => variantOf(x) in variants);
 if (!chosen.includes('full')) chosen.unshift('full');
 
+/** ABLATE_STREAM=1: the chat request with `stream: true` (CPU per streamed answer, read to its end). */
+const streamed = process.env.ABLATE_STREAM === '1';
 const body = JSON.stringify({
   model: 'gpt-4o-mini',
   messages: [
     { role: 'system', content: 'You are a helpful assistant that writes concise summaries.' },
     { role: 'user', content: 'Please summarise the notes from our weekly planning meeting for the team. '.repeat(25) },
   ],
+  ...(streamed ? { stream: true } : {}),
 });
 const headers = { 'content-type': 'application/json', authorization: `Bearer ${key}` };
 
@@ -124,7 +132,8 @@ async function startVariant(name: string, backendPort: number, layout: number, t
 
 async function main(): Promise<number> {
   console.log(
-    `ablation: ${chosen.join(', ')}; ${layouts} layout(s) each, ${rounds} rounds of ${durationMs / 1000} s, 32 connections`,
+    `ablation: ${chosen.join(', ')}; ${layouts} layout(s) each, ${rounds} rounds of ${durationMs / 1000} s, 32 connections` +
+      (streamed ? ', streamed answers' : ''),
   );
   const backend = await startNodeServer(join(here, 'backend.ts'), {}, pinned ? '1' : undefined);
   const bare = await startNodeServer(

@@ -59,12 +59,15 @@ async function portOf(s: { output(): string }): Promise<number> {
   return Number(/listening (\d+)/.exec(s.output())?.[1]);
 }
 const content = 'Please summarise the notes from our weekly planning meeting for the team newsletter. '.repeat(22);
+/** PROFILE_STREAM=1: the same chat request with `stream: true` (the answer comes as SSE). */
+const stream = process.env.PROFILE_STREAM === '1';
 const body = JSON.stringify({
   model: 'gpt-4o-mini',
   messages: [
     { role: 'system', content: 'You are a helpful assistant that writes concise summaries.' },
     { role: 'user', content },
   ],
+  ...(stream ? { stream: true } : {}),
 });
 const url = `http://127.0.0.1:${bare ? await portOf(filter) : port}`;
 const pool = new Pool(url, { connections: 32 });

@@ -33,7 +33,7 @@ import { asToolCall, type EvaluationData, evaluationData, isObject, scoresOf } f
 import type { Evaluation, PolicySet, RuleMatch } from './engine.ts';
 import { policySetResource } from './resource.ts';
 import { PolicyStore } from './store.ts';
-import { streamCheck } from './stream-check.ts';
+import { type StreamCheckOptions, streamCheck, type WindowVerdict } from './stream-check.ts';
 
 type Mode = 'strict' | 'permissive' | 'audit';
 
@@ -336,33 +336,46 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       return body;
     };
 
+    /**
+     * The egress check of one streamed answer, for streamCheck (stream-check.ts). A class: the
+     * proxy makes one per streamed answer, and methods on the prototype cost a request nothing.
+     */
+    class AnswerStream implements StreamCheckOptions {
+      readonly windowChars = egressOptions.window_chars;
+      readonly scanEveryChars = egressOptions.scan_every_chars;
+      readonly holdbackChars = egressOptions.holdback_chars;
+
+      constructor(private readonly ctx: GatewayContext) {}
+
+      async check(windowText: string): Promise<WindowVerdict> {
+        const { decision, matches, results } = await checkAnswer(this.ctx, windowText);
+        const spans = redactSpans(matches, results);
+        const enforce = mode(this.ctx) === 'strict';
+        return { decision: enforce ? decision : { action: 'allow' }, spans };
+      }
+
+      async decided(decision: PolicyDecision, scanned: { chars: number; events: number }): Promise<void> {
+        const withScan = {
+          ...decision,
+          details: { ...decision.details, stream_scanned_chars: scanned.chars, stream_events: scanned.events },
+        };
+        record(this.ctx, withScan);
+        // The client is about to see the end of the stream: it must be on record first.
+        await this.ctx.state.auditFlush?.();
+      }
+
+      errorBody(decision: PolicyDecision): unknown {
+        const err = blockError(decision);
+        return this.ctx.state.dialect ? this.ctx.state.dialect.render(err).body : { error: err.message };
+      }
+
+      mask(text: string, spans: Span[]): string {
+        return redact(text, spans);
+      }
+    }
+
     /** The egress check of a streamed answer: made by the proxy only when the answer is a stream. */
-    const streamFilter: SseFilterFactory = (ctx) =>
-      streamCheck({
-        windowChars: egressOptions.window_chars,
-        scanEveryChars: egressOptions.scan_every_chars,
-        holdbackChars: egressOptions.holdback_chars,
-        async check(windowText) {
-          const { decision, matches, results } = await checkAnswer(ctx, windowText);
-          const spans = redactSpans(matches, results);
-          const enforce = mode(ctx) === 'strict';
-          return { decision: enforce ? decision : { action: 'allow' }, spans };
-        },
-        async decided(decision, scanned) {
-          const withScan = {
-            ...decision,
-            details: { ...decision.details, stream_scanned_chars: scanned.chars, stream_events: scanned.events },
-          };
-          record(ctx, withScan);
-          // The client is about to see the end of the stream: it must be on record first.
-          await ctx.state.auditFlush?.();
-        },
-        errorBody: (decision) => {
-          const err = blockError(decision);
-          return ctx.state.dialect ? ctx.state.dialect.render(err).body : { error: err.message };
-        },
-        mask: (text, spans) => redact(text, spans),
-      });
+    const streamFilter: SseFilterFactory = (ctx) => streamCheck(new AnswerStream(ctx));
 
     async function egress(ctx: GatewayContext, next: Next): Promise<void> {
       const current = store.current;

@@ -6,7 +6,7 @@
  * token is the backend's. When a rule blocks, the stream ends with a `content_filter` finish, an
  * error event and `[DONE]`; a redact rule masks what is still unsent of the matched spans.
  */
-import type { PolicyDecision, SseEvent, SseFilter } from '../../runtime/index.ts';
+import type { PolicyDecision, SseEvent, SseFilter, SseVerdict } from '../../runtime/index.ts';
 import type { Span } from '../classify/api.ts';
 import { chunkText } from './chat-text.ts';
 
@@ -36,66 +36,86 @@ export interface StreamCheckOptions {
 
 export function streamCheck(o: StreamCheckOptions): SseFilter {
   if (o.holdbackChars && o.holdbackChars > 0) return heldStreamCheck(o, o.holdbackChars);
-  let window = '';
-  let unscanned = 0;
-  let chars = 0;
-  let events = 0;
-  let last: Record<string, unknown> | undefined;
-  let redacted = false;
+  return new WindowCheck(o);
+}
 
-  const scan = async (current: string): Promise<{ end?: SseEvent[]; masked?: string } | undefined> => {
-    unscanned = 0;
-    const verdict = await o.check(window);
+type ScanOutcome = { end?: SseEvent[]; masked?: string } | undefined;
+
+/**
+ * The default check: chunks go out as they come. A class (state in fields, methods on the
+ * prototype) since one is made per streamed answer, and an event that does not complete a scan
+ * step is answered without a promise: most of a stream's events cost a JSON parse and a string
+ * append.
+ */
+class WindowCheck implements SseFilter {
+  #window = '';
+  #unscanned = 0;
+  #chars = 0;
+  #events = 0;
+  #last: Record<string, unknown> | undefined;
+  #redacted = false;
+
+  constructor(private readonly o: StreamCheckOptions) {}
+
+  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict> {
+    if (event.data === '' || event.data === '[DONE]') return { events: [event] };
+    let chunk: unknown;
+    try {
+      chunk = JSON.parse(event.data);
+    } catch {
+      return { events: [event] };
+    }
+    const text = chunkText(chunk);
+    if (!text) return { events: [event] };
+    this.#events++;
+    this.#chars += text.length;
+    this.#last = chunk as Record<string, unknown>;
+    this.#window = (this.#window + text).slice(-this.o.windowChars);
+    this.#unscanned += text.length;
+    if (this.#unscanned < this.o.scanEveryChars) return { events: [event] };
+    return this.#scan(text).then((outcome) => this.#verdict(event, outcome));
+  }
+
+  async onEnd(): Promise<SseEvent[]> {
+    if (this.#unscanned === 0) return [];
+    const outcome = await this.#scan('');
+    return outcome?.end ?? [];
+  }
+
+  #verdict(event: SseEvent, outcome: ScanOutcome): SseVerdict {
+    if (outcome?.end) return { events: outcome.end, end: true };
+    if (outcome?.masked !== undefined) {
+      const masked = replaceText(this.#last as Record<string, unknown>, outcome.masked);
+      return { events: [{ ...event, data: JSON.stringify(masked) }] };
+    }
+    return { events: [event] };
+  }
+
+  /** Checks the window; `current` is the text of the chunk being decided ('' at the end). */
+  async #scan(current: string): Promise<ScanOutcome> {
+    const o = this.o;
+    this.#unscanned = 0;
+    const verdict = await o.check(this.#window);
     const action = verdict.decision.action;
+    const scanned = { chars: this.#chars, events: this.#events };
     if (action === 'deny') {
-      await o.decided(verdict.decision, { chars, events });
-      return { end: blockEvents(last, o.errorBody(verdict.decision)) };
+      await o.decided(verdict.decision, scanned);
+      return { end: blockEvents(this.#last, o.errorBody(verdict.decision)) };
     }
     if (action === 'redact' && current) {
       // Only the current chunk is still ours to change: mask the parts of spans that fall in it.
-      const start = window.length - current.length;
+      const start = this.#window.length - current.length;
       const inChunk = verdict.spans
-        .filter((s) => s.end > start)
-        .map((s) => ({ ...s, start: Math.max(0, s.start - start), end: s.end - start }));
+        .filter((sp) => sp.end > start)
+        .map((sp) => ({ ...sp, start: Math.max(0, sp.start - start), end: sp.end - start }));
       if (inChunk.length > 0) {
-        if (!redacted) await o.decided(verdict.decision, { chars, events });
-        redacted = true;
+        if (!this.#redacted) await o.decided(verdict.decision, scanned);
+        this.#redacted = true;
         return { masked: o.mask(current, inChunk) };
       }
     }
     return undefined;
-  };
-
-  return {
-    async onEvent(event) {
-      if (event.data === '' || event.data === '[DONE]') return { events: [event] };
-      let chunk: unknown;
-      try {
-        chunk = JSON.parse(event.data);
-      } catch {
-        return { events: [event] };
-      }
-      const text = chunkText(chunk);
-      if (!text) return { events: [event] };
-      events++;
-      chars += text.length;
-      last = chunk as Record<string, unknown>;
-      window = (window + text).slice(-o.windowChars);
-      unscanned += text.length;
-      if (unscanned < o.scanEveryChars) return { events: [event] };
-      const outcome = await scan(text);
-      if (outcome?.end) return { events: outcome.end, end: true };
-      if (outcome?.masked !== undefined) {
-        return { events: [{ ...event, data: JSON.stringify(replaceText(last, outcome.masked)) }] };
-      }
-      return { events: [event] };
-    },
-    async onEnd() {
-      if (unscanned === 0) return [];
-      const outcome = await scan('');
-      return outcome?.end ?? [];
-    },
-  };
+  }
 }
 
 /** An event waiting to be released, with the text it adds (empty for events without text). */

@@ -15,11 +15,13 @@
  * folding (see `foldPattern`). `originalIndex(i)` is the index in the original text of normalized
  * character `i`, so matches map back to spans of the original.
  *
- * It runs on every request a phrase classifier sees, so it makes one pass over the text into a
- * buffer reused from call to call (allocating one costs more than the pass itself), notes only
+ * It runs on every request a phrase classifier sees, so it makes one pass over the text's code
+ * units (copied natively into an array: cheaper per character than charCodeAt) into a buffer
+ * reused from call to call (allocating one costs more than the pass itself), notes only
  * the characters it drops rather than an offset per character (see Normalized), and notes on the
  * way where the phrase detectors' leads begin (leading-words.ts).
  */
+import { endianness } from 'node:os';
 import { BOUNDARY, DEAD, END, PHRASE_LEADS, ROOT, ROW } from './leading-words.ts';
 
 /** Letter code (a-z) for each code unit that is a letter, 0 otherwise; built once. */
@@ -143,26 +145,60 @@ export class Normalized {
   }
 }
 
-/** Texts up to this length reuse one buffer for their normalized characters; longer ones get their own. */
+/** Texts up to this length reuse one pair of buffers; longer ones get their own. */
 const SHARED_MAX = 64 * 1024;
-/** The normalized characters (a-z and space, so one byte each: latin1 makes the string natively). */
-let shared = Buffer.alloc(4096);
+const littleEndian = endianness() === 'LE';
+
+/**
+ * The buffers of a pass: the text's UTF-16 code units (written natively by Buffer#write, so the
+ * loop reads an array rather than calling charCodeAt per character, about twice as fast), and the
+ * normalized characters (a-z and space, so one byte each: latin1 makes the string natively).
+ */
+class Buffers {
+  readonly units: Uint16Array;
+  readonly codes: Uint8Array;
+  readonly #unitBytes: Buffer;
+  readonly #codeBytes: Buffer;
+
+  constructor(readonly capacity: number) {
+    this.#unitBytes = Buffer.allocUnsafeSlow(capacity * 2);
+    this.units = new Uint16Array(this.#unitBytes.buffer, this.#unitBytes.byteOffset, capacity);
+    this.#codeBytes = Buffer.allocUnsafeSlow(capacity);
+    this.codes = new Uint8Array(this.#codeBytes.buffer, this.#codeBytes.byteOffset, capacity);
+  }
+
+  /** Copies the text's code units into `units`. */
+  load(text: string): void {
+    if (littleEndian) this.#unitBytes.write(text, 0, 'utf16le');
+    else for (let i = 0; i < text.length; i++) this.units[i] = text.charCodeAt(i);
+  }
+
+  /** The first `len` normalized characters as a string. */
+  text(len: number): string {
+    return this.#codeBytes.toString('latin1', 0, len);
+  }
+}
+
+let shared = new Buffers(4096);
 
 export function normalizeForPhrases(text: string): Normalized {
   const n = text.length;
-  let codes = shared;
-  if (n > SHARED_MAX) codes = Buffer.alloc(n);
-  else if (shared.length < n) {
-    shared = Buffer.alloc(Math.min(SHARED_MAX, 2 ** Math.ceil(Math.log2(n))));
-    codes = shared;
+  let buffers = shared;
+  if (n > SHARED_MAX) buffers = new Buffers(n);
+  else if (shared.capacity < n) {
+    shared = new Buffers(Math.min(SHARED_MAX, 2 ** Math.ceil(Math.log2(n))));
+    buffers = shared;
   }
-  return normalize(text, codes);
+  buffers.load(text);
+  return normalize(buffers, n);
 }
 
-/** One pass over the text into `codes` (see the top of the file). */
-function normalize(text: string, codes: Buffer): Normalized {
+/** One pass over the text's `n` code units into the normalized characters (see the top of the file). */
+function normalize(buffers: Buffers, n: number): Normalized {
   // Locals, and literals for the numbers: in V8's optimized code a module-level binding costs a
   // load and a check at each use, and a literal folds into the arithmetic.
+  const units = buffers.units;
+  const codes = buffers.codes;
   const letter = LETTER;
   const leet = LEET;
   const kinds = KIND;
@@ -181,7 +217,6 @@ function normalize(text: string, codes: Buffer): Normalized {
   const pending: number[] = [];
   const drops: number[] = [];
   let entry = root;
-  const n = text.length;
   let len = 0;
   /** LETTER of the previous character, for leetspeak: 0 when it is not a letter. */
   let previous = 0;
@@ -190,15 +225,10 @@ function normalize(text: string, codes: Buffer): Normalized {
   let spelledOut = false;
   let wordStart = 0;
   for (let i = 0; i < n; i++) {
-    const c = text.charCodeAt(i);
+    const c = units[i];
     const l = letter[c];
     let out = l;
-    if (
-      l === 0 &&
-      c < 128 &&
-      leet[c] !== 0 &&
-      (previous !== 0 || (i + 1 < n && letter[text.charCodeAt(i + 1)] !== 0))
-    ) {
+    if (l === 0 && c < 128 && leet[c] !== 0 && (previous !== 0 || (i + 1 < n && letter[units[i + 1]] !== 0))) {
       out = leet[c];
     }
     previous = l;
@@ -212,7 +242,10 @@ function normalize(text: string, codes: Buffer): Normalized {
     }
     const kind = kinds[c];
     // An invisible character, or a joiner between letters (or leet letters) inside a word: dropped.
-    if (kind === invisible || (kind === joiner && len > 0 && codes[len - 1] !== space && nextIsLetter(text, i + 1))) {
+    if (
+      kind === invisible ||
+      (kind === joiner && len > 0 && codes[len - 1] !== space && nextIsLetter(units, i + 1, n))
+    ) {
       drops.push(len);
       continue;
     }
@@ -231,10 +264,10 @@ function normalize(text: string, codes: Buffer): Normalized {
   else if (len > 0 && len - wordStart === 1 && singles >= 2) spelledOut = true; // a run ending the text
   if (spelledOut) {
     // Joining letters changes the words: look for leads again.
-    const joined = joinSpelledOut(codes, offsetsOf(drops, len), len);
+    const joined = joinSpelledOut(buffers, offsetsOf(drops, len), len);
     return new Normalized(joined.text, PHRASE_LEADS.scan(joined.text), { offsets: joined.offsets });
   }
-  const normalized = codes.toString('latin1', 0, len);
+  const normalized = buffers.text(len);
   for (let p = 0; p < pending.length; p += 3)
     PHRASE_LEADS.walk(normalized, pending[p], pending[p + 1], pending[p + 2], hits);
   return new Normalized(normalized, hits, { drops });
@@ -251,19 +284,20 @@ function offsetsOf(drops: number[], len: number): Int32Array {
   return offsets;
 }
 
-/** Whether the character at i is a letter or a leet character followed by a letter. */
-function nextIsLetter(text: string, i: number): boolean {
-  if (i >= text.length) return false;
-  const c = text.charCodeAt(i);
+/** Whether code unit i (of n) is a letter or a leet character followed by a letter. */
+function nextIsLetter(units: Uint16Array, i: number, n: number): boolean {
+  if (i >= n) return false;
+  const c = units[i];
   if (LETTER[c] !== 0) return true;
-  return c < 128 && LEET[c] !== 0 && i + 1 < text.length && LETTER[text.charCodeAt(i + 1)] !== 0;
+  return c < 128 && LEET[c] !== 0 && i + 1 < n && LETTER[units[i + 1]] !== 0;
 }
 
 /**
  * Removes the spaces inside runs of three or more single letters: `i g n o r e` → `ignore`. In
  * place: the output never gets ahead of the input.
  */
-function joinSpelledOut(codes: Buffer, offsets: Int32Array, len: number): { text: string; offsets: Int32Array } {
+function joinSpelledOut(buffers: Buffers, offsets: Int32Array, len: number): { text: string; offsets: Int32Array } {
+  const codes = buffers.codes;
   let o = 0;
   let i = 0;
   while (i < len) {
@@ -291,5 +325,5 @@ function joinSpelledOut(codes: Buffer, offsets: Int32Array, len: number): { text
     offsets[o++] = offsets[i];
     i++;
   }
-  return { text: codes.toString('latin1', 0, o), offsets };
+  return { text: buffers.text(o), offsets };
 }
