@@ -27,6 +27,7 @@ import {
   type TlsMaterial,
   type UpgradeListener,
 } from '../server/listener.ts';
+import { respondWithStream } from '../server/stream-body.ts';
 import { loadTlsMaterial } from '../server/tls.ts';
 import { createUpgradeHandler, type UpgradeHandler } from '../server/upgrade.ts';
 import type { GatewayContext } from '../state.ts';
@@ -160,6 +161,7 @@ export class ServiceRuntime {
       const graph = this.graph;
       this.holdUntilSent(graph, ctx.res, this.connections.requestStarted(ctx.req.socket));
       await core.handle(graph, ctx as unknown as GatewayContext);
+      respondWithStream(ctx);
     });
     const serveMain = app.callback();
     // Upgrade requests (WebSockets) on the main listener: see runtime/server/upgrade.ts.
