@@ -53,6 +53,12 @@ export interface ClassifierSet {
   get(name: string): Classifier | undefined;
   /** Runs the named classifiers (all when undefined) on the text. */
   classify(names: string[] | undefined, text: string): Promise<Record<string, ClassifierResult>>;
+  /**
+   * The same without waiting, when every named classifier can answer at once (classifySync);
+   * undefined otherwise (then use classify). For checks run many times per request, such as the
+   * egress check of a stream every few hundred characters.
+   */
+  classifySync(names: string[] | undefined, text: string): Record<string, ClassifierResult> | undefined;
   /** Loads every classifier (ML models included); `models_loaded` counts the `ml` ones loaded. */
   warmup(): Promise<{ models_loaded: number; duration_ms: number }>;
   /** True when every classifier is loaded. */

@@ -25,8 +25,18 @@ export class NamedClassifierSet implements ClassifierSet {
     return this.#byName.get(name);
   }
 
+  classifySync(names: string[] | undefined, text: string): Record<string, ClassifierResult> | undefined {
+    const selected = this.#select(names);
+    const out: Record<string, ClassifierResult> = {};
+    for (const c of selected) {
+      if (!c.classifySync) return undefined;
+    }
+    for (const c of selected) out[c.name] = (c.classifySync as (text: string) => ClassifierResult)(text);
+    return out;
+  }
+
   async classify(names: string[] | undefined, text: string): Promise<Record<string, ClassifierResult>> {
-    const selected = names === undefined ? [...this.#byName.values()] : names.map((n) => this.#require(n));
+    const selected = this.#select(names);
     // Classifiers that answer at once do so in turn; the others (models) run side by side.
     const results = new Array<ClassifierResult>(selected.length);
     let waiting: Promise<void>[] | undefined;
@@ -67,6 +77,10 @@ export class NamedClassifierSet implements ClassifierSet {
 
   async close(): Promise<void> {
     await Promise.allSettled([...this.#byName.values()].map((c) => c.close?.()));
+  }
+
+  #select(names: string[] | undefined): Classifier[] {
+    return names === undefined ? [...this.#byName.values()] : names.map((n) => this.#require(n));
   }
 
   #require(name: string): Classifier {

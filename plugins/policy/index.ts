@@ -301,12 +301,18 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       return next();
     }
 
+    type AnswerCheck = Evaluation & { results: Record<string, ClassifierResult> };
+
     /** Classifies an answer's text and evaluates the egress rules on it. */
-    async function checkAnswer(
-      ctx: GatewayContext,
-      text: string,
-    ): Promise<Evaluation & { results: Record<string, ClassifierResult> }> {
-      const results = await (classifierSet as ClassifierSet).classify(egressNames, text);
+    function checkAnswer(ctx: GatewayContext, text: string): AnswerCheck | Promise<AnswerCheck> {
+      const set = classifierSet as ClassifierSet;
+      // Tier A classifiers answer at once: no promise (a stream is checked every few hundred characters).
+      const now = set.classifySync(egressNames, text);
+      if (now) return evaluateAnswer(ctx, now);
+      return set.classify(egressNames, text).then((results) => evaluateAnswer(ctx, results));
+    }
+
+    function evaluateAnswer(ctx: GatewayContext, results: Record<string, ClassifierResult>): AnswerCheck {
       const current = store.current;
       const data = evaluationData(ctx, mode(ctx), 'egress', scoresOf(results));
       const evaluation = current.evaluate(applicable(current, data.stype, ctx), data, 'egress');
@@ -347,8 +353,13 @@ export const policyPlugin = definePlugin<PolicyOptions>({
 
       constructor(private readonly ctx: GatewayContext) {}
 
-      async check(windowText: string): Promise<WindowVerdict> {
-        const { decision, matches, results } = await checkAnswer(this.ctx, windowText);
+      check(windowText: string): WindowVerdict | Promise<WindowVerdict> {
+        const checked = checkAnswer(this.ctx, windowText);
+        if (checked instanceof Promise) return checked.then((c) => this.verdictOf(c));
+        return this.verdictOf(checked);
+      }
+
+      verdictOf({ decision, matches, results }: AnswerCheck): WindowVerdict {
         const spans = redactSpans(matches, results);
         const enforce = mode(this.ctx) === 'strict';
         return { decision: enforce ? decision : { action: 'allow' }, spans };

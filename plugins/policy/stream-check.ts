@@ -26,7 +26,8 @@ export interface StreamCheckOptions {
    * of it is sent, at the price of that much delay before the first token.
    */
   holdbackChars?: number;
-  check(windowText: string): Promise<WindowVerdict>;
+  /** May answer at once (then an event that completes a scan step still costs no promise). */
+  check(windowText: string): WindowVerdict | Promise<WindowVerdict>;
   /** A rule blocked or redacted: record it (decision list, audit) before the client sees the end. */
   decided(decision: PolicyDecision, scanned: { chars: number; events: number }): Promise<void>;
   /** The body of the error event that ends a blocked stream. */
@@ -73,7 +74,9 @@ class WindowCheck implements SseFilter {
     this.#window = (this.#window + text).slice(-this.o.windowChars);
     this.#unscanned += text.length;
     if (this.#unscanned < this.o.scanEveryChars) return { events: [event] };
-    return this.#scan(text).then((outcome) => this.#verdict(event, outcome));
+    const outcome = this.#scan(text);
+    if (outcome instanceof Promise) return outcome.then((o) => this.#verdict(event, o));
+    return this.#verdict(event, outcome);
   }
 
   async onEnd(): Promise<SseEvent[]> {
@@ -92,15 +95,21 @@ class WindowCheck implements SseFilter {
   }
 
   /** Checks the window; `current` is the text of the chunk being decided ('' at the end). */
-  async #scan(current: string): Promise<ScanOutcome> {
-    const o = this.o;
+  #scan(current: string): ScanOutcome | Promise<ScanOutcome> {
     this.#unscanned = 0;
-    const verdict = await o.check(this.#window);
+    const verdict = this.o.check(this.#window);
+    if (verdict instanceof Promise) return verdict.then((v) => this.#act(v, current));
+    return this.#act(verdict, current);
+  }
+
+  /** What a verdict does to the stream; waits only to record a block or a first redaction. */
+  #act(verdict: WindowVerdict, current: string): ScanOutcome | Promise<ScanOutcome> {
+    const o = this.o;
     const action = verdict.decision.action;
     const scanned = { chars: this.#chars, events: this.#events };
     if (action === 'deny') {
-      await o.decided(verdict.decision, scanned);
-      return { end: blockEvents(this.#last, o.errorBody(verdict.decision)) };
+      const end = blockEvents(this.#last, o.errorBody(verdict.decision));
+      return o.decided(verdict.decision, scanned).then(() => ({ end }));
     }
     if (action === 'redact' && current) {
       // Only the current chunk is still ours to change: mask the parts of spans that fall in it.
@@ -109,9 +118,10 @@ class WindowCheck implements SseFilter {
         .filter((sp) => sp.end > start)
         .map((sp) => ({ ...sp, start: Math.max(0, sp.start - start), end: sp.end - start }));
       if (inChunk.length > 0) {
-        if (!this.#redacted) await o.decided(verdict.decision, scanned);
+        const masked = { masked: o.mask(current, inChunk) };
+        if (this.#redacted) return masked;
         this.#redacted = true;
-        return { masked: o.mask(current, inChunk) };
+        return o.decided(verdict.decision, scanned).then(() => masked);
       }
     }
     return undefined;

@@ -46,6 +46,21 @@ class LazyClassifier implements Classifier {
 const pattern = () => new PatternClassifier({ name: 'pii', type: 'pattern', detectors: ['pii'] });
 
 describe('NamedClassifierSet', () => {
+  it('answers at once when every named classifier can, the same as classify; not when one must wait', async () => {
+    const lazy = new LazyClassifier('lazy');
+    const set = new NamedClassifierSet([pattern(), lazy]);
+    const text = 'write to jane@example.org';
+    const now = set.classifySync(['pii'], text);
+    expect(now?.pii.score).toBeGreaterThan(0.5);
+    const { latency_ms: _a, ...sync } = now?.pii ?? {};
+    const { latency_ms: _b, ...async } = (await set.classify(['pii'], text)).pii;
+    expect(sync).toEqual(async);
+    expect(set.classifySync(undefined, text)).toBeUndefined();
+    expect(set.classifySync(['lazy'], text)).toBeUndefined();
+    expect(lazy.loads).toBe(0); // nothing was started for the classifier that must wait
+    expect(() => set.classifySync(['nope'], text)).toThrow(/unknown classifier "nope"/);
+  });
+
   it('loads a classifier on first use and runs only the named ones', async () => {
     const lazy = new LazyClassifier('lazy');
     const set = new NamedClassifierSet([pattern(), lazy]);

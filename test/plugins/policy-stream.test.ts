@@ -12,7 +12,8 @@ import type { PolicyDecision, SseEvent } from '../../runtime/index.ts';
 const secret = 'SECRET-KEY';
 const email = /[a-z]+@example\.org/g;
 
-async function check(window: string): Promise<WindowVerdict> {
+/** The check as a classifier that answers at once (Tier A) runs it; `check` is the same, waiting (a model). */
+function checkNow(window: string): WindowVerdict {
   if (window.includes(secret)) return { decision: { action: 'deny', rule: 'no-secret' }, spans: [] };
   const spans = [...window.matchAll(email)].map((m) => ({
     start: m.index,
@@ -23,19 +24,20 @@ async function check(window: string): Promise<WindowVerdict> {
     ? { decision: { action: 'redact', rule: 'mask' }, spans }
     : { decision: { action: 'allow' }, spans: [] };
 }
+const check = async (window: string) => checkNow(window);
 
 const chunk = (content: string): SseEvent => ({
   data: JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { content } }] }),
 });
 
 /** Streams `parts` through a filter; returns the text the client got and whether it was cut. */
-async function run(parts: string[], holdbackChars: number) {
+async function run(parts: string[], holdbackChars: number, sync = false) {
   const decided: PolicyDecision[] = [];
   const filter = streamCheck({
     windowChars: 256,
     scanEveryChars: 8,
     holdbackChars,
-    check,
+    check: sync ? checkNow : check,
     decided: async (d) => {
       decided.push(d);
     },
@@ -64,25 +66,35 @@ async function run(parts: string[], holdbackChars: number) {
   return { text, finish, decided, done: out.at(-1)?.data === '[DONE]' };
 }
 
-describe('stream egress checks', () => {
+describe.each([
+  ['a check that waits', false],
+  ['a check that answers at once', true],
+])('stream egress checks, %s', (_, sync) => {
   const leak = ['Here is the ', 'key: SEC', 'RET-KEY and ', 'more text after it.'];
 
   it('without a hold-back, text goes out at once: part of a match can pass before the cut', async () => {
-    const r = await run(leak, 0);
+    const r = await run(leak, 0, sync);
     expect(r.finish).toBe('content_filter');
     expect(r.decided[0]).toMatchObject({ action: 'deny' });
     expect(r.text).toContain('SEC'); // the documented exposure
   });
 
   it('with a hold-back as long as the match, none of it reaches the client', async () => {
-    const r = await run(leak, 16);
+    const r = await run(leak, 16, sync);
     expect(r.finish).toBe('content_filter');
     expect(r.done).toBe(true);
     expect(r.text).not.toContain('SEC');
   });
 
+  it('without a hold-back, a redact masks the span in the chunk being sent, and is recorded once', async () => {
+    const r = await run(['Mail jane@example.org now', ' or bob@example.org later.'], 0, sync);
+    expect(r.text).toBe('Mail [EMAIL] now or [EMAIL] later.');
+    expect(r.decided).toHaveLength(1);
+    expect(r.done).toBe(true);
+  });
+
   it('with a hold-back, a redact masks the whole span even across chunks', async () => {
-    const r = await run(['Write to ja', 'ne@exam', 'ple.org today, ', 'thanks a lot for that.'], 24);
+    const r = await run(['Write to ja', 'ne@exam', 'ple.org today, ', 'thanks a lot for that.'], 24, sync);
     expect(r.text).toBe('Write to [EMAIL] today, thanks a lot for that.');
     expect(r.decided).toHaveLength(1);
   });
@@ -98,7 +110,7 @@ describe('stream egress checks', () => {
           const text = ws.join('') + (leaks ? ` ${secret} ` : '') + ws.join('');
           const parts: string[] = [];
           for (let i = 0; i < text.length; i += cut) parts.push(text.slice(i, i + cut));
-          const r = await run(parts, secret.length + 2);
+          const r = await run(parts, secret.length + 2, sync);
           if (leaks) {
             expect(r.finish).toBe('content_filter');
             expect(r.text).not.toContain('SECRET');
