@@ -44,9 +44,9 @@ type ScanOutcome = { end?: SseEvent[]; masked?: string } | undefined;
 
 /**
  * The default check: chunks go out as they come. A class (state in fields, methods on the
- * prototype) since one is made per streamed answer, and an event that does not complete a scan
- * step is answered without a promise: most of a stream's events cost a JSON parse and a string
- * append.
+ * prototype) since one is made per streamed answer. An event is answered without a promise unless
+ * the check waits (a model) or a decision must be recorded: most of a stream's events cost a JSON
+ * parse and a string append, and a scan step a classification.
  */
 class WindowCheck implements SseFilter {
   #window = '';
@@ -106,10 +106,9 @@ class WindowCheck implements SseFilter {
   #act(verdict: WindowVerdict, current: string): ScanOutcome | Promise<ScanOutcome> {
     const o = this.o;
     const action = verdict.decision.action;
-    const scanned = { chars: this.#chars, events: this.#events };
     if (action === 'deny') {
       const end = blockEvents(this.#last, o.errorBody(verdict.decision));
-      return o.decided(verdict.decision, scanned).then(() => ({ end }));
+      return o.decided(verdict.decision, this.#scanned()).then(() => ({ end }));
     }
     if (action === 'redact' && current) {
       // Only the current chunk is still ours to change: mask the parts of spans that fall in it.
@@ -121,10 +120,14 @@ class WindowCheck implements SseFilter {
         const masked = { masked: o.mask(current, inChunk) };
         if (this.#redacted) return masked;
         this.#redacted = true;
-        return o.decided(verdict.decision, scanned).then(() => masked);
+        return o.decided(verdict.decision, this.#scanned()).then(() => masked);
       }
     }
     return undefined;
+  }
+
+  #scanned(): { chars: number; events: number } {
+    return { chars: this.#chars, events: this.#events };
   }
 }
 
