@@ -94,3 +94,4 @@ export { ClientAbort } from './util/client-abort.ts';
 export { type Deadline, deadline } from './util/deadline.ts';
 export { canonicalJson, sha256Hex } from './util/hash.ts';
 export { compileStatePath, type StateReader } from './util/state-path.ts';
+export { TurnBatch } from './util/turn-batch.ts';

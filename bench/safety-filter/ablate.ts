@@ -7,7 +7,7 @@
  * lacks. For finding where the time goes, with less noise than a profile.
  *
  * Env: ABLATE (comma-separated variant names, default all; `name@KEY=value+KEY2=value` runs a variant
- * with extra environment variables, e.g. `full@SWITCHYARD_V8_FLAGS=`), BENCH_ROUNDS (5), BENCH_DURATION (3 s),
+ * with extra environment variables, e.g. `full@SWITCHYARD_V8_FLAGS=`; NODE_ARGS goes on node's command line), BENCH_ROUNDS (5), BENCH_DURATION (3 s),
  * ABLATE_LAYOUTS (3: each variant runs as that many processes whose environments differ in size,
  * since the environment's size alone moves CPU per request by ~4%; a round averages them),
  * ABLATE_BASELINE (another checkout of the repository, with its node_modules: its full filter
@@ -106,7 +106,10 @@ async function startVariant(name: string, backendPort: number, layout: number, t
   writeFileSync(file, stringify(config, { aliasDuplicateObjects: false }));
   const tenants = writeBenchTenants(logDir, key);
   const { port, sets } = await filterSets(backendPort);
-  const proc = start(process.execPath, ['bin/switchyard.js', 'serve', file, ...sets.flatMap((s) => ['--set', s])], {
+  // NODE_ARGS: flags for node's command line (V8 flags that only work there, e.g. --single-threaded-gc).
+  const nodeArgs = (envOf(name).NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const args = [...nodeArgs, 'bin/switchyard.js', 'serve', file, ...sets.flatMap((s) => ['--set', s])];
+  const proc = start(process.execPath, args, {
     cpu: pinned ? '1' : undefined,
     cwd: tree,
     env: {

@@ -2,13 +2,27 @@
  * The classifier set behind the `classifier-set` resource: the configured classifiers by name.
  * Classifiers that are not loaded yet (ML models, which load lazily) are loaded on first use or by
  * warmup(); a load is shared by concurrent callers since `load()` is idempotent.
+ *
+ * classify() of classifiers that answer at once (Tier A) is batched per turn of the event loop
+ * (TurnBatch): the texts of the requests read in one turn go through each classifier in a row,
+ * which keeps its code hot (docs/architecture.md, "Per-turn batches"). `batch: false` classifies
+ * each text at once instead.
  */
+import { TurnBatch } from '../../runtime/index.ts';
 import type { Classifier, ClassifierInfo, ClassifierResult, ClassifierSet } from './api.ts';
+
+type Results = Record<string, ClassifierResult>;
+interface Job {
+  selected: Classifier[];
+  text: string;
+}
 
 export class NamedClassifierSet implements ClassifierSet {
   readonly #byName: ReadonlyMap<string, Classifier>;
+  readonly #batch?: TurnBatch<Job, Results>;
 
-  constructor(classifiers: Classifier[]) {
+  constructor(classifiers: Classifier[], options: { batch?: boolean } = {}) {
+    if (options.batch ?? true) this.#batch = new TurnBatch(classifyBatch);
     const byName = new Map<string, Classifier>();
     for (const c of classifiers) {
       if (byName.has(c.name)) throw new Error(`classifier "${c.name}" is declared twice`);
@@ -37,6 +51,7 @@ export class NamedClassifierSet implements ClassifierSet {
 
   async classify(names: string[] | undefined, text: string): Promise<Record<string, ClassifierResult>> {
     const selected = this.#select(names);
+    if (this.#batch && selected.every((c) => c.classifySync !== undefined)) return this.#batch.add({ selected, text });
     // Classifiers that answer at once do so in turn; the others (models) run side by side.
     const results = new Array<ClassifierResult>(selected.length);
     let waiting: Promise<void>[] | undefined;
@@ -88,6 +103,37 @@ export class NamedClassifierSet implements ClassifierSet {
     if (!c) throw new Error(`unknown classifier "${name}" (configured: ${[...this.#byName.keys()].join(', ')})`);
     return c;
   }
+}
+
+/**
+ * One turn's texts, classifier by classifier (each runs over every text that selected it before
+ * the next one starts); a classifier that throws fails only that text.
+ */
+function classifyBatch(jobs: readonly Job[], fail: (index: number, reason: unknown) => void): Results[] {
+  const outputs = jobs.map(() => ({}) as Results);
+  const failed: boolean[] = [];
+  const order: Classifier[] = [];
+  for (const job of jobs) for (const c of job.selected) if (!order.includes(c)) order.push(c);
+  for (const c of order) {
+    const run = c.classifySync as (text: string) => ClassifierResult;
+    for (let i = 0; i < jobs.length; i++) {
+      if (failed[i] || !jobs[i].selected.includes(c)) continue;
+      try {
+        outputs[i][c.name] = run.call(c, jobs[i].text);
+      } catch (err) {
+        failed[i] = true;
+        fail(i, err);
+      }
+    }
+  }
+  // Results keyed in the order the caller named the classifiers, as classify() without batching.
+  return outputs.map((out, i) => {
+    const selected = jobs[i].selected;
+    if (selected.length === order.length && selected.every((c, k) => order[k] === c)) return out;
+    const ordered: Results = {};
+    for (const c of selected) ordered[c.name] = out[c.name];
+    return ordered;
+  });
 }
 
 async function loadAndClassify(c: Classifier, text: string): Promise<ClassifierResult> {

@@ -303,7 +303,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
 
     type AnswerCheck = Evaluation & { results: Record<string, ClassifierResult> };
 
-    /** Classifies an answer's text and evaluates the egress rules on it. */
+    /** Classifies a streamed answer's window and evaluates the egress rules on it (at once when it can: see AnswerStream). */
     function checkAnswer(ctx: GatewayContext, text: string): AnswerCheck | Promise<AnswerCheck> {
       const set = classifierSet as ClassifierSet;
       // Tier A classifiers answer at once: no promise (a stream is checked every few hundred characters).
@@ -328,7 +328,9 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       const text = responseText(body);
       if (text === '') return body;
       const started = performance.now();
-      const { decision, matches, results } = await checkAnswer(ctx, text);
+      // Through classify(), not classifySync: whole answers read in one turn are classified together.
+      const results = await (classifierSet as ClassifierSet).classify(egressNames, text);
+      const { decision, matches } = evaluateAnswer(ctx, results);
       record(ctx, decision);
       addLatency(ctx, started);
       if (mode(ctx) !== 'strict') return body;

@@ -45,6 +45,26 @@ class LazyClassifier implements Classifier {
 
 const pattern = () => new PatternClassifier({ name: 'pii', type: 'pattern', detectors: ['pii'] });
 
+/** Answers at once (as Tier A does), notes each call in `calls`, and throws on the text `boom`. */
+class RecordingClassifier implements Classifier {
+  constructor(
+    readonly name: string,
+    private readonly calls: string[],
+  ) {}
+  info(): ClassifierInfo {
+    return { name: this.name, tier: 'A', type: 'pattern', status: 'loaded' };
+  }
+  async load(): Promise<void> {}
+  async classify(text: string): Promise<ClassifierResult> {
+    return this.classifySync(text);
+  }
+  classifySync(text: string): ClassifierResult {
+    this.calls.push(`${this.name}(${text})`);
+    if (text === 'boom') throw new Error(`${this.name} failed`);
+    return { classifier: this.name, label: text, score: text.length / 10, confidence: 1, spans: [], latency_ms: 0 };
+  }
+}
+
 describe('NamedClassifierSet', () => {
   it('answers at once when every named classifier can, the same as classify; not when one must wait', async () => {
     const lazy = new LazyClassifier('lazy');
@@ -90,6 +110,42 @@ describe('NamedClassifierSet', () => {
     await expect(set.warmup()).rejects.toThrow('warm-up failed for broken: model file missing');
     expect(ok.info().status).toBe('loaded');
     expect(set.ready()).toBe(false);
+  });
+
+  it('classifies the texts of one turn classifier by classifier, each caller getting its own results', async () => {
+    const calls: string[] = [];
+    const set = new NamedClassifierSet([new RecordingClassifier('a', calls), new RecordingClassifier('b', calls)]);
+    const [one, two, three] = await Promise.all([
+      set.classify(undefined, 'one'),
+      set.classify(['b', 'a'], 'two'),
+      set.classify(['b'], 'three'),
+    ]);
+    expect(calls).toEqual(['a(one)', 'a(two)', 'b(one)', 'b(two)', 'b(three)']);
+    expect(Object.keys(one)).toEqual(['a', 'b']);
+    expect(Object.keys(two)).toEqual(['b', 'a']); // the order the caller named them
+    expect(Object.keys(three)).toEqual(['b']);
+    expect([one.a.label, two.a.label, three.b.label]).toEqual(['one', 'two', 'three']);
+    expect(three.b.score).toBeCloseTo(0.5);
+  });
+
+  it('a classifier that throws in a batch fails only the text it threw on', async () => {
+    const set = new NamedClassifierSet([new RecordingClassifier('a', [])]);
+    const [ok, failed] = await Promise.allSettled([set.classify(undefined, 'fine'), set.classify(undefined, 'boom')]);
+    expect(ok.status === 'fulfilled' && ok.value.a.label).toBe('fine');
+    expect(failed.status === 'rejected' && (failed.reason as Error).message).toBe('a failed');
+  });
+
+  it('batch: false classifies each text at once, with the same results', async () => {
+    const calls: string[] = [];
+    const set = new NamedClassifierSet([new RecordingClassifier('a', calls), new RecordingClassifier('b', calls)], {
+      batch: false,
+    });
+    const results = await Promise.all([set.classify(undefined, 'one'), set.classify(undefined, 'two')]);
+    expect(calls).toEqual(['a(one)', 'b(one)', 'a(two)', 'b(two)']);
+    const batched = new NamedClassifierSet([new RecordingClassifier('a', []), new RecordingClassifier('b', [])]);
+    expect(await Promise.all([batched.classify(undefined, 'one'), batched.classify(undefined, 'two')])).toEqual(
+      results,
+    );
   });
 
   it('refuses unknown names and duplicates', async () => {
