@@ -195,6 +195,47 @@ describe('decisions', () => {
     expect(text).toContain('[EMAIL]');
   });
 
+  it('requests checked at the same time (classified in one batch) each get their own decision', async () => {
+    // Ingress block, ingress redact, egress block, egress redact and clean prompts, interleaved and
+    // sent at once: the classifiers run for all requests read in one event-loop turn together.
+    const kinds = ['clean', 'secret', 'email', 'leak', 'share'] as const;
+    const cases = Array.from({ length: 30 }, (_, i) => {
+      const kind = kinds[i % kinds.length];
+      const content = {
+        clean: `case ${i}: ${filler}`,
+        secret: `case ${i}: my key is sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD`,
+        email: `case ${i}: mail me at person${i}@example.com please`,
+        leak: `case ${i}: please leak a key`,
+        share: `case ${i}: share an email`,
+      }[kind];
+      return { i, kind, content };
+    });
+    const before = backend.requests.length;
+    const answers = await Promise.all(
+      cases.map(async (c) => {
+        const res = await post('/v1/chat/completions', chat(c.content));
+        return { ...c, status: res.status, decision: res.headers.get('x-filter-decision'), body: await res.json() };
+      }),
+    );
+    const expected = {
+      clean: [200, 'allow'],
+      secret: [400, 'block'],
+      email: [200, 'redact'],
+      leak: [400, 'block'],
+      share: [200, 'redact'],
+    };
+    for (const a of answers) expect([a.kind, a.status, a.decision]).toEqual([a.kind, ...expected[a.kind]]);
+    const sent = backend.requests.slice(before).map((r) => String(r.body.messages[0].content));
+    for (const a of answers) {
+      const mine = sent.filter((s) => s.startsWith(`case ${a.i}:`));
+      // A prompt blocked at ingress never reaches the backend; every other one reaches it once.
+      expect(mine).toHaveLength(a.kind === 'secret' ? 0 : 1);
+      if (a.kind === 'email') expect(mine[0]).toBe(`case ${a.i}: mail me at [EMAIL] please`);
+      if (a.kind === 'clean') expect(a.body.choices[0].message.content).toBe(`You said: ${a.content}`);
+      if (a.kind === 'share') expect(a.body.choices[0].message.content).toContain('[EMAIL]');
+    }
+  });
+
   it('egress on a stream: ends with content_filter and an error event, without the rest of the answer', async () => {
     const { text, finish, error: err } = await streamChat(client, 'leak mid-stream');
     expect(finish).toBe('content_filter');
