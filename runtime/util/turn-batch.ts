@@ -21,16 +21,19 @@ export class TurnBatch<I, O> {
     const waiting = this.#waiting;
     this.#inputs = [];
     this.#waiting = [];
-    const failed = new Map<number, unknown>();
+    let failed: Map<number, unknown> | undefined; // made only when an input fails
     let outputs: O[];
     try {
-      outputs = this.#run(inputs, (i, reason) => failed.set(i, reason));
+      outputs = this.#run(inputs, (i, reason) => {
+        failed ??= new Map();
+        failed.set(i, reason);
+      });
     } catch (err) {
       for (const w of waiting) w.reject(err);
       return;
     }
     for (let i = 0; i < waiting.length; i++) {
-      if (failed.has(i)) waiting[i].reject(failed.get(i));
+      if (failed?.has(i)) waiting[i].reject(failed.get(i));
       else waiting[i].resolve(outputs[i]);
     }
   };
