@@ -317,7 +317,9 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       const data = evaluationData(ctx, mode(ctx), 'egress', scoresOf(results));
       const evaluation = current.evaluate(applicable(current, data.stype, ctx), data, 'egress');
       count(evaluation.matches);
-      return { ...evaluation, results };
+      // Not `{ ...evaluation, results }`: in Node 20 an object spread's copy ends up in the old
+      // generation, and a stream runs this on every scan (docs/architecture.md, "Process tuning").
+      return { decision: evaluation.decision, matches: evaluation.matches, results };
     }
 
     /**
