@@ -316,7 +316,6 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       const current = store.current;
       const data = evaluationData(ctx, mode(ctx), 'egress', scoresOf(results));
       const evaluation = current.evaluate(applicable(current, data.stype, ctx), data, 'egress');
-      count(evaluation.matches);
       // Not `{ ...evaluation, results }`: in Node 20 an object spread's copy ends up in the old
       // generation, and a stream runs this on every scan (docs/architecture.md, "Process tuning").
       return { decision: evaluation.decision, matches: evaluation.matches, results };
@@ -333,6 +332,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       // Through classify(), not classifySync: whole answers read in one turn are classified together.
       const results = await (classifierSet as ClassifierSet).classify(egressNames, text);
       const { decision, matches } = evaluateAnswer(ctx, results);
+      count(matches);
       record(ctx, decision);
       addLatency(ctx, started);
       if (mode(ctx) !== 'strict') return body;
@@ -349,11 +349,17 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     /**
      * The egress check of one streamed answer, for streamCheck (stream-check.ts). A class: the
      * proxy makes one per streamed answer, and methods on the prototype cost a request nothing.
+     * Its window is checked every few hundred characters, but the metrics count the answer once,
+     * as they count a whole answer: each rule that fired (the first time), or none.
      */
     class AnswerStream implements StreamCheckOptions {
       readonly windowChars = egressOptions.window_chars;
       readonly scanEveryChars = egressOptions.scan_every_chars;
       readonly holdbackChars = egressOptions.holdback_chars;
+      /** The rules that fired on this answer, each once (made when one fires). */
+      private fired: RuleMatch[] | undefined;
+      private recorded = false;
+      private counted = false;
 
       constructor(private readonly ctx: GatewayContext) {}
 
@@ -364,6 +370,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       }
 
       verdictOf({ decision, matches, results }: AnswerCheck): WindowVerdict {
+        if (matches.length > 0) this.remember(matches);
         const spans = redactSpans(matches, results);
         const enforce = mode(this.ctx) === 'strict';
         return { decision: enforce ? decision : { action: 'allow' }, spans };
@@ -375,8 +382,29 @@ export const policyPlugin = definePlugin<PolicyOptions>({
           details: { ...decision.details, stream_scanned_chars: scanned.chars, stream_events: scanned.events },
         };
         record(this.ctx, withScan);
+        this.recorded = true;
+        if (decision.action === 'deny') this.countOnce();
         // The client is about to see the end of the stream: it must be on record first.
         await this.ctx.state.auditFlush?.();
+      }
+
+      ended(): void {
+        this.countOnce();
+      }
+
+      remember(matches: RuleMatch[]): void {
+        this.fired ??= [];
+        for (const m of matches) {
+          if (!this.fired.some((f) => f.policy === m.policy && f.rule === m.rule)) this.fired.push(m);
+        }
+      }
+
+      /** Counts the answer in the metrics: the rules that fired, and an allow if nothing was recorded. */
+      countOnce(): void {
+        if (this.counted) return;
+        this.counted = true;
+        count(this.fired ?? []);
+        if (!this.recorded) taken.inc({ phase: 'egress', action: 'allow' });
       }
 
       errorBody(decision: PolicyDecision): unknown {

@@ -30,6 +30,11 @@ export interface StreamCheckOptions {
   check(windowText: string): WindowVerdict | Promise<WindowVerdict>;
   /** A rule blocked or redacted: record it (decision list, audit) before the client sees the end. */
   decided(decision: PolicyDecision, scanned: { chars: number; events: number }): Promise<void>;
+  /**
+   * The answer is complete (`[DONE]`, or the upstream's end) and no rule blocked it; called once,
+   * and not when the client went away first.
+   */
+  ended?(): void;
   /** The body of the error event that ends a blocked stream. */
   errorBody(decision: PolicyDecision): unknown;
   mask(text: string, spans: Span[]): string;
@@ -55,11 +60,13 @@ class WindowCheck implements SseFilter {
   #events = 0;
   #last: Record<string, unknown> | undefined;
   #redacted = false;
+  #completed = false;
 
   constructor(private readonly o: StreamCheckOptions) {}
 
   onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict> {
-    if (event.data === '' || event.data === '[DONE]') return { events: [event] };
+    if (event.data === '[DONE]') return this.#beforeDone(event);
+    if (event.data === '') return { events: [event] };
     let chunk: unknown;
     try {
       chunk = JSON.parse(event.data);
@@ -80,9 +87,28 @@ class WindowCheck implements SseFilter {
   }
 
   async onEnd(): Promise<SseEvent[]> {
-    if (this.#unscanned === 0) return [];
-    const outcome = await this.#scan('');
-    return outcome?.end ?? [];
+    const outcome = this.#unscanned === 0 ? undefined : await this.#scan('');
+    if (outcome?.end) return outcome.end;
+    this.#complete();
+    return [];
+  }
+
+  /** The text after the last scan is checked before `[DONE]`: a block there must reach the client. */
+  #beforeDone(done: SseEvent): SseVerdict | Promise<SseVerdict> {
+    const outcome = this.#unscanned === 0 ? undefined : this.#scan('');
+    const verdict = (o: ScanOutcome): SseVerdict => {
+      if (o?.end) return { events: o.end, end: true };
+      this.#complete();
+      return { events: [done] };
+    };
+    return outcome instanceof Promise ? outcome.then(verdict) : verdict(outcome);
+  }
+
+  /** Says once that the answer is complete: at `[DONE]`, before the client has it, or at the upstream's end. */
+  #complete(): void {
+    if (this.#completed) return;
+    this.#completed = true;
+    this.o.ended?.();
   }
 
   #verdict(event: SseEvent, outcome: ScanOutcome): SseVerdict {
@@ -153,6 +179,7 @@ function heldStreamCheck(o: StreamCheckOptions, holdback: number): SseFilter {
   let events = 0;
   let last: Record<string, unknown> | undefined;
   let redacted = false;
+  let completed = false;
   const windowChars = Math.max(o.windowChars, holdback + o.scanEveryChars);
 
   /** Scans the window; on a block, the events that end the stream; else the held events, masked where needed. */
@@ -213,6 +240,10 @@ function heldStreamCheck(o: StreamCheckOptions, holdback: number): SseFilter {
   const finish = async (tail: SseEvent[]): Promise<{ events: SseEvent[]; end?: boolean }> => {
     const blocked = heldChars > 0 ? await scan() : undefined;
     if (blocked) return { events: blocked, end: true };
+    if (!completed) {
+      completed = true;
+      o.ended?.();
+    }
     return { events: [...release(0), ...tail] };
   };
 

@@ -33,6 +33,7 @@ const chunk = (content: string): SseEvent => ({
 /** Streams `parts` through a filter; returns the text the client got and whether it was cut. */
 async function run(parts: string[], holdbackChars: number, sync = false) {
   const decided: PolicyDecision[] = [];
+  let completions = 0;
   const filter = streamCheck({
     windowChars: 256,
     scanEveryChars: 8,
@@ -43,6 +44,9 @@ async function run(parts: string[], holdbackChars: number, sync = false) {
     },
     errorBody: () => ({ error: { type: 'safety_violation' } }),
     mask: (text, spans) => redact(text, spans),
+    ended: () => {
+      completions++;
+    },
   });
   const out: SseEvent[] = [];
   let ended = false;
@@ -63,7 +67,8 @@ async function run(parts: string[], holdbackChars: number, sync = false) {
     text += parsed.choices?.[0]?.delta?.content ?? '';
     finish = parsed.choices?.[0]?.finish_reason ?? finish;
   }
-  return { text, finish, decided, done: out.at(-1)?.data === '[DONE]' };
+  const dones = out.filter((e) => e.data === '[DONE]').length;
+  return { text, finish, decided, done: out.at(-1)?.data === '[DONE]', dones, completions };
 }
 
 describe.each([
@@ -97,6 +102,37 @@ describe.each([
     const r = await run(['Write to ja', 'ne@exam', 'ple.org today, ', 'thanks a lot for that.'], 24, sync);
     expect(r.text).toBe('Write to [EMAIL] today, thanks a lot for that.');
     expect(r.decided).toHaveLength(1);
+  });
+
+  it('property: without a hold-back, a leak anywhere (the last characters too) ends the stream before [DONE]', async () => {
+    const words = fc.constantFrom('lorem ', 'ipsum ', 'dolor ', 'x', '\n');
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(words, { maxLength: 30 }),
+        fc.option(fc.nat(), { nil: undefined }),
+        fc.integer({ min: 1, max: 7 }),
+        async (ws, at, cut) => {
+          const clean = ws.join('');
+          const where = at === undefined ? undefined : at % (clean.length + 1);
+          const text = where === undefined ? clean : clean.slice(0, where) + secret + clean.slice(where);
+          const parts: string[] = [];
+          for (let i = 0; i < text.length; i += cut) parts.push(text.slice(i, i + cut));
+          const r = await run(parts, 0, sync);
+          expect(r.done).toBe(true);
+          expect(r.dones).toBe(1);
+          if (where === undefined) {
+            expect(r.text).toBe(text);
+            expect(r.finish).toBeUndefined();
+            expect(r.completions).toBe(1); // the answer is said complete once, and only when not cut
+          } else {
+            expect(r.finish).toBe('content_filter');
+            expect(r.decided).toMatchObject([{ action: 'deny' }]);
+            expect(r.completions).toBe(0);
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
   });
 
   it('property: with a hold-back, clean text arrives whole and in order; a leak never does', async () => {

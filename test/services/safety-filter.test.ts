@@ -26,6 +26,11 @@ function reply(req: RecordedRequest): string {
   if (last.includes('leak a key')) return `Sure, here it is: ${awsKey} - keep it safe.`;
   if (last.includes('leak mid-stream')) return `${filler.repeat(5)}The key is ${awsKey}. ${filler.repeat(40)}`;
   if (last.includes('share an email')) return 'You can reach Jane at jane.doe@example.org any time.';
+  if (last.includes('long clean answer')) return filler.repeat(50);
+  // The key after the last full scan step (128 characters): only the check at the end sees it.
+  if (last.includes('leak at the end')) return `${filler.repeat(4).slice(0, 260)}The key is ${awsKey}.`;
+  // The address is in several consecutive windows (512 characters, one every 128).
+  if (last.includes('email mid-stream')) return `${filler.repeat(3)}Mail jane.doe@example.org. ${filler.repeat(10)}`;
   return `You said: ${last}`;
 }
 
@@ -251,6 +256,49 @@ describe('decisions', () => {
     expect(streamed).toHaveLength(1);
     expect(streamed[0].details.stream_scanned_chars).toBeGreaterThan(0);
     expect(streamed[0].details.stream_scanned_chars).toBeLessThan(1000);
+  });
+
+  it('egress on a stream: a credential in the last characters still ends it before [DONE]', async () => {
+    const { text, finish, error: err } = await streamChat(client, 'leak at the end');
+    expect(finish).toBe('content_filter');
+    expect(err).toBeInstanceOf(OpenAI.APIError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).message).toContain('The answer contains a credential');
+    expect(text.startsWith(filler)).toBe(true);
+  });
+
+  it('metrics count a streamed answer once, however many windows were checked', async () => {
+    /** A counter's value in the filter's /metrics (0 before it is first counted). */
+    const value = async (name: string, labels: string) => {
+      const text = await (await fetch(`${svc.metricsUrl}/metrics`)).text();
+      const line = text
+        .split('\n')
+        .find((l) => l.startsWith(`${name}{${labels},`) || l.startsWith(`${name}{${labels}}`));
+      return line ? Number(line.split(' ').at(-1)) : 0;
+    };
+    const counter = (labels: string) => value('switchyard_policy_decisions_total', labels);
+    const taken = (action: string) => value('switchyard_decisions_total', `phase="egress",action="${action}"`);
+    const none = 'policy="none",rule="none",action="allow"';
+    const redactRule = 'policy="default",rule="redact-pii-in-answer",action="redact"';
+    const [none0, redact0, allow0, redacted0] = [
+      await counter(none),
+      await counter(redactRule),
+      await taken('allow'),
+      await taken('redact'),
+    ];
+
+    // A clean answer of ~3,800 characters: ~30 window checks, one "none" for egress and one for ingress.
+    const clean = await streamChat(client, 'stream a long clean answer');
+    expect(clean.error).toBeUndefined();
+    expect(await counter(none)).toBe(none0 + 2);
+    expect(await taken('allow')).toBe(allow0 + 1);
+
+    // An address seen in four windows: the rule counts once, the answer is one redact.
+    const masked = await streamChat(client, 'email mid-stream please');
+    expect(masked.text).toContain('[EMAIL]');
+    expect(masked.text).not.toContain('jane.doe@example.org');
+    expect(await counter(redactRule)).toBe(redact0 + 1);
+    expect(await taken('redact')).toBe(redacted0 + 1);
+    expect(await counter(none)).toBe(none0 + 3); // its ingress check only
   });
 
   it('malformed requests get 400 invalid_request naming the field', async () => {
