@@ -359,7 +359,6 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       /** The rules that fired on this answer, each once (made when one fires). */
       private fired: RuleMatch[] | undefined;
       private recorded = false;
-      private counted = false;
 
       constructor(private readonly ctx: GatewayContext) {}
 
@@ -383,13 +382,13 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         };
         record(this.ctx, withScan);
         this.recorded = true;
-        if (decision.action === 'deny') this.countOnce();
+        if (decision.action === 'deny') this.countAnswer(); // a block ends the answer: `ended` will not come
         // The client is about to see the end of the stream: it must be on record first.
         await this.ctx.state.auditFlush?.();
       }
 
       ended(): void {
-        this.countOnce();
+        this.countAnswer();
       }
 
       remember(matches: RuleMatch[]): void {
@@ -400,9 +399,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       }
 
       /** Counts the answer in the metrics: the rules that fired, and an allow if nothing was recorded. */
-      countOnce(): void {
-        if (this.counted) return;
-        this.counted = true;
+      countAnswer(): void {
         count(this.fired ?? []);
         if (!this.recorded) taken.inc({ phase: 'egress', action: 'allow' });
       }
