@@ -3,6 +3,7 @@
  */
 
 export { jsonDepth, readBody, readJson, readJsonObject } from './body.ts';
+export { recordDecision } from './decisions.ts';
 export type { Dialect, RenderedError } from './dialects.ts';
 export type { ErrorKind, GatewayErrorOptions } from './errors.ts';
 export { GatewayError, isGatewayError, toGatewayError } from './errors.ts';

@@ -39,7 +39,12 @@ export interface QomResult {
 }
 
 export interface PolicyDecision {
-  action: 'allow' | 'deny' | 'flag' | 'redact';
+  /**
+   * One vocabulary everywhere (headers, metrics, audit): `block` refuses, `redact` masks, `flag`
+   * records, `allow` lets through; `unchecked` refused an answer a stage could not read, and
+   * `passed-unchecked` let one through unread because the stage was configured to (on_uninspectable: pass).
+   */
+  action: 'allow' | 'block' | 'flag' | 'redact' | 'unchecked' | 'passed-unchecked';
   policy?: string;
   rule?: string;
   detail?: string;

@@ -10,8 +10,8 @@
  *
  * It installs `ctx.state.auditFlush` (for stages that decide after the response started, such as
  * a stream filter) and flushes once more after the rest of the pipeline, whether it answered or
- * threw (a block is a thrown GatewayError: it is recorded, then rethrown). A `deny` decision is
- * written as `block`. With `record: all`, a request with no decision at all gets one `allow`.
+ * threw (a block is a thrown GatewayError: it is recorded, then rethrown). With `record: all`, a
+ * request with no decision at all gets one `allow`.
  *
  * If an append fails, the stage throws a plain error, so the route's `on_error` decides:
  * fail-closed (default) answers 500 and no unaudited answer goes out; fail-open keeps the answer
@@ -20,8 +20,6 @@
  */
 import { definePlugin, type GatewayContext, type PolicyDecision } from '../../runtime/index.ts';
 import type { AuditChain, AuditEntry } from './api.ts';
-
-const actionNames: Record<string, string> = { deny: 'block' };
 
 export default definePlugin<{ chain?: string }>({
   name: 'audit',
@@ -131,7 +129,7 @@ function toEntry(ctx: GatewayContext, d: PolicyDecision): AuditEntry & { details
   return {
     request_id: ctx.state.requestId,
     tenant: ctx.state.caller?.id,
-    action: actionNames[d.action] ?? d.action,
+    action: d.action,
     rule: d.rule,
     regulation: d.regulation,
     phase: d.phase,

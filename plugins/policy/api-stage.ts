@@ -15,9 +15,6 @@ interface PolicyApiOptions {
   op: 'test' | 'list';
 }
 
-/** How decisions are named in reports: a deny is a block. */
-export const decisionWord: Record<string, string> = { deny: 'block', redact: 'redact', flag: 'flag', allow: 'allow' };
-
 export const policyApiPlugin = definePlugin<PolicyApiOptions>({
   name: 'policy-api',
   description: 'Operator endpoints of a policy-set: test a text against a policy (op: test), list policies (op: list).',
@@ -89,7 +86,7 @@ export const policyApiPlugin = definePlugin<PolicyApiOptions>({
           message: m.detail,
           policy: m.policy,
         })),
-        final_decision: decisionWord[decision.action],
+        final_decision: decision.action,
         latency_ms: Math.round((performance.now() - started) * 1000) / 1000,
       };
     };

@@ -82,7 +82,7 @@ export class PolicySet {
         if (rule.phase !== phase || !rule.test(data)) continue;
         const match = matchOf(policy, rule, data);
         matches.push(match);
-        if (rule.action === 'deny') return { decision: decisionOf(match, phase, matches), matches };
+        if (rule.action === 'block') return { decision: decisionOf(match, phase, matches), matches };
         if (rule.action === 'allow') {
           allowed ??= match;
           break;

@@ -22,13 +22,13 @@ import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import { parseAllDocuments } from 'yaml';
 import { type Condition, checkLogic, compileCondition, type RulesLogic } from './logic.ts';
 
-export type RuleAction = 'deny' | 'allow' | 'flag' | 'redact';
+export type RuleAction = 'block' | 'allow' | 'flag' | 'redact';
 
-/** Words a policy file may use for an action; `block` and `stop` (the safety filter's) mean deny. */
+/** Words a policy file may use for an action: `deny` and `stop` mean block (one word in decisions, metrics and audit). */
 const actionAliases: Record<string, RuleAction> = {
-  deny: 'deny',
-  block: 'deny',
-  stop: 'deny',
+  deny: 'block',
+  block: 'block',
+  stop: 'block',
   allow: 'allow',
   flag: 'flag',
   redact: 'redact',

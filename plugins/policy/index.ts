@@ -22,6 +22,7 @@ import {
   type PolicyDecision,
   type ResponseJsonHook,
   type RpcResponseHook,
+  recordDecision,
   type SseFilterFactory,
 } from '../../runtime/index.ts';
 import type { ClassifierResult, ClassifierSet, Span } from '../classify/api.ts';
@@ -51,9 +52,6 @@ export interface PolicyOptions {
   classifiers?: string;
   egress?: { classifiers?: string[]; window_chars?: number; scan_every_chars?: number; holdback_chars?: number };
 }
-
-/** Severity order: the request's summary decision is the most severe one taken. */
-const severity: Record<PolicyDecision['action'], number> = { allow: 0, flag: 1, redact: 2, deny: 3 };
 
 export const policyPlugin = definePlugin<PolicyOptions>({
   name: 'policy',
@@ -163,7 +161,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     });
     const taken = env.metrics.counter({
       name: 'switchyard_decisions_total',
-      help: 'Decisions taken by policy stages, by phase and action (allow, flag, redact, deny)',
+      help: 'Decisions taken by policy stages, by phase and action (allow, flag, redact, block)',
       labelNames: ['phase', 'action'] as const,
     });
     if (options.phase === 'egress' && !classifierSet) {
@@ -198,7 +196,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
           const record = id ? registry?.get(id) : undefined;
           const data = asToolCall(base, tool.name, record?.id ?? null, record?.status ?? null);
           const denied =
-            current.evaluate(applicable(current, record?.id ?? null), data, options.phase).decision.action === 'deny';
+            current.evaluate(applicable(current, record?.id ?? null), data, options.phase).decision.action === 'block';
           if (denied) hidden.push(tool.name);
           return !denied;
         });
@@ -213,13 +211,10 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       for (const m of matches) decisions.inc({ policy: m.policy, rule: m.rule, action: m.action });
     }
 
-    /** Records a decision: the request's list (for the audit trail) and its most severe one. */
+    /** Records a decision (the request's list for the audit trail, its summary) and counts it. */
     function record(ctx: GatewayContext, decision: PolicyDecision): void {
       taken.inc({ phase: decision.phase ?? options.phase, action: decision.action });
-      ctx.state.decisions ??= [];
-      if (decision.action !== 'allow' || ctx.state.decisions.length === 0) ctx.state.decisions.push(decision);
-      const summary = ctx.state.decision;
-      if (!summary || severity[decision.action] >= severity[summary.action]) ctx.state.decision = decision;
+      recordDecision(ctx, decision);
     }
 
     function blockError(decision: PolicyDecision): GatewayError {
@@ -267,7 +262,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       if (flags.length > 0 && m !== 'audit') {
         ctx.state.annotations.policy_flags = flags.map((x) => ({ policy: x.policy, rule: x.rule, detail: x.detail }));
       }
-      if (decision.action === 'deny') {
+      if (decision.action === 'block') {
         if (m === 'strict') {
           addLatency(ctx, started);
           throw blockError(decision);
@@ -336,7 +331,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       record(ctx, decision);
       addLatency(ctx, started);
       if (mode(ctx) !== 'strict') return body;
-      if (decision.action === 'deny') throw blockError(decision);
+      if (decision.action === 'block') throw blockError(decision);
       if (decision.action === 'redact') {
         if (redactSpans(matches, results).length > 0) {
           const copy = structuredClone(body);
@@ -382,7 +377,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         };
         record(this.ctx, withScan);
         this.recorded = true;
-        if (decision.action === 'deny') this.countAnswer(); // a block ends the answer: `ended` will not come
+        if (decision.action === 'block') this.countAnswer(); // a block ends the answer: `ended` will not come
         // The client is about to see the end of the stream: it must be on record first.
         await this.ctx.state.auditFlush?.();
       }

@@ -132,7 +132,7 @@ class WindowCheck implements SseFilter {
   #act(verdict: WindowVerdict, current: string): ScanOutcome | Promise<ScanOutcome> {
     const o = this.o;
     const action = verdict.decision.action;
-    if (action === 'deny') {
+    if (action === 'block') {
       const end = blockEvents(this.#last, o.errorBody(verdict.decision));
       return o.decided(verdict.decision, this.#scanned()).then(() => ({ end }));
     }
@@ -186,7 +186,7 @@ function heldStreamCheck(o: StreamCheckOptions, holdback: number): SseFilter {
   const scan = async (): Promise<SseEvent[] | undefined> => {
     const verdict = await o.check(window);
     const action = verdict.decision.action;
-    if (action === 'deny') {
+    if (action === 'block') {
       await o.decided(verdict.decision, { chars, events });
       held = [];
       heldChars = 0;

@@ -48,7 +48,7 @@ describe('audit stage', () => {
     await stage.handle(ctx, async () => {
       ctx.state.decisions = [{ action: 'allow' }, { action: 'flag', rule: 'a' }];
       await Promise.all([ctx.state.auditFlush!(), ctx.state.auditFlush!()]);
-      ctx.state.decisions.push({ action: 'deny', rule: 'b', phase: 'egress', policy: 'p', detail: 'leak' });
+      ctx.state.decisions.push({ action: 'block', rule: 'b', phase: 'egress', policy: 'p', detail: 'leak' });
       await Promise.all([ctx.state.auditFlush!(), ctx.state.auditFlush!(), ctx.state.auditFlush!()]);
     });
     const { records } = await chain.query();
@@ -65,7 +65,7 @@ describe('audit stage', () => {
     const refusal = new GatewayError('policy_violation', 'blocked');
     const thrown = await stage
       .handle(ctx, async () => {
-        ctx.state.decisions = [{ action: 'deny', rule: 'r' }];
+        ctx.state.decisions = [{ action: 'block', rule: 'r' }];
         throw refusal;
       })
       .catch((e: unknown) => e);

@@ -12,9 +12,9 @@ import { compilePolicy } from '../../plugins/policy/format.ts';
 const classifiers = ['pii', 'secrets', 'prompt_injection'];
 const actions = ['stop', 'block', 'deny', 'redact', 'flag', 'allow'] as const;
 const normal: Record<string, string> = {
-  stop: 'deny',
-  block: 'deny',
-  deny: 'deny',
+  stop: 'block',
+  block: 'block',
+  deny: 'block',
   redact: 'redact',
   flag: 'flag',
   allow: 'allow',
@@ -39,7 +39,7 @@ function reference(docs: R[][], s: Record<string, number>, phase: string): { act
       if (r.phase !== phase || !(s[r.classifier] >= r.threshold)) continue;
       const m = { action: normal[r.action], rule: `p${p}-r${i}` };
       matches.push(m);
-      if (m.action === 'deny') return m;
+      if (m.action === 'block') return m;
       if (m.action === 'allow') {
         allowed ??= m;
         break;
@@ -107,7 +107,7 @@ describe('policy engine', () => {
     fc.assert(
       fc.property(fc.anything(), (data) => {
         const { decision } = set.evaluate(set.names, data, 'ingress');
-        expect(['allow', 'flag', 'redact', 'deny']).toContain(decision.action);
+        expect(['allow', 'flag', 'redact', 'block']).toContain(decision.action);
       }),
       { numRuns: 500 },
     );

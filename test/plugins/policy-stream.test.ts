@@ -14,7 +14,7 @@ const email = /[a-z]+@example\.org/g;
 
 /** The check as a classifier that answers at once (Tier A) runs it; `check` is the same, waiting (a model). */
 function checkNow(window: string): WindowVerdict {
-  if (window.includes(secret)) return { decision: { action: 'deny', rule: 'no-secret' }, spans: [] };
+  if (window.includes(secret)) return { decision: { action: 'block', rule: 'no-secret' }, spans: [] };
   const spans = [...window.matchAll(email)].map((m) => ({
     start: m.index,
     end: m.index + m[0].length,
@@ -80,7 +80,7 @@ describe.each([
   it('without a hold-back, text goes out at once: part of a match can pass before the cut', async () => {
     const r = await run(leak, 0, sync);
     expect(r.finish).toBe('content_filter');
-    expect(r.decided[0]).toMatchObject({ action: 'deny' });
+    expect(r.decided[0]).toMatchObject({ action: 'block' });
     expect(r.text).toContain('SEC'); // the documented exposure
   });
 
@@ -126,7 +126,7 @@ describe.each([
             expect(r.completions).toBe(1); // the answer is said complete once, and only when not cut
           } else {
             expect(r.finish).toBe('content_filter');
-            expect(r.decided).toMatchObject([{ action: 'deny' }]);
+            expect(r.decided).toMatchObject([{ action: 'block' }]);
             expect(r.completions).toBe(0);
           }
         },

@@ -162,7 +162,7 @@ describe('policy evaluation', () => {
     expect(r.error?.details).toEqual({ policy: 'tools', detail: 'admin tools are for admins' });
     expect(r.state.decision).toMatchObject({
       phase: 'ingress',
-      action: 'deny',
+      action: 'block',
       policy: 'tools',
       rule: 'deny-admin-tools',
       detail: 'admin tools are for admins',
@@ -195,7 +195,7 @@ describe('policy evaluation', () => {
     const { inst, env } = await create({ files: ['all.yaml'] }, dir);
     const p = await run(inst, callOf('admin-reset', {}, { mode: 'permissive' }));
     expect(p.forwarded).toBe(true);
-    expect(p.state.decision?.action).toBe('deny');
+    expect(p.state.decision?.action).toBe('block');
     expect(p.state.annotations.policy_violation).toEqual({
       policy: 'tools',
       rule: 'deny-admin-tools',
@@ -205,7 +205,9 @@ describe('policy evaluation', () => {
     expect(a.forwarded).toBe(true);
     expect(a.state.annotations.policy_violation).toBeUndefined();
     const text = await env.metrics.registry.getSingleMetricAsString('switchyard_policy_decisions_total');
-    expect(text).toContain('switchyard_policy_decisions_total{policy="tools",rule="deny-admin-tools",action="deny"} 2');
+    expect(text).toContain(
+      'switchyard_policy_decisions_total{policy="tools",rule="deny-admin-tools",action="block"} 2',
+    );
   });
 
   it('the stage mode option overrides the route mode; `policies` selects what applies', async () => {

@@ -394,9 +394,11 @@ describe('operations', () => {
     expect(ok.classifiers).toEqual(expect.arrayContaining(['pii', 'language']));
   });
 
-  it('metrics count decisions, rules and classifier latency', async () => {
+  it('metrics count decisions, rules and classifier latency, in the vocabulary of the headers and the audit', async () => {
     const text = await (await fetch(`${svc.metricsUrl}/metrics`)).text();
-    expect(text).toMatch(/switchyard_policy_decisions_total\{[^}]*rule="block-prompt-injection"/);
+    expect(text).toMatch(/switchyard_policy_decisions_total\{[^}]*rule="block-prompt-injection",action="block"[,}]/);
+    expect(text).toMatch(/switchyard_decisions_total\{phase="ingress",action="block"[,}]/);
+    expect(text).not.toMatch(/action="deny"/);
     expect(text).toMatch(/switchyard_classifier_latency_seconds_bucket\{[^}]*classifier="pii"/);
   });
 });
