@@ -45,6 +45,7 @@ const simpleCode: Record<ErrorKind, string> = {
   overloaded: 'overloaded',
   internal_error: 'internal_error',
   upstream_error: 'upstream_error',
+  upstream_invalid: 'upstream_error',
   upstream_timeout: 'upstream_timeout',
   unavailable: 'unavailable',
 };
@@ -85,6 +86,9 @@ const rpcErrors: Partial<Record<ErrorKind, { code: number; status: number; messa
   validation_failed: { code: -32602, status: 422, message: 'Schema validation failed' },
   qom_failed: { code: -32602, status: 422, message: 'QoM threshold not met' },
   policy_violation: { code: -32603, status: 403, message: 'Policy violation' },
+  // An answer the gateway could not check is refused as a JSON-RPC error, so that a client waiting
+  // for the response to its request gets one (with the request's id).
+  upstream_invalid: { code: -32603, status: 502, message: 'Upstream error' },
 };
 
 /** OpenAI-style `{error: {message, type, code, details}}`. */
@@ -125,6 +129,7 @@ const openAiTypes: Record<ErrorKind, { type: string; status?: number }> = {
   overloaded: { type: 'overloaded' },
   internal_error: { type: 'internal_error' },
   upstream_error: { type: 'backend_error' },
+  upstream_invalid: { type: 'backend_error' },
   upstream_timeout: { type: 'backend_error', status: 502 },
   unavailable: { type: 'internal_error' },
 };

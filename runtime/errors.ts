@@ -20,6 +20,7 @@ export type ErrorKind =
   | 'overloaded'
   | 'internal_error'
   | 'upstream_error'
+  | 'upstream_invalid'
   | 'upstream_timeout'
   | 'unavailable';
 
@@ -42,6 +43,7 @@ export const defaultStatus: Record<ErrorKind, number> = {
   overloaded: 503,
   internal_error: 500,
   upstream_error: 502,
+  upstream_invalid: 502,
   upstream_timeout: 504,
   unavailable: 503,
 };

@@ -2,6 +2,10 @@
  * The runtime's public contract: the only module plugins import.
  */
 
+export { Answer, type AnswerInit, answerOf, readWhole } from './answer/answer.ts';
+export type { SseEvent, SseFilter, SseVerdict } from './answer/event-stream.ts';
+export { type OnUninspectable, uncheckedHeader } from './answer/guard.ts';
+export { isUninspectable, type UncheckedReason, UninspectableAnswer } from './answer/uninspectable.ts';
 export { jsonDepth, readBody, readJson, readJsonObject } from './body.ts';
 export { recordDecision } from './decisions.ts';
 export type { Dialect, RenderedError } from './dialects.ts';
@@ -34,12 +38,6 @@ export type {
   PolicyDecision,
   QomResult,
   ResolvedSType,
-  ResponseJsonHook,
-  RpcResponseHook,
-  SseEvent,
-  SseFilter,
-  SseFilterFactory,
-  SseVerdict,
   Stage,
   Violation,
 } from './state.ts';
@@ -96,3 +94,11 @@ export { type Deadline, deadline } from './util/deadline.ts';
 export { canonicalJson, sha256Hex } from './util/hash.ts';
 export { compileStatePath, type StateReader } from './util/state-path.ts';
 export { TurnBatch } from './util/turn-batch.ts';
+export {
+  expectRpcResponse,
+  isRpcResponse,
+  mapRpcResponses,
+  type RpcMessage,
+  type RpcResponseMap,
+  readRpcResponse,
+} from './wire/rpc-answer.ts';

@@ -4,6 +4,7 @@
  * through declaration merging on `GatewayState`.
  */
 import type { Next, ParameterizedContext } from 'koa';
+import type { Answer } from './answer/answer.ts';
 import type { Dialect } from './dialects.ts';
 
 export type JsonRpcId = string | number | null;
@@ -66,6 +67,8 @@ export interface Caller {
 export interface RequestLimits {
   bodyBytes: number;
   jsonDepth: number;
+  /** The most an answer-phase stage reads of an upstream's answer (whole body, decoded; one event). */
+  answerBytes: number;
 }
 
 export interface GatewayState {
@@ -100,34 +103,6 @@ export interface GatewayState {
   decision?: PolicyDecision;
   /** Every decision taken for this request, in order (ingress first); the audit trail records them. */
   decisions?: PolicyDecision[];
-  /**
-   * Installed by an audit stage: appends the decisions not yet recorded and resolves once they are
-   * durable. A stage that decides after the response has started (a stream) calls it before it
-   * ends the response, so that whatever the client saw is on record.
-   */
-  auditFlush?: () => Promise<void>;
-  /** The upstream's JSON-RPC response, when a stage needs to inspect it (set by the proxy). */
-  rpcResponse?: unknown;
-  /**
-   * Hooks applied by the proxy to the upstream's JSON-RPC response message (from a JSON body or
-   * from the matching SSE event), in registration order. A hook may return a replacement message
-   * (e.g. an error object, or a filtered `tools/list` result). Earlier stages register them.
-   */
-  rpcResponseHooks?: RpcResponseHook[];
-  /**
-   * Hooks on the upstream's whole JSON answer (a non-streamed HTTP answer with a JSON content
-   * type), applied by the proxy in registration order before anything is written. A hook returns
-   * the body to send: the same object means unchanged (the upstream's bytes are sent as they
-   * came), another object replaces it (so change a copy, never the body in place); or it throws a
-   * GatewayError to answer with an error instead.
-   */
-  responseJsonHooks?: ResponseJsonHook[];
-  /**
-   * Filters on an SSE answer, applied event by event as the stream passes (nothing waits for its
-   * end). Stages that inspect streamed answers (egress checks) register a factory; the proxy makes
-   * the filter only when the answer turns out to be a stream, so JSON answers pay nothing for it.
-   */
-  sseFilters?: SseFilterFactory[];
   /** Set when a stage changed `json` (e.g. masked spans) so that it is re-serialised before forwarding. */
   jsonModified?: boolean;
   /**
@@ -135,6 +110,12 @@ export interface GatewayState {
    * (an error event at the end of a stream): `dialect.render(err).body`.
    */
   dialect?: Dialect;
+  /**
+   * The answer the terminal stage left (status, headers, body as JSON, bytes or events), which
+   * answer-phase stages inspect or replace after `await next()`; see runtime/answer/answer.ts.
+   * `answerOf(ctx)` also makes one from what a terminal stage wrote on ctx.
+   */
+  answer?: Answer;
   /** W3C trace context to send upstream (`traceparent` header value). */
   traceparent?: string;
   /** Free-form notes stages leave for later stages, logs and response metadata. */
@@ -142,32 +123,5 @@ export interface GatewayState {
 }
 
 export type GatewayContext = ParameterizedContext<GatewayState>;
-export type RpcResponseHook = (
-  response: Record<string, unknown>,
-  ctx: GatewayContext,
-) => Record<string, unknown> | Promise<Record<string, unknown>>;
 export type Stage = (ctx: GatewayContext, next: Next) => Promise<void>;
-export type ResponseJsonHook = (body: unknown, ctx: GatewayContext) => unknown | Promise<unknown>;
-
-/** One server-sent event: `data` is its data lines joined with newlines. */
-export interface SseEvent {
-  event?: string;
-  id?: string;
-  data: string;
-}
-
-/** What a filter does with an event: the events to write in its place, and whether the stream ends after them. */
-export interface SseVerdict {
-  events: SseEvent[];
-  /** End the stream after these events (the upstream's remaining answer is dropped). */
-  end?: boolean;
-}
-
-export interface SseFilter {
-  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict>;
-  /** The upstream's stream ended normally: events to append before the end. */
-  onEnd?(): SseEvent[] | Promise<SseEvent[]>;
-}
-/** Makes the filter of one streamed answer (its state: windows, counters) for the request. */
-export type SseFilterFactory = (ctx: GatewayContext) => SseFilter;
 export type { Next };

@@ -8,17 +8,25 @@
  *     - policy: {...}
  *     - proxy: {...}
  *
- * It installs `ctx.state.auditFlush` (for stages that decide after the response started, such as
- * a stream filter) and flushes once more after the rest of the pipeline, whether it answered or
- * threw (a block is a thrown GatewayError: it is recorded, then rethrown). With `record: all`, a
- * request with no decision at all gets one `allow`.
+ * It flushes after the rest of the pipeline (its answer phase included: put it before the stages
+ * that decide), whether it answered or threw (a block is a thrown GatewayError: it is recorded,
+ * then rethrown). When stages check a streamed answer as it passes, it watches the stream too, from
+ * outside them: a decision they take is on record before the client sees what follows it. With
+ * `record: all`, a request with no decision at all gets one `allow`.
  *
  * If an append fails, the stage throws a plain error, so the route's `on_error` decides:
  * fail-closed (default) answers 500 and no unaudited answer goes out; fail-open keeps the answer
  * the pipeline produced. A request that a later stage refused answers 500 in both cases (the
  * runtime cannot tell the two apart once a later stage has thrown).
  */
-import { definePlugin, type GatewayContext, type PolicyDecision } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type GatewayContext,
+  type PolicyDecision,
+  type SseEvent,
+  type SseFilter,
+  type SseVerdict,
+} from '../../runtime/index.ts';
 import type { AuditChain, AuditEntry } from './api.ts';
 
 export default definePlugin<{ chain?: string }>({
@@ -42,14 +50,19 @@ export default definePlugin<{ chain?: string }>({
     const chain = env.resource<AuditChain>(name);
     return {
       async handle(ctx, next) {
-        // A bound function, not a closure: nothing else is made for a plain allow (the recorder
-        // comes on first need), and a closure per request would cost more (see docs/plugins.md).
-        ctx.state.auditFlush = flush.bind(undefined, ctx, chain, false);
         try {
           await next();
         } catch (err) {
           await flush(ctx, chain, true);
           throw err;
+        }
+        const answer = ctx.state.answer;
+        if (answer?.filtered) {
+          // Stages deeper in the pipeline check the stream as it passes and may still decide: each
+          // decision is on record before the client sees anything after it.
+          if (ctx.state.decisions?.some((d) => d.action !== 'allow')) await flush(ctx, chain, false);
+          answer.filterEvents(new AuditedStream(ctx, chain));
+          return;
         }
         if (
           recorders.has(ctx) ||
@@ -63,6 +76,33 @@ export default definePlugin<{ chain?: string }>({
     };
   },
 });
+
+/**
+ * Watches a checked stream from outside the stages that check it: when they recorded a decision,
+ * the events that follow it (a block's ending included) wait until it is on record.
+ */
+class AuditedStream implements SseFilter {
+  #seen: number;
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly chain: AuditChain,
+  ) {
+    this.#seen = ctx.state.decisions?.length ?? 0;
+  }
+
+  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict> {
+    const n = this.ctx.state.decisions?.length ?? 0;
+    if (n === this.#seen) return { events: [event] };
+    this.#seen = n;
+    return flush(this.ctx, this.chain, false).then(() => ({ events: [event] }));
+  }
+
+  async onEnd(): Promise<SseEvent[]> {
+    await flush(this.ctx, this.chain, true);
+    return [];
+  }
+}
 
 /** Per request (while it runs): what is on record so far, made on the first flush. */
 const recorders = new WeakMap<GatewayContext, Recorder>();

@@ -5,7 +5,14 @@
  * request_id}}`. `metadata.stype` and `metadata.qom_profile` override resolution per request;
  * `metadata.explain: true` adds the QoM breakdown.
  */
-import { definePlugin, GatewayError, type JsonRpcRequest, readJsonObject } from '../../runtime/index.ts';
+import {
+  answerOf,
+  definePlugin,
+  GatewayError,
+  type JsonRpcRequest,
+  readJsonObject,
+  readRpcResponse,
+} from '../../runtime/index.ts';
 
 interface ContentItem {
   type: string;
@@ -46,14 +53,15 @@ export default definePlugin({
 
       await next();
 
-      const response = (ctx.state.rpcResponse ?? parseBody(ctx.body)) as Record<string, unknown> | undefined;
+      // The answer phase: the upstream's JSON-RPC response becomes the typed result.
+      const response = await readRpcResponse(ctx);
       if (!response) throw new GatewayError('upstream_error', 'Upstream returned no JSON-RPC response');
       if (response.error) throw fromRpcError(response.error as { code?: number; message?: string; data?: unknown });
       const result = (response.result ?? {}) as Record<string, unknown>;
       const s = ctx.state;
-      ctx.status = 200;
-      ctx.type = 'application/json';
-      ctx.body = {
+      const answer = answerOf(ctx);
+      answer.status = 200;
+      answer.setJson({
         content: toContent(result),
         metadata: {
           stype: s.stype?.id ?? null,
@@ -72,19 +80,13 @@ export default definePlugin({
               }
             : {}),
         },
-      };
+      });
     };
   },
 });
 
 function field(name: string, problem: string): GatewayError {
   return new GatewayError('bad_request', `"${name}" ${problem}`, { details: { field: name } });
-}
-
-function parseBody(body: unknown): unknown {
-  if (Buffer.isBuffer(body)) return JSON.parse(body.toString('utf8'));
-  if (typeof body === 'string') return JSON.parse(body);
-  return body;
 }
 
 /** Upstream JSON-RPC errors: unknown method → 404, bad params → 400, anything else → 502. */

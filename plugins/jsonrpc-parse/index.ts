@@ -3,8 +3,16 @@
  * Malformed JSON → parse_error (-32700); valid JSON that is not a JSON-RPC request → invalid_rpc
  * (-32600) naming the field. Client *responses* (answers to server-initiated requests in MCP)
  * pass through unparsed. Bodyless methods (GET/DELETE of MCP's streamable HTTP) pass through.
+ * In the answer phase it checks that a request got its response (expectRpcResponse).
  */
-import { definePlugin, GatewayError, type JsonRpcRequest, readJson } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  expectRpcResponse,
+  GatewayError,
+  type JsonRpcId,
+  type JsonRpcRequest,
+  readJson,
+} from '../../runtime/index.ts';
 
 export default definePlugin<{ allow_batch: boolean }>({
   name: 'jsonrpc-parse',
@@ -44,6 +52,9 @@ export default definePlugin<{ allow_batch: boolean }>({
       ctx.state.rpc = msg as unknown as JsonRpcRequest;
       ctx.state.annotations.rpc_kind = 'id' in msg ? 'request' : 'notification';
       await next();
+      // The answer phase: a request must be answered by its response, well formed; anything else
+      // (not JSON, not JSON-RPC, another id, a stream that ends without it) is not passed unread.
+      if ('id' in msg) await expectRpcResponse(ctx, msg.id as JsonRpcId);
     };
   },
 });

@@ -94,6 +94,35 @@ export class PolicySet {
   }
 }
 
+/**
+ * The block rule that refuses every call of a tool, whatever its arguments (for hiding it from a
+ * tool listing), or undefined. `data` describes a call with no arguments. Rules that read the
+ * call (`readsCall`) are not decided: a block of that kind depends on the arguments, and an allow
+ * of that kind may be an exception to the policy's later blocks, so the policy cannot be settled.
+ */
+export function blocksEveryCall(
+  set: PolicySet,
+  names: readonly string[],
+  data: unknown,
+  phase: string,
+): RuleMatch | undefined {
+  for (const name of names) {
+    const policy = set.byName.get(name);
+    if (!policy) continue;
+    for (const rule of policy.rules) {
+      if (rule.phase !== phase) continue;
+      if (rule.readsCall) {
+        if (rule.action === 'allow') break;
+        continue;
+      }
+      if (!rule.test(data)) continue;
+      if (rule.action === 'block') return matchOf(policy, rule, data);
+      if (rule.action === 'allow') break;
+    }
+  }
+  return undefined;
+}
+
 function matchOf(policy: Policy, rule: PolicyRule, data: unknown): RuleMatch {
   return {
     policy: policy.name,

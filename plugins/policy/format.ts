@@ -50,6 +50,11 @@ export interface PolicyRule {
   classifiers: string[];
   /** Classifiers whose spans a `redact` rule masks. */
   redact: string[];
+  /**
+   * Whether the condition reads what differs from one call of a tool to the next (`arguments`,
+   * `params`, `body`, or a path it computes): such a rule cannot be decided from a tool listing.
+   */
+  readsCall: boolean;
 }
 
 export interface Policy {
@@ -122,7 +127,10 @@ export function compilePolicy(doc: unknown, source: string): Policy {
       throw new Error(`${where(id)}: ${(err as Error).message}`);
     }
     const description = r.description as string | undefined;
-    const classifiers = classifiersRead(r.when);
+    const vars = varsRead(r.when);
+    const classifiers = [
+      ...new Set(vars.flatMap((v) => (typeof v === 'string' ? (/^classifiers\.([^.]+)/.exec(v)?.[1] ?? []) : []))),
+    ];
     return {
       id,
       description,
@@ -139,14 +147,19 @@ export function compilePolicy(doc: unknown, source: string): Policy {
       regulation: r.regulation as string | undefined,
       classifiers,
       redact: (r.redact as string[] | undefined) ?? classifiers,
+      readsCall: vars.some((v) => typeof v !== 'string' || /^(arguments|params|body)(\.|$)/.test(v)),
     };
   });
   return { name: valid.name, description: valid.description, source, rules };
 }
 
-/** Names of the classifiers a condition reads through `{"var": "classifiers.<name>..."}`. */
-function classifiersRead(logic: unknown): string[] {
-  const names = new Set<string>();
+/**
+ * The data paths a condition reads (`var`, and the names `missing` / `missing_some` test); a path
+ * the condition computes at run time is `null` (it could be anything).
+ */
+function varsRead(logic: unknown): Array<string | null> {
+  const paths: Array<string | null> = [];
+  const literal = (v: unknown): string | null => (typeof v === 'string' ? v : typeof v === 'number' ? String(v) : null);
   const visit = (node: unknown): void => {
     if (Array.isArray(node)) {
       for (const item of node) visit(item);
@@ -154,16 +167,18 @@ function classifiersRead(logic: unknown): string[] {
     }
     if (!isObject(node)) return;
     for (const [op, arg] of Object.entries(node)) {
-      if (op === 'var') {
-        const path = Array.isArray(arg) ? arg[0] : arg;
-        const m = typeof path === 'string' ? /^classifiers\.([^.]+)/.exec(path) : null;
-        if (m) names.add(m[1]);
+      if (op === 'var') paths.push(literal(Array.isArray(arg) ? arg[0] : arg));
+      else if (op === 'missing') for (const a of Array.isArray(arg) ? arg : [arg]) paths.push(literal(a));
+      else if (op === 'missing_some' && Array.isArray(arg)) {
+        const names = arg[1];
+        if (Array.isArray(names)) for (const a of names) paths.push(literal(a));
+        else paths.push(null);
       }
       visit(arg);
     }
   };
   visit(logic);
-  return [...names];
+  return paths;
 }
 
 /** Reads a YAML (or JSON) policy file into its documents. */

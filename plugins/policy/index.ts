@@ -4,37 +4,44 @@
  * stage; they are checked and compiled at load, and a reload re-reads them (a broken set is
  * refused and the old one kept).
  *
- * Ingress (the request): a deny rejects in strict mode (403 `policy_violation` with {policy,
+ * Ingress (the request): a block rejects in strict mode (403 `policy_violation` with {policy,
  * detail}, or the configured `block_error`); in permissive mode it is annotated, counted and
  * logged; in audit mode only counted. A redact rule masks the spans its classifiers found in the
  * request's text before it goes on. In strict mode the stage also hides from a `tools/list`
- * answer the tools its policies would refuse to call.
- * Egress (the upstream's answer): the stage registers hooks that classify the answer's text and
- * apply the egress rules to a whole JSON answer, or to a stream as it passes (stream-check.ts).
- * Every decision is appended to `ctx.state.decisions` for the audit trail.
+ * answer the tools its policies refuse whatever the arguments.
+ * Egress (the upstream's answer), in the answer phase: the answer's text is classified and the
+ * egress rules applied to a whole JSON answer, or to a stream as it passes (stream-check.ts); an
+ * answer that cannot be read is refused unless the stage says `on_uninspectable: pass`.
+ * Every decision is recorded on `ctx.state.decisions` for the audit trail.
  */
 import {
+  answerOf,
   compileStatePath,
   definePlugin,
   type GatewayContext,
   GatewayError,
+  mapRpcResponses,
   type Next,
   type PolicyDecision,
-  type ResponseJsonHook,
-  type RpcResponseHook,
+  type RpcResponseMap,
   recordDecision,
-  type SseFilterFactory,
 } from '../../runtime/index.ts';
 import type { ClassifierResult, ClassifierSet, Span } from '../classify/api.ts';
 import { redact } from '../classify/api.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
 import { policyApiPlugin } from './api-stage.ts';
 import { maskRequest, maskResponse, responseText } from './chat-text.ts';
-import { asToolCall, type EvaluationData, evaluationData, isObject, scoresOf } from './data.ts';
-import type { Evaluation, PolicySet, RuleMatch } from './engine.ts';
+import { asToolCall, evaluationData, isObject, scoresOf } from './data.ts';
+import { blocksEveryCall, type Evaluation, type PolicySet, type RuleMatch } from './engine.ts';
 import { policySetResource } from './resource.ts';
 import { PolicyStore } from './store.ts';
-import { type StreamCheckOptions, streamCheck, type WindowVerdict } from './stream-check.ts';
+import {
+  type StreamCheckOptions,
+  type StreamScan,
+  scanDetails,
+  streamCheck,
+  type WindowVerdict,
+} from './stream-check.ts';
 
 type Mode = 'strict' | 'permissive' | 'audit';
 
@@ -185,26 +192,31 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       return [...options.policies, ...listed.filter((n) => !options.policies?.includes(n))];
     }
 
-    function listFilter(current: PolicySet, base: EvaluationData): RpcResponseHook {
-      return (response, ctx) => {
-        const result = response.result;
-        if (!isObject(result) || !Array.isArray(result.tools)) return response;
-        const hidden: string[] = [];
-        const tools = result.tools.filter((tool) => {
-          if (!isObject(tool) || typeof tool.name !== 'string') return true;
-          const id = registry?.idForTool(tool.name);
-          const record = id ? registry?.get(id) : undefined;
-          const data = asToolCall(base, tool.name, record?.id ?? null, record?.status ?? null);
-          const denied =
-            current.evaluate(applicable(current, record?.id ?? null), data, options.phase).decision.action === 'block';
-          if (denied) hidden.push(tool.name);
-          return !denied;
-        });
-        if (hidden.length === 0) return response;
-        ctx.state.annotations.policy_hidden_tools = hidden;
-        return { ...response, result: { ...result, tools } };
-      };
-    }
+    /**
+     * Hides from a `tools/list` answer the tools this caller could never call: those a block rule
+     * refuses whatever the arguments (a rule that reads the arguments leaves the tool listed, and
+     * the call is checked when it comes). Made once; the request comes as `ctx`.
+     */
+    const filterListing: RpcResponseMap = (response, ctx) => {
+      const result = response.result;
+      if (!isObject(result) || !Array.isArray(result.tools)) return response;
+      const current = store.current;
+      const base = evaluationData(ctx, 'strict', options.phase);
+      const hidden: string[] = [];
+      const tools = result.tools.filter((tool) => {
+        if (!isObject(tool) || typeof tool.name !== 'string') return true;
+        const id = registry?.idForTool(tool.name);
+        const record = id ? registry?.get(id) : undefined;
+        const data = asToolCall(base, tool.name, record?.id ?? null, record?.status ?? null);
+        const names = applicable(current, record?.id ?? null, ctx);
+        const blocked = blocksEveryCall(current, names, data, options.phase) !== undefined;
+        if (blocked) hidden.push(tool.name);
+        return !blocked;
+      });
+      if (hidden.length === 0) return response;
+      ctx.state.annotations.policy_hidden_tools = hidden;
+      return { ...response, result: { ...result, tools } };
+    };
 
     function count(matches: RuleMatch[]): void {
       if (matches.length === 0) decisions.inc({ policy: 'none', rule: 'none', action: 'allow' });
@@ -288,12 +300,10 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       if (decision.action === 'redact' && m !== 'audit' && isObject(ctx.state.json)) {
         if (await maskRequest(ctx.state.json, (text) => maskWith(matches, text))) ctx.state.jsonModified = true;
       }
-      if (options.filter_list && m === 'strict' && data.method === 'tools/list') {
-        ctx.state.rpcResponseHooks ??= [];
-        ctx.state.rpcResponseHooks.push(listFilter(current, data));
-      }
       addLatency(ctx, started);
-      return next();
+      if (!(options.filter_list && m === 'strict' && data.method === 'tools/list')) return next();
+      await next();
+      await mapRpcResponses(ctx, filterListing);
     }
 
     type AnswerCheck = Evaluation & { results: Record<string, ClassifierResult> };
@@ -316,11 +326,8 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       return { decision: evaluation.decision, matches: evaluation.matches, results };
     }
 
-    /**
-     * The egress check of a whole JSON answer. One function for every request (the proxy hands it
-     * the request's context), so registering it costs a request nothing.
-     */
-    const checkJsonAnswer: ResponseJsonHook = async (body, ctx) => {
+    /** The egress check of a whole JSON answer: the body to send (the same object when unchanged). */
+    async function checkJsonAnswer(body: unknown, ctx: GatewayContext): Promise<unknown> {
       const text = responseText(body);
       if (text === '') return body;
       const started = performance.now();
@@ -339,7 +346,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         }
       }
       return body;
-    };
+    }
 
     /**
      * The egress check of one streamed answer, for streamCheck (stream-check.ts). A class: the
@@ -370,19 +377,24 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         return { decision: enforce ? decision : { action: 'allow' }, spans };
       }
 
-      async decided(decision: PolicyDecision, scanned: { chars: number; events: number }): Promise<void> {
-        const withScan = {
-          ...decision,
-          details: { ...decision.details, stream_scanned_chars: scanned.chars, stream_events: scanned.events },
-        };
-        record(this.ctx, withScan);
+      /** Records a block or redaction (the audit stage, further out, writes it before the client sees more). */
+      decided(decision: PolicyDecision, scanned: StreamScan): void {
+        record(this.ctx, {
+          action: decision.action,
+          policy: decision.policy,
+          rule: decision.rule,
+          detail: decision.detail,
+          regulation: decision.regulation,
+          phase: decision.phase,
+          details: { ...decision.details, ...scanDetails(scanned) },
+        });
         this.recorded = true;
         if (decision.action === 'block') this.countAnswer(); // a block ends the answer: `ended` will not come
-        // The client is about to see the end of the stream: it must be on record first.
-        await this.ctx.state.auditFlush?.();
       }
 
-      ended(): void {
+      /** The whole answer was checked: counted once, and an allow recorded with what was scanned. */
+      ended(scanned: StreamScan): void {
+        if (!this.recorded) record(this.ctx, { action: 'allow', phase: 'egress', details: scanDetails(scanned) });
         this.countAnswer();
       }
 
@@ -393,14 +405,13 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         }
       }
 
-      /** Counts the answer in the metrics: the rules that fired, and an allow if nothing was recorded. */
+      /** Counts the answer in switchyard_policy_decisions_total: each rule that fired on it, once (or none). */
       countAnswer(): void {
         count(this.fired ?? []);
-        if (!this.recorded) taken.inc({ phase: 'egress', action: 'allow' });
       }
 
-      errorBody(decision: PolicyDecision): unknown {
-        const err = blockError(decision);
+      errorBody(reason: PolicyDecision | GatewayError): unknown {
+        const err = reason instanceof GatewayError ? reason : blockError(reason);
         return this.ctx.state.dialect ? this.ctx.state.dialect.render(err).body : { error: err.message };
       }
 
@@ -409,17 +420,24 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       }
     }
 
-    /** The egress check of a streamed answer: made by the proxy only when the answer is a stream. */
-    const streamFilter: SseFilterFactory = (ctx) => streamCheck(new AnswerStream(ctx));
-
+    /**
+     * The answer phase: every answer with a body is read. A stream is checked as it passes; any
+     * other answer must be JSON (else it cannot be checked, and on_uninspectable decides).
+     */
     async function egress(ctx: GatewayContext, next: Next): Promise<void> {
+      await next();
       const current = store.current;
-      if (!current.hasPhase(applicable(current, ctx.state.stype?.id ?? null, ctx), 'egress')) return next();
-      ctx.state.responseJsonHooks ??= [];
-      ctx.state.responseJsonHooks.push(checkJsonAnswer);
-      ctx.state.sseFilters ??= [];
-      ctx.state.sseFilters.push(streamFilter);
-      return next();
+      if (!current.hasPhase(applicable(current, ctx.state.stype?.id ?? null, ctx), 'egress')) return;
+      const answer = answerOf(ctx);
+      if (!answer.hasBody) return;
+      if (answer.isEventStream) {
+        answer.filterEvents(streamCheck(new AnswerStream(ctx)));
+        return;
+      }
+      const body = await answer.json();
+      if (body === undefined) return;
+      const checked = await checkJsonAnswer(body, ctx);
+      if (checked !== body) answer.setJson(checked);
     }
 
     const handle = options.phase === 'egress' ? egress : ingress;

@@ -1,12 +1,27 @@
 /**
  * Egress checks on a streamed answer (OpenAI-style SSE chunks), as it passes. The text of the
- * chunks goes into a sliding window of `windowChars`; every `scanEveryChars` of new text (and at
- * the end) the window is checked, so a match that spans chunks is still seen, and the cost does
- * not grow with the length of the answer. Chunks are forwarded as they come: the time to first
- * token is the backend's. When a rule blocks, the stream ends with a `content_filter` finish, an
- * error event and `[DONE]`; a redact rule masks what is still unsent of the matched spans.
+ * chunks goes into a sliding window; every `scanEveryChars` of new text (and at the end) the
+ * window is checked, so a match that spans chunks is still seen and the cost does not grow with
+ * the length of the answer.
+ *
+ * With a hold-back (the default: at least the longest span the egress classifiers can match),
+ * text reaches the client only once a scan saw it with that much text after it, so a match is
+ * blocked or masked before any of it is sent. Without one (`holdback_chars: 0`) chunks go out as
+ * they come and only the chunk being checked can still be masked: a redact rule that matches text
+ * already sent ends the stream like a block. Never a silent allow.
+ *
+ * A block ends the stream with a `content_filter` finish, an error event and `[DONE]`. An event
+ * that is not JSON, or a stream that ends without `[DONE]`, cannot be checked: the filter throws
+ * an UninspectableAnswer and the stage's `on_uninspectable` decides (refused: the same ending with
+ * a backend error).
  */
-import type { PolicyDecision, SseEvent, SseFilter, SseVerdict } from '../../runtime/index.ts';
+import {
+  type PolicyDecision,
+  type SseEvent,
+  type SseFilter,
+  type SseVerdict,
+  UninspectableAnswer,
+} from '../../runtime/index.ts';
 import type { Span } from '../classify/api.ts';
 import { chunkText } from './chat-text.ts';
 
@@ -16,146 +31,211 @@ export interface WindowVerdict {
   spans: Span[];
 }
 
+/** How much of a stream was checked when a decision was taken. */
+export interface StreamScan {
+  chars: number;
+  events: number;
+  /** Whether the whole answer had been scanned (its end reached). */
+  complete: boolean;
+}
+
+export function scanDetails(s: StreamScan): Record<string, unknown> {
+  return { stream_scanned_chars: s.chars, stream_events: s.events, stream_complete: s.complete };
+}
+
 export interface StreamCheckOptions {
   windowChars: number;
   scanEveryChars: number;
-  /**
-   * Characters of streamed text withheld until checked with what follows them (0: forward at
-   * once). With a hold-back, text reaches the client only after a scan that saw it with at least
-   * this many characters after it, so a match no longer than that is blocked or masked before any
-   * of it is sent, at the price of that much delay before the first token.
-   */
-  holdbackChars?: number;
+  /** Characters of streamed text withheld until checked with what follows them (0: forward at once). */
+  holdbackChars: number;
   /** May answer at once (then an event that completes a scan step still costs no promise). */
   check(windowText: string): WindowVerdict | Promise<WindowVerdict>;
-  /** A rule blocked or redacted: record it (decision list, audit) before the client sees the end. */
-  decided(decision: PolicyDecision, scanned: { chars: number; events: number }): Promise<void>;
-  /**
-   * The answer is complete (`[DONE]`, or the upstream's end) and no rule blocked it; called once,
-   * and not when the client went away first.
-   */
-  ended?(): void;
-  /** The body of the error event that ends a blocked stream. */
-  errorBody(decision: PolicyDecision): unknown;
+  /** A rule blocked or redacted: record it (the audit stage writes it before the client sees more). */
+  decided(decision: PolicyDecision, scanned: StreamScan): void;
+  /** The answer is complete (`[DONE]`) and no rule blocked it; called once. */
+  ended?(scanned: StreamScan): void;
+  /** The body of the error event that ends a blocked or refused stream. */
+  errorBody(reason: PolicyDecision | UninspectableAnswer): unknown;
   mask(text: string, spans: Span[]): string;
 }
 
 export function streamCheck(o: StreamCheckOptions): SseFilter {
-  if (o.holdbackChars && o.holdbackChars > 0) return heldStreamCheck(o, o.holdbackChars);
-  return new WindowCheck(o);
+  return o.holdbackChars > 0 ? new HeldCheck(o) : new WindowCheck(o);
 }
 
-type ScanOutcome = { end?: SseEvent[]; masked?: string } | undefined;
+/**
+ * What both variants share: the window, counters, the parse of an event, and the redaction
+ * bookkeeping in absolute offsets (characters since the start of the answer's text).
+ */
+abstract class StreamCheckBase implements SseFilter {
+  protected window = '';
+  protected unscanned = 0;
+  protected chars = 0;
+  protected events = 0;
+  protected last: Record<string, unknown> | undefined;
+  protected completed = false;
+  #redacted = false;
+  /** Absolute ranges already masked (kept while they touch the window). */
+  #masked: Array<{ start: number; end: number }> = [];
+
+  constructor(protected readonly o: StreamCheckOptions) {}
+
+  abstract onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict>;
+
+  /** The stream's events after the block or refusal: a `content_filter` finish, the error, `[DONE]`. */
+  refuse(err: UninspectableAnswer): SseEvent[] {
+    return blockEvents(this.last, this.o.errorBody(err));
+  }
+
+  /** The chunk an event carries (undefined for an empty event); throws when it is not JSON. */
+  protected parse(event: SseEvent): Record<string, unknown> | undefined {
+    if (event.data === '') return undefined;
+    try {
+      return JSON.parse(event.data) as Record<string, unknown>;
+    } catch {
+      throw new UninspectableAnswer('invalid_event', 'an event of the stream is not JSON');
+    }
+  }
+
+  /** Adds a chunk's text to the window (which always keeps the text not scanned yet, whole). */
+  protected take(chunk: Record<string, unknown>, text: string, keepAtLeast: number): void {
+    this.events++;
+    this.chars += text.length;
+    this.last = chunk;
+    this.unscanned += text.length;
+    // A chunk longer than the window is still scanned whole, with the usual context before it.
+    const keep = Math.max(this.o.windowChars, keepAtLeast, this.unscanned + this.o.windowChars - this.o.scanEveryChars);
+    this.window = (this.window + text).slice(-keep);
+  }
+
+  protected scanned(complete: boolean): StreamScan {
+    return { chars: this.chars, events: this.events, complete };
+  }
+
+  /** The end of a blocked stream, after recording the block. */
+  protected block(decision: PolicyDecision, complete: boolean): SseEvent[] {
+    this.o.decided(decision, this.scanned(complete));
+    return blockEvents(this.last, this.o.errorBody(decision));
+  }
+
+  /** Records the first redaction of the answer. */
+  protected redacted(decision: PolicyDecision): void {
+    if (this.#redacted) return;
+    this.#redacted = true;
+    this.o.decided(decision, this.scanned(false));
+  }
+
+  /** Says once that the answer is complete and allowed. */
+  protected complete(): void {
+    if (this.completed) return;
+    this.completed = true;
+    this.o.ended?.(this.scanned(true));
+  }
+
+  /** The verdict's spans in absolute offsets. */
+  protected absolute(spans: Span[]): Span[] {
+    const base = this.chars - this.window.length;
+    // Ranges that left the window can no longer matter.
+    this.#masked = this.#masked.filter((r) => r.end > base);
+    return spans.map((sp) => ({ ...sp, start: sp.start + base, end: sp.end + base }));
+  }
+
+  /**
+   * Whether a span reaches into text already sent (before `sentEnd`) that was not masked: that
+   * part is out of reach, so the redaction cannot be kept.
+   */
+  protected leaked(span: Span, sentEnd: number): boolean {
+    if (span.start >= sentEnd) return false;
+    let from = span.start;
+    const upto = Math.min(span.end, sentEnd);
+    for (const r of this.#masked) if (r.start <= from && r.end > from) from = r.end;
+    return from < upto;
+  }
+
+  protected rememberMasked(span: Span): void {
+    this.#masked.push({ start: span.start, end: span.end });
+  }
+
+  /** A block decision for a redaction that came too late (its text was sent). */
+  protected tooLate(decision: PolicyDecision): PolicyDecision {
+    return {
+      ...decision,
+      action: 'block',
+      detail: `${decision.detail ?? 'redaction'}: the matched text was already sent`,
+      details: { ...decision.details, redact_after_send: true },
+    };
+  }
+}
 
 /**
- * The default check: chunks go out as they come. A class (state in fields, methods on the
- * prototype) since one is made per streamed answer. An event is answered without a promise unless
- * the check waits (a model) or a decision must be recorded: most of a stream's events cost a JSON
- * parse and a string append, and a scan step a classification.
+ * No hold-back: chunks go out as they come. Most events cost a JSON parse and a string append,
+ * a scan step a classification; no promise unless the check waits (a model).
  */
-class WindowCheck implements SseFilter {
-  #window = '';
-  #unscanned = 0;
-  #chars = 0;
-  #events = 0;
-  #last: Record<string, unknown> | undefined;
-  #redacted = false;
-  #completed = false;
-
-  constructor(private readonly o: StreamCheckOptions) {}
-
+class WindowCheck extends StreamCheckBase {
   onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict> {
     if (event.data === '[DONE]') return this.#beforeDone(event);
-    if (event.data === '') return { events: [event] };
-    let chunk: unknown;
-    try {
-      chunk = JSON.parse(event.data);
-    } catch {
-      return { events: [event] };
-    }
-    const text = chunkText(chunk);
-    if (!text) return { events: [event] };
-    this.#events++;
-    this.#chars += text.length;
-    this.#last = chunk as Record<string, unknown>;
-    this.#window = (this.#window + text).slice(-this.o.windowChars);
-    this.#unscanned += text.length;
-    if (this.#unscanned < this.o.scanEveryChars) return { events: [event] };
-    const outcome = this.#scan(text);
+    const chunk = this.parse(event);
+    const text = chunk ? chunkText(chunk) : '';
+    if (!chunk || !text) return { events: [event] };
+    this.take(chunk, text, 0);
+    if (this.unscanned < this.o.scanEveryChars) return { events: [event] };
+    const outcome = this.#scan(text, false);
     if (outcome instanceof Promise) return outcome.then((o) => this.#verdict(event, o));
     return this.#verdict(event, outcome);
   }
 
   async onEnd(): Promise<SseEvent[]> {
-    const outcome = this.#unscanned === 0 ? undefined : await this.#scan('');
+    if (this.completed) return [];
+    const outcome = this.unscanned === 0 ? undefined : await this.#scan('', true);
     if (outcome?.end) return outcome.end;
-    this.#complete();
-    return [];
+    throw new UninspectableAnswer('truncated', 'the stream ended without [DONE]');
   }
 
   /** The text after the last scan is checked before `[DONE]`: a block there must reach the client. */
   #beforeDone(done: SseEvent): SseVerdict | Promise<SseVerdict> {
-    const outcome = this.#unscanned === 0 ? undefined : this.#scan('');
-    const verdict = (o: ScanOutcome): SseVerdict => {
+    const outcome = this.unscanned === 0 ? undefined : this.#scan('', true);
+    const verdict = (o: Outcome): SseVerdict => {
       if (o?.end) return { events: o.end, end: true };
-      this.#complete();
+      this.complete();
       return { events: [done] };
     };
     return outcome instanceof Promise ? outcome.then(verdict) : verdict(outcome);
   }
 
-  /** Says once that the answer is complete: at `[DONE]`, before the client has it, or at the upstream's end. */
-  #complete(): void {
-    if (this.#completed) return;
-    this.#completed = true;
-    this.o.ended?.();
-  }
-
-  #verdict(event: SseEvent, outcome: ScanOutcome): SseVerdict {
+  #verdict(event: SseEvent, outcome: Outcome): SseVerdict {
     if (outcome?.end) return { events: outcome.end, end: true };
     if (outcome?.masked !== undefined) {
-      const masked = replaceText(this.#last as Record<string, unknown>, outcome.masked);
+      const masked = replaceText(this.last as Record<string, unknown>, outcome.masked);
       return { events: [{ ...event, data: JSON.stringify(masked) }] };
     }
     return { events: [event] };
   }
 
   /** Checks the window; `current` is the text of the chunk being decided ('' at the end). */
-  #scan(current: string): ScanOutcome | Promise<ScanOutcome> {
-    this.#unscanned = 0;
-    const verdict = this.o.check(this.#window);
-    if (verdict instanceof Promise) return verdict.then((v) => this.#act(v, current));
-    return this.#act(verdict, current);
+  #scan(current: string, atEnd: boolean): Outcome | Promise<Outcome> {
+    this.unscanned = 0;
+    const verdict = this.o.check(this.window);
+    if (verdict instanceof Promise) return verdict.then((v) => this.#act(v, current, atEnd));
+    return this.#act(verdict, current, atEnd);
   }
 
-  /** What a verdict does to the stream; waits only to record a block or a first redaction. */
-  #act(verdict: WindowVerdict, current: string): ScanOutcome | Promise<ScanOutcome> {
-    const o = this.o;
-    const action = verdict.decision.action;
-    if (action === 'block') {
-      const end = blockEvents(this.#last, o.errorBody(verdict.decision));
-      return o.decided(verdict.decision, this.#scanned()).then(() => ({ end }));
-    }
-    if (action === 'redact' && current) {
-      // Only the current chunk is still ours to change: mask the parts of spans that fall in it.
-      const start = this.#window.length - current.length;
-      const inChunk = verdict.spans
-        .filter((sp) => sp.end > start)
-        .map((sp) => ({ ...sp, start: Math.max(0, sp.start - start), end: sp.end - start }));
-      if (inChunk.length > 0) {
-        const masked = { masked: o.mask(current, inChunk) };
-        if (this.#redacted) return masked;
-        this.#redacted = true;
-        return o.decided(verdict.decision, this.#scanned()).then(() => masked);
-      }
-    }
-    return undefined;
-  }
-
-  #scanned(): { chars: number; events: number } {
-    return { chars: this.#chars, events: this.#events };
+  #act(verdict: WindowVerdict, current: string, atEnd: boolean): Outcome {
+    const decision = verdict.decision;
+    if (decision.action === 'block') return { end: this.block(decision, atEnd) };
+    if (decision.action !== 'redact' || verdict.spans.length === 0) return undefined;
+    // Only the current chunk is still ours to change.
+    const sentEnd = this.chars - current.length;
+    const spans = this.absolute(verdict.spans);
+    if (spans.some((sp) => this.leaked(sp, sentEnd))) return { end: this.block(this.tooLate(decision), atEnd) };
+    const masked = maskPiece(current, sentEnd, spans, this.o.mask);
+    if (masked === undefined) return undefined;
+    for (const sp of spans) if (sp.end > sentEnd) this.rememberMasked(sp);
+    this.redacted(decision);
+    return { masked };
   }
 }
+
+type Outcome = { end?: SseEvent[]; masked?: string } | undefined;
 
 /** An event waiting to be released, with the text it adds (empty for events without text). */
 interface Held {
@@ -168,116 +248,139 @@ interface Held {
  * The hold-back variant: events are queued while their text is checked. A batch is released
  * once `holdback + scanEveryChars` characters wait: the window is scanned, then the oldest events
  * go out until only `holdback` characters remain held. A block drops everything still held (the
- * client never sees it); a redact masks the held parts of the matched spans; the end of the stream
- * (`[DONE]` or the upstream's end) scans and releases the rest.
+ * client never sees it); a redact masks the held parts of the matched spans; `[DONE]` scans and
+ * releases the rest.
  */
-function heldStreamCheck(o: StreamCheckOptions, holdback: number): SseFilter {
-  let window = '';
-  let held: Held[] = [];
-  let heldChars = 0;
-  let chars = 0;
-  let events = 0;
-  let last: Record<string, unknown> | undefined;
-  let redacted = false;
-  let completed = false;
-  const windowChars = Math.max(o.windowChars, holdback + o.scanEveryChars);
+class HeldCheck extends StreamCheckBase {
+  #held: Held[] = [];
+  #heldChars = 0;
+  readonly #holdback: number;
 
-  /** Scans the window; on a block, the events that end the stream; else the held events, masked where needed. */
-  const scan = async (): Promise<SseEvent[] | undefined> => {
-    const verdict = await o.check(window);
-    const action = verdict.decision.action;
-    if (action === 'block') {
-      await o.decided(verdict.decision, { chars, events });
-      held = [];
-      heldChars = 0;
-      return blockEvents(last, o.errorBody(verdict.decision));
+  constructor(o: StreamCheckOptions) {
+    super(o);
+    this.#holdback = o.holdbackChars;
+  }
+
+  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict> {
+    if (event.data === '[DONE]') return this.#finish([event]);
+    const chunk = this.parse(event);
+    const text = chunk ? chunkText(chunk) : '';
+    if (!chunk || !text) {
+      if (this.#held.length === 0) return { events: [event] };
+      this.#held.push({ event, chunk, text: '' }); // keeps its place behind the held text
+      return { events: [] };
     }
-    if (action === 'redact' && verdict.spans.length > 0) {
-      // The held text is the window's tail: mask the parts of the spans that fall in it.
-      let start = window.length - heldChars;
-      let masked = false;
-      for (const h of held) {
-        const end = start + h.text.length;
-        const touching = verdict.spans.filter((sp) => sp.end > start && sp.start < end);
-        if (touching.length > 0 && h.chunk) {
-          // A span gets its placeholder in the chunk where it starts; its continuation in later
-          // chunks is dropped, so a span split across chunks reads as one placeholder.
-          const local = (sp: { start: number; end: number }) => ({
-            start: Math.max(0, sp.start - start),
-            end: Math.min(h.text.length, sp.end - start),
-          });
-          const heads = touching.filter((sp) => sp.start >= start).map((sp) => ({ ...sp, ...local(sp) }));
-          // Continuations all start at this chunk's first character: drop up to the furthest end.
-          const cut = Math.max(0, ...touching.filter((sp) => sp.start < start).map((sp) => local(sp).end));
-          const shifted = heads
-            .filter((sp) => sp.end > cut)
-            .map((sp) => ({ ...sp, start: Math.max(0, sp.start - cut), end: sp.end - cut }));
-          const text = o.mask(h.text.slice(cut), shifted);
+    this.#held.push({ event, chunk, text });
+    this.#heldChars += text.length;
+    this.take(chunk, text, Math.max(this.#heldChars, this.#holdback + this.o.scanEveryChars));
+    if (this.#heldChars < this.#holdback + this.o.scanEveryChars) return { events: [] };
+    const blocked = this.#scan(false);
+    if (blocked instanceof Promise) return blocked.then((b) => this.#released(b));
+    return this.#released(blocked);
+  }
+
+  async onEnd(): Promise<SseEvent[]> {
+    if (this.completed) return [];
+    const blocked = this.unscanned > 0 ? await this.#scan(true) : undefined;
+    if (blocked) return blocked;
+    throw new UninspectableAnswer('truncated', 'the stream ended without [DONE]');
+  }
+
+  #released(blocked: SseEvent[] | undefined): SseVerdict {
+    if (blocked) return { events: blocked, end: true };
+    return { events: this.#release(this.#holdback) };
+  }
+
+  #finish(tail: SseEvent[]): SseVerdict | Promise<SseVerdict> {
+    const done = (blocked: SseEvent[] | undefined): SseVerdict => {
+      if (blocked) return { events: blocked, end: true };
+      this.complete();
+      return { events: [...this.#release(0), ...tail] };
+    };
+    const blocked = this.unscanned > 0 ? this.#scan(true) : undefined;
+    return blocked instanceof Promise ? blocked.then(done) : done(blocked);
+  }
+
+  /** Scans the window: on a block, the events that end the stream; else masks what it must in the held events. */
+  #scan(atEnd: boolean): SseEvent[] | undefined | Promise<SseEvent[] | undefined> {
+    this.unscanned = 0;
+    const verdict = this.o.check(this.window);
+    if (verdict instanceof Promise) return verdict.then((v) => this.#act(v, atEnd));
+    return this.#act(verdict, atEnd);
+  }
+
+  #act(verdict: WindowVerdict, atEnd: boolean): SseEvent[] | undefined {
+    const decision = verdict.decision;
+    if (decision.action === 'block') return this.#drop(this.block(decision, atEnd));
+    if (decision.action !== 'redact' || verdict.spans.length === 0) return undefined;
+    const sentEnd = this.chars - this.#heldChars;
+    const spans = this.absolute(verdict.spans);
+    if (spans.some((sp) => this.leaked(sp, sentEnd))) return this.#drop(this.block(this.tooLate(decision), atEnd));
+    let start = sentEnd;
+    let masked = false;
+    for (const h of this.#held) {
+      if (h.text !== '' && h.chunk) {
+        const text = maskPiece(h.text, start, spans, this.o.mask);
+        if (text !== undefined) {
           h.event = { ...h.event, data: JSON.stringify(replaceText(h.chunk, text)) };
           masked = true;
         }
-        start = end;
       }
-      if (masked && !redacted) {
-        redacted = true;
-        await o.decided(verdict.decision, { chars, events });
-      }
+      start += h.text.length;
+    }
+    if (masked) {
+      for (const sp of spans) if (sp.end > sentEnd) this.rememberMasked(sp);
+      this.redacted(decision);
     }
     return undefined;
-  };
+  }
+
+  /** A block: nothing held goes out. */
+  #drop(end: SseEvent[]): SseEvent[] {
+    this.#held = [];
+    this.#heldChars = 0;
+    return end;
+  }
 
   /** Releases the oldest held events until at most `keep` characters stay held. */
-  const release = (keep: number): SseEvent[] => {
+  #release(keep: number): SseEvent[] {
     const out: SseEvent[] = [];
-    while (held.length > 0 && (heldChars > keep || held[0].text === '')) {
-      const h = held.shift() as Held;
-      heldChars -= h.text.length;
+    while (this.#held.length > 0 && (this.#heldChars > keep || this.#held[0].text === '')) {
+      const h = this.#held.shift() as Held;
+      this.#heldChars -= h.text.length;
       out.push(h.event);
     }
     return out;
-  };
+  }
+}
 
-  const finish = async (tail: SseEvent[]): Promise<{ events: SseEvent[]; end?: boolean }> => {
-    const blocked = heldChars > 0 ? await scan() : undefined;
-    if (blocked) return { events: blocked, end: true };
-    if (!completed) {
-      completed = true;
-      o.ended?.();
-    }
-    return { events: [...release(0), ...tail] };
-  };
-
-  return {
-    async onEvent(event) {
-      if (event.data === '[DONE]') return finish([event]);
-      let chunk: Record<string, unknown> | undefined;
-      try {
-        chunk = event.data === '' ? undefined : (JSON.parse(event.data) as Record<string, unknown>);
-      } catch {
-        chunk = undefined;
-      }
-      const text = chunk ? chunkText(chunk) : '';
-      if (!text) {
-        if (held.length === 0) return { events: [event] };
-        held.push({ event, chunk, text: '' }); // keeps its place behind the held text
-        return { events: [] };
-      }
-      events++;
-      chars += text.length;
-      last = chunk;
-      window = (window + text).slice(-windowChars);
-      held.push({ event, chunk, text });
-      heldChars += text.length;
-      if (heldChars < holdback + o.scanEveryChars) return { events: [] };
-      const blocked = await scan();
-      if (blocked) return { events: blocked, end: true };
-      return { events: release(holdback) };
-    },
-    async onEnd() {
-      const out = await finish([]);
-      return out.events;
-    },
-  };
+/**
+ * Masks the piece of text that starts at absolute offset `start`, for the spans (absolute) that
+ * touch it: a span gets its placeholder in the piece where it starts; its continuation in later
+ * pieces is dropped, so a span split across chunks reads as one placeholder. Undefined when no
+ * span touches the piece.
+ */
+function maskPiece(
+  text: string,
+  start: number,
+  spans: Span[],
+  mask: (text: string, spans: Span[]) => string,
+): string | undefined {
+  const end = start + text.length;
+  const touching = spans.filter((sp) => sp.end > start && sp.start < end);
+  if (touching.length === 0) return undefined;
+  const local = (sp: Span) => ({
+    ...sp,
+    start: Math.max(0, sp.start - start),
+    end: Math.min(text.length, sp.end - start),
+  });
+  const heads = touching.filter((sp) => sp.start >= start).map(local);
+  // Continuations all start at this piece's first character: drop up to the furthest end.
+  const cut = Math.max(0, ...touching.filter((sp) => sp.start < start).map((sp) => local(sp).end));
+  const shifted = heads
+    .filter((sp) => sp.end > cut)
+    .map((sp) => ({ ...sp, start: Math.max(0, sp.start - cut), end: sp.end - cut }));
+  return mask(text.slice(cut), shifted);
 }
 
 /** A chunk whose text is `text` (the first choice carrying text gets it, others get none). */

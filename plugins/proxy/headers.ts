@@ -1,7 +1,8 @@
 /**
  * Which headers cross the proxy. Upstream requests get an allow-list (content negotiation, MCP
  * session headers, trace context, request id, and what the route names in `forward_headers`);
- * credentials are never passed unless listed. Responses keep everything but hop-by-hop headers.
+ * credentials are never passed unless listed, and answers are asked for uncompressed. Responses
+ * keep everything but hop-by-hop headers.
  */
 import type { GatewayContext } from '../../runtime/index.ts';
 
@@ -42,6 +43,9 @@ export function upstreamRequestHeaders(
     if (value !== undefined) out[name] = value;
   }
   if (bodyReplaced) out['content-type'] = 'application/json';
+  // Answers are checked as they come: ask for them uncompressed unless the route forwards the
+  // client's choice (a compressed answer is still decoded before any stage reads it).
+  out['accept-encoding'] ??= 'identity';
   if (ctx.state.traceparent) out.traceparent = ctx.state.traceparent;
   if (ctx.state.requestId) out['x-request-id'] = ctx.state.requestId;
   const prior = ctx.req.headers['x-forwarded-for'];
@@ -51,12 +55,10 @@ export function upstreamRequestHeaders(
   return out;
 }
 
-/** Copies the upstream's response headers onto the response, minus hop-by-hop ones. */
-export function copyResponseHeaders(
-  ctx: GatewayContext,
+/** The upstream's response headers minus hop-by-hop ones and those the gateway sets itself. */
+export function upstreamResponseHeaders(
   headers: Record<string, string | string[] | undefined>,
-  dropLength: boolean,
-): void {
+): Record<string, string | string[] | undefined> {
   // Headers the upstream's Connection header names are hop-by-hop too (rare: parsed only then).
   const connection =
     headers.connection === undefined
@@ -65,12 +67,13 @@ export function copyResponseHeaders(
           .toLowerCase()
           .split(',')
           .map((s) => s.trim());
+  const out: Record<string, string | string[] | undefined> = {};
   for (const name in headers) {
     const value = headers[name];
     // undici gives lower-case names; other callers may not.
     const key = name.toLowerCase();
     if (value === undefined || hopByHop.has(key) || ownResponseHeaders.has(key) || connection?.includes(key)) continue;
-    if (dropLength && key === 'content-length') continue;
-    ctx.set(name, value);
+    out[key] = value;
   }
+  return out;
 }

@@ -1,8 +1,8 @@
 /**
- * proxy: the terminal stage that sends the request to a named upstream and writes its answer.
- * HTTP upstreams get the request forwarded and their answer streamed back (SSE event by event);
- * RPC upstreams (stdio children) get the JSON-RPC message called. Response hooks registered by
- * earlier stages are applied to the JSON-RPC response either way.
+ * proxy: the terminal stage that sends the request to a named upstream and leaves its answer on
+ * `ctx.state.answer` for the answer phase of the stages before it. HTTP upstreams get the request
+ * forwarded (their answer streams back as it came unless a stage reads it); RPC upstreams (stdio
+ * children) get the JSON-RPC message called, and the response message is the answer.
  */
 import {
   definePlugin,
@@ -71,7 +71,6 @@ export default definePlugin<ProxyOptions>({
   create(options, env) {
     const headerNames = requestHeaderNames(options.forward_headers);
     const via = options.via ?? 'auto';
-    const logger = env.logger;
 
     const prefix = options.strip_prefix;
     /** The request's path and query as the upstream sees them. */
@@ -102,7 +101,6 @@ export default definePlugin<ProxyOptions>({
               headerNames,
               path: options.path ?? upstreamPath(ctx.url),
               timeoutMs: options.timeout_ms,
-              logger,
             });
           } finally {
             timer.observe((performance.now() - started) / 1000);

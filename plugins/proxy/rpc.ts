@@ -5,13 +5,13 @@
  * There is no server-to-client stream: GET and DELETE answer 405, which MCP clients accept.
  */
 import {
+  Answer,
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
   type RpcUpstream,
   readJson,
 } from '../../runtime/index.ts';
-import { applyHooks } from './hooks.ts';
 
 export async function proxyRpc(ctx: GatewayContext, upstream: RpcUpstream, timeoutMs?: number): Promise<void> {
   if (ctx.method !== 'POST') {
@@ -31,12 +31,8 @@ export async function proxyRpc(ctx: GatewayContext, upstream: RpcUpstream, timeo
     ctx.res.off('close', onClose);
   }
   if (!response) return accepted(ctx);
-  const hooks = ctx.state.rpcResponseHooks ?? [];
-  const final = hooks.length > 0 ? await applyHooks(response, hooks, ctx) : response;
-  ctx.state.rpcResponse = final;
-  ctx.status = 200;
-  ctx.type = 'application/json';
-  ctx.body = final;
+  // The response message is the answer: the stages' answer phase reads it (already parsed).
+  ctx.state.answer = Answer.fromJson(ctx, response);
 }
 
 /** 202 with no body (Koa turns a null body into 204 unless the status is set afterwards). */

@@ -10,7 +10,9 @@ import {
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
-  type RpcResponseHook,
+  mapRpcResponses,
+  type ResolvedSType,
+  type RpcResponseMap,
   type Violation,
 } from '../../runtime/index.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
@@ -110,7 +112,7 @@ export default definePlugin<SchemaValidateOptions>({
       }
     }
 
-    function listHook(pinMode: PinCheck): RpcResponseHook {
+    function listHook(pinMode: PinCheck): RpcResponseMap {
       return (response, ctx) => {
         const result = response.result as Record<string, unknown> | undefined;
         if (!isObject(result) || !Array.isArray(result.tools)) return response;
@@ -152,38 +154,43 @@ export default definePlugin<SchemaValidateOptions>({
       );
     }
 
-    function resultHook(stype: string, mode: Mode): RpcResponseHook {
-      return (response, ctx) => {
-        const result = response.result;
-        // Errors and MCP tool errors (isError) carry no structured result to check.
-        if (!isObject(result) || result.isError === true) return response;
-        const structured = result.structuredContent !== undefined;
-        const outcome = registry.validateOutput(
-          stype,
-          structured ? result.structuredContent : result,
-          structured ? '$.result.structuredContent' : '$.result',
+    /** Checks the result against the SType's output schema (made once: the SType and mode come from the request). */
+    const checkResult: RpcResponseMap = (response, ctx) => {
+      const stype = (ctx.state.stype as ResolvedSType).id;
+      const mode = effectiveMode(options.mode, ctx.state.mode);
+      const result = response.result;
+      // Errors and MCP tool errors (isError) carry no structured result to check.
+      if (!isObject(result) || result.isError === true) return response;
+      const structured = result.structuredContent !== undefined;
+      const outcome = registry.validateOutput(
+        stype,
+        structured ? result.structuredContent : result,
+        structured ? '$.result.structuredContent' : '$.result',
+      );
+      if (!outcome) return response;
+      const violations = outcome.violations.slice(0, maxViolations);
+      ctx.state.resultValidation = { valid: outcome.valid, violations };
+      if (outcome.valid) return response;
+      resultViolationsTotal.inc({ stype, mode });
+      if (mode !== 'audit') {
+        log.warn(
+          { request_id: ctx.state.requestId, stype, violations: outcome.violations.length, mode },
+          mode === 'strict'
+            ? 'upstream result failed its output schema; replaced'
+            : 'upstream result failed its output schema',
         );
-        if (!outcome) return response;
-        const violations = outcome.violations.slice(0, maxViolations);
-        ctx.state.resultValidation = { valid: outcome.valid, violations };
-        if (outcome.valid) return response;
-        resultViolationsTotal.inc({ stype, mode });
-        if (mode !== 'audit') {
-          log.warn(
-            { request_id: ctx.state.requestId, stype, violations: outcome.violations.length, mode },
-            mode === 'strict'
-              ? 'upstream result failed its output schema; replaced'
-              : 'upstream result failed its output schema',
-          );
-        }
-        if (mode !== 'strict') return response;
-        return {
-          jsonrpc: '2.0',
-          id: response.id ?? null,
-          error: { code: resultErrorCode, message: 'Result validation failed', data: { stype, violations } },
-        };
+      }
+      if (mode !== 'strict') return response;
+      return {
+        jsonrpc: '2.0',
+        id: response.id ?? null,
+        error: { code: resultErrorCode, message: 'Result validation failed', data: { stype, violations } },
       };
-    }
+    };
+    const listChecks: Record<'flag' | 'enforce', RpcResponseMap> = {
+      flag: listHook('flag'),
+      enforce: listHook('enforce'),
+    };
 
     return {
       async handle(ctx, next) {
@@ -191,10 +198,7 @@ export default definePlugin<SchemaValidateOptions>({
         if (!rpc) return next();
         const mode = effectiveMode(options.mode, ctx.state.mode);
         const pinMode = options.pin_check ?? (mode === 'strict' ? 'enforce' : 'flag');
-        if (pinMode !== 'off') {
-          if (rpc.method === 'tools/list') addHook(ctx, listHook(pinMode));
-          else if (rpc.method === 'tools/call') checkPinnedCall(ctx, rpc, pinMode);
-        }
+        if (pinMode !== 'off' && rpc.method === 'tools/call') checkPinnedCall(ctx, rpc, pinMode);
 
         const { payload, root } = messagePayload(rpc);
         const stype = ctx.state.stype;
@@ -203,22 +207,22 @@ export default definePlugin<SchemaValidateOptions>({
           if (options.unknown_stype === 'allow') {
             ctx.state.validation = { valid: true, violations: [] };
             ctx.state.annotations.schema_validation = 'skipped: no SType';
-            return next();
+          } else {
+            const id = stype?.id ?? unknownId(rpc, registry);
+            failRequest(ctx, mode, id, 'unknown', [
+              { path: '$', message: `no SType is registered for ${describe(rpc)}` },
+            ]);
           }
-          const id = stype?.id ?? unknownId(rpc, registry);
-          failRequest(ctx, mode, id, 'unknown', [
-            { path: '$', message: `no SType is registered for ${describe(rpc)}` },
-          ]);
-          return next();
-        }
-
-        if (outcome.valid) ctx.state.validation = { valid: true, violations: [] };
+        } else if (outcome.valid) ctx.state.validation = { valid: true, violations: [] };
         else failRequest(ctx, mode, stype.id, stype.id, outcome.violations);
 
-        if (options.validate_results && registry.get(stype.id)?.output_schema) {
-          addHook(ctx, resultHook(stype.id, mode));
+        await next();
+
+        // The answer phase: the tools the upstream lists (pins), the result (output schema).
+        if (pinMode !== 'off' && rpc.method === 'tools/list') await mapRpcResponses(ctx, listChecks[pinMode]);
+        if (stype && outcome && options.validate_results && registry.get(stype.id)?.output_schema) {
+          await mapRpcResponses(ctx, checkResult);
         }
-        return next();
       },
       describe: () => ({
         mode: options.mode ?? 'route',
@@ -241,11 +245,6 @@ export function messagePayload(rpc: JsonRpcRequest): { payload: unknown; root: s
     return { payload: args ?? {}, root: '$.arguments' };
   }
   return { payload: rpc.params ?? {}, root: '$' };
-}
-
-function addHook(ctx: GatewayContext, hook: RpcResponseHook): void {
-  ctx.state.rpcResponseHooks ??= [];
-  ctx.state.rpcResponseHooks.push(hook);
 }
 
 function driftDetail(d: Drift): string {

@@ -7,6 +7,7 @@
 import { dirname, resolve } from 'node:path';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
+import type { OnUninspectable } from '../answer/guard.ts';
 import { type Catalog, loadCatalog } from '../catalog.ts';
 import type { OnError } from '../service/pipeline.ts';
 import { canonicalJson, sha256Hex } from '../util/hash.ts';
@@ -208,12 +209,13 @@ function parseStage(
   declared: DeclaredNames,
   report: Report,
 ): StageConfig {
-  const { on_error, ...rest } = item;
+  const { on_error, on_uninspectable, ...rest } = item;
   const names = Object.keys(rest);
   const stage: StageConfig = {
     plugin: names[0] ?? '',
     options: {},
     onError: (on_error as OnError) ?? 'fail-closed',
+    onUninspectable: (on_uninspectable as OnUninspectable) ?? 'refuse',
     path: at,
   };
   if (names.length !== 1) {

@@ -20,11 +20,18 @@ const onError = {
   description: "What happens when the stage fails internally: 'fail-closed' answers 500, 'fail-open' skips it.",
 };
 
-/** A stage: a map with exactly one plugin name (its options as value) and optional `on_error`. */
+const onUninspectable = {
+  enum: ['refuse', 'pass'],
+  default: 'refuse',
+  description:
+    "What happens when the stage must read the upstream's answer but cannot (undecodable, wrong content type, invalid or cut-short JSON, a stream without its end): 'refuse' answers 502 and records an `unchecked` decision; 'pass' lets it through unread, counted, marked (X-Answer-Unchecked) and recorded as `passed-unchecked`.",
+};
+
+/** A stage: a map with exactly one plugin name (its options as value), optional `on_error` and `on_uninspectable`. */
 export const stageSchema: JsonSchema = {
   type: 'object',
   minProperties: 1,
-  properties: { on_error: onError },
+  properties: { on_error: onError, on_uninspectable: onUninspectable },
   additionalProperties: { type: ['object', 'null'] },
 };
 
@@ -103,6 +110,13 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
         default: {},
         properties: {
           body_bytes: { type: 'integer', minimum: 1, default: 1048576 },
+          answer_bytes: {
+            type: 'integer',
+            minimum: 1,
+            default: 16777216,
+            description:
+              "The most of an upstream's answer a stage reads to check it (a whole body after decoding, or one event of a stream); a larger one cannot be checked and is refused unless the stage says `on_uninspectable: pass`.",
+          },
           json_depth: { type: 'integer', minimum: 1, default: 64 },
           max_concurrent: { type: 'integer', minimum: 1, default: 1024 },
           keep_alive_timeout_ms: {
@@ -203,7 +217,7 @@ export function fullServiceSchema(definitions: AnyDefinition[]): JsonSchema {
       description: d.description,
       additionalProperties: false,
       required: [d.name],
-      properties: { [d.name]: d.options, on_error: onError },
+      properties: { [d.name]: d.options, on_error: onError, on_uninspectable: onUninspectable },
     }));
   const schema = serviceSchema({ anyOf: stages });
   const resources = definitions

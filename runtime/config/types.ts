@@ -1,4 +1,5 @@
 /** The shape of a validated service config (defaults applied). */
+import type { OnUninspectable } from '../answer/guard.ts';
 import type { OnError } from '../service/pipeline.ts';
 
 export interface ListenerConfig {
@@ -15,6 +16,8 @@ export interface StageConfig {
   plugin: string;
   options: Record<string, unknown>;
   onError: OnError;
+  /** What the stage does with an answer it must read but cannot (runtime/answer/guard.ts). */
+  onUninspectable: OnUninspectable;
   /** Path of the stage in the config file, for error messages. */
   path: Array<string | number>;
 }
@@ -41,6 +44,7 @@ export interface ServiceConfig {
   trust_proxy: boolean;
   limits: {
     body_bytes: number;
+    answer_bytes: number;
     json_depth: number;
     max_concurrent: number;
     keep_alive_timeout_ms: number;

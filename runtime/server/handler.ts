@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { commitAnswer, discardAnswer } from '../answer/answer.ts';
 import { GatewayError, toGatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
 import { latencyBuckets, requestsCounter } from '../observability/metrics.ts';
@@ -52,7 +53,11 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
         requestId,
         service: config.service,
         route: 'unmatched',
-        limits: { bodyBytes: config.limits.body_bytes, jsonDepth: config.limits.json_depth },
+        limits: {
+          bodyBytes: config.limits.body_bytes,
+          jsonDepth: config.limits.json_depth,
+          answerBytes: config.limits.answer_bytes,
+        },
         traceparent: childTraceparent(ctx.get('traceparent')),
         annotations: {},
       };
@@ -71,11 +76,14 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
           });
         }
         await route.handle(ctx, async () => {
-          if (ctx.body === undefined && ctx.status === 404) {
+          if (ctx.body === undefined && ctx.status === 404 && !ctx.state.answer) {
             throw new GatewayError('internal_error', 'The route pipeline produced no response (no terminal stage)');
           }
         });
+        // Every stage's answer phase is done: the answer goes out now.
+        commitAnswer(ctx);
       } catch (err) {
+        discardAnswer(ctx);
         renderError(ctx, err, route, graph, logger);
       } finally {
         graph.inflight--;

@@ -75,7 +75,11 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
       service: config.service,
       route: route.id,
       mode: route.mode,
-      limits: { bodyBytes: config.limits.body_bytes, jsonDepth: config.limits.json_depth },
+      limits: {
+        bodyBytes: config.limits.body_bytes,
+        jsonDepth: config.limits.json_depth,
+        answerBytes: config.limits.answer_bytes,
+      },
       annotations: {},
     };
     const upgrade = String(ctx.get('upgrade')).toLowerCase();

@@ -143,7 +143,14 @@ export async function buildGraph(loaded: LoadedService, deps: BuildDeps): Promis
         throw new Error(`${routeId}: stage ${stage.plugin}: ${(err as Error).message}`, { cause: err });
       }
       const instance = typeof made === 'function' ? { handle: made } : made;
-      const built = { id: stageId, plugin: stage.plugin, onError: stage.onError, instance, options: stage.options };
+      const built = {
+        id: stageId,
+        plugin: stage.plugin,
+        onError: stage.onError,
+        onUninspectable: stage.onUninspectable,
+        instance,
+        options: stage.options,
+      };
       stages.push(built);
       return built;
     };

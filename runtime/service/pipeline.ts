@@ -1,10 +1,18 @@
 /**
  * A route's pipeline: its stages composed as Koa middleware, each wrapped with its declared
- * failure mode. A GatewayError thrown by a stage is a decision (reject, deny...) and passes
+ * failure mode. A GatewayError thrown by a stage is a decision (reject, block...) and passes
  * through; any other exception is an internal failure of that stage: `fail-closed` (default)
  * answers 500, `fail-open` skips the stage and goes on. Both are counted and logged.
+ *
+ * The answer phase: after the terminal stage, control comes back through the stages in reverse
+ * order. The pipeline knows whose answer phase runs (a stream filter added then runs under that
+ * stage's `on_uninspectable`), and an UninspectableAnswer escaping a stage is decided by it:
+ * refused (502) or passed unchecked (runtime/answer/guard.ts).
  */
 import type { Logger } from 'pino';
+import { answeringStage } from '../answer/answer.ts';
+import { AnswerGuard, type OnUninspectable } from '../answer/guard.ts';
+import { isUninspectable } from '../answer/uninspectable.ts';
 import { GatewayError } from '../errors.ts';
 import { type MetricsKit, stageFailuresCounter } from '../observability/metrics.ts';
 import type { StageInstance } from '../plugin.ts';
@@ -16,6 +24,7 @@ export interface BuiltStage {
   id: string;
   plugin: string;
   onError: OnError;
+  onUninspectable: OnUninspectable;
   instance: StageInstance;
   /** The validated options the stage was created with. */
   options: Record<string, unknown>;
@@ -27,22 +36,25 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
   // pipeline's own): tells a failing stage whether it had called next. No per-stage closures or
   // tracking objects on the hot path.
   const reached = Symbol('pipeline stage reached');
-  type Tracked = GatewayContext & { [reached]?: number };
+  type Tracked = GatewayContext & { [reached]?: number; [answeringStage]?: AnswerGuard };
+  const guards = stages.map((s) => new AnswerGuard(s.id, s.onUninspectable, metrics, logger));
   // Errors thrown by the code after the pipeline (the caller's `next`) are not any stage's failure.
   const fromAfter = new WeakSet<object>();
   const count = stages.length;
 
   const dispatch = (ctx: Tracked, i: number, last: Next): Promise<void> => {
     ctx[reached] = i;
-    return i === count ? runLast(last) : runStage(ctx, i, last);
+    return i === count ? runLast(ctx, last) : runStage(ctx, i, last);
   };
 
-  const runLast = async (last: Next): Promise<void> => {
+  const runLast = async (ctx: Tracked, last: Next): Promise<void> => {
     try {
       await last();
     } catch (err) {
       if (typeof err === 'object' && err !== null && !(err instanceof GatewayError)) fromAfter.add(err);
       throw err;
+    } finally {
+      ctx[answeringStage] = guards[count - 1];
     }
   };
 
@@ -50,7 +62,14 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
     const stage = stages[i];
     try {
       await stage.instance.handle(ctx, () => dispatch(ctx, i + 1, last));
+      ctx[answeringStage] = guards[i - 1]; // the stage before now runs its answer phase
     } catch (err) {
+      ctx[answeringStage] = guards[i - 1];
+      // An answer this stage could not read: its on_uninspectable decides.
+      if (isUninspectable(err) && !guards[i].decided(err)) {
+        if (guards[i].unreadable(ctx, err)) return;
+        throw err;
+      }
       // Typed decisions, and errors from after the pipeline, are not this stage's failure. A later
       // stage's own failure reaches here already turned into a GatewayError by its guard.
       if (err instanceof GatewayError || (typeof err === 'object' && err !== null && fromAfter.has(err))) throw err;

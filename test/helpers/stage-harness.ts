@@ -5,6 +5,7 @@
  */
 import { createServer } from 'node:http';
 import Koa from 'koa';
+import { commitAnswer, discardAnswer } from '../../runtime/answer/answer.ts';
 import { type Dialect, simpleDialect } from '../../runtime/dialects.ts';
 import { type GatewayContext, type GatewayState, type Stage, toGatewayError } from '../../runtime/index.ts';
 import { closeNow, listenLocal } from './servers.ts';
@@ -15,7 +16,7 @@ export function requestState(overrides: Partial<GatewayState> = {}): GatewayStat
     requestId: 'req-1',
     service: 'test',
     route: 'r',
-    limits: { bodyBytes: 1e6, jsonDepth: 64 },
+    limits: { bodyBytes: 1e6, jsonDepth: 64, answerBytes: 16 * 1024 * 1024 },
     annotations: {},
     ...overrides,
   };
@@ -47,7 +48,9 @@ export async function serveStages(stages: Stage[], options: StageServerOptions =
     const run = (i: number): Promise<void> => (stages[i] ? stages[i](ctx, () => run(i + 1)) : Promise.resolve());
     try {
       await run(0);
+      commitAnswer(ctx);
     } catch (err) {
+      discardAnswer(ctx);
       const gerr = toGatewayError(err);
       if (ctx.headerSent || !ctx.writable) {
         // Too late for an error body: cut the connection, as the request core does.

@@ -88,14 +88,15 @@ describe('audit endpoints', () => {
     expect(JSON.stringify(body)).not.toContain('ignore previous instructions');
   });
 
-  it('records decisions taken after the answer started exactly once (auditFlush)', async () => {
+  it('records decisions taken on a stream as it passes exactly once, before the client sees what follows', async () => {
     const res = await s.chat({
       tenant: 'stream',
       decisions: [{ action: 'flag', rule: 'ingress.flag' }],
-      flush: true,
+      stream: true,
       late: [{ action: 'block', rule: 'egress.leak', phase: 'egress', details: { scanned_bytes: 512 } }],
     });
     expect(res.status).toBe(200);
+    expect(await res.text()).toBe('data: one\n\ndata: two\n\n');
     const { body } = await s.get('/audit?tenant=stream');
     expect((body.records as AuditRecord[]).map((r) => [r.action, r.rule, r.details])).toEqual([
       ['flag', 'ingress.flag', {}],

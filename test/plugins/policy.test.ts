@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { policyPlugin } from '../../plugins/policy/index.ts';
 import {
+  Answer,
+  answerOf,
   type Caller,
   type GatewayContext,
   GatewayError,
@@ -231,23 +233,69 @@ describe('policy evaluation', () => {
     });
   });
 
-  it('tools/list (strict): a hook removes the tools the caller may not call', async () => {
+  /** Runs the stage on a tools/list request answered with `listing`; the answer as written. */
+  async function listThrough(inst: StageInstance, ctx: GatewayContext, listing: unknown) {
+    await inst.handle(ctx, async () => {
+      ctx.state.answer = Answer.fromJson(ctx, structuredClone(listing));
+    });
+    return (await answerOf(ctx).json()) as { result: unknown };
+  }
+
+  it('tools/list (strict): the answer phase removes the tools the caller may not call', async () => {
     const { inst } = await create({ files: ['all.yaml'] }, dir);
     const listing = { jsonrpc: '2.0', id: 1, result: { tools: [{ name: 'echo' }, { name: 'admin-reset' }] } };
     const user = context('tools/list', undefined, { caller: { id: 'bob', authenticated: true, attributes: {} } });
-    await run(inst, user);
-    const [hook] = user.state.rpcResponseHooks ?? [];
-    const filtered = await hook(structuredClone(listing), user);
-    expect(filtered.result).toEqual({ tools: [{ name: 'echo' }] });
+    expect((await listThrough(inst, user, listing)).result).toEqual({ tools: [{ name: 'echo' }] });
     expect(user.state.annotations.policy_hidden_tools).toEqual(['admin-reset']);
     const admin = context('tools/list', undefined, {
       caller: { id: 'alice', authenticated: true, attributes: { role: 'admin' } },
     });
-    await run(inst, admin);
-    expect((await admin.state.rpcResponseHooks![0](structuredClone(listing), admin)).result).toEqual(listing.result);
+    expect((await listThrough(inst, admin, listing)).result).toEqual(listing.result);
     const permissive = context('tools/list', undefined, { mode: 'permissive' });
-    await run(inst, permissive);
-    expect(permissive.state.rpcResponseHooks).toBeUndefined();
+    expect((await listThrough(inst, permissive, listing)).result).toEqual(listing.result);
+    expect(permissive.state.annotations.policy_hidden_tools).toBeUndefined();
+  });
+
+  it('tools/list: a tool blocked only for some arguments stays listed, and those calls are still refused', async () => {
+    const d = tempDir();
+    writePolicy(d, 'p.yaml', {
+      name: 'fetching',
+      rules: [
+        {
+          id: 'inline-data-only',
+          when: {
+            and: [
+              { '==': [{ var: 'tool' }, 'fetch-url'] },
+              { '!==': [{ substr: [{ var: ['arguments.url', ''] }, 0, 5] }, 'data:'] },
+            ],
+          },
+          action: 'deny',
+        },
+        { id: 'never-wipe', when: { '==': [{ var: 'tool' }, 'wipe'] }, action: 'deny' },
+      ],
+    });
+    writePolicy(d, 'q.yaml', {
+      name: 'exceptions',
+      rules: [
+        // An allow that depends on the arguments is an exception to the later block: not decidable from a list.
+        { id: 'forced-reset', when: { '==': [{ var: 'arguments.force' }, true] }, action: 'allow' },
+        { id: 'no-reset', when: { '==': [{ var: 'tool' }, 'reset'] }, action: 'deny' },
+      ],
+    });
+    const { inst } = await create({ files: ['p.yaml', 'q.yaml'] }, d);
+    const listing = {
+      jsonrpc: '2.0',
+      id: 1,
+      result: { tools: [{ name: 'fetch-url' }, { name: 'wipe' }, { name: 'reset' }] },
+    };
+    const listed = await listThrough(inst, context('tools/list', undefined), listing);
+    expect(listed.result).toEqual({ tools: [{ name: 'fetch-url' }, { name: 'reset' }] });
+    expect((await run(inst, callOf('fetch-url', { url: 'https://example.com/x' }))).error?.kind).toBe(
+      'policy_violation',
+    );
+    expect((await run(inst, callOf('fetch-url', { url: 'data:text/plain,hi' }))).forwarded).toBe(true);
+    expect((await run(inst, callOf('reset', { force: true }))).forwarded).toBe(true);
+    expect((await run(inst, callOf('reset'))).error?.kind).toBe('policy_violation');
   });
 });
 

@@ -3,9 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import healthPlugin from '../../plugins/health/index.ts';
 import proxyPlugin from '../../plugins/proxy/index.ts';
 import { type Dialect, jsonRpcDialect } from '../../runtime/dialects.ts';
+import { mapRpcResponses, type RpcResponseMap } from '../../runtime/index.ts';
 import { silentLogger } from '../../runtime/observability/logger.ts';
 import type { StageInstance } from '../../runtime/plugin.ts';
-import type { GatewayContext, RpcResponseHook, Stage } from '../../runtime/state.ts';
+import type { GatewayContext, Stage } from '../../runtime/state.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
 import { createUpstream, type UpstreamConfig } from '../../runtime/upstreams/create.ts';
 import type { Upstream } from '../../runtime/upstreams/types.ts';
@@ -43,17 +44,20 @@ interface Seen {
   ctx?: GatewayContext;
 }
 
-/** A stage that registers response hooks and records what the proxy published. */
-function hooksStage(hooks: RpcResponseHook[], seen: Seen): Stage {
+/** A stage whose answer phase applies `maps` to the JSON-RPC response, then records the response sent. */
+function hooksStage(maps: RpcResponseMap[], seen: Seen): Stage {
   return async (ctx, next) => {
-    ctx.state.rpcResponseHooks = hooks;
     seen.ctx = ctx;
     await next();
-    seen.rpcResponse = ctx.state.rpcResponse;
+    for (const map of maps) await mapRpcResponses(ctx, map);
+    await mapRpcResponses(ctx, (msg) => {
+      seen.rpcResponse = msg;
+      return msg;
+    });
   };
 }
 
-const addTag: RpcResponseHook = (msg) => ({ ...msg, result: { ...(msg.result as object), tagged: true } });
+const addTag: RpcResponseMap = (msg) => ({ ...msg, result: { ...(msg.result as object), tagged: true } });
 
 // The upstream: JSON-RPC answers as JSON or SSE, echoing what it received.
 let release: () => void = () => {};
@@ -147,9 +151,9 @@ describe('proxy stage: HTTP upstreams', () => {
     expect(body.result.method).toBe('rewritten');
   });
 
-  it('applies response hooks in order to a JSON answer and publishes the response', async () => {
+  it('applies answer-phase maps in order to a JSON answer', async () => {
     const seen: Seen = {};
-    const second: RpcResponseHook = (msg) => ({
+    const second: RpcResponseMap = (msg) => ({
       ...msg,
       result: { sawTag: (msg.result as { tagged?: boolean }).tagged },
     });
@@ -184,8 +188,8 @@ describe('proxy stage: HTTP upstreams', () => {
     expect(last.startsWith('id: ev-2\nevent: message\ndata: ')).toBe(true);
     const msg = JSON.parse(last.split('data: ')[1]);
     expect(msg).toMatchObject({ jsonrpc: '2.0', id: 9, result: { method: 'tools/call', tagged: true } });
-    // An SSE answer is published as its response event passes, after the pipeline returned.
-    expect(seen.ctx?.state.rpcResponse).toEqual(msg);
+    // The maps see an SSE answer's response as its event passes, after the pipeline returned.
+    expect(seen.rpcResponse).toEqual(msg);
   });
 
   it('streams SSE untouched when no hook is registered', async () => {
@@ -253,7 +257,7 @@ describe('proxy stage: stdio upstream (reference server)', () => {
     url = await gateway([hooksStage([addTag], seen), await proxyStage(u)], jsonRpcDialect);
   });
 
-  it('calls the child and answers 200 JSON with hooks applied', async () => {
+  it('calls the child and answers 200 JSON with the answer phase applied', async () => {
     const res = await postRpc(url, {
       jsonrpc: '2.0',
       id: 'c1',

@@ -1,5 +1,5 @@
 /**
- * The SSE filter stream of the proxy (plugins/proxy/sse.ts), fed through real Node streams in
+ * The SSE filter stream of answers (runtime/answer/event-stream.ts), fed through real Node streams in
  * chunks cut anywhere: events the filters pass come out byte for byte, changed ones serialised,
  * in upstream order whether a filter answers at once or with a promise; a filter that ends the
  * stream cuts it right there, mid-chunk included.
@@ -7,7 +7,7 @@
 import { Readable } from 'node:stream';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { SseFilterTransform } from '../../plugins/proxy/sse.ts';
+import { SseFilterTransform } from '../../runtime/answer/event-stream.ts';
 import type { SseEvent, SseFilter, SseVerdict } from '../../runtime/index.ts';
 
 /** Pipes `chunks` through the filters; the text written out, and how often the upstream was cancelled. */
@@ -110,15 +110,18 @@ describe('SSE filter stream', () => {
       const { out, cancelled } = await filtered([stream], [stopAtX(async), spy]);
       expect(out).toBe('data: {"a":1}\n\nevent: note\nid: 7\ndata: line one\ndata: line two\n\ndata: stopped\n\n');
       expect(cancelled).toBe(1);
-      // Filters after the one that ended never see what came after.
-      expect(seen.map((e) => e.data)).toEqual(['{"a":1}', 'line one\nline two']);
+      // Filters after the one that ended see how it ended (the stages further out, e.g. the audit),
+      // and nothing after that.
+      expect(seen.map((e) => e.data)).toEqual(['{"a":1}', 'line one\nline two', 'stopped']);
     }
   });
 
-  it("appends the filters' end events, and passes a last event without a blank line", async () => {
+  it("appends the filters' end events through the filters after them, and passes a last event without a blank line", async () => {
     const closing: SseFilter = { onEvent: (e) => ({ events: [e] }), onEnd: async () => [{ data: 'bye' }] };
+    const shout: SseFilter = { onEvent: (e) => ({ events: [{ ...e, data: e.data.toUpperCase() }] }) };
     const { out } = await filtered(['data: a\n\ndata: b'], [closing]);
     expect(out).toBe('data: a\n\ndata: b\n\ndata: bye\n\n');
+    expect((await filtered(['data: a\n\n'], [closing, shout])).out).toBe('data: A\n\ndata: BYE\n\n');
     // Nothing appended: the unfinished event goes out as it came.
     expect((await filtered(['data: a\n\ndata: b'], [pass])).out).toBe('data: a\n\ndata: b');
   });

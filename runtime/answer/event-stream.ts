@@ -1,5 +1,6 @@
 /**
  * Filters an SSE answer event by event as it passes (nothing waits for the end of the stream).
+ * The runtime runs it when answer-phase stages added filters to an event-stream answer.
  * Each event is parsed (`event:`, `id:`, `data:` lines) and handed to the filters in order; an
  * event a filter returns as is (the same object) is written back byte for byte, any other event
  * is serialised.
@@ -12,7 +13,38 @@
  * goes out in one write.
  */
 import { Transform, type TransformCallback } from 'node:stream';
-import type { SseEvent, SseFilter, SseVerdict } from '../../runtime/index.ts';
+import { UninspectableAnswer } from './uninspectable.ts';
+
+/** One server-sent event: `data` is its data lines joined with newlines. */
+export interface SseEvent {
+  event?: string;
+  id?: string;
+  data: string;
+}
+
+/** What a filter does with an event: the events to write in its place, and whether the stream ends after them. */
+export interface SseVerdict {
+  events: SseEvent[];
+  /** End the stream after these events (the upstream's remaining answer is dropped). */
+  end?: boolean;
+}
+
+export interface SseFilter {
+  /**
+   * Answer at once whenever possible (a promise per event costs more than most filters' work).
+   * Throw an UninspectableAnswer for an event the filter must read but cannot: the stage's
+   * `on_uninspectable` decides (see `refuse`).
+   */
+  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict>;
+  /** The upstream's stream ended: events to append before the end (may throw UninspectableAnswer, e.g. no terminator). */
+  onEnd?(): SseEvent[] | Promise<SseEvent[]>;
+  /**
+   * The events that end the stream when the filter's stage refuses an answer it could not read
+   * (in the protocol's own terms: an error event, a final chunk...). Without it the connection
+   * is cut, so the client sees a broken answer rather than a complete one.
+   */
+  refuse?(err: UninspectableAnswer): SseEvent[];
+}
 
 const EVENT_END = /\r\n\r\n|\n\n|\r\r/;
 const LINE = /\r\n|\n|\r/;
@@ -34,10 +66,14 @@ export class SseFilterTransform extends Transform {
   /** What was queued last is that event, as it came: anything written after it must first end it. */
   private unterminated = false;
 
-  /** `onEarlyEnd` runs when a filter ended the stream: cancel the upstream there. */
+  /**
+   * `onEarlyEnd` runs when a filter ended the stream: cancel the upstream there. An event longer
+   * than `maxEventChars` (an upstream that never ends one) fails the stream rather than grow.
+   */
   constructor(
     private readonly filters: SseFilter[],
     private readonly onEarlyEnd: () => void,
+    private readonly maxEventChars = Number.POSITIVE_INFINITY,
   ) {
     super();
   }
@@ -53,6 +89,10 @@ export class SseFilterTransform extends Transform {
       waiting = this.drain();
     } catch (err) {
       done(err as Error);
+      return;
+    }
+    if (!waiting && this.buffer.length > this.maxEventChars) {
+      done(new UninspectableAnswer('too_large', `an event is longer than ${this.maxEventChars} characters`));
       return;
     }
     if (waiting) waiting.then(() => done(), done);
@@ -74,10 +114,12 @@ export class SseFilterTransform extends Transform {
       this.trailing = true;
       await this.process(this.buffer, '');
     }
-    if (!this.ended) {
-      for (const filter of this.filters) {
-        if (filter.onEnd) this.queue(await filter.onEnd());
-      }
+    // Each filter's closing events pass through the filters after it (outer stages see them too).
+    for (let f = 0; f < this.filters.length && !this.ended; f++) {
+      const onEnd = this.filters[f].onEnd;
+      if (!onEnd) continue;
+      const tail = await onEnd.call(this.filters[f]);
+      if (tail.length > 0) await this.filterFrom(f + 1, tail, undefined, undefined, false);
     }
     this.pushOut();
   }
@@ -106,33 +148,39 @@ export class SseFilterTransform extends Transform {
     return this.filterFrom(0, [parsed], parsed, text + separator);
   }
 
-  /** Runs the filters from index `f` on `events`; `parsed` is the upstream's event, `raw` its text. */
-  private filterFrom(f: number, events: SseEvent[], parsed: SseEvent, raw: string): Promise<void> | undefined {
+  /**
+   * Runs the filters from index `f` on `events`; `parsed` is the upstream's event, `raw` its text.
+   * A filter that ends the stream still hands its last events to the filters after it (the stages
+   * further out see how the stream ends), then the stream ends.
+   */
+  private filterFrom(
+    f: number,
+    events: SseEvent[],
+    parsed: SseEvent | undefined,
+    raw: string | undefined,
+    ending = false,
+  ): Promise<void> | undefined {
     for (; f < this.filters.length; f++) {
       const applied = applyFilter(this.filters[f], events);
       if (applied instanceof Promise) {
         const next = f + 1;
-        return applied.then((a) =>
-          this.endsWith(a, parsed, raw) ? undefined : this.filterFrom(next, a.events, parsed, raw),
-        );
+        return applied.then((a) => this.filterFrom(next, a.events, parsed, raw, ending || a.end));
       }
-      if (this.endsWith(applied, parsed, raw)) return undefined;
       events = applied.events;
+      ending ||= applied.end;
     }
     this.queue(events, parsed, raw);
+    if (ending) this.endEarly();
     return undefined;
   }
 
-  /** If the filter ended the stream: writes its last events, ends, and says so. */
-  private endsWith(applied: Applied, parsed: SseEvent, raw: string): boolean {
-    if (!applied.end) return false;
-    this.queue(applied.events, parsed, raw);
+  /** A filter ended the stream: writes what is queued, ends, and cancels the upstream. */
+  private endEarly(): void {
     this.pushOut();
     this.ended = true;
     this.buffer = '';
     this.push(null);
     this.onEarlyEnd();
-    return true;
   }
 
   /** Queues events for writing: the upstream's own event as it came, any other serialised. */

@@ -1,0 +1,347 @@
+/**
+ * The answer phase of the stage contract. The terminal stage leaves a typed answer on
+ * `ctx.state.answer` (status, the upstream's headers, and a body that is JSON, bytes, or a stream
+ * of events), and each stage may inspect, transform or replace it after `await next()`, in reverse
+ * pipeline order (the Koa onion; Envoy's encode path). The runtime writes it once every stage is
+ * done (runtime/server/handler.ts), so an answer-phase stage can still refuse it with a thrown
+ * error, rendered in the route's dialect like any other.
+ *
+ * The body is read only when a stage asks: `json()` reads it whole (decoded, bounded by
+ * `limits.answer_bytes`) and parses it once; `filterEvents` checks an event stream as it passes
+ * (nothing waits for its end). What cannot be read throws an UninspectableAnswer, and the stage's
+ * `on_uninspectable` decides (runtime/answer/guard.ts). An answer no stage reads is written as it
+ * came, streamed, at no cost.
+ */
+import { Readable } from 'node:stream';
+import { GatewayError } from '../errors.ts';
+import type { GatewayContext } from '../state.ts';
+import { checkDecodable, decodeBody, decodingStream, encodingsOf } from './decode.ts';
+import { type SseFilter, SseFilterTransform } from './event-stream.ts';
+import type { AnswerGuard } from './guard.ts';
+import { UninspectableAnswer } from './uninspectable.ts';
+
+export type HeaderValue = string | string[];
+
+export interface AnswerInit {
+  status: number;
+  /** Response headers (hop-by-hop ones already removed); the stages' own headers win over them. */
+  headers?: Record<string, HeaderValue | undefined>;
+  /** The body as received: whole bytes, a stream still to read, or none. */
+  body?: Buffer | Readable | null;
+}
+
+/**
+ * Per request, the guard of the stage whose answer phase is running (set by the pipeline): a
+ * stream filter added now is run under that stage's `on_uninspectable`.
+ */
+export const answeringStage: unique symbol = Symbol('switchyard.answeringStage');
+type Tracked = GatewayContext & { [answeringStage]?: AnswerGuard };
+
+const noBodyStatus = new Set([204, 205, 304]);
+const jsonType = /^(application\/([\w.+-]+\+)?json|text\/json)$/;
+
+export class Answer {
+  status: number;
+  readonly headers: Record<string, HeaderValue>;
+  #stream: Readable | undefined;
+  #bytes: Buffer | undefined;
+  /** Content codings still applied to the body (undone by the first whole read). */
+  #encodings: string[];
+  #decoded = false;
+  #json: unknown;
+  #parsed = false;
+  /** The JSON was set by a stage (or came as a value): serialised when written. */
+  #replaced = false;
+  #filters: SseFilter[] | undefined;
+  /** Made from what a terminal stage wrote on ctx (`ctx.body`): left there unless changed. */
+  #inContext = false;
+  /** The upstream cut the body short before it could be read whole. */
+  #broken: Error | undefined;
+  #written = false;
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    init: AnswerInit,
+  ) {
+    this.status = init.status;
+    this.headers = {};
+    for (const name in init.headers) {
+      const value = init.headers[name];
+      if (value !== undefined) this.headers[name.toLowerCase()] = value;
+    }
+    const body = init.body ?? null;
+    if (body instanceof Readable) this.#stream = body;
+    else if (body !== null) this.#bytes = body;
+    this.#encodings = encodingsOf(this.headers['content-encoding']);
+  }
+
+  /**
+   * An answer whose body the upstream cut short (it closed the connection before the end): a
+   * stage that reads it gets UninspectableAnswer `truncated`, and it is never written as a
+   * success (502 `upstream_error`).
+   */
+  static broken(ctx: GatewayContext, init: Omit<AnswerInit, 'body'>, cause: Error): Answer {
+    const answer = new Answer(ctx, init);
+    answer.#broken = cause;
+    return answer;
+  }
+
+  /** An answer that is a JSON value already (an RPC upstream's response message). */
+  static fromJson(ctx: GatewayContext, value: unknown, status = 200): Answer {
+    const answer = new Answer(ctx, { status, headers: { 'content-type': 'application/json' } });
+    answer.#json = value;
+    answer.#parsed = true;
+    answer.#replaced = true;
+    return answer;
+  }
+
+  /** The answer a terminal stage wrote the Koa way (`ctx.status`, `ctx.body`), for answer-phase readers. */
+  static fromContext(ctx: GatewayContext): Answer {
+    const body: unknown = ctx.body;
+    const answer = new Answer(ctx, { status: ctx.status });
+    answer.#inContext = true;
+    answer.headers['content-type'] = ctx.response.get('content-type');
+    const encoding = ctx.response.get('content-encoding');
+    if (encoding) {
+      answer.headers['content-encoding'] = encoding;
+      answer.#encodings = encodingsOf(encoding);
+    }
+    if (body instanceof Readable) answer.#stream = body;
+    else if (Buffer.isBuffer(body)) answer.#bytes = body;
+    else if (typeof body === 'string') answer.#bytes = Buffer.from(body);
+    else if (body !== null && body !== undefined) {
+      answer.#json = body;
+      answer.#parsed = true;
+    }
+    return answer;
+  }
+
+  /** The media type, lower case, without parameters ('' when there is none). */
+  get contentType(): string {
+    const raw = this.headers['content-type'];
+    const value = Array.isArray(raw) ? raw[0] : raw;
+    if (!value) return '';
+    const semi = value.indexOf(';');
+    return (semi === -1 ? value : value.slice(0, semi)).trim().toLowerCase();
+  }
+
+  get isEventStream(): boolean {
+    return this.contentType === 'text/event-stream';
+  }
+
+  /** False when there is certainly nothing to read: no body, a bodiless status, `Content-Length: 0`. */
+  get hasBody(): boolean {
+    if (noBodyStatus.has(this.status)) return false;
+    if (this.#broken) return true;
+    if (this.#parsed) return this.#json !== undefined;
+    if (this.#bytes) return this.#bytes.length > 0;
+    if (!this.#stream) return false;
+    return this.headers['content-length'] !== '0';
+  }
+
+  /** Whether stages added stream filters (the audit stage then watches the stream too). */
+  get filtered(): boolean {
+    return this.#filters !== undefined;
+  }
+
+  /**
+   * The whole body, decoded, read once. Throws UninspectableAnswer when it is larger than
+   * `limits.answer_bytes` or cannot be decoded, GatewayError `upstream_error` when the upstream
+   * cut it short.
+   */
+  async bytes(): Promise<Buffer> {
+    if (this.#broken) throw truncated(this.#broken);
+    if (this.#bytes === undefined) {
+      if (this.#stream) {
+        const stream = this.#stream;
+        this.#stream = undefined;
+        this.#bytes = await readWhole(stream, this.#limit);
+      } else if (this.#parsed) {
+        this.#bytes = Buffer.from(JSON.stringify(this.#json) ?? '');
+      } else this.#bytes = Buffer.alloc(0);
+    }
+    if (this.#encodings.length > 0 && !this.#decoded) {
+      this.#bytes = await decodeBody(this.#bytes, this.#encodings, this.#limit);
+      this.#decoded = true;
+    }
+    if (this.#bytes.length > this.#limit) {
+      throw new UninspectableAnswer('too_large', `the answer is larger than ${this.#limit} bytes`);
+    }
+    return this.#bytes;
+  }
+
+  /**
+   * The body parsed as JSON, read and parsed once; `undefined` for an empty body. Throws
+   * UninspectableAnswer when the content type is not JSON or the body does not parse (a cut-short
+   * answer included).
+   */
+  async json(): Promise<unknown> {
+    if (this.#parsed) return this.#json;
+    const type = this.contentType;
+    if (!jsonType.test(type)) {
+      throw new UninspectableAnswer('content_type', `content type "${type || 'none'}" is not JSON`);
+    }
+    const bytes = await this.bytes();
+    if (bytes.length === 0) return undefined;
+    try {
+      this.#json = JSON.parse(bytes.toString('utf8'));
+    } catch (err) {
+      throw new UninspectableAnswer('invalid_json', `the body is not valid JSON (${(err as Error).message})`);
+    }
+    this.#parsed = true;
+    return this.#json;
+  }
+
+  /** Replaces the body with a JSON value (serialised when written; never change a read value in place). */
+  setJson(value: unknown): void {
+    this.#json = value;
+    this.#parsed = true;
+    this.#replaced = true;
+    if (!jsonType.test(this.contentType)) this.headers['content-type'] = 'application/json';
+  }
+
+  /**
+   * Checks an event stream (`text/event-stream`) event by event as it passes, after the filters
+   * added before (stages deeper in the pipeline). The filter runs under the `on_uninspectable` of
+   * the stage adding it. Throws UninspectableAnswer for a stream in an encoding that cannot be
+   * decoded.
+   */
+  filterEvents(filter: SseFilter): void {
+    checkDecodable(this.#encodings);
+    const guard = (this.ctx as Tracked)[answeringStage];
+    const guarded = guard ? guard.guard(this.ctx, filter) : filter;
+    if (this.#filters) this.#filters.push(guarded);
+    else this.#filters = [guarded];
+  }
+
+  /** An answer that will not be written (an error replaced it): releases the upstream's body. */
+  discard(): void {
+    this.#written = true;
+    if (this.#stream && !this.#stream.destroyed) this.#stream.destroy();
+  }
+
+  /** Writes the answer on the response (the runtime calls it once every stage is done). */
+  write(ctx: GatewayContext): void {
+    if (this.#written) return;
+    this.#written = true;
+    if (this.#broken) {
+      throw new GatewayError('upstream_error', 'The upstream closed its answer before it was complete', {
+        cause: this.#broken,
+      });
+    }
+    if (this.#inContext && !this.#replaced && !this.#filters && !this.#decoded) return;
+    ctx.status = this.status;
+    if (this.#decoded) ctx.remove('content-encoding');
+    const changedLength = this.#replaced || this.#decoded || this.#filters !== undefined;
+    for (const name in this.headers) {
+      if (ctx.res.hasHeader(name)) continue; // what a stage set wins
+      if (changedLength && name === 'content-length') continue;
+      if (this.#decoded && name === 'content-encoding') continue;
+      ctx.set(name, this.headers[name]);
+    }
+    if (noBodyStatus.has(this.status)) {
+      this.discard();
+      ctx.body = null;
+      return;
+    }
+    if (this.#replaced) {
+      ctx.body = Buffer.from(JSON.stringify(this.#json) ?? 'null');
+      return;
+    }
+    if (this.#bytes !== undefined && !this.#filters) {
+      ctx.body = this.#bytes;
+      return;
+    }
+    const source = this.#stream ?? (this.#bytes ? Readable.from([this.#bytes]) : undefined);
+    if (!source) {
+      ctx.body = null;
+      return;
+    }
+    if (this.isEventStream) streamEvents(ctx);
+    if (!this.#filters) {
+      ctx.body = source;
+      return;
+    }
+    ctx.body = this.#filteredEvents(ctx, source, this.#filters);
+  }
+
+  #filteredEvents(ctx: GatewayContext, source: Readable, filters: SseFilter[]): Readable {
+    const encoded = this.#bytes === undefined && this.#encodings.length > 0;
+    if (encoded) ctx.remove('content-encoding');
+    const events = encoded ? decodingStream(source, this.#encodings) : source;
+    const transform = new SseFilterTransform(
+      filters,
+      () => {
+        events.unpipe(transform);
+        if (!source.destroyed) source.destroy();
+      },
+      this.#limit,
+    );
+    events.once('error', (err) => transform.destroy(err));
+    // The client went away (Koa destroys the body): cancel the upstream request too.
+    transform.once('close', () => {
+      if (!source.destroyed) source.destroy();
+    });
+    return events.pipe(transform);
+  }
+
+  get #limit(): number {
+    return this.ctx.state.limits.answerBytes;
+  }
+}
+
+/** Writes the request's answer, if a stage left one (the request core, once the pipeline is done). */
+export function commitAnswer(ctx: GatewayContext): void {
+  ctx.state.answer?.write(ctx);
+}
+
+/** Drops the request's answer unwritten (an error answers instead), releasing the upstream's body. */
+export function discardAnswer(ctx: GatewayContext): void {
+  ctx.state.answer?.discard();
+}
+
+/** The request's answer: the terminal stage's typed answer, or one made from what it wrote on ctx. */
+export function answerOf(ctx: GatewayContext): Answer {
+  let answer = ctx.state.answer;
+  if (!answer) {
+    answer = Answer.fromContext(ctx);
+    ctx.state.answer = answer;
+  }
+  return answer;
+}
+
+/** SSE must reach the client event by event: no socket timeout, no Nagle, no buffering. */
+function streamEvents(ctx: GatewayContext): void {
+  // ctx.req.socket is gone once the request body was consumed; the response holds the socket.
+  const socket = ctx.res.socket ?? ctx.req.socket;
+  socket?.setTimeout(0);
+  socket?.setNoDelay(true);
+  (ctx as { compress?: boolean }).compress = false;
+  ctx.set('X-Accel-Buffering', 'no');
+}
+
+/**
+ * Reads a stream whole, refusing more than `limit` bytes (event listeners: cheaper than async
+ * iteration). A stream that fails before its end is UninspectableAnswer `truncated`.
+ */
+export function readWhole(stream: Readable, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    stream.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        stream.destroy();
+        reject(new UninspectableAnswer('too_large', `the answer is larger than ${limit} bytes`));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    stream.once('end', () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
+    stream.once('error', (err) => reject(truncated(err)));
+  });
+}
+
+function truncated(cause: Error): UninspectableAnswer {
+  return new UninspectableAnswer('truncated', 'the upstream closed its answer before it was complete', { cause });
+}

@@ -1,0 +1,224 @@
+/**
+ * JSON-RPC answers in the answer phase: a stage that inspects or replaces the upstream's
+ * JSON-RPC response uses these instead of reading the answer itself, so that a JSON body and an
+ * MCP streamable-HTTP event stream are handled alike, and an answer that is not JSON-RPC is
+ * refused (UninspectableAnswer) rather than passed unread.
+ */
+import { type Answer, answerOf } from '../answer/answer.ts';
+import type { SseEvent, SseFilter, SseVerdict } from '../answer/event-stream.ts';
+import { UninspectableAnswer } from '../answer/uninspectable.ts';
+import { GatewayError } from '../errors.ts';
+import type { GatewayContext, JsonRpcId } from '../state.ts';
+
+export type RpcMessage = Record<string, unknown>;
+
+/** Returns the response to pass on: the same object when unchanged, or a replacement (never change it in place). */
+export type RpcResponseMap = (response: RpcMessage, ctx: GatewayContext) => RpcMessage | Promise<RpcMessage>;
+
+export function isRpcResponse(value: unknown): value is RpcMessage {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    'id' in value &&
+    ('result' in value || 'error' in value) &&
+    !('method' in value)
+  );
+}
+
+/** A request or notification (from the server, on an MCP stream): `jsonrpc: "2.0"` and a method. */
+function isRpcMessage(value: unknown): boolean {
+  const msg = value as Record<string, unknown> | null;
+  return typeof msg === 'object' && msg !== null && msg.jsonrpc === '2.0' && typeof msg.method === 'string';
+}
+
+/** A well-formed response (JSON-RPC 2.0 §5): `jsonrpc: "2.0"`, exactly one of result/error, a proper error object. */
+function isWellFormed(msg: RpcMessage): boolean {
+  if (msg.jsonrpc !== '2.0') return false;
+  if ('result' in msg === 'error' in msg) return false;
+  if ('error' in msg) {
+    const e = msg.error as Record<string, unknown> | null;
+    return typeof e === 'object' && e !== null && Number.isInteger(e.code) && typeof e.message === 'string';
+  }
+  return true;
+}
+
+/**
+ * Applies `map` to the JSON-RPC response in the request's answer: a JSON body now, each response
+ * event of an event stream as it passes. A GatewayError thrown by `map` answers with that error
+ * (a JSON body), or replaces the event by a JSON-RPC error (a stream, whose headers are gone).
+ */
+export async function mapRpcResponses(ctx: GatewayContext, map: RpcResponseMap): Promise<void> {
+  const answer = answerOf(ctx);
+  if (!answer.hasBody) return;
+  if (answer.isEventStream) {
+    answer.filterEvents(new RpcResponseFilter(ctx, map));
+    return;
+  }
+  const body = await readRpcBody(answer);
+  if (body === undefined) return;
+  const out = await map(body, ctx);
+  if (out !== body) answer.setJson(out);
+}
+
+/**
+ * Checks that the answer carries a well-formed response to request `id` (a JSON body, or an event
+ * of the stream before it ends): anything else is refused as not inspectable. An empty error
+ * answer (a transport-level status such as 404 for an unknown session) passes as it is.
+ */
+export async function expectRpcResponse(ctx: GatewayContext, id: JsonRpcId): Promise<void> {
+  const answer = answerOf(ctx);
+  if (!answer.hasBody) return;
+  if (answer.isEventStream) {
+    answer.filterEvents(new ResponseExpected(ctx, id));
+    return;
+  }
+  const body = await readRpcBody(answer);
+  if (body === undefined) return;
+  if (!isWellFormed(body) || body.id !== id) throw notResponse(id);
+}
+
+/** The response to the request, from a JSON body or from an event stream read whole (e.g. to unwrap it). */
+export async function readRpcResponse(ctx: GatewayContext): Promise<RpcMessage | undefined> {
+  const answer = answerOf(ctx);
+  if (!answer.hasBody) return undefined;
+  if (!answer.isEventStream) return readRpcBody(answer);
+  const text = (await answer.bytes()).toString('utf8');
+  for (const block of text.split(/\r\n\r\n|\n\n|\r\r/)) {
+    const data = block
+      .split(/\r\n|\n|\r/)
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).replace(/^ /, ''))
+      .join('\n');
+    if (data === '') continue;
+    const msg = parseEvent(data);
+    if (isRpcResponse(msg)) return msg;
+  }
+  throw new UninspectableAnswer('truncated', 'the event stream ended without a JSON-RPC response');
+}
+
+async function readRpcBody(answer: Answer): Promise<RpcMessage | undefined> {
+  const body = await answer.json();
+  if (body === undefined && answer.status >= 400) return undefined;
+  if (!isRpcResponse(body)) throw new UninspectableAnswer('not_rpc', 'the answer is not a JSON-RPC response');
+  return body;
+}
+
+function notResponse(id: JsonRpcId): UninspectableAnswer {
+  return new UninspectableAnswer(
+    'not_rpc',
+    `the answer is not a well-formed JSON-RPC response to request ${JSON.stringify(id)}`,
+  );
+}
+
+/** Parsed event data, shared by the filters of one stream (an unchanged event is the same object). */
+const parsedEvents = new WeakMap<SseEvent, unknown>();
+
+function parsedData(event: SseEvent): unknown {
+  if (parsedEvents.has(event)) return parsedEvents.get(event);
+  const value = parseEvent(event.data);
+  parsedEvents.set(event, value);
+  return value;
+}
+
+function parseEvent(data: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch {
+    throw new UninspectableAnswer('invalid_event', 'an event of the stream is not JSON');
+  }
+}
+
+/** The events that end a refused stream: the request's JSON-RPC error (the route's dialect writes it). */
+function refusal(ctx: GatewayContext, err: UninspectableAnswer): SseEvent[] {
+  const id = ctx.state.rpc?.id ?? null;
+  const body = ctx.state.dialect ? ctx.state.dialect.render(err, id).body : rpcError(id, err);
+  return [{ event: 'message', data: JSON.stringify(body) }];
+}
+
+function rpcError(id: JsonRpcId, err: GatewayError): RpcMessage {
+  return {
+    jsonrpc: '2.0',
+    id,
+    error: { code: -32603, message: err.message, ...(err.details ? { data: err.details } : {}) },
+  };
+}
+
+/** `map` on each response event of an MCP stream; notifications and server requests pass untouched. */
+class RpcResponseFilter implements SseFilter {
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly map: RpcResponseMap,
+  ) {}
+
+  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict> {
+    if (event.data === '') return { events: [event] };
+    const msg = parsedData(event);
+    if (!isRpcResponse(msg)) return { events: [event] };
+    let out: RpcMessage | Promise<RpcMessage>;
+    try {
+      out = this.map(msg, this.ctx);
+    } catch (err) {
+      return this.#failed(event, msg, err);
+    }
+    if (out instanceof Promise)
+      return out.then(
+        (o) => this.#replace(event, msg, o),
+        (err) => this.#failed(event, msg, err),
+      );
+    return this.#replace(event, msg, out);
+  }
+
+  refuse(err: UninspectableAnswer): SseEvent[] {
+    return refusal(this.ctx, err);
+  }
+
+  #replace(event: SseEvent, msg: RpcMessage, out: RpcMessage): SseVerdict {
+    if (out === msg) return { events: [event] };
+    const replaced = { event: event.event, id: event.id, data: JSON.stringify(out) };
+    parsedEvents.set(replaced, out);
+    return { events: [replaced] };
+  }
+
+  /** A stage refused the response: headers are gone, so the event becomes a JSON-RPC error. */
+  #failed(event: SseEvent, msg: RpcMessage, err: unknown): SseVerdict {
+    if (!(err instanceof GatewayError) || err.kind === 'upstream_invalid') throw err;
+    const id = (msg.id ?? null) as JsonRpcId;
+    const body = this.ctx.state.dialect ? this.ctx.state.dialect.render(err, id).body : rpcError(id, err);
+    return this.#replace(event, msg, body as RpcMessage);
+  }
+}
+
+/** The stream must carry a well-formed response to the request before it ends. */
+class ResponseExpected implements SseFilter {
+  #answered = false;
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly id: JsonRpcId,
+  ) {}
+
+  onEvent(event: SseEvent): SseVerdict {
+    if (event.data === '') return { events: [event] };
+    const msg = parsedData(event);
+    if (isRpcResponse(msg)) {
+      if (!isWellFormed(msg) || msg.id !== this.id) throw notResponse(this.id);
+      this.#answered = true;
+    } else if (!isRpcMessage(msg)) {
+      throw new UninspectableAnswer('not_rpc', 'an event of the stream is not a JSON-RPC message');
+    }
+    return { events: [event] };
+  }
+
+  onEnd(): SseEvent[] {
+    if (!this.#answered) {
+      throw new UninspectableAnswer('truncated', 'the stream ended without the response to the request');
+    }
+    return [];
+  }
+
+  refuse(err: UninspectableAnswer): SseEvent[] {
+    // Refused after the response went out (a malformed event after it): nothing more to say.
+    return this.#answered ? [] : refusal(this.ctx, err);
+  }
+}
