@@ -6,6 +6,7 @@ export { jsonDepth, readBody, readJson, readJsonObject } from './body.ts';
 export type { Dialect, RenderedError } from './dialects.ts';
 export type { ErrorKind, GatewayErrorOptions } from './errors.ts';
 export { GatewayError, isGatewayError, toGatewayError } from './errors.ts';
+export { effectiveMode, enforcementModes, type Mode } from './mode.ts';
 export type { MetricsKit } from './observability/metrics.ts';
 export { latencyBuckets } from './observability/metrics.ts';
 export type {

@@ -8,6 +8,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { GatewayError } from './errors.ts';
+import type { Mode } from './mode.ts';
 import type { MetricsKit } from './observability/metrics.ts';
 import type { ConnectionsSnapshot } from './server/connections.ts';
 import type { GatewayContext, Stage } from './state.ts';
@@ -81,7 +82,7 @@ export interface PluginEnv {
 }
 
 export interface ServiceIntrospection {
-  routes: Array<{ id: string; methods: string[]; mode?: string; stages: Array<{ plugin: string; options: unknown }> }>;
+  routes: Array<{ id: string; methods: string[]; mode?: Mode; stages: Array<{ plugin: string; options: unknown }> }>;
   resources: string[];
   upstreams: string[];
 }

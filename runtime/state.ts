@@ -5,6 +5,7 @@
  */
 import type { Next, ParameterizedContext } from 'koa';
 import type { Dialect } from './dialects.ts';
+import type { Mode } from './mode.ts';
 
 export type JsonRpcId = string | number | null;
 
@@ -68,8 +69,8 @@ export interface GatewayState {
   service: string;
   /** Route id (method + path pattern), for logs and metrics. */
   route: string;
-  /** Enforcement mode of the route (`strict`, `permissive`, `audit`...), when one is set. */
-  mode?: string;
+  /** Enforcement mode of the route (else the service's), when one is set; checked at load. */
+  mode?: Mode;
   caller?: Caller;
   /**
    * Name of the upstream an earlier stage chose for this request (e.g. a tenant's backend); a

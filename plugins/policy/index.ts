@@ -16,8 +16,11 @@
 import {
   compileStatePath,
   definePlugin,
+  effectiveMode,
+  enforcementModes,
   type GatewayContext,
   GatewayError,
+  type Mode,
   type Next,
   type PolicyDecision,
   type ResponseJsonHook,
@@ -35,8 +38,6 @@ import { policySetResource } from './resource.ts';
 import { PolicyStore } from './store.ts';
 import { type StreamCheckOptions, streamCheck, type WindowVerdict } from './stream-check.ts';
 
-type Mode = 'strict' | 'permissive' | 'audit';
-
 export interface PolicyOptions {
   set?: string;
   registry?: string;
@@ -45,7 +46,7 @@ export interface PolicyOptions {
   policies?: string[];
   select_from?: string;
   mode?: Mode;
-  phase: string;
+  phase: 'ingress' | 'egress';
   filter_list: boolean;
   block_error?: { code: string };
   classifiers?: string;
@@ -134,8 +135,12 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         items: { type: 'string', minLength: 1 },
         description: "Policies to apply, in order, plus those the message's SType lists. Default: every loaded policy.",
       },
-      mode: { enum: ['strict', 'permissive', 'audit'], description: "Overrides the route's mode." },
-      phase: { type: 'string', minLength: 1, default: 'ingress', description: 'Only rules of this phase run here.' },
+      mode: { enum: [...enforcementModes], description: "Overrides the route's mode." },
+      phase: {
+        enum: ['ingress', 'egress'],
+        default: 'ingress',
+        description: "Only rules of this phase run here: ingress checks the request, egress the upstream's answer.",
+      },
       filter_list: {
         type: 'boolean',
         default: true,
@@ -250,9 +255,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     }
 
     function mode(ctx: GatewayContext): Mode {
-      return (
-        options.mode ?? (ctx.state.mode === 'strict' || ctx.state.mode === 'audit' ? ctx.state.mode : 'permissive')
-      );
+      return effectiveMode(options.mode, ctx.state.mode);
     }
 
     async function ingress(ctx: GatewayContext, next: Next): Promise<void> {

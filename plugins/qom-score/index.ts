@@ -6,17 +6,18 @@
  */
 import {
   definePlugin,
+  effectiveMode,
+  enforcementModes,
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
+  type Mode,
   type QomResult,
 } from '../../runtime/index.ts';
 import type { QomProfile, STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
 import { registryOption } from '../stype-registry/api.ts';
 import { type DimensionName, dimensionNames, type ScoringInput, scorers } from './dimensions.ts';
 import { isObject, schemaInfo } from './schema-info.ts';
-
-type Mode = 'strict' | 'permissive' | 'audit';
 
 export interface QomScoreOptions {
   registry: string;
@@ -52,7 +53,7 @@ export default definePlugin<QomScoreOptions>({
         type: 'boolean',
         description: 'Reject messages below the threshold (422 qom_failed). Default: on in strict mode only.',
       },
-      mode: { enum: ['strict', 'permissive', 'audit'], description: "Overrides the route's mode." },
+      mode: { enum: [...enforcementModes], description: "Overrides the route's mode." },
     },
   },
   create(options, env) {
@@ -94,8 +95,7 @@ export default definePlugin<QomScoreOptions>({
         const qom = score(profile, scoringInput(ctx, rpc, record, registry), explain);
         ctx.state.qom = qom;
         scores.observe({ profile: profile.name }, qom.score);
-        const mode = options.mode ?? ctx.state.mode;
-        const enforce = options.enforce ?? mode === 'strict';
+        const enforce = options.enforce ?? effectiveMode(options.mode, ctx.state.mode) === 'strict';
         if (!qom.passed && enforce) {
           const details: Record<string, unknown> = {
             stype: record.id,

@@ -8,6 +8,7 @@ import { dirname, resolve } from 'node:path';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { type Catalog, loadCatalog } from '../catalog.ts';
+import type { Mode } from '../mode.ts';
 import type { OnError } from '../service/pipeline.ts';
 import { canonicalJson, sha256Hex } from '../util/hash.ts';
 import { type InterpolationProblem, interpolate } from './interpolate.ts';
@@ -194,7 +195,7 @@ function normalise(
     return {
       ...routeShape(r),
       dialect: r.dialect as string | undefined,
-      mode: r.mode as string | undefined,
+      mode: r.mode as Mode | undefined,
       pipeline: stagesAt(r.pipeline as unknown[], ['routes', i, 'pipeline']),
     };
   });

@@ -1,4 +1,5 @@
 /** The shape of a validated service config (defaults applied). */
+import type { Mode } from '../mode.ts';
 import type { OnError } from '../service/pipeline.ts';
 
 export interface ListenerConfig {
@@ -24,7 +25,7 @@ export interface RouteConfig {
   methods: string[];
   path: string;
   dialect?: string;
-  mode?: string;
+  mode?: Mode;
   pipeline: StageConfig[];
 }
 
@@ -36,7 +37,7 @@ export interface ServiceConfig {
   metrics?: ListenerConfig & { path: string; enabled?: boolean };
   admin?: ListenerConfig & { token?: string };
   dialect: string;
-  mode?: string;
+  mode?: Mode;
   request_id_header: string;
   trust_proxy: boolean;
   limits: {

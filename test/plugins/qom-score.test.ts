@@ -14,6 +14,7 @@ import {
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
+  type Mode,
   type PluginEnv,
   type StageInstance,
 } from '../../runtime/index.ts';
@@ -98,7 +99,7 @@ async function stage(options: Record<string, unknown> = {}): Promise<StageInstan
   return (await qomPlugin.create({ registry: 'registry', explain: false, ...options }, env)) as StageInstance;
 }
 
-function context(args: unknown, extra: { mode?: string; annotations?: Record<string, unknown> } = {}) {
+function context(args: unknown, extra: { mode?: Mode; annotations?: Record<string, unknown> } = {}) {
   const rpc: JsonRpcRequest = {
     jsonrpc: '2.0',
     id: 1,
