@@ -19,10 +19,12 @@ export type {
   ServiceInfo,
   ServiceIntrospection,
   StageInstance,
+  StateField,
+  StateFields,
   UpgradedConnection,
   UpgradeInfo,
 } from './plugin.ts';
-export { definePlugin, defineResource } from './plugin.ts';
+export { coreStateFields, definePlugin, defineResource, stateFieldOf } from './plugin.ts';
 export type { ClientConnection, ConnectionsSnapshot } from './server/connections.ts';
 export type {
   Caller,

@@ -16,6 +16,8 @@ interface ContentItem {
 export default definePlugin({
   name: 'jsonrpc-envelope',
   description: 'Wrap a typed {type, tool, arguments, metadata} body into JSON-RPC and unwrap the answer.',
+  // stype, qom and validation are read after next(), from the stages behind it: not needs.
+  provides: ['rpc', 'rpcModified'],
   options: { type: 'object', additionalProperties: false, properties: {} },
   create() {
     return async (ctx, next) => {

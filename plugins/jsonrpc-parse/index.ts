@@ -9,6 +9,7 @@ import { definePlugin, GatewayError, type JsonRpcRequest, readJson } from '../..
 export default definePlugin<{ allow_batch: boolean }>({
   name: 'jsonrpc-parse',
   description: 'Parse the body as a JSON-RPC 2.0 request (errors -32700 / -32600).',
+  provides: ['rpc'],
   options: {
     type: 'object',
     additionalProperties: false,

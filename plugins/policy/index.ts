@@ -26,6 +26,7 @@ import {
   type ResponseJsonHook,
   type RpcResponseHook,
   type SseFilterFactory,
+  stateFieldOf,
 } from '../../runtime/index.ts';
 import type { ClassifierResult, ClassifierSet, Span } from '../classify/api.ts';
 import { redact } from '../classify/api.ts';
@@ -59,6 +60,10 @@ const severity: Record<PolicyDecision['action'], number> = { allow: 0, flag: 1, 
 export const policyPlugin = definePlugin<PolicyOptions>({
   name: 'policy',
   description: 'Evaluate json-logic policy rules over the message, SType, scores and caller; deny, allow or flag.',
+  // What the rules read (classifiers, caller...) is in the policy files, not the options: only
+  // the selector path is a need.
+  needs: (o) => stateFieldOf(o.select_from),
+  provides: (o) => (o.phase === 'egress' ? ['decision', 'decisions'] : ['decision', 'decisions', 'jsonModified']),
   options: {
     type: 'object',
     additionalProperties: false,

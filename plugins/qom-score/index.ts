@@ -32,6 +32,9 @@ const fallbackProfile = 'default';
 export default definePlugin<QomScoreOptions>({
   name: 'qom-score',
   description: 'Score message quality on a QoM profile (six dimensions) and optionally reject below its threshold.',
+  // Without a message and its SType nothing is scored (and nothing rejected).
+  needs: ['rpc', 'stype'],
+  provides: ['qom'],
   options: {
     type: 'object',
     additionalProperties: false,

@@ -23,6 +23,9 @@ interface Options {
 export default definePlugin<Options>({
   name: 'stype-resolve',
   description: 'Resolve the SType of the JSON-RPC message (method, tool name, or an override) from the registry.',
+  // Without a parsed message it does nothing, so every later check would pass untyped.
+  needs: ['rpc'],
+  provides: ['stype'],
   options: {
     type: 'object',
     additionalProperties: false,
