@@ -87,6 +87,11 @@ export interface GatewayState {
   rpc?: JsonRpcRequest;
   /** Set when a stage changed `rpc` so that it must be re-serialised before forwarding. */
   rpcModified?: boolean;
+  /**
+   * What the parsed JSON-RPC body was: a request (with an id), a notification, or a client's
+   * response to a server request (then `rpc` stays unset: there is no method to check).
+   */
+  rpcKind?: 'request' | 'notification' | 'response';
   stype?: ResolvedSType;
   /** Schema validation of the request. */
   validation?: { valid: boolean; violations: Violation[] };

@@ -9,7 +9,7 @@ import { definePlugin, GatewayError, type JsonRpcRequest, readJson } from '../..
 export default definePlugin<{ allow_batch: boolean }>({
   name: 'jsonrpc-parse',
   description: 'Parse the body as a JSON-RPC 2.0 request (errors -32700 / -32600).',
-  provides: ['rpc'],
+  provides: ['rpc', 'rpcKind'],
   options: {
     type: 'object',
     additionalProperties: false,
@@ -30,7 +30,7 @@ export default definePlugin<{ allow_batch: boolean }>({
       const msg = body as Record<string, unknown>;
       if (msg.jsonrpc !== '2.0') throw invalid('"jsonrpc" must be "2.0"', '$.jsonrpc', msg.id);
       if (!('method' in msg) && ('result' in msg || 'error' in msg)) {
-        ctx.state.annotations.rpc_kind = 'response';
+        ctx.state.rpcKind = 'response';
         return next();
       }
       if (typeof msg.method !== 'string' || msg.method === '') {
@@ -43,7 +43,7 @@ export default definePlugin<{ allow_batch: boolean }>({
         throw invalid('"params" must be an object or an array', '$.params', msg.id);
       }
       ctx.state.rpc = msg as unknown as JsonRpcRequest;
-      ctx.state.annotations.rpc_kind = 'id' in msg ? 'request' : 'notification';
+      ctx.state.rpcKind = 'id' in msg ? 'request' : 'notification';
       await next();
     };
   },

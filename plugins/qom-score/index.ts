@@ -72,8 +72,8 @@ export default definePlugin<QomScoreOptions>({
     });
 
     function pickProfile(ctx: GatewayContext, record: STypeRecord): QomProfile {
-      const asked = ctx.state.annotations.qom_profile;
-      if (typeof asked === 'string' && asked !== '') {
+      const asked = ctx.state.requested?.qomProfile;
+      if (asked !== undefined && asked !== '') {
         const profile = registry.profile(asked);
         if (!profile) {
           throw new GatewayError('bad_request', `Unknown QoM profile "${asked}"`, {
@@ -94,7 +94,7 @@ export default definePlugin<QomScoreOptions>({
         const record = rpc && ctx.state.stype ? registry.get(ctx.state.stype.id) : undefined;
         if (!rpc || !record) return next();
         const profile = pickProfile(ctx, record);
-        const explain = options.explain || ctx.state.annotations.qom_explain === true;
+        const explain = options.explain || ctx.state.requested?.explain === true;
         const qom = score(profile, scoringInput(ctx, rpc, record, registry), explain);
         ctx.state.qom = qom;
         scores.observe({ profile: profile.name }, qom.score);
