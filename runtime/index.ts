@@ -11,6 +11,7 @@ export { recordDecision } from './decisions.ts';
 export type { Dialect, RenderedError } from './dialects.ts';
 export type { ErrorKind, GatewayErrorOptions } from './errors.ts';
 export { GatewayError, isGatewayError, toGatewayError } from './errors.ts';
+export { effectiveMode, enforcementModes, type Mode } from './mode.ts';
 export type { MetricsKit } from './observability/metrics.ts';
 export { latencyBuckets } from './observability/metrics.ts';
 export type {
@@ -23,10 +24,12 @@ export type {
   ServiceInfo,
   ServiceIntrospection,
   StageInstance,
+  StateField,
+  StateFields,
   UpgradedConnection,
   UpgradeInfo,
 } from './plugin.ts';
-export { definePlugin, defineResource } from './plugin.ts';
+export { coreStateFields, definePlugin, defineResource, stateFieldOf } from './plugin.ts';
 export type { ClientConnection, ConnectionsSnapshot } from './server/connections.ts';
 export type {
   Caller,

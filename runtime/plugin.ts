@@ -8,9 +8,10 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { GatewayError } from './errors.ts';
+import type { Mode } from './mode.ts';
 import type { MetricsKit } from './observability/metrics.ts';
 import type { ConnectionsSnapshot } from './server/connections.ts';
-import type { GatewayContext, Stage } from './state.ts';
+import type { GatewayContext, GatewayState, Stage } from './state.ts';
 import type { Upstream } from './upstreams/types.ts';
 
 export type JsonSchema = Record<string, unknown>;
@@ -81,7 +82,7 @@ export interface PluginEnv {
 }
 
 export interface ServiceIntrospection {
-  routes: Array<{ id: string; methods: string[]; mode?: string; stages: Array<{ plugin: string; options: unknown }> }>;
+  routes: Array<{ id: string; methods: string[]; mode?: Mode; stages: Array<{ plugin: string; options: unknown }> }>;
   resources: string[];
   upstreams: string[];
 }
@@ -122,13 +123,58 @@ export interface UpgradedConnection {
   shutdown(): void;
 }
 
+/** A field of the request state (`ctx.state`), as `needs` and `provides` name them. */
+export type StateField = Extract<keyof GatewayState, string>;
+
+/**
+ * Fields the request core sets on every request before the pipeline runs: a stage may read them
+ * without any earlier stage providing them.
+ */
+export const coreStateFields: readonly StateField[] = [
+  'requestId',
+  'service',
+  'route',
+  'mode',
+  'limits',
+  'traceparent',
+  'dialect',
+  'annotations',
+];
+
+/** State fields: a fixed list, or one worked out from the stage's validated options (defaults applied). */
+export type StateFields<O> = readonly StateField[] | ((options: O) => readonly StateField[]);
+
 export interface PluginDefinition<O = Record<string, unknown>> {
   kind: 'stage';
   name: string;
   description: string;
   /** JSON Schema (draft 2020-12) of the options; defaults in it are applied. */
   options: JsonSchema;
+  /**
+   * Request-state fields this stage reads that an EARLIER stage of the request path must write
+   * (the request core's fields, `coreStateFields`, need no provider). Only what the stage cannot
+   * do its job without: a field it reads when present and does without otherwise is not a need.
+   * The loader refuses a pipeline where no earlier stage provides a need.
+   */
+  needs?: StateFields<O>;
+  /** Request-state fields this stage writes for the stages after it. */
+  provides?: StateFields<O>;
   create(options: O, env: PluginEnv): StageInstance | Stage | Promise<StageInstance | Stage>;
+}
+
+/** A stage's `needs` or `provides` for the given options. */
+export function stateFields<O>(fields: StateFields<O> | undefined, options: O): readonly StateField[] {
+  if (fields === undefined) return [];
+  return typeof fields === 'function' ? fields(options) : fields;
+}
+
+/**
+ * The state field a dotted state path (an option such as `select_from: caller.attributes.policy`)
+ * reads: its first segment. A stage whose option reads such a path needs that field.
+ */
+export function stateFieldOf(path: string | undefined): StateField[] {
+  if (!path) return [];
+  return [path.split('.')[0] as StateField];
 }
 
 export interface ResourceInstance<V = unknown> {

@@ -6,6 +6,7 @@
 import type { Next, ParameterizedContext } from 'koa';
 import type { Answer } from './answer/answer.ts';
 import type { Dialect } from './dialects.ts';
+import type { Mode } from './mode.ts';
 
 export type JsonRpcId = string | number | null;
 
@@ -76,8 +77,8 @@ export interface GatewayState {
   service: string;
   /** Route id (method + path pattern), for logs and metrics. */
   route: string;
-  /** Enforcement mode of the route (`strict`, `permissive`, `audit`...), when one is set. */
-  mode?: string;
+  /** Enforcement mode of the route (else the service's), when one is set; checked at load. */
+  mode?: Mode;
   caller?: Caller;
   /**
    * Name of the upstream an earlier stage chose for this request (e.g. a tenant's backend); a
@@ -94,6 +95,11 @@ export interface GatewayState {
   rpc?: JsonRpcRequest;
   /** Set when a stage changed `rpc` so that it must be re-serialised before forwarding. */
   rpcModified?: boolean;
+  /**
+   * What the parsed JSON-RPC body was: a request (with an id), a notification, or a client's
+   * response to a server request (then `rpc` stays unset: there is no method to check).
+   */
+  rpcKind?: 'request' | 'notification' | 'response';
   stype?: ResolvedSType;
   /** Schema validation of the request. */
   validation?: { valid: boolean; violations: Violation[] };

@@ -16,6 +16,8 @@ export interface AuthOptions {
 export default definePlugin<AuthOptions>({
   name: 'auth',
   description: 'Token authentication (Bearer or a custom header), constant-time comparison',
+  // A disabled stage lets every request through without a caller.
+  provides: (o) => (o.enabled === false ? [] : ['caller']),
   options: {
     type: 'object',
     additionalProperties: false,

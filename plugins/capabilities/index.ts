@@ -14,7 +14,7 @@ interface Options {
   registry?: string;
   registry_path?: string;
   protocol: string;
-  metrics_format: string;
+  metrics_format: 'prometheus';
 }
 
 export default definePlugin<Options>({
@@ -33,7 +33,12 @@ export default definePlugin<Options>({
       registry: { type: 'string', 'x-ref': 'resource', description: 'stype-registry resource to count.' },
       registry_path: { type: 'string', description: 'Registry location to report (default: the resource name).' },
       protocol: { type: 'string', default: 'jsonrpc-2.0' },
-      metrics_format: { type: 'string', default: 'prometheus' },
+      metrics_format: {
+        // What the metrics listener serves; anything else would be reported but not true.
+        enum: ['prometheus'],
+        default: 'prometheus',
+        description: 'Format of the metrics listener, as reported.',
+      },
     },
   },
   create(options, env) {

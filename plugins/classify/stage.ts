@@ -10,7 +10,7 @@
  * A classifier that fails (an ML model that cannot load) fails the stage: fail-closed by default,
  * `on_error: fail-open` to go on without its results.
  */
-import { compileStatePath, definePlugin, latencyBuckets, readJsonObject } from '../../runtime/index.ts';
+import { compileStatePath, definePlugin, latencyBuckets, readJsonObject, stateFieldOf } from '../../runtime/index.ts';
 import type { ClassifierSet } from './api.ts';
 import { requestText } from './request-text.ts';
 
@@ -24,6 +24,8 @@ export interface ClassifyOptions {
 export default definePlugin<ClassifyOptions>({
   name: 'classify',
   description: 'Run classifiers on the request text (chat messages, prompt) into ctx.state.classifications.',
+  needs: (o) => stateFieldOf(o.use_from),
+  provides: ['classifications'],
   options: {
     type: 'object',
     additionalProperties: false,

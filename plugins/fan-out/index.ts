@@ -18,6 +18,7 @@ import {
   type HttpUpstream,
   isHttpUpstream,
   latencyBuckets,
+  stateFieldOf,
 } from '../../runtime/index.ts';
 import type { Chunker } from '../chunk/api.ts';
 import type { ContentFetcher } from '../fetch-content/api.ts';
@@ -55,6 +56,8 @@ export default definePlugin<FanOutOptions>({
   name: 'fan-out',
   description:
     'Turn the URLs on the request state into text chunks through a processor, concurrently with a bound; answer {"0": [url, text], ...}.',
+  // Without the list every request would answer an empty map.
+  needs: (o) => stateFieldOf(o.from ?? 'searchResults'),
   options: {
     type: 'object',
     additionalProperties: false,

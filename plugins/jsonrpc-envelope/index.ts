@@ -13,6 +13,7 @@ import {
   readJsonObject,
   readRpcResponse,
 } from '../../runtime/index.ts';
+import type { RequestedTyping } from '../stype-registry/api.ts';
 
 interface ContentItem {
   type: string;
@@ -23,6 +24,8 @@ interface ContentItem {
 export default definePlugin({
   name: 'jsonrpc-envelope',
   description: 'Wrap a typed {type, tool, arguments, metadata} body into JSON-RPC and unwrap the answer.',
+  // stype, qom and validation are read after next(), from the stages behind it: not needs.
+  provides: ['rpc', 'rpcModified', 'requested'],
   options: { type: 'object', additionalProperties: false, properties: {} },
   create() {
     return async (ctx, next) => {
@@ -43,9 +46,11 @@ export default definePlugin({
         if (meta[key] !== undefined && typeof meta[key] !== 'string')
           throw field(`metadata.${key}`, 'must be a string');
       }
-      if (typeof meta.stype === 'string') ctx.state.annotations.stype_override = meta.stype;
-      if (typeof meta.qom_profile === 'string') ctx.state.annotations.qom_profile = meta.qom_profile;
-      if (meta.explain === true) ctx.state.annotations.qom_explain = true;
+      const requested: RequestedTyping = {};
+      if (typeof meta.stype === 'string') requested.stype = meta.stype;
+      if (typeof meta.qom_profile === 'string') requested.qomProfile = meta.qom_profile;
+      if (meta.explain === true) requested.explain = true;
+      ctx.state.requested = requested;
 
       const params = type === 'tools/call' ? { name: tool, arguments: args ?? {} } : ((args ?? {}) as object);
       ctx.state.rpc = { jsonrpc: '2.0', id: ctx.state.requestId, method: type, params } as JsonRpcRequest;
@@ -69,7 +74,7 @@ export default definePlugin({
           schema_valid: s.validation?.valid ?? null,
           request_id: s.requestId,
           ...(result.isError === true ? { is_error: true } : {}),
-          ...(s.annotations.qom_explain && s.qom
+          ...(s.requested?.explain && s.qom
             ? {
                 qom: {
                   profile: s.qom.profile,

@@ -17,6 +17,7 @@ import {
 export default definePlugin<{ allow_batch: boolean }>({
   name: 'jsonrpc-parse',
   description: 'Parse the body as a JSON-RPC 2.0 request (errors -32700 / -32600).',
+  provides: ['rpc', 'rpcKind'],
   options: {
     type: 'object',
     additionalProperties: false,
@@ -37,7 +38,7 @@ export default definePlugin<{ allow_batch: boolean }>({
       const msg = body as Record<string, unknown>;
       if (msg.jsonrpc !== '2.0') throw invalid('"jsonrpc" must be "2.0"', '$.jsonrpc', msg.id);
       if (!('method' in msg) && ('result' in msg || 'error' in msg)) {
-        ctx.state.annotations.rpc_kind = 'response';
+        ctx.state.rpcKind = 'response';
         return next();
       }
       if (typeof msg.method !== 'string' || msg.method === '') {
@@ -50,7 +51,7 @@ export default definePlugin<{ allow_batch: boolean }>({
         throw invalid('"params" must be an object or an array', '$.params', msg.id);
       }
       ctx.state.rpc = msg as unknown as JsonRpcRequest;
-      ctx.state.annotations.rpc_kind = 'id' in msg ? 'request' : 'notification';
+      ctx.state.rpcKind = 'id' in msg ? 'request' : 'notification';
       await next();
       // The answer phase: a request must be answered by its response, well formed; anything else
       // (not JSON, not JSON-RPC, another id, a stream that ends without it) is not passed unread.

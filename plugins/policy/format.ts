@@ -74,7 +74,8 @@ const ruleSchema = {
   properties: {
     id: { type: 'string', minLength: 1 },
     description: { type: 'string' },
-    phase: { type: 'string', minLength: 1 },
+    // A misspelt phase would make the rule never run: only the two phases a policy stage has.
+    phase: { enum: ['ingress', 'egress'] },
     when: { type: ['object', 'boolean'] },
     action: { enum: Object.keys(actionAliases) },
     detail: { type: 'string' },

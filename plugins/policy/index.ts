@@ -18,13 +18,17 @@ import {
   answerOf,
   compileStatePath,
   definePlugin,
+  effectiveMode,
+  enforcementModes,
   type GatewayContext,
   GatewayError,
+  type Mode,
   mapRpcResponses,
   type Next,
   type PolicyDecision,
   type RpcResponseMap,
   recordDecision,
+  stateFieldOf,
 } from '../../runtime/index.ts';
 import type { ClassifierResult, ClassifierSet, Span } from '../classify/api.ts';
 import { redact } from '../classify/api.ts';
@@ -43,8 +47,6 @@ import {
   type WindowVerdict,
 } from './stream-check.ts';
 
-type Mode = 'strict' | 'permissive' | 'audit';
-
 export interface PolicyOptions {
   set?: string;
   registry?: string;
@@ -53,7 +55,7 @@ export interface PolicyOptions {
   policies?: string[];
   select_from?: string;
   mode?: Mode;
-  phase: string;
+  phase: 'ingress' | 'egress';
   filter_list: boolean;
   block_error?: { code: string };
   classifiers?: string;
@@ -63,6 +65,10 @@ export interface PolicyOptions {
 export const policyPlugin = definePlugin<PolicyOptions>({
   name: 'policy',
   description: 'Evaluate json-logic policy rules over the message, SType, scores and caller; deny, allow or flag.',
+  // What the rules read (classifiers, caller...) is in the policy files, not the options: only
+  // the selector path is a need.
+  needs: (o) => stateFieldOf(o.select_from),
+  provides: (o) => (o.phase === 'egress' ? ['decision', 'decisions'] : ['decision', 'decisions', 'jsonModified']),
   options: {
     type: 'object',
     additionalProperties: false,
@@ -139,8 +145,12 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         items: { type: 'string', minLength: 1 },
         description: "Policies to apply, in order, plus those the message's SType lists. Default: every loaded policy.",
       },
-      mode: { enum: ['strict', 'permissive', 'audit'], description: "Overrides the route's mode." },
-      phase: { type: 'string', minLength: 1, default: 'ingress', description: 'Only rules of this phase run here.' },
+      mode: { enum: [...enforcementModes], description: "Overrides the route's mode." },
+      phase: {
+        enum: ['ingress', 'egress'],
+        default: 'ingress',
+        description: "Only rules of this phase run here: ingress checks the request, egress the upstream's answer.",
+      },
       filter_list: {
         type: 'boolean',
         default: true,
@@ -257,9 +267,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     }
 
     function mode(ctx: GatewayContext): Mode {
-      return (
-        options.mode ?? (ctx.state.mode === 'strict' || ctx.state.mode === 'audit' ? ctx.state.mode : 'permissive')
-      );
+      return effectiveMode(options.mode, ctx.state.mode);
     }
 
     async function ingress(ctx: GatewayContext, next: Next): Promise<void> {

@@ -46,7 +46,7 @@ function accepted(ctx: GatewayContext): void {
  * (the answer to a server request), which has nowhere to go.
  */
 async function parseMessage(ctx: GatewayContext): Promise<JsonRpcRequest | undefined> {
-  if (ctx.state.annotations.rpc_kind === 'response') return undefined;
+  if (ctx.state.rpcKind === 'response') return undefined;
   const body = await readJson(ctx);
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw new GatewayError('bad_request', 'Expected one JSON-RPC message (an object)');

@@ -6,17 +6,18 @@
  */
 import {
   definePlugin,
+  effectiveMode,
+  enforcementModes,
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
+  type Mode,
   type QomResult,
 } from '../../runtime/index.ts';
 import type { QomProfile, STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
 import { registryOption } from '../stype-registry/api.ts';
 import { type DimensionName, dimensionNames, type ScoringInput, scorers } from './dimensions.ts';
 import { isObject, schemaInfo } from './schema-info.ts';
-
-type Mode = 'strict' | 'permissive' | 'audit';
 
 export interface QomScoreOptions {
   registry: string;
@@ -31,6 +32,9 @@ const fallbackProfile = 'default';
 export default definePlugin<QomScoreOptions>({
   name: 'qom-score',
   description: 'Score message quality on a QoM profile (six dimensions) and optionally reject below its threshold.',
+  // Without a message and its SType nothing is scored (and nothing rejected).
+  needs: ['rpc', 'stype'],
+  provides: ['qom'],
   options: {
     type: 'object',
     additionalProperties: false,
@@ -52,7 +56,7 @@ export default definePlugin<QomScoreOptions>({
         type: 'boolean',
         description: 'Reject messages below the threshold (422 qom_failed). Default: on in strict mode only.',
       },
-      mode: { enum: ['strict', 'permissive', 'audit'], description: "Overrides the route's mode." },
+      mode: { enum: [...enforcementModes], description: "Overrides the route's mode." },
     },
   },
   create(options, env) {
@@ -68,8 +72,8 @@ export default definePlugin<QomScoreOptions>({
     });
 
     function pickProfile(ctx: GatewayContext, record: STypeRecord): QomProfile {
-      const asked = ctx.state.annotations.qom_profile;
-      if (typeof asked === 'string' && asked !== '') {
+      const asked = ctx.state.requested?.qomProfile;
+      if (asked !== undefined && asked !== '') {
         const profile = registry.profile(asked);
         if (!profile) {
           throw new GatewayError('bad_request', `Unknown QoM profile "${asked}"`, {
@@ -90,12 +94,11 @@ export default definePlugin<QomScoreOptions>({
         const record = rpc && ctx.state.stype ? registry.get(ctx.state.stype.id) : undefined;
         if (!rpc || !record) return next();
         const profile = pickProfile(ctx, record);
-        const explain = options.explain || ctx.state.annotations.qom_explain === true;
+        const explain = options.explain || ctx.state.requested?.explain === true;
         const qom = score(profile, scoringInput(ctx, rpc, record, registry), explain);
         ctx.state.qom = qom;
         scores.observe({ profile: profile.name }, qom.score);
-        const mode = options.mode ?? ctx.state.mode;
-        const enforce = options.enforce ?? mode === 'strict';
+        const enforce = options.enforce ?? effectiveMode(options.mode, ctx.state.mode) === 'strict';
         if (!qom.passed && enforce) {
           const details: Record<string, unknown> = {
             stype: record.id,

@@ -12,7 +12,7 @@
  * count). `limit_from` takes the limit per request from the request state (a caller attribute
  * such as a tenant's requests per minute), `limit` (else the resource's limit) when absent.
  */
-import { definePlugin } from '../../runtime/index.ts';
+import { definePlugin, stateFieldOf } from '../../runtime/index.ts';
 import { compileKey, compileLimitPath } from './keys.ts';
 import { createLimiter, type Limiter, rateLimitedError, rateLimitHeaders } from './limiter.ts';
 import { type LimiterConfig, limiterOptions, limiterProperties } from './options.ts';
@@ -28,6 +28,9 @@ export interface RateLimitOptions extends Omit<LimiterConfig, 'limit'> {
 export default definePlugin<RateLimitOptions>({
   name: 'rate-limit',
   description: 'Per-client rate limiting (memory or Redis) with X-RateLimit-* headers and 429 rate_limited',
+  // `key: caller` without a caller counts every client by its address; the default key falls back
+  // to the address by design, so only the explicit choice is a need.
+  needs: (o) => [...(o.key === 'caller' ? (['caller'] as const) : []), ...stateFieldOf(o.limit_from)],
   options: {
     type: 'object',
     additionalProperties: false,

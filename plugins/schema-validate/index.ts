@@ -40,6 +40,9 @@ export default definePlugin<SchemaValidateOptions>({
   name: 'schema-validate',
   description:
     'Validate JSON-RPC messages (and tool results) against their SType schema; flag or refuse drifted tools.',
+  // Without an SType every message counts as untyped and passes (unknown_stype: allow).
+  needs: ['rpc', 'stype'],
+  provides: ['validation', 'resultValidation'],
   options: {
     type: 'object',
     additionalProperties: false,

@@ -6,6 +6,27 @@
 import type { ValidateFunction } from 'ajv';
 import type { Violation } from '../../runtime/index.ts';
 
+/**
+ * What a request itself asked of the typing stages (the typed direct send's `metadata`, set by
+ * jsonrpc-envelope): an SType for stype-resolve, a QoM profile and an explanation for qom-score.
+ */
+export interface RequestedTyping {
+  /** SType id that overrides resolution (404 `stype_not_found` when the registry lacks it). */
+  stype?: string;
+  /** QoM profile that overrides the stage's (400 when the registry lacks it). */
+  qomProfile?: string;
+  /** Explain each QoM dimension in the result. */
+  explain?: boolean;
+}
+
+// Declared here, not in the runtime: STypes and QoM profiles are this plugin family's vocabulary.
+declare module '../../runtime/state.ts' {
+  interface GatewayState {
+    /** What the request asked of SType resolution and QoM scoring (see RequestedTyping). */
+    requested?: RequestedTyping;
+  }
+}
+
 export type STypeStatus = 'approved' | 'pending';
 
 export interface STypeRecord {

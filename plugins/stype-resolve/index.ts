@@ -1,8 +1,8 @@
 /**
  * stype-resolve: which SType the JSON-RPC message on `ctx.state.rpc` is, from the registry.
  *
- * Precedence: a per-request override (`ctx.state.annotations.stype_override`, set by the typed
- * direct send from `metadata.stype`), then the route's fixed `stype` option, then the registry's
+ * Precedence: a per-request override (`ctx.state.requested.stype`, set by the typed direct send
+ * from `metadata.stype`), then the route's fixed `stype` option, then the registry's
  * resolution by method (and tool name for `tools/call`). The result goes to `ctx.state.stype` as
  * {id, version, status}, and `annotations.stype_source` says which of the three chose it.
  *
@@ -23,6 +23,9 @@ interface Options {
 export default definePlugin<Options>({
   name: 'stype-resolve',
   description: 'Resolve the SType of the JSON-RPC message (method, tool name, or an override) from the registry.',
+  // Without a parsed message it does nothing, so every later check would pass untyped.
+  needs: ['rpc'],
+  provides: ['stype'],
   options: {
     type: 'object',
     additionalProperties: false,
@@ -42,7 +45,7 @@ export default definePlugin<Options>({
         const rpc = ctx.state.rpc;
         if (!rpc) return next();
         const annotations = ctx.state.annotations;
-        const override = annotations.stype_override;
+        const override = ctx.state.requested?.stype;
         let record: STypeRecord | undefined;
         let source: string;
         if (typeof override === 'string') {

@@ -22,6 +22,7 @@ interface Options {
 export default definePlugin<Options>({
   name: 'tenant-auth',
   description: 'Authenticate a request by API key against a tenant directory; the tenant becomes the caller',
+  provides: ['caller', 'upstream'],
   options: {
     type: 'object',
     additionalProperties: false,

@@ -157,6 +157,7 @@ export const userCurrent = definePlugin<{ users: string }>({
 export const userGuard = definePlugin<{ users: string; require: 'user' | 'superuser' }>({
   name: 'user-guard',
   description: 'Require a signed-in user (or a superuser) for the route; passes everything when users are disabled.',
+  provides: ['user', 'caller'],
   options: {
     type: 'object',
     additionalProperties: false,

@@ -18,6 +18,7 @@ export const webSearchStage = definePlugin<WebSearchStageOptions>({
   name: 'web-search',
   description:
     'Run the query of a query-string parameter through a web-search resource; results go to state.searchResults.',
+  provides: ['searchResults'],
   options: {
     type: 'object',
     additionalProperties: false,

@@ -9,9 +9,11 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.
 import addFormats from 'ajv-formats';
 import type { OnUninspectable } from '../answer/guard.ts';
 import { type Catalog, loadCatalog } from '../catalog.ts';
+import type { Mode } from '../mode.ts';
 import type { OnError } from '../service/pipeline.ts';
 import { canonicalJson, sha256Hex } from '../util/hash.ts';
 import { type InterpolationProblem, interpolate } from './interpolate.ts';
+import { checkNeeds } from './needs.ts';
 import { applyOverride, parseOverride } from './overrides.ts';
 import { DeclaredNames, referenceKeyword } from './references.ts';
 import { serviceSchema } from './service-schema.ts';
@@ -123,9 +125,11 @@ export async function loadService(file: string, options: LoadOptions = {}): Prom
   }
 
   const names = declaredNames(raw);
-  const config = normalise(raw, catalog, names, report);
+  const invalid = new Set<StageConfig>();
+  const config = normalise(raw, catalog, names, report, invalid);
   checkResources(raw, catalog, names, report);
   checkRoutes(config, report);
+  checkNeeds({ config, catalog, report, invalid, defaults: defaultOptions });
   if (problems.length > 0) throw new ConfigError(problems);
   return { file: path, configDir, config, hash: `sha256:${sha256Hex(canonicalJson(value))}`, catalog };
 }
@@ -175,9 +179,15 @@ function normalise(
   catalog: Catalog,
   names: DeclaredNames,
   report: Report,
+  invalid: Set<StageConfig>,
 ): ServiceConfig {
+  const parse = (item: Record<string, unknown>, at: ConfigPath): StageConfig => {
+    const stage = parseStage(item, at, catalog, names, report);
+    if (stage.invalid) invalid.add(stage.config);
+    return stage.config;
+  };
   const stagesAt = (list: unknown[], at: ConfigPath): StageConfig[] =>
-    list.map((item, i) => parseStage(item as Record<string, unknown>, [...at, i], catalog, names, report));
+    list.map((item, i) => parse(item as Record<string, unknown>, [...at, i]));
 
   const pipeline = stagesAt((raw.pipeline as unknown[]) ?? [], ['pipeline']);
   // Shorthands: `auth:` and `rate_limit:` become stages after the service-wide ones.
@@ -188,14 +198,14 @@ function normalise(
     const block = raw[key] as Record<string, unknown> | undefined;
     if (!block?.enabled) continue;
     const { enabled: _enabled, ...options } = block;
-    pipeline.push(parseStage({ [plugin]: options }, [key], catalog, names, report));
+    pipeline.push(parse({ [plugin]: options }, [key]));
   }
 
   const routes: RouteConfig[] = ((raw.routes as Array<Record<string, unknown>>) ?? []).map((r, i) => {
     return {
       ...routeShape(r),
       dialect: r.dialect as string | undefined,
-      mode: r.mode as string | undefined,
+      mode: r.mode as Mode | undefined,
       pipeline: stagesAt(r.pipeline as unknown[], ['routes', i, 'pipeline']),
     };
   });
@@ -208,7 +218,7 @@ function parseStage(
   catalog: Catalog,
   declared: DeclaredNames,
   report: Report,
-): StageConfig {
+): { config: StageConfig; invalid: boolean } {
   const { on_error, on_uninspectable, ...rest } = item;
   const names = Object.keys(rest);
   const stage: StageConfig = {
@@ -220,17 +230,17 @@ function parseStage(
   };
   if (names.length !== 1) {
     report(at, `a stage names exactly one plugin, found ${names.length ? names.join(', ') : 'none'}`);
-    return stage;
+    return { config: stage, invalid: true };
   }
   const def = catalog.stage(stage.plugin);
   if (!def) {
     report([...at, stage.plugin], `unknown plugin "${stage.plugin}"`);
-    return stage;
+    return { config: stage, invalid: true };
   }
   const options = (rest[stage.plugin] ?? {}) as Record<string, unknown>;
-  checkOptions(def.options, options, declared, [...at, stage.plugin], report);
+  const valid = checkOptions(def.options, options, declared, [...at, stage.plugin], report);
   stage.options = options;
-  return stage;
+  return { config: stage, invalid: !valid };
 }
 
 /** Validates options in place (ajv writes defaults into them) and reports every problem under `at`. */
@@ -240,9 +250,18 @@ function checkOptions(
   names: DeclaredNames,
   at: ConfigPath,
   report: Report,
-): void {
+): boolean {
   const validate = compile(schema);
-  if (!validate.call(names, options)) for (const e of validate.errors ?? []) reportAjv(e, at, report);
+  if (validate.call(names, options)) return true;
+  for (const e of validate.errors ?? []) reportAjv(e, at, report);
+  return false;
+}
+
+/** A plugin's options when none are written: `{}` with its schema's defaults (valid or not). */
+function defaultOptions(def: { options: object }): Record<string, unknown> {
+  const options = {};
+  compile(def.options)(options);
+  return options;
 }
 
 function checkResources(raw: Record<string, unknown>, catalog: Catalog, names: DeclaredNames, report: Report): void {

@@ -2,6 +2,7 @@
  * JSON Schema of a service config file. Stage options are checked separately against each
  * plugin's own schema; `fullServiceSchema` merges them in for editors (schemas/service.schema.json).
  */
+import { enforcementModes } from '../mode.ts';
 import type { AnyDefinition, JsonSchema } from '../plugin.ts';
 import { upstreamConfigSchema } from '../upstreams/create.ts';
 
@@ -97,7 +98,10 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
         },
       },
       dialect: { enum: dialectNames, default: 'simple', description: 'How errors are written.' },
-      mode: { type: 'string', description: 'Default enforcement mode of the routes (e.g. strict).' },
+      mode: {
+        enum: [...enforcementModes],
+        description: 'Default enforcement mode of the routes. Unset: permissive.',
+      },
       request_id_header: { type: 'string', default: 'X-Request-Id' },
       trust_proxy: {
         type: 'boolean',
@@ -199,7 +203,10 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
               },
             },
             dialect: { enum: dialectNames },
-            mode: { type: 'string' },
+            mode: {
+              enum: [...enforcementModes],
+              description: "Enforcement mode of this route (default: the service's).",
+            },
             pipeline: { type: 'array', items: stage, minItems: 1 },
           },
         },

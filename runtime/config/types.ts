@@ -1,5 +1,6 @@
 /** The shape of a validated service config (defaults applied). */
 import type { OnUninspectable } from '../answer/guard.ts';
+import type { Mode } from '../mode.ts';
 import type { OnError } from '../service/pipeline.ts';
 
 export interface ListenerConfig {
@@ -27,7 +28,7 @@ export interface RouteConfig {
   methods: string[];
   path: string;
   dialect?: string;
-  mode?: string;
+  mode?: Mode;
   pipeline: StageConfig[];
 }
 
@@ -39,7 +40,7 @@ export interface ServiceConfig {
   metrics?: ListenerConfig & { path: string; enabled?: boolean };
   admin?: ListenerConfig & { token?: string };
   dialect: string;
-  mode?: string;
+  mode?: Mode;
   request_id_header: string;
   trust_proxy: boolean;
   limits: {

@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { LoadedService } from '../config/load.ts';
 import type { RouteConfig, StageConfig } from '../config/types.ts';
 import { type Dialect, dialects } from '../dialects.ts';
+import type { Mode } from '../mode.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
 import type { HealthReport, PluginEnv, ResourceInstance, ServiceInfo, StageInstance } from '../plugin.ts';
 import type { Stage } from '../state.ts';
@@ -23,7 +24,7 @@ export interface CompiledRoute {
   methods: Set<string>;
   match: MatchFunction<Record<string, string | string[]>>;
   dialect: Dialect;
-  mode?: string;
+  mode?: Mode;
   handle: Stage;
   stages: BuiltStage[];
 }
@@ -186,7 +187,7 @@ async function compileRoute(
   shared: BuiltStage[],
   buildStage: (s: StageConfig, routeId: string) => Promise<BuiltStage>,
   deps: BuildDeps,
-  serviceMode: string | undefined,
+  serviceMode: Mode | undefined,
 ): Promise<CompiledRoute> {
   const built: BuiltStage[] = [...shared];
   for (const s of route.pipeline) built.push(await buildStage(s, route.id));

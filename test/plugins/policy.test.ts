@@ -16,6 +16,7 @@ import {
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
+  type Mode,
   type StageInstance,
 } from '../../runtime/index.ts';
 import { createTestEnv, type StartedService, startService } from '../../runtime/testing.ts';
@@ -81,7 +82,7 @@ async function create(options: Record<string, unknown>, configDir: string) {
 function context(
   method: string,
   params: Record<string, unknown> | undefined,
-  options: { mode?: string; caller?: Caller } = {},
+  options: { mode?: Mode; caller?: Caller } = {},
 ): GatewayContext {
   const rpc: JsonRpcRequest = { jsonrpc: '2.0', id: 1, method, ...(params ? { params } : {}) };
   return {
@@ -91,7 +92,7 @@ function context(
   } as unknown as GatewayContext;
 }
 
-const callOf = (tool: string, args: Record<string, unknown> = {}, options: { mode?: string; caller?: Caller } = {}) =>
+const callOf = (tool: string, args: Record<string, unknown> = {}, options: { mode?: Mode; caller?: Caller } = {}) =>
   context('tools/call', { name: tool, arguments: args }, options);
 
 async function run(inst: StageInstance, ctx: GatewayContext) {
@@ -220,17 +221,17 @@ describe('policy evaluation', () => {
     expect((await run(only, callOf('echo', { message: 'password=x' }))).error?.kind).toBe('policy_violation');
   });
 
-  it('rules of another phase do not run', async () => {
+  it('rules of another phase do not run; a phase that does not exist is refused at load', async () => {
     const d = tempDir();
     // (`egress` is the phase of answers, checked through a classifier set: see the safety filter.)
-    writePolicy(d, 'p.yaml', { name: 'late', rules: [{ id: 'r', phase: 'late', when: true, action: 'deny' }] });
+    writePolicy(d, 'p.yaml', { name: 'late', rules: [{ id: 'r', phase: 'egress', when: true, action: 'deny' }] });
     const { inst } = await create({ files: ['p.yaml'] }, d);
     expect((await run(inst, callOf('echo'))).forwarded).toBe(true);
-    const late = (await create({ files: ['p.yaml'], phase: 'late' }, d)).inst;
-    expect((await run(late, callOf('echo'))).error?.details).toEqual({
-      policy: 'late',
-      detail: 'rule "r" of policy "late"',
-    });
+    // A misspelt phase used to make a rule that never ran.
+    writePolicy(d, 'q.yaml', { name: 'typo', rules: [{ id: 'r', phase: 'egres', when: true, action: 'deny' }] });
+    await expect(create({ files: ['q.yaml'] }, d)).rejects.toThrow(
+      /policy "typo" rule "r": phase must be one of ingress, egress/,
+    );
   });
 
   /** Runs the stage on a tools/list request answered with `listing`; the answer as written. */

@@ -8,12 +8,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import qomPlugin from '../../plugins/qom-score/index.ts';
-import type { STypeRegistry } from '../../plugins/stype-registry/api.ts';
+import type { RequestedTyping, STypeRegistry } from '../../plugins/stype-registry/api.ts';
 import registryResource from '../../plugins/stype-registry/index.ts';
 import {
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
+  type Mode,
   type PluginEnv,
   type StageInstance,
 } from '../../runtime/index.ts';
@@ -98,7 +99,7 @@ async function stage(options: Record<string, unknown> = {}): Promise<StageInstan
   return (await qomPlugin.create({ registry: 'registry', explain: false, ...options }, env)) as StageInstance;
 }
 
-function context(args: unknown, extra: { mode?: string; annotations?: Record<string, unknown> } = {}) {
+function context(args: unknown, extra: { mode?: Mode; requested?: RequestedTyping } = {}) {
   const rpc: JsonRpcRequest = {
     jsonrpc: '2.0',
     id: 1,
@@ -107,8 +108,8 @@ function context(args: unknown, extra: { mode?: string; annotations?: Record<str
   };
   return {
     state: requestState({
-      annotations: extra.annotations ?? {},
       mode: extra.mode,
+      requested: extra.requested,
       rpc,
       stype: { id: 'shop.search', version: '1.0.0', status: 'approved' },
     }),
@@ -193,7 +194,7 @@ describe('qom-score profiles and explanation', () => {
     expect((await run(await stage({ profile: 'lenient' }), context(good))).qom.profile).toBe('lenient');
     const overridden = await run(
       await stage({ profile: 'lenient' }),
-      context(good, { annotations: { qom_profile: 'weighted' } }),
+      context(good, { requested: { qomProfile: 'weighted' } }),
     );
     expect(overridden.qom.profile).toBe('weighted');
     expect(Object.keys(overridden.qom.dimensions)).toEqual(['safety', 'completeness']);
@@ -201,7 +202,7 @@ describe('qom-score profiles and explanation', () => {
 
   it('an unknown profile asked by the request is a 400 naming the available ones', async () => {
     const err = await (await stage())
-      .handle(context(good, { annotations: { qom_profile: 'nope' } }), async () => {})
+      .handle(context(good, { requested: { qomProfile: 'nope' } }), async () => {})
       .catch((e) => e);
     expect(err).toBeInstanceOf(GatewayError);
     expect(err.kind).toBe('bad_request');
@@ -215,10 +216,7 @@ describe('qom-score profiles and explanation', () => {
   it('explains every dimension when asked (option or request), not otherwise', async () => {
     const plain = await run(await stage(), context({ query: 'foo', color: 'red' }));
     expect(plain.qom.explanation).toBeUndefined();
-    const asked = await run(
-      await stage(),
-      context({ query: 'foo', color: 'red' }, { annotations: { qom_explain: true } }),
-    );
+    const asked = await run(await stage(), context({ query: 'foo', color: 'red' }, { requested: { explain: true } }));
     expect(Object.keys(asked.qom.explanation ?? {})).toEqual(Object.keys(asked.qom.dimensions));
     expect(asked.qom.explanation?.specificity).toContain('$.arguments.query (placeholder)');
     expect(asked.qom.explanation?.relevance).toContain('unknown: $.arguments.color');

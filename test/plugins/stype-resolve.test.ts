@@ -4,7 +4,7 @@
  */
 import { resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { STypeRegistry } from '../../plugins/stype-registry/api.ts';
+import type { RequestedTyping, STypeRegistry } from '../../plugins/stype-registry/api.ts';
 import registryPlugin from '../../plugins/stype-registry/index.ts';
 import resolvePlugin from '../../plugins/stype-resolve/index.ts';
 import { type GatewayContext, GatewayError, type JsonRpcRequest, type StageInstance } from '../../runtime/index.ts';
@@ -25,8 +25,8 @@ async function stage(options: { registry: string; stype?: string } = { registry:
 }
 
 /** Runs the stage on a request state; returns the state and whether the pipeline went on. */
-async function run(s: StageInstance, rpc?: JsonRpcRequest, annotations: Record<string, unknown> = {}) {
-  const state = requestState({ annotations, rpc });
+async function run(s: StageInstance, rpc?: JsonRpcRequest, requested?: RequestedTyping) {
+  const state = requestState({ rpc, requested });
   let nextCalled = false;
   await s.handle({ state } as GatewayContext, async () => {
     nextCalled = true;
@@ -101,13 +101,13 @@ describe('stype-resolve', () => {
 
   it('lets a per-request override win over the route and the registry', async () => {
     const s = await stage({ registry: 'registry', stype: 'everything.get-sum' });
-    const { state } = await run(s, call('echo'), { stype_override: 'everything.get-annotated-message' });
+    const { state } = await run(s, call('echo'), { stype: 'everything.get-annotated-message' });
     expect(state.stype?.id).toBe('everything.get-annotated-message');
     expect(state.annotations.stype_source).toBe('override');
   });
 
   it('answers 404 stype_not_found for an override naming an unknown SType', async () => {
-    const err = await run(await stage(), call('echo'), { stype_override: 'everything.nope' }).then(
+    const err = await run(await stage(), call('echo'), { stype: 'everything.nope' }).then(
       () => undefined,
       (e: unknown) => e,
     );

@@ -174,6 +174,12 @@ async function check(s: Scenario, tool: 'echo' | 'get-structured-content'): Prom
   }
   expect(messages.length, label).toBe(1);
   const [answer] = messages;
+  if (answer.error === 'upstream_error') {
+    // The upstream went away before its answer started: a transport-level 502 (the simple body).
+    expect(valid(s), label).toBe(false);
+    expect(res.status, label).toBe(502);
+    return;
+  }
   expect(answer.jsonrpc, label).toBe('2.0');
   expect(answer.id, label).toBe(id);
   const outputFails = tool === 'get-structured-content' && s.fault === 'bad_output';

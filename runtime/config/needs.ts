@@ -1,0 +1,111 @@
+/**
+ * Declared state, checked at load. A stage definition may say which request-state fields it
+ * `needs` from earlier stages and which it `provides` (runtime/plugin.ts). Every need must be met
+ * by an EARLIER stage of the same request path, in the order the runtime composes it
+ * (runtime/service/graph.ts): the service-wide `pipeline:` stages, then the `auth:` and
+ * `rate_limit:` shorthands (both already at the end of `config.pipeline`), then the route's own
+ * stages. A need nothing meets is a config problem at the stage, with a suggestion taken from the
+ * catalog: a strict route whose schema-validate has no stype-resolve in front would otherwise
+ * pass every message.
+ */
+import type { Catalog } from '../catalog.ts';
+import { coreStateFields, type PluginDefinition, type StateField, stateFields } from '../plugin.ts';
+import { type ConfigPath, formatPath } from './source.ts';
+import type { ServiceConfig, StageConfig } from './types.ts';
+
+type Report = (at: ConfigPath, message: string, pathText?: string) => void;
+type Definition = PluginDefinition<Record<string, unknown>>;
+
+export interface NeedsCheck {
+  config: ServiceConfig;
+  catalog: Catalog;
+  report: Report;
+  /** Stages whose options did not validate: their needs are not judged (already reported). */
+  invalid: ReadonlySet<StageConfig>;
+  /** A stage's options with the schema's defaults, for the catalog's suggestions. */
+  defaults(def: Definition): Record<string, unknown>;
+}
+
+export function checkNeeds({ config, catalog, report, invalid, defaults }: NeedsCheck): void {
+  const core = new Set<string>(coreStateFields);
+  let providers: Map<string, string[]> | undefined;
+  const suggestion = (field: string): string => {
+    providers ??= catalogProviders(catalog, defaults);
+    const names = providers.get(field) ?? [];
+    if (names.length === 0) return 'no plugin provides it';
+    if (names.length === 1) return `${names[0]} provides it; put it before this stage`;
+    return `${names.slice(0, -1).join(', ')} or ${names.at(-1)} provide it; put one of them before this stage`;
+  };
+
+  /** Checks a run of stages given what the stages before it provide; returns what is provided after it. */
+  const walk = (stages: StageConfig[], before: ReadonlySet<string>): Set<string> => {
+    const provided = new Set(before);
+    stages.forEach((stage, i) => {
+      const def = catalog.stage(stage.plugin);
+      if (!def) return; // unknown plugin: reported already
+      const where = `${formatPath(stage.path)}.${stage.plugin}`;
+      if (!invalid.has(stage)) {
+        for (const need of fieldsOf(def, 'needs', stage, report, where)) {
+          if (core.has(need) || provided.has(need)) continue;
+          const later = stages.slice(i + 1).find((s) => providesField(catalog.stage(s.plugin), s, need));
+          const hint = later
+            ? `${later.plugin} at ${formatPath(later.path)} provides it but runs after this stage; move it before`
+            : suggestion(need);
+          report(stage.path, `needs "${need}", which no earlier stage provides (${hint})`, where);
+        }
+      }
+      for (const field of fieldsOf(def, 'provides', stage, report, where)) provided.add(field);
+    });
+    return provided;
+  };
+
+  // Service-wide stages run in front of every route: checked once, and what they provide is
+  // available to each route's own stages.
+  const service = walk(config.pipeline, new Set());
+  for (const route of config.routes) walk(route.pipeline, service);
+}
+
+function fieldsOf(
+  def: Definition,
+  key: 'needs' | 'provides',
+  stage: StageConfig,
+  report: Report,
+  where: string,
+): readonly StateField[] {
+  try {
+    return stateFields(def[key], stage.options);
+  } catch (err) {
+    report(stage.path, `plugin "${def.name}": its ${key} could not be worked out: ${(err as Error).message}`, where);
+    return [];
+  }
+}
+
+function providesField(def: Definition | undefined, stage: StageConfig, field: string): boolean {
+  if (!def) return false;
+  try {
+    return stateFields(def.provides, stage.options).includes(field as StateField);
+  } catch {
+    return false;
+  }
+}
+
+/** Which catalog stages provide each field, with their default options, in catalog order. */
+function catalogProviders(catalog: Catalog, defaults: NeedsCheck['defaults']): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const d of catalog.all()) {
+    if (d.kind !== 'stage' || !d.provides) continue;
+    const def = d as unknown as Definition;
+    let fields: readonly StateField[];
+    try {
+      fields = stateFields(def.provides, defaults(def));
+    } catch {
+      continue;
+    }
+    for (const f of fields) {
+      const names = out.get(f) ?? [];
+      if (!names.includes(def.name)) names.push(def.name);
+      out.set(f, names);
+    }
+  }
+  return out;
+}
