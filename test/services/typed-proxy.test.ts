@@ -104,6 +104,11 @@ describe('typed-message proxy (stdio upstream)', () => {
     const names = body.result.tools.map((t: { name: string }) => t.name);
     expect(names).toContain('echo');
     expect(names).not.toContain('get-env');
+    // Refused only for some arguments (remote URLs): listed, and such a call is still refused.
+    expect(names).toContain('gzip-file-as-resource');
+    const remote = await rpc(svc.url, call('gzip-file-as-resource', { name: 'x', data: 'https://example.com/a.gz' }, 5));
+    expect(remote.status).toBe(403);
+    expect(remote.body.error.data.policy).toBe('default');
   });
 
   it('POST /validate: 200 valid with hash, 422 invalid with errors, 404 unknown with available_stypes', async () => {
