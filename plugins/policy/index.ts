@@ -19,6 +19,7 @@ import {
   type GatewayContext,
   GatewayError,
   type Next,
+  openaiWire,
   type PolicyDecision,
   type ResponseJsonHook,
   type RpcResponseHook,
@@ -28,7 +29,6 @@ import type { ClassifierResult, ClassifierSet, Span } from '../classify/api.ts';
 import { redact } from '../classify/api.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
 import { policyApiPlugin } from './api-stage.ts';
-import { maskRequest, maskResponse, responseText } from './chat-text.ts';
 import { asToolCall, type EvaluationData, evaluationData, isObject, scoresOf } from './data.ts';
 import type { Evaluation, PolicySet, RuleMatch } from './engine.ts';
 import { policySetResource } from './resource.ts';
@@ -291,7 +291,8 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         }
       }
       if (decision.action === 'redact' && m !== 'audit' && isObject(ctx.state.json)) {
-        if (await maskRequest(ctx.state.json, (text) => maskWith(matches, text))) ctx.state.jsonModified = true;
+        if (await openaiWire.maskRequest(ctx.state.json, (text) => maskWith(matches, text)))
+          ctx.state.jsonModified = true;
       }
       if (options.filter_list && m === 'strict' && data.method === 'tools/list') {
         ctx.state.rpcResponseHooks ??= [];
@@ -326,7 +327,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
      * the request's context), so registering it costs a request nothing.
      */
     const checkJsonAnswer: ResponseJsonHook = async (body, ctx) => {
-      const text = responseText(body);
+      const text = openaiWire.answerText(body);
       if (text === '') return body;
       const started = performance.now();
       // Through classify(), not classifySync: whole answers read in one turn are classified together.
@@ -340,7 +341,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       if (decision.action === 'redact') {
         if (redactSpans(matches, results).length > 0) {
           const copy = structuredClone(body);
-          if (await maskResponse(copy, (t) => maskWith(matches, t))) return copy;
+          if (await openaiWire.maskAnswer(copy, (t) => maskWith(matches, t))) return copy;
         }
       }
       return body;

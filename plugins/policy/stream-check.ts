@@ -6,9 +6,16 @@
  * token is the backend's. When a rule blocks, the stream ends with a `content_filter` finish, an
  * error event and `[DONE]`; a redact rule masks what is still unsent of the matched spans.
  */
-import type { PolicyDecision, SseEvent, SseFilter, SseVerdict } from '../../runtime/index.ts';
+import {
+  openaiWire,
+  type PolicyDecision,
+  type SseEvent,
+  type SseFilter,
+  type SseVerdict,
+} from '../../runtime/index.ts';
 import type { Span } from '../classify/api.ts';
-import { chunkText } from './chat-text.ts';
+
+const { chunkText, mapChunkText } = openaiWire;
 
 export interface WindowVerdict {
   decision: PolicyDecision;
@@ -280,21 +287,36 @@ function heldStreamCheck(o: StreamCheckOptions, holdback: number): SseFilter {
   };
 }
 
-/** A chunk whose text is `text` (the first choice carrying text gets it, others get none). */
+/**
+ * The chunk with `text`, a masked form of its text, in place of its text. The fields before and
+ * after the stretch that masking changed keep their text; the stretch goes to the field where it
+ * starts. A chunk with one text field (as backends send them: content, or a tool call's arguments)
+ * is masked in that field; the fields' texts always add up to `text`.
+ */
 function replaceText(chunk: Record<string, unknown>, text: string): Record<string, unknown> {
-  const choices = (chunk.choices as Array<Record<string, unknown>>).map((c) => ({ ...c }));
-  let placed = false;
-  for (const c of choices) {
-    const delta = c.delta as Record<string, unknown> | undefined;
-    if (delta && typeof delta.content === 'string') {
-      c.delta = { ...delta, content: placed ? '' : text };
-      placed = true;
-    } else if (typeof c.text === 'string') {
-      c.text = placed ? '' : text;
-      placed = true;
-    }
+  const original = chunkText(chunk);
+  if (original === '') return mapChunkText(chunk, (t) => t);
+  const common = Math.min(original.length, text.length);
+  let head = 0;
+  while (head < common && original.charCodeAt(head) === text.charCodeAt(head)) head++;
+  // The stretch starts at a character of the original, so that some field owns it.
+  head = Math.min(head, original.length - 1);
+  let tail = 0;
+  while (
+    tail < common - head &&
+    original.charCodeAt(original.length - 1 - tail) === text.charCodeAt(text.length - 1 - tail)
+  ) {
+    tail++;
   }
-  return { ...chunk, choices };
+  const end = original.length - tail;
+  const middle = text.slice(head, text.length - tail);
+  return mapChunkText(chunk, (field, offset) => {
+    const fieldEnd = offset + field.length;
+    const before = offset < head ? field.slice(0, Math.min(field.length, head - offset)) : '';
+    const owner = offset <= head && head < fieldEnd;
+    const after = fieldEnd > end ? field.slice(Math.max(0, end - offset)) : '';
+    return before + (owner ? middle : '') + after;
+  });
 }
 
 /** The end of a blocked stream: a `content_filter` finish, the error, and `[DONE]`. */

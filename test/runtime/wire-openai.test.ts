@@ -285,11 +285,36 @@ describe('requests', () => {
     ]);
   });
 
+  it('reads text parts among images, and the legacy prompt without its token ids', () => {
+    const body = {
+      model: 'm',
+      messages: [
+        { role: 'system', content: 'You are helpful.' },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'first part' },
+            { type: 'image_url', image_url: { url: 'https://x/y.png' } },
+            { type: 'text', text: 'second part' },
+          ],
+        },
+        { role: 'assistant', content: null, tool_calls: [] },
+      ],
+    };
+    expect(requestText(body)).toBe('You are helpful.\nfirst part\nsecond part');
+    expect(requestText({ model: 'm', prompt: 'Say hi' })).toBe('Say hi');
+    expect(requestText({ prompt: ['one', 'two', [1, 2, 3]] })).toBe('one\ntwo');
+    expect(requestText({ model: 'm', input: 'embed me' })).toBe('');
+  });
+
   it('is total: any value gives a string, bodies that are not objects give nothing', () => {
     expect(requestText(null)).toBe('');
     expect(requestText('hello')).toBe('');
     expect(requestText([{ content: 'x' }])).toBe('');
     expect(requestText({ messages: 'not an array', prompt: [1, 2, 3] })).toBe('');
+    expect(requestText({ messages: [null, 5, { content: 7 }, { content: [null, { type: 'text', text: 3 }] }] })).toBe(
+      '',
+    );
     fc.assert(
       fc.property(fc.jsonValue(), (v) => {
         expect(typeof requestText(v)).toBe('string');
