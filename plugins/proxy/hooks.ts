@@ -3,20 +3,11 @@
  * the upstream's JSON-RPC response (validate a result, filter `tools/list`...). They run in
  * registration order, each on the previous one's output.
  */
-import type { GatewayContext, RpcResponseHook } from '../../runtime/index.ts';
+import { type GatewayContext, jsonrpcWire, type RpcResponseHook } from '../../runtime/index.ts';
 
 type Message = Record<string, unknown>;
 
-export function isRpcResponse(value: unknown): value is Message {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    !Array.isArray(value) &&
-    'id' in value &&
-    ('result' in value || 'error' in value) &&
-    !('method' in value)
-  );
-}
+const { isRpcResponse } = jsonrpcWire;
 
 export async function applyHooks(msg: Message, hooks: RpcResponseHook[], ctx: GatewayContext): Promise<Message> {
   let current = msg;

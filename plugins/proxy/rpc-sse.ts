@@ -4,8 +4,16 @@
  * passes untouched. Headers are gone by then, so a failing hook becomes a JSON-RPC error event
  * (fail closed).
  */
-import { type GatewayContext, GatewayError, type RpcResponseHook, type SseFilter } from '../../runtime/index.ts';
-import { applyHooks, isRpcResponse } from './hooks.ts';
+import {
+  type GatewayContext,
+  GatewayError,
+  jsonrpcWire,
+  type RpcResponseHook,
+  type SseFilter,
+} from '../../runtime/index.ts';
+import { applyHooks } from './hooks.ts';
+
+const { isRpcResponse } = jsonrpcWire;
 
 type Message = Record<string, unknown>;
 

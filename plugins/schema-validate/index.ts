@@ -10,6 +10,7 @@ import {
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
+  jsonrpcWire,
   type RpcResponseHook,
   type Violation,
 } from '../../runtime/index.ts';
@@ -27,6 +28,8 @@ export interface SchemaValidateOptions {
   unknown_stype: 'allow' | 'reject';
   pin_check?: PinCheck;
 }
+
+const { messagePayload, toolCallOf } = jsonrpcWire;
 
 /** More violations than this are cut (the count is kept in `violations_total`). */
 const maxViolations = 100;
@@ -131,8 +134,8 @@ export default definePlugin<SchemaValidateOptions>({
     }
 
     function checkPinnedCall(ctx: GatewayContext, rpc: JsonRpcRequest, pinMode: PinCheck): void {
-      const name = isObject(rpc.params) ? rpc.params.name : undefined;
-      if (typeof name !== 'string') return;
+      const name = toolCallOf(rpc)?.name;
+      if (!name) return;
       const drift = pins.drift(name);
       if (!drift) return;
       ctx.state.annotations.tool_drift = {
@@ -231,18 +234,6 @@ export default definePlugin<SchemaValidateOptions>({
   },
 });
 
-/**
- * What an SType describes: for `tools/call` the tool arguments (paths `$.arguments.<field>`,
- * relative to the request's params), for any other method the params (paths `$.<field>`).
- */
-export function messagePayload(rpc: JsonRpcRequest): { payload: unknown; root: string } {
-  if (rpc.method === 'tools/call') {
-    const args = isObject(rpc.params) ? rpc.params.arguments : undefined;
-    return { payload: args ?? {}, root: '$.arguments' };
-  }
-  return { payload: rpc.params ?? {}, root: '$' };
-}
-
 function addHook(ctx: GatewayContext, hook: RpcResponseHook): void {
   ctx.state.rpcResponseHooks ??= [];
   ctx.state.rpcResponseHooks.push(hook);
@@ -253,12 +244,12 @@ function driftDetail(d: Drift): string {
 }
 
 function describe(rpc: JsonRpcRequest): string {
-  const tool = rpc.method === 'tools/call' && isObject(rpc.params) ? rpc.params.name : undefined;
+  const tool = toolCallOf(rpc)?.name;
   return typeof tool === 'string' ? `tool "${tool}"` : `method "${rpc.method}"`;
 }
 
 function unknownId(rpc: JsonRpcRequest, registry: STypeRegistry): string {
-  const tool = rpc.method === 'tools/call' && isObject(rpc.params) ? rpc.params.name : undefined;
+  const tool = toolCallOf(rpc)?.name;
   return (typeof tool === 'string' ? registry.idForTool(tool) : undefined) ?? rpc.method;
 }
 
