@@ -18,7 +18,7 @@
  * the pipeline produced. A request that a later stage refused answers 500 in both cases (the
  * runtime cannot tell the two apart once a later stage has thrown).
  */
-import { definePlugin, type GatewayContext, type PolicyDecision } from '../../runtime/index.ts';
+import { definePlugin, type GatewayContext, openaiWire, type PolicyDecision } from '../../runtime/index.ts';
 import type { AuditChain, AuditEntry } from './api.ts';
 
 const actionNames: Record<string, string> = { deny: 'block' };
@@ -110,8 +110,9 @@ class Recorder {
     if (addAllow) entries.push(toEntry(ctx, { action: 'allow' }));
     if (entries.length > 0) {
       if (store_prompt) {
-        const prompt = promptOf(ctx.state.json);
-        if (prompt !== undefined) for (const e of entries) e.details = { ...e.details, prompt };
+        // What the classifiers read (every field a model reads), as the pipeline left it.
+        const prompt = openaiWire.requestText(ctx.state.json);
+        if (prompt !== '') for (const e of entries) e.details = { ...e.details, prompt };
       }
       try {
         await chain.appendAll(entries);
@@ -137,12 +138,4 @@ function toEntry(ctx: GatewayContext, d: PolicyDecision): AuditEntry & { details
     phase: d.phase,
     details,
   };
-}
-
-/** The request's prompt as a JSON string: chat `messages`, else a completion's `prompt`. */
-function promptOf(json: unknown): string | undefined {
-  if (json === null || typeof json !== 'object') return undefined;
-  const body = json as { messages?: unknown; prompt?: unknown };
-  const value = body.messages ?? body.prompt;
-  return value === undefined ? undefined : JSON.stringify(value);
 }
