@@ -27,7 +27,9 @@
  *
  * Answers (`answerText`, `maskAnswer`) and streamed chunks (`chunkText`, `mapChunkText`), in this
  * order: of each of `choices[]` the MESSAGE FIELDS of `message` then of `delta`, then `text`;
- * finally the error's `error.message` (or `error` when it is a string).
+ * finally the error's `error.message` (or `error` when it is a string). JSON (not string)
+ * arguments are read whole in answers as in requests; in chunks only strings are read (streamed
+ * arguments are string fragments, and a chunk's fields are mapped one for one).
  *
  * Bound: arbitrary JSON (tool parameters, schemas, JSON arguments) is walked at most 32 levels
  * deep and over at most 20,000 keys and items per body (`jsonWalkLimits`). What lies beyond is
@@ -189,13 +191,26 @@ function visitRequest(body: unknown, v: FieldVisitor): void {
 
 /** Answers and streamed chunks alike: choices' `message` and `delta`, their `text`, the error. */
 function visitAnswer(body: unknown, v: FieldVisitor): void {
+  visitChoices(body, v, undefined);
+}
+
+/** A whole answer: the same, and JSON (not string) arguments read whole, as in requests. */
+function visitWholeAnswer(body: unknown, v: FieldVisitor): void {
+  visitChoices(body, v, { entries: jsonWalkLimits.entries });
+}
+
+/**
+ * `budget` undefined: string fields only (streamed chunks, whose arguments are string fragments;
+ * their fields are mapped one for one, never renamed).
+ */
+function visitChoices(body: unknown, v: FieldVisitor, budget: Budget | undefined): void {
   if (!isObject(body)) return;
   const choices = body.choices;
   if (Array.isArray(choices)) {
     for (const choice of choices) {
       if (!isObject(choice)) continue;
-      if (isObject(choice.message)) visitMessage(choice.message, v, undefined);
-      if (isObject(choice.delta)) visitMessage(choice.delta, v, undefined);
+      if (isObject(choice.message)) visitMessage(choice.message, v, budget);
+      if (isObject(choice.delta)) visitMessage(choice.delta, v, budget);
       visitString(choice, 'text', v);
     }
   }
@@ -314,13 +329,13 @@ export function maskRequest(body: unknown, mask: TextMask): Promise<boolean> {
 
 /** The text of a whole (non-streamed) answer, its fields joined with "\n" (empty fields skipped). */
 export function answerText(body: unknown): string {
-  return collect(visitAnswer, body, joined);
+  return collect(visitWholeAnswer, body, joined);
 }
 
 /** Rewrites every text field of a whole answer in place with `mask`; true when something changed. */
 export function maskAnswer(body: unknown, mask: TextMask): Promise<boolean> {
   const c = new SlotCollector();
-  visitAnswer(body, c);
+  visitWholeAnswer(body, c);
   return rewrite(c.slots, mask);
 }
 

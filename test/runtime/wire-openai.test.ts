@@ -428,10 +428,26 @@ const answerSite = (field: 'message' | 'delta'): fc.Arbitrary<Build> =>
     wrap.map((w) => (m: string) => ({ error: w(m) })),
   );
 
+/** Whole answers may also carry arguments as JSON rather than a string (some OpenAI-compatible servers). */
+const wholeAnswerSite: fc.Arbitrary<Build> = fc.oneof(
+  { weight: 4, arbitrary: answerSite('message') },
+  nestedJson.map((args) => (m: string) => ({
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: args(m) } }],
+        },
+      },
+    ],
+  })),
+);
+
 describe('whole answers', () => {
   it('property: a marker in any answer field is in answerText, and maskAnswer removes it and only it', async () => {
     await fc.assert(
-      fc.asyncProperty(answerSite('message'), async (build) => {
+      fc.asyncProperty(wholeAnswerSite, async (build) => {
         const body = roundtrip({ id: 'chatcmpl-1', object: 'chat.completion', ...build(MARK) });
         expect(answerText(body)).toContain(MARK);
         expect(await maskAnswer(body, mask)).toBe(true);
