@@ -97,6 +97,9 @@ export { type Deadline, deadline } from './util/deadline.ts';
 export { canonicalJson, sha256Hex } from './util/hash.ts';
 export { compileStatePath, type StateReader } from './util/state-path.ts';
 export { TurnBatch } from './util/turn-batch.ts';
+// Readers of the wire formats the runtime speaks (dialects and upstream kinds openai, jsonrpc).
+export * as jsonrpcWire from './wire/jsonrpc.ts';
+export * as openaiWire from './wire/openai.ts';
 export {
   expectRpcResponse,
   isRpcResponse,

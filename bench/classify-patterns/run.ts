@@ -23,7 +23,7 @@ import { parse as parseYaml } from 'yaml';
 import type { ClassifierResult } from '../../plugins/classify/api.ts';
 import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
 import { PatternClassifier, type PatternClassifierSpec } from '../../plugins/classify/patterns/classifier.ts';
-import { requestText } from '../../plugins/classify/request-text.ts';
+import { openaiWire } from '../../runtime/index.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const num = (name: string, def: number) => {
@@ -45,7 +45,7 @@ const user = 'Could you suggest a three day itinerary for Lisbon in spring, with
   10,
 );
 const asRequest = (systemText: string, userText: string) =>
-  requestText(
+  openaiWire.requestText(
     JSON.parse(
       JSON.stringify({
         model: 'gpt-4o-mini',

@@ -22,6 +22,7 @@
 import {
   definePlugin,
   type GatewayContext,
+  openaiWire,
   type PolicyDecision,
   type SseEvent,
   type SseFilter,
@@ -148,8 +149,9 @@ class Recorder {
     if (addAllow) entries.push(toEntry(ctx, { action: 'allow' }));
     if (entries.length > 0) {
       if (store_prompt) {
-        const prompt = promptOf(ctx.state.json);
-        if (prompt !== undefined) for (const e of entries) e.details = { ...e.details, prompt };
+        // What the classifiers read (every field a model reads), as the pipeline left it.
+        const prompt = openaiWire.requestText(ctx.state.json);
+        if (prompt !== '') for (const e of entries) e.details = { ...e.details, prompt };
       }
       try {
         await chain.appendAll(entries);
@@ -175,12 +177,4 @@ function toEntry(ctx: GatewayContext, d: PolicyDecision): AuditEntry & { details
     phase: d.phase,
     details,
   };
-}
-
-/** The request's prompt as a JSON string: chat `messages`, else a completion's `prompt`. */
-function promptOf(json: unknown): string | undefined {
-  if (json === null || typeof json !== 'object') return undefined;
-  const body = json as { messages?: unknown; prompt?: unknown };
-  const value = body.messages ?? body.prompt;
-  return value === undefined ? undefined : JSON.stringify(value);
 }

@@ -73,4 +73,3 @@ declare module '../../runtime/state.ts' {
 }
 
 export { mergeSpans, redact } from './redact.ts';
-export { requestText } from './request-text.ts';

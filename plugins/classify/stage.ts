@@ -1,6 +1,7 @@
 /**
  * The `classify` stage: runs classifiers of a classifier-set resource on the text of an
- * OpenAI-style request and leaves the results in `ctx.state.classifications` for the stages after
+ * OpenAI-style request (every field a model reads, as the runtime's wire reader finds it:
+ * `openaiWire.requestText`) and leaves the results in `ctx.state.classifications` for the stages after
  * it (policy, redaction, audit). It decides nothing itself.
  *
  *   - classify: { classifiers: classifiers, use: [pii, injection] }
@@ -10,9 +11,15 @@
  * A classifier that fails (an ML model that cannot load) fails the stage: fail-closed by default,
  * `on_error: fail-open` to go on without its results.
  */
-import { compileStatePath, definePlugin, latencyBuckets, readJsonObject, stateFieldOf } from '../../runtime/index.ts';
+import {
+  compileStatePath,
+  definePlugin,
+  latencyBuckets,
+  openaiWire,
+  readJsonObject,
+  stateFieldOf,
+} from '../../runtime/index.ts';
 import type { ClassifierSet } from './api.ts';
-import { requestText } from './request-text.ts';
 
 export interface ClassifyOptions {
   classifiers?: string;
@@ -23,7 +30,7 @@ export interface ClassifyOptions {
 
 export default definePlugin<ClassifyOptions>({
   name: 'classify',
-  description: 'Run classifiers on the request text (chat messages, prompt) into ctx.state.classifications.',
+  description: 'Run classifiers on the request text (every field a model reads) into ctx.state.classifications.',
   needs: (o) => stateFieldOf(o.use_from),
   provides: ['classifications'],
   options: {
@@ -53,7 +60,9 @@ export default definePlugin<ClassifyOptions>({
       text: {
         enum: ['request'],
         default: 'request',
-        description: 'What to classify: the request (chat message contents and legacy prompt, joined by newlines).',
+        description:
+          'What to classify: the request (every field an OpenAI-style request shows the model: messages, tools, ' +
+          'prompt, suffix, response schema; joined by newlines).',
       },
     },
   },
@@ -91,7 +100,7 @@ export default definePlugin<ClassifyOptions>({
     return {
       async handle(ctx, next) {
         const started = performance.now();
-        const text = requestText(await readJsonObject(ctx));
+        const text = openaiWire.requestText(await readJsonObject(ctx));
         const results = await set.classify(chosen(ctx.state) ?? use, text);
         for (const [name, r] of Object.entries(results)) latency.observe({ classifier: name }, r.latency_ms / 1000);
         ctx.state.classifications = results;

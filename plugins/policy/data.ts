@@ -4,7 +4,7 @@
  * Nothing here is specific to one service: a JSON-RPC message fills method/tool/arguments/params,
  * any JSON body is under `body`, and earlier stages' notes are under `annotations`.
  */
-import type { GatewayContext } from '../../runtime/index.ts';
+import { type GatewayContext, jsonrpcWire } from '../../runtime/index.ts';
 
 export interface EvaluationData {
   /** JSON-RPC method. */
@@ -46,12 +46,11 @@ export function evaluationData(
   const body = s.json ?? null;
   const rpc = s.rpc;
   const params = rpc?.params;
-  const call = rpc?.method === 'tools/call' && isObject(params);
-  const tool = call && typeof params.name === 'string' ? params.name : null;
+  const call = rpc ? jsonrpcWire.toolCallOf(rpc) : undefined;
   return {
     method: rpc?.method ?? null,
-    tool,
-    arguments: call ? (params.arguments ?? {}) : null,
+    tool: call?.name ?? null,
+    arguments: call ? call.arguments : null,
     params: params ?? null,
     stype: s.stype?.id ?? null,
     stype_status: s.stype?.status ?? null,

@@ -25,6 +25,7 @@ import {
   type Mode,
   mapRpcResponses,
   type Next,
+  openaiWire,
   type PolicyDecision,
   type RpcResponseMap,
   recordDecision,
@@ -34,7 +35,6 @@ import type { ClassifierResult, ClassifierSet, Span } from '../classify/api.ts';
 import { redact } from '../classify/api.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
 import { policyApiPlugin } from './api-stage.ts';
-import { maskRequest, maskResponse, responseText } from './chat-text.ts';
 import { asToolCall, evaluationData, isObject, scoresOf } from './data.ts';
 import { blocksEveryCall, type Evaluation, type PolicySet, type RuleMatch } from './engine.ts';
 import { policySetResource } from './resource.ts';
@@ -306,7 +306,8 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         }
       }
       if (decision.action === 'redact' && m !== 'audit' && isObject(ctx.state.json)) {
-        if (await maskRequest(ctx.state.json, (text) => maskWith(matches, text))) ctx.state.jsonModified = true;
+        if (await openaiWire.maskRequest(ctx.state.json, (text) => maskWith(matches, text)))
+          ctx.state.jsonModified = true;
       }
       addLatency(ctx, started);
       if (!(options.filter_list && m === 'strict' && data.method === 'tools/list')) return next();
@@ -336,7 +337,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
 
     /** The egress check of a whole JSON answer: the body to send (the same object when unchanged). */
     async function checkJsonAnswer(body: unknown, ctx: GatewayContext): Promise<unknown> {
-      const text = responseText(body);
+      const text = openaiWire.answerText(body);
       if (text === '') return body;
       const started = performance.now();
       // Through classify(), not classifySync: whole answers read in one turn are classified together.
@@ -350,7 +351,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       if (decision.action === 'redact') {
         if (redactSpans(matches, results).length > 0) {
           const copy = structuredClone(body);
-          if (await maskResponse(copy, (t) => maskWith(matches, t))) return copy;
+          if (await openaiWire.maskAnswer(copy, (t) => maskWith(matches, t))) return copy;
         }
       }
       return body;

@@ -16,6 +16,7 @@
  * a backend error).
  */
 import {
+  openaiWire,
   type PolicyDecision,
   type SseEvent,
   type SseFilter,
@@ -23,7 +24,8 @@ import {
   UninspectableAnswer,
 } from '../../runtime/index.ts';
 import type { Span } from '../classify/api.ts';
-import { chunkText } from './chat-text.ts';
+
+const { chunkText, mapChunkText } = openaiWire;
 
 export interface WindowVerdict {
   decision: PolicyDecision;
@@ -204,10 +206,7 @@ class WindowCheck extends StreamCheckBase {
 
   #verdict(event: SseEvent, outcome: Outcome): SseVerdict {
     if (outcome?.end) return { events: outcome.end, end: true };
-    if (outcome?.masked !== undefined) {
-      const masked = replaceText(this.last as Record<string, unknown>, outcome.masked);
-      return { events: [{ ...event, data: JSON.stringify(masked) }] };
-    }
+    if (outcome?.masked !== undefined) return { events: [{ ...event, data: JSON.stringify(outcome.masked) }] };
     return { events: [event] };
   }
 
@@ -227,7 +226,7 @@ class WindowCheck extends StreamCheckBase {
     const sentEnd = this.chars - current.length;
     const spans = this.absolute(verdict.spans);
     if (spans.some((sp) => this.leaked(sp, sentEnd))) return { end: this.block(this.tooLate(decision), atEnd) };
-    const masked = maskPiece(current, sentEnd, spans, this.o.mask);
+    const masked = maskChunk(this.last as Record<string, unknown>, sentEnd, spans, this.o.mask);
     if (masked === undefined) return undefined;
     for (const sp of spans) if (sp.end > sentEnd) this.rememberMasked(sp);
     this.redacted(decision);
@@ -235,7 +234,7 @@ class WindowCheck extends StreamCheckBase {
   }
 }
 
-type Outcome = { end?: SseEvent[]; masked?: string } | undefined;
+type Outcome = { end?: SseEvent[]; masked?: Record<string, unknown> } | undefined;
 
 /** An event waiting to be released, with the text it adds (empty for events without text). */
 interface Held {
@@ -320,9 +319,9 @@ class HeldCheck extends StreamCheckBase {
     let masked = false;
     for (const h of this.#held) {
       if (h.text !== '' && h.chunk) {
-        const text = maskPiece(h.text, start, spans, this.o.mask);
-        if (text !== undefined) {
-          h.event = { ...h.event, data: JSON.stringify(replaceText(h.chunk, text)) };
+        const chunk = maskChunk(h.chunk, start, spans, this.o.mask);
+        if (chunk !== undefined) {
+          h.event = { ...h.event, data: JSON.stringify(chunk) };
           masked = true;
         }
       }
@@ -383,21 +382,25 @@ function maskPiece(
   return mask(text.slice(cut), shifted);
 }
 
-/** A chunk whose text is `text` (the first choice carrying text gets it, others get none). */
-function replaceText(chunk: Record<string, unknown>, text: string): Record<string, unknown> {
-  const choices = (chunk.choices as Array<Record<string, unknown>>).map((c) => ({ ...c }));
-  let placed = false;
-  for (const c of choices) {
-    const delta = c.delta as Record<string, unknown> | undefined;
-    if (delta && typeof delta.content === 'string') {
-      c.delta = { ...delta, content: placed ? '' : text };
-      placed = true;
-    } else if (typeof c.text === 'string') {
-      c.text = placed ? '' : text;
-      placed = true;
-    }
-  }
-  return { ...chunk, choices };
+/**
+ * The chunk with the spans (absolute offsets) masked, field by field: each text field of the chunk
+ * is a piece of the answer's text at its own offset (openaiWire.mapChunkText), masked by
+ * maskPiece. Undefined when no span touches the chunk.
+ */
+function maskChunk(
+  chunk: Record<string, unknown>,
+  start: number,
+  spans: Span[],
+  mask: (text: string, spans: Span[]) => string,
+): Record<string, unknown> | undefined {
+  let touched = false;
+  const out = mapChunkText(chunk, (field, offset) => {
+    const masked = maskPiece(field, start + offset, spans, mask);
+    if (masked === undefined) return field;
+    touched = true;
+    return masked;
+  });
+  return touched ? out : undefined;
 }
 
 /** The end of a blocked stream: a `content_filter` finish, the error, and `[DONE]`. */

@@ -11,13 +11,14 @@ import {
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
+  jsonrpcWire,
   type Mode,
   type QomResult,
 } from '../../runtime/index.ts';
 import type { QomProfile, STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
 import { registryOption } from '../stype-registry/api.ts';
 import { type DimensionName, dimensionNames, type ScoringInput, scorers } from './dimensions.ts';
-import { isObject, schemaInfo } from './schema-info.ts';
+import { schemaInfo } from './schema-info.ts';
 
 export interface QomScoreOptions {
   registry: string;
@@ -156,9 +157,7 @@ function scoringInput(
   record: STypeRecord,
   registry: STypeRegistry,
 ): ScoringInput {
-  const call = rpc.method === 'tools/call';
-  const payload = call ? ((isObject(rpc.params) ? rpc.params.arguments : undefined) ?? {}) : (rpc.params ?? {});
-  const root = call ? '$.arguments' : '$';
+  const { payload, root } = jsonrpcWire.messagePayload(rpc);
   // Reuse schema-validate's outcome when it ran; validate here otherwise.
   const validation = ctx.state.validation ?? registry.validate(record.id, payload, root);
   return {

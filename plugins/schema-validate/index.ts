@@ -10,6 +10,7 @@ import {
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
+  jsonrpcWire,
   mapRpcResponses,
   type ResolvedSType,
   type RpcResponseMap,
@@ -29,6 +30,8 @@ export interface SchemaValidateOptions {
   unknown_stype: 'allow' | 'reject';
   pin_check?: PinCheck;
 }
+
+const { messagePayload, toolCallOf } = jsonrpcWire;
 
 /** More violations than this are cut (the count is kept in `violations_total`). */
 const maxViolations = 100;
@@ -136,8 +139,8 @@ export default definePlugin<SchemaValidateOptions>({
     }
 
     function checkPinnedCall(ctx: GatewayContext, rpc: JsonRpcRequest, pinMode: PinCheck): void {
-      const name = isObject(rpc.params) ? rpc.params.name : undefined;
-      if (typeof name !== 'string') return;
+      const name = toolCallOf(rpc)?.name;
+      if (!name) return;
       const drift = pins.drift(name);
       if (!drift) return;
       ctx.state.annotations.tool_drift = {
@@ -238,29 +241,17 @@ export default definePlugin<SchemaValidateOptions>({
   },
 });
 
-/**
- * What an SType describes: for `tools/call` the tool arguments (paths `$.arguments.<field>`,
- * relative to the request's params), for any other method the params (paths `$.<field>`).
- */
-export function messagePayload(rpc: JsonRpcRequest): { payload: unknown; root: string } {
-  if (rpc.method === 'tools/call') {
-    const args = isObject(rpc.params) ? rpc.params.arguments : undefined;
-    return { payload: args ?? {}, root: '$.arguments' };
-  }
-  return { payload: rpc.params ?? {}, root: '$' };
-}
-
 function driftDetail(d: Drift): string {
   return `the definition of tool "${d.tool}" changed since it was approved (pinned sha256:${d.pinned}, upstream now lists sha256:${d.observed})`;
 }
 
 function describe(rpc: JsonRpcRequest): string {
-  const tool = rpc.method === 'tools/call' && isObject(rpc.params) ? rpc.params.name : undefined;
+  const tool = toolCallOf(rpc)?.name;
   return typeof tool === 'string' ? `tool "${tool}"` : `method "${rpc.method}"`;
 }
 
 function unknownId(rpc: JsonRpcRequest, registry: STypeRegistry): string {
-  const tool = rpc.method === 'tools/call' && isObject(rpc.params) ? rpc.params.name : undefined;
+  const tool = toolCallOf(rpc)?.name;
   return (typeof tool === 'string' ? registry.idForTool(tool) : undefined) ?? rpc.method;
 }
 

@@ -8,7 +8,7 @@
  * `reload()` re-reads the directory and swaps the snapshot atomically; a registry that fails to
  * load leaves the current one in place and the error is thrown to the caller.
  */
-import { defineResource } from '../../runtime/index.ts';
+import { defineResource, jsonrpcWire } from '../../runtime/index.ts';
 import type { STypeRecord, STypeRegistry, STypeValidation } from './api.ts';
 import { loadSnapshot, type Snapshot } from './load.ts';
 import { search } from './search.ts';
@@ -84,10 +84,8 @@ function createRegistry(dir: string, namespace: string, current: () => Snapshot)
     get: (id) => current().byId.get(id),
     resolve(method, params): STypeRecord | undefined {
       const snap = current();
-      if (method === 'tools/call') {
-        const name = params !== null && typeof params === 'object' ? (params as { name?: unknown }).name : undefined;
-        return typeof name === 'string' ? snap.byTool.get(name) : undefined;
-      }
+      const call = jsonrpcWire.toolCallOf({ method, params });
+      if (call) return call.name === null ? undefined : snap.byTool.get(call.name);
       return snap.byMethod.get(method);
     },
     validator: (id) => current().validators.get(id),

@@ -217,7 +217,7 @@ export class Answer {
   /** An answer that will not be written (an error replaced it): releases the upstream's body. */
   discard(): void {
     this.#written = true;
-    if (this.#stream && !this.#stream.destroyed) this.#stream.destroy();
+    if (this.#stream) release(this.#stream);
   }
 
   /** Writes the answer on the response (the runtime calls it once every stage is done). */
@@ -273,15 +273,13 @@ export class Answer {
       filters,
       () => {
         events.unpipe(transform);
-        if (!source.destroyed) source.destroy();
+        release(source);
       },
       this.#limit,
     );
     events.once('error', (err) => transform.destroy(err));
     // The client went away (Koa destroys the body): cancel the upstream request too.
-    transform.once('close', () => {
-      if (!source.destroyed) source.destroy();
-    });
+    transform.once('close', () => release(source));
     return events.pipe(transform);
   }
 
@@ -308,6 +306,13 @@ export function answerOf(ctx: GatewayContext): Answer {
     ctx.state.answer = answer;
   }
   return answer;
+}
+
+/** Cancels an upstream body nobody reads any more (undici reports that as an error: expected here). */
+function release(stream: Readable): void {
+  if (stream.destroyed) return;
+  stream.on('error', () => {});
+  stream.destroy();
 }
 
 /** SSE must reach the client event by event: no socket timeout, no Nagle, no buffering. */

@@ -32,6 +32,11 @@ export interface OpenAiBackendOptions {
   host?: string;
   /** The assistant's answer to a chat or completion request (default: a canned sentence). */
   reply?: (request: RecordedRequest) => string;
+  /**
+   * The whole assistant message of a non-streamed chat answer, for answers `reply` cannot give
+   * (tool calls, a refusal); undefined keeps the usual `{role, content: reply, refusal: null}`.
+   */
+  message?: (request: RecordedRequest) => Record<string, unknown> | undefined;
   /** Characters per streamed delta (default 16). */
   chunkSize?: number;
   /** Pause between streamed deltas, ms (default 0). */
@@ -166,7 +171,7 @@ async function handle(
     kind === 'chat'
       ? {
           index: 0,
-          message: { role: 'assistant', content, refusal: null, annotations: [] },
+          message: options.message?.(request) ?? { role: 'assistant', content, refusal: null, annotations: [] },
           logprobs: null,
           finish_reason: 'stop',
         }

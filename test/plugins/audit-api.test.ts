@@ -176,8 +176,9 @@ describe('audit record modes', () => {
         ['a', 'allow', ''],
         ['b', 'allow', 'all-clear'],
       ]);
-      expect(records[0]!.details.prompt).toBe(JSON.stringify([{ role: 'user', content: 'hello there' }]));
-      expect(records[1]!.details.prompt).toBe('"complete me"');
+      // The request text: what the classifiers read.
+      expect(records[0]!.details.prompt).toBe('hello there');
+      expect(records[1]!.details.prompt).toBe('complete me');
     } finally {
       await s.svc.close();
     }

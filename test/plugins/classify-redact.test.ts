@@ -1,11 +1,10 @@
 /**
- * Redaction, span merging and request-text extraction (the pieces policy and redaction stages
- * reuse), with property tests: classification never throws, and its spans are in bounds, sorted
+ * Redaction and span merging (the pieces policy and redaction stages reuse), with property tests: classification never throws, and its spans are in bounds, sorted
  * and disjoint whatever the input.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { mergeSpans, redact, requestText, type Span } from '../../plugins/classify/api.ts';
+import { mergeSpans, redact, type Span } from '../../plugins/classify/api.ts';
 import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
 
 describe('redact', () => {
@@ -52,48 +51,6 @@ describe('redact', () => {
     const c = new PatternClassifier({ name: 'pii', type: 'pattern', detectors: ['pii', 'secrets'] });
     const text = 'Card 4111 1111 1111 1111, key AKIAIOSFODNN7EXAMPLE, mail jane@example.org.';
     expect(redact(text, c.classifySync(text).spans)).toBe('Card [CREDIT_CARD], key [API_KEY], mail [EMAIL].');
-  });
-});
-
-describe('requestText', () => {
-  it('joins chat message contents, string or text parts, with newlines', () => {
-    const body = {
-      model: 'm',
-      messages: [
-        { role: 'system', content: 'You are helpful.' },
-        {
-          role: 'user',
-          content: [
-            { type: 'text', text: 'first part' },
-            { type: 'image_url', image_url: { url: 'https://x/y.png' } },
-            { type: 'text', text: 'second part' },
-          ],
-        },
-        { role: 'assistant', content: null, tool_calls: [] },
-      ],
-    };
-    expect(requestText(body)).toBe('You are helpful.\nfirst part\nsecond part');
-  });
-
-  it('reads the legacy prompt, a string or an array of strings (token ids skipped)', () => {
-    expect(requestText({ model: 'm', prompt: 'Say hi' })).toBe('Say hi');
-    expect(requestText({ prompt: ['one', 'two', [1, 2, 3]] })).toBe('one\ntwo');
-    expect(requestText({ prompt: [1, 2, 3] })).toBe('');
-  });
-
-  it('is empty for bodies without text, and never throws on odd shapes', () => {
-    expect(requestText({ model: 'm', input: 'embed me' })).toBe('');
-    expect(requestText(null)).toBe('');
-    expect(requestText([{ content: 'x' }])).toBe('');
-    expect(requestText({ messages: 'not an array' })).toBe('');
-    expect(requestText({ messages: [null, 5, { content: 7 }, { content: [null, { type: 'text', text: 3 }] }] })).toBe(
-      '',
-    );
-    fc.assert(
-      fc.property(fc.jsonValue(), (value) => {
-        expect(typeof requestText(value)).toBe('string');
-      }),
-    );
   });
 });
 

@@ -106,7 +106,10 @@ describe('typed-message proxy (stdio upstream)', () => {
     expect(names).not.toContain('get-env');
     // Refused only for some arguments (remote URLs): listed, and such a call is still refused.
     expect(names).toContain('gzip-file-as-resource');
-    const remote = await rpc(svc.url, call('gzip-file-as-resource', { name: 'x', data: 'https://example.com/a.gz' }, 5));
+    const remote = await rpc(
+      svc.url,
+      call('gzip-file-as-resource', { name: 'x', data: 'https://example.com/a.gz' }, 5),
+    );
     expect(remote.status).toBe(403);
     expect(remote.body.error.data.policy).toBe('default');
   });

@@ -1,0 +1,154 @@
+/**
+ * The streamed egress check reads and masks every text field of a chunk (openaiWire.chunkText /
+ * mapChunkText), not only `delta.content`: a tool call's streamed arguments, a refusal, a chunk
+ * with several fields. Masking keeps each chunk's shape (ids, indexes, which field carries text);
+ * with a hold-back, no e-mail address reaches the client whichever fields carry it.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { redact } from '../../plugins/classify/api.ts';
+import { streamCheck, type WindowVerdict } from '../../plugins/policy/stream-check.ts';
+import { openaiWire, type SseEvent } from '../../runtime/index.ts';
+
+const { chunkText, mapChunkText } = openaiWire;
+const email = /[a-z]+@example\.org/g;
+
+function check(window: string): WindowVerdict {
+  const spans = [...window.matchAll(email)].map((m) => ({
+    start: m.index,
+    end: m.index + m[0].length,
+    label: 'EMAIL',
+  }));
+  return spans.length > 0
+    ? { decision: { action: 'redact', rule: 'mask' }, spans }
+    : { decision: { action: 'allow' }, spans: [] };
+}
+
+type Kind = 'content' | 'arguments' | 'refusal' | 'content+arguments';
+
+/** A chunk carrying `piece` in the fields of `kind`. */
+function chunkOf(kind: Kind, piece: string, split: number): Record<string, unknown> {
+  const call = (args: string) => [{ index: 0, function: { arguments: args } }];
+  const delta =
+    kind === 'content'
+      ? { content: piece }
+      : kind === 'arguments'
+        ? { tool_calls: call(piece) }
+        : kind === 'refusal'
+          ? { refusal: piece }
+          : { content: piece.slice(0, split), tool_calls: call(piece.slice(split)) };
+  return { id: 'c1', object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: null }] };
+}
+
+/** The chunk with its text fields emptied: its shape. */
+const shapeOf = (c: Record<string, unknown>) => mapChunkText(c, () => '');
+/** Which fields carry text, by their order. */
+const carrying = (c: Record<string, unknown>) => {
+  const out: number[] = [];
+  let i = 0;
+  mapChunkText(c, (t) => {
+    if (t !== '') out.push(i);
+    i++;
+    return t;
+  });
+  return out;
+};
+
+async function run(chunks: Record<string, unknown>[], holdbackChars: number) {
+  const filter = streamCheck({
+    windowChars: 256,
+    scanEveryChars: 8,
+    holdbackChars,
+    check,
+    decided: async () => {},
+    errorBody: () => ({ error: { type: 'safety_violation' } }),
+    mask: (text, spans) => redact(text, spans),
+  });
+  const out: SseEvent[] = [];
+  let ended = false;
+  for (const event of [...chunks.map((c) => ({ data: JSON.stringify(c) })), { data: '[DONE]' }]) {
+    const verdict = await filter.onEvent(event);
+    out.push(...verdict.events);
+    if (verdict.end) {
+      ended = true;
+      break;
+    }
+  }
+  const parsed = out.filter((e) => e.data !== '[DONE]').map((e) => JSON.parse(e.data) as Record<string, unknown>);
+  // A stream the check ended: its content_filter finish and error event are not answer chunks.
+  return ended ? parsed.slice(0, -2) : parsed;
+}
+
+/** Runs the chunks; whether the check ended the stream early (as a block), and the answer chunks sent. */
+async function runEnded(chunks: Record<string, unknown>[], holdbackChars: number) {
+  const out = await run(chunks, holdbackChars);
+  return { out, ended: out.length < chunks.length };
+}
+
+const words = fc.constantFrom('lorem ', 'ipsum ', 'dolor ', 'sit ', '{"to":"', '"}', 'x');
+const answer = fc
+  .tuple(fc.array(words, { maxLength: 12 }), fc.array(fc.constantFrom('jane', 'bob', 'ann'), { maxLength: 3 }))
+  .map(([ws, names]) => {
+    // Addresses between words: `names.length` of them.
+    let text = ws.join('');
+    for (const [i, n] of names.entries()) {
+      const at = Math.floor(((i + 1) * text.length) / (names.length + 1));
+      text = `${text.slice(0, at)} ${n}@example.org ${text.slice(at)}`;
+    }
+    return text;
+  });
+const pieces = fc.tuple(
+  answer,
+  fc.integer({ min: 1, max: 9 }),
+  fc.array(fc.constantFrom<Kind>('content', 'arguments', 'refusal', 'content+arguments'), { minLength: 1 }),
+  fc.nat(),
+);
+const chunked = pieces.map(([text, cut, kinds, seed]) => {
+  const chunks: Record<string, unknown>[] = [];
+  for (let i = 0, n = 0; i < text.length; i += cut, n++) {
+    const piece = text.slice(i, i + cut);
+    chunks.push(chunkOf(kinds[n % kinds.length], piece, (seed + n) % (piece.length + 1)));
+  }
+  return { text, chunks };
+});
+
+describe('streamed egress over every text field of a chunk', () => {
+  for (const holdback of [0, 32]) {
+    it(`property (hold-back ${holdback}): each chunk keeps its shape, and its text stays in the fields that had it`, async () => {
+      await fc.assert(
+        fc.asyncProperty(chunked, async ({ chunks }) => {
+          const { out, ended } = await runEnded(chunks, holdback);
+          // Without a hold-back, an address that started in text already sent ends the stream (a
+          // block, never a silent leak); with one, every chunk goes out.
+          if (holdback > 0) expect(ended).toBe(false);
+          for (const [i, c] of out.entries()) {
+            expect(shapeOf(c)).toEqual(shapeOf(chunks[i]));
+            for (const f of carrying(c)) expect(carrying(chunks[i])).toContain(f);
+          }
+        }),
+        { numRuns: 150 },
+      );
+    });
+  }
+
+  it('property (hold-back 32): no address reaches the client, whichever fields carry it', async () => {
+    await fc.assert(
+      fc.asyncProperty(chunked, async ({ text, chunks }) => {
+        const out = await run(chunks, 32);
+        const received = out.map(chunkText).join('');
+        expect(received).not.toMatch(email);
+        expect(received).toBe(text.replace(email, '[EMAIL]'));
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it("without a hold-back, an address inside one chunk's tool-call arguments is masked there", async () => {
+    const out = await run(
+      [chunkOf('arguments', '{"to":"', 0), chunkOf('arguments', 'jane@example.org', 0), chunkOf('arguments', '"}', 0)],
+      0,
+    );
+    expect(out.map(chunkText).join('')).toBe('{"to":"[EMAIL]"}');
+    expect(out[1]).toEqual(chunkOf('arguments', '[EMAIL]', 0));
+  });
+});
