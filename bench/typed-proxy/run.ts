@@ -37,6 +37,8 @@ const settings = {
     .split(';')
     .map((x) => x.trim())
     .filter(Boolean),
+  /** Another checkout of the repository (with node_modules): its typed proxy joins as (c0), for an A/B of a change. */
+  baseline: process.env.BENCH_BASELINE,
 };
 
 const targets = {
@@ -44,6 +46,7 @@ const targets = {
   bare: { label: '(b) bare Koa + undici' },
   typed: { label: '(c) typed proxy, log warn' },
   typedInfo: { label: "(c') typed proxy, log info" },
+  typedBase: { label: '(c0) typed proxy, BENCH_BASELINE' },
 } as const;
 type TargetKey = keyof typeof targets;
 
@@ -132,6 +135,7 @@ async function startTyped(
   upstreamPort: number,
   key: TargetKey,
   logLevel: string,
+  dir = root,
 ): Promise<{ s: Started; url: string }> {
   const [port, metrics, admin] = [await freePort(), await freePort(), await freePort()];
   const s = start(
@@ -153,10 +157,10 @@ async function startTyped(
     ],
     {
       cpu: pin(settings.targetCpu),
-      cwd: root,
+      cwd: dir,
       // Auth and rate limiting off whatever the caller's environment says; the bench measures the pipeline.
       env: { ...process.env, LOG_LEVEL: logLevel, LOG_FORMAT: 'json', PROXY_AUTH: 'false', PROXY_RATE_LIMIT: 'false' },
-      logFile: join(logDir, `typed-proxy-${logLevel}.log`),
+      logFile: join(logDir, `typed-proxy-${key}-${logLevel}.log`),
     },
   );
   const url = `http://127.0.0.1:${port}/`;
@@ -260,6 +264,7 @@ interface Comparison {
 }
 
 const pairs: Array<[TargetKey, TargetKey]> = [
+  ['typed', 'typedBase'],
   ['typed', 'bare'],
   ['typedInfo', 'bare'],
   ['typed', 'direct'],
@@ -320,7 +325,13 @@ function aggregate(perRound: Comparison[], goalConnections: number): Comparison[
 }
 
 function printComparisons(list: Comparison[], goalConnections: number): void {
-  const short: Record<TargetKey, string> = { direct: '(a)', bare: '(b)', typed: '(c)', typedInfo: "(c')" };
+  const short: Record<TargetKey, string> = {
+    direct: '(a)',
+    bare: '(b)',
+    typed: '(c)',
+    typedInfo: "(c')",
+    typedBase: '(c0)',
+  };
   console.log(
     `\ntargets for (c) vs (b) at ${goalConnections} connections: CPU/request <= ${goals.cpuRatio}x, ` +
       `throughput >= ${goals.rpsRatio}x, added p99 <= ${goals.addedP99Ms} ms`,
@@ -372,7 +383,7 @@ async function profileReports(list: Target[], all: Row[]): Promise<Record<string
 
 async function main(): Promise<number> {
   // Every measurement: a short re-warm-up, the window and ~0.6 s to start the generator; plus the first warm-ups.
-  const kinds = settings.accessLog ? 4 : 3;
+  const kinds = (settings.accessLog ? 4 : 3) + (settings.baseline ? 1 : 0);
   const perRun = Math.min(settings.warmupMs, 1000) + settings.durationMs + 600;
   const estimate =
     (perRun * kinds * settings.connections.length * settings.rounds + kinds * settings.warmupMs) / 1000 + 10;
@@ -400,10 +411,12 @@ async function main(): Promise<number> {
   for (const [key, level] of [
     ['typed', 'warn'],
     ['typedInfo', 'info'],
+    ['typedBase', 'warn'],
   ] as const) {
     if (key === 'typedInfo' && !settings.accessLog) continue;
+    if (key === 'typedBase' && !settings.baseline) continue;
     try {
-      const typed = await startTyped(upstream.port, key, level);
+      const typed = await startTyped(upstream.port, key, level, key === 'typedBase' ? settings.baseline : root);
       list.push({ key, url: typed.url, proc: typed.s, upstream: upstream.s, expectHeader: 'X-Proxy-SType' });
     } catch (err) {
       failures[key] = (err as Error).message;
