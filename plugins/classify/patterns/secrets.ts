@@ -122,14 +122,22 @@ const privateKey: Detector = {
 function findPrivateKeys(text: string, from: number): Finding[] {
   const out: Finding[] = [];
   if (from < 0) return out;
+  // The first `-----END ` at or after the block's body, and the end of the END line there (-1:
+  // not one), kept from block to block: blocks come in order, so the text after them is searched
+  // once however many BEGIN lines lack an END (searching it again for each was quadratic).
+  let endAt = -2; // -2: not searched yet; -1: none left
+  let endLineEnd = -1;
   PEM_BEGIN.lastIndex = from;
   for (let m = PEM_BEGIN.exec(text); m !== null; m = PEM_BEGIN.exec(text)) {
     const bodyStart = m.index + m[0].length;
-    const endAt = text.indexOf('-----END ', bodyStart);
+    if (endAt !== -1 && endAt < bodyStart) {
+      endAt = text.indexOf('-----END ', bodyStart);
+      PEM_END.lastIndex = endAt;
+      const endLine = endAt >= 0 ? PEM_END.exec(text) : null;
+      endLineEnd = endLine ? endAt + endLine[0].length : -1;
+    }
     let end: number;
-    PEM_END.lastIndex = endAt;
-    const endLine = endAt >= 0 ? PEM_END.exec(text) : null;
-    if (endLine) end = endAt + endLine[0].length;
+    if (endLineEnd >= 0) end = endLineEnd;
     else {
       // No END line (truncated paste): mask the body that follows.
       PEM_BODY.lastIndex = bodyStart;
