@@ -5,17 +5,22 @@
  * - on generated texts full of real-looking values, including hostile ones (very long local
  *   parts, runs of digits and separators, tokens past their usual length, PEM blocks without an
  *   END line, phrases stretched by characters the normalizer drops), no detector reports a span
- *   longer than it declares, and no classifier one longer than its detectors' maximum;
+ *   longer than it declares, and no classifier of a set one longer than the set's maximum;
  * - a value exactly as long as its detector's maximum is still found, as one span (as before);
  *   a longer one of the detectors without a length limit is found too, in consecutive pieces
  *   that cover what the whole match covered.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import type { ClassifierSet } from '../../plugins/classify/api.ts';
+import classify from '../../plugins/classify/index.ts';
 import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
 import { IBAN_LENGTHS } from '../../plugins/classify/patterns/checksums.ts';
 import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
 import { type Detector, TextView } from '../../plugins/classify/patterns/detector.ts';
+import { NamedClassifierSet } from '../../plugins/classify/set.ts';
+import type { ResourceDefinition } from '../../runtime/index.ts';
+import { createTestEnv } from '../../runtime/testing.ts';
 
 const detector = (id: string): Detector => {
   const d = DETECTORS.find((x) => x.id === id);
@@ -275,7 +280,7 @@ describe('no span longer than declared', () => {
     );
   });
 
-  it('classifiers, on generated texts: at most their own maximum', () => {
+  it('the classifiers of a set, on generated texts: at most their own maximum, and the set’s', () => {
     const specs = [
       ['pii'],
       ['secrets'],
@@ -287,11 +292,15 @@ describe('no span longer than declared', () => {
     const classifiers = specs.map(
       (detectors, i) => new PatternClassifier({ name: `c${i}`, type: 'pattern', detectors }),
     );
+    const set = new NamedClassifierSet(classifiers);
+    const most = set.maxSpanChars();
     fc.assert(
       fc.property(texts, (text) => {
+        const results = set.classifySync(undefined, text) ?? {};
         for (const c of classifiers) {
-          for (const s of c.classifySync(text).spans) {
+          for (const s of results[c.name].spans) {
             expect(s.end - s.start, `${c.name} in ${JSON.stringify(text)}`).toBeLessThanOrEqual(c.maxSpanChars);
+            expect(s.end - s.start).toBeLessThanOrEqual(most);
           }
         }
       }),
@@ -441,5 +450,40 @@ describe('a longer value of a detector without a length limit is found in pieces
       new PatternClassifier({ name: 'g', type: 'pattern', detectors: ['generic_secret'] }).classifySync(text).score,
     ).toBe(0.75);
     expect(Object.keys(c.classifySync(text).detail?.detectors as object)).toEqual(['private_key']);
+  });
+});
+
+// ---------------------------------------------------------------- the set
+
+describe('ClassifierSet.maxSpanChars', () => {
+  const pii = new PatternClassifier({ name: 'pii', type: 'pattern', detectors: ['pii'] });
+  const secrets = new PatternClassifier({ name: 'secrets', type: 'pattern', detectors: ['secrets'] });
+  const phone = new PatternClassifier({ name: 'phone', type: 'pattern', detectors: ['phone'] });
+
+  it('is the largest of the named classifiers (all by default), 0 for none with spans', () => {
+    const set = new NamedClassifierSet([pii, secrets, phone]);
+    expect(pii.maxSpanChars).toBe(detector('email').maxSpanChars);
+    expect(secrets.maxSpanChars).toBe(Math.max(detector('jwt').maxSpanChars, detector('private_key').maxSpanChars));
+    expect(set.maxSpanChars()).toBe(secrets.maxSpanChars);
+    expect(set.maxSpanChars(['pii', 'phone'])).toBe(pii.maxSpanChars);
+    expect(set.maxSpanChars(['phone'])).toBe(28);
+    expect(set.maxSpanChars([])).toBe(0);
+    expect(() => set.maxSpanChars(['nope'])).toThrow(/unknown classifier "nope"/);
+  });
+
+  it('the resource shows each classifier’s maximum; an ML model reports no spans (0)', async () => {
+    const [resource] = classify as unknown as [ResourceDefinition<Record<string, unknown>, ClassifierSet>];
+    const instance = await resource.create(
+      {
+        classifiers: [
+          { name: 'pii', type: 'pattern', detectors: ['pii'] },
+          { name: 'model', type: 'ml', format: 'linear-features', model: 'not-loaded' }, // loads lazily: never here
+        ],
+      },
+      createTestEnv(),
+    );
+    expect(instance.describe?.()).toMatchObject({ max_span_chars: { pii: 254, model: 0 } });
+    expect(instance.value.maxSpanChars()).toBe(254);
+    expect(instance.value.maxSpanChars(['model'])).toBe(0);
   });
 });
