@@ -127,7 +127,7 @@ export interface PhraseGroup {
  * (a run of invisible characters, pages of blank lines inside it) is still found; its span is
  * reported in pieces of at most the detector's maxSpanChars.
  */
-export const ORIGINAL_PER_NORMALIZED = 4;
+const ORIGINAL_PER_NORMALIZED = 4;
 
 /** Per text, the word starts where each group may match (see leading-words.ts). */
 const groupStarts = (view: TextView) => PHRASE_LEADS.byGroup(view.normalized.leadHits);
