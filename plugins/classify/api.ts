@@ -36,6 +36,12 @@ export interface ClassifierInfo {
 
 export interface Classifier {
   readonly name: string;
+  /**
+   * The longest span a result can hold, in UTF-16 code units of the classified text (0 for a
+   * classifier that reports no spans). A stream that holds back this much text sees each match
+   * whole before any of it is sent (docs/classifiers.md, "Longest spans").
+   */
+  readonly maxSpanChars: number;
   info(): ClassifierInfo;
   /** Loads (compiles, or reads the model); idempotent. */
   load(): Promise<void>;
@@ -63,6 +69,12 @@ export interface ClassifierSet {
   warmup(): Promise<{ models_loaded: number; duration_ms: number }>;
   /** True when every classifier is loaded. */
   ready(): boolean;
+  /**
+   * The longest span the named classifiers (all when undefined) can report, in UTF-16 code units
+   * of the classified text: the least a stream should hold back so that a match of theirs is seen
+   * whole before any of it is sent. 0 when none reports spans. Throws on a name the set lacks.
+   */
+  maxSpanChars(names?: string[]): number;
 }
 
 declare module '../../runtime/state.ts' {

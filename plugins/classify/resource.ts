@@ -151,7 +151,12 @@ export default defineResource<ClassifierSetOptions, ClassifierSet>({
           detail: { classifiers: statuses() },
         };
       },
-      describe: () => ({ models_dir: modelsDir, classifiers: statuses() }),
+      describe: () => ({
+        models_dir: modelsDir,
+        classifiers: statuses(),
+        // What a stream must hold back to see any match whole (0: no spans).
+        max_span_chars: Object.fromEntries(set.list().map((i) => [i.name, set.maxSpanChars([i.name])])),
+      }),
       close: () => set.close(),
     };
   },

@@ -90,6 +90,12 @@ export class NamedClassifierSet implements ClassifierSet {
     return this.list().every((i) => i.status === 'loaded');
   }
 
+  maxSpanChars(names?: string[]): number {
+    let max = 0;
+    for (const c of this.#select(names)) max = Math.max(max, c.maxSpanChars);
+    return max;
+  }
+
   async close(): Promise<void> {
     await Promise.allSettled([...this.#byName.values()].map((c) => c.close?.()));
   }

@@ -3,6 +3,7 @@
  * it must leave alone (failed checksums, never-issued ranges, look-alike numbers, benign phrases).
  */
 import { describe, expect, it } from 'vitest';
+import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
 import {
   ibanChecksumValid,
   luhnValid,
@@ -11,6 +12,7 @@ import {
   ssnValid,
 } from '../../plugins/classify/patterns/checksums.ts';
 import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
+import { TextView } from '../../plugins/classify/patterns/detector.ts';
 import { normalizeForPhrases } from '../../plugins/classify/patterns/normalize.ts';
 
 /** The substrings a single detector (or family) flags in a text, with their labels. */
@@ -440,5 +442,35 @@ describe('large and hostile inputs stay linear', () => {
   ])('%s', (_name, text) => {
     const r = all.classifySync(text);
     expect(r.score).toBeGreaterThanOrEqual(0);
+  });
+});
+
+describe('PEM blocks: time linear in the number of BEGIN lines', () => {
+  // Compared as a ratio within one run, never as an absolute time: doubling the input must about
+  // double the time (linear: 2; the former search of the rest of the text per BEGIN line: 4).
+  const privateKey = DETECTORS.find((d) => d.id === 'private_key')!;
+  const ms = (text: string) => {
+    const started = performance.now();
+    privateKey.find(new TextView(text));
+    return performance.now() - started;
+  };
+  it.each([
+    ['without an END line', (n: number) => '-----BEGIN RSA PRIVATE KEY-----\nMIIE\n'.repeat(n)],
+    [
+      'with a long END line that is not one',
+      (n: number) => `${'-----BEGIN PRIVATE KEY-----\n'.repeat(n)}-----END ${'A'.repeat(20 * n)}`,
+    ],
+  ])('%s', (_name, make) => {
+    const n = 8000;
+    const [small, large] = [make(n), make(2 * n)];
+    expect(privateKey.find(new TextView(small))).toHaveLength(n); // each BEGIN line is a (truncated) block
+    ms(large); // warm-up
+    // The fastest of runs taken in turn, so that other work on the machine slows both alike.
+    let [a, b] = [Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY];
+    for (let i = 0; i < 9; i++) {
+      a = Math.min(a, ms(small));
+      b = Math.min(b, ms(large));
+    }
+    expect(b / a).toBeLessThan(3);
   });
 });

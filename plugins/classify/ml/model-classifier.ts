@@ -9,6 +9,11 @@ import { Batcher } from './batcher.ts';
 import type { Prediction } from './probabilities.ts';
 
 export abstract class ModelClassifier implements Classifier {
+  /**
+   * Models judge the text they are given as a whole and report no spans: nothing for a stream to
+   * hold back for them (a block acts on the window they saw).
+   */
+  readonly maxSpanChars = 0;
   private status: ClassifierInfo['status'] = 'loading';
   private error: string | undefined;
   private loading: Promise<void> | undefined;

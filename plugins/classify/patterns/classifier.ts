@@ -12,6 +12,8 @@
  *   jailbreak), the negative one otherwise
  *   (configured, or that of the first selected family: clean or benign).
  * - confidence: score for a positive label, 1 - score for a negative one.
+ * - maxSpanChars: the longest span of its detectors. Overlapping findings are merged into one
+ *   span; a merged span longer than that is reported in pieces, like a long match.
  */
 import type { Classifier, ClassifierInfo, ClassifierResult, Span } from '../api.ts';
 import { mergeSpans } from '../redact.ts';
@@ -34,6 +36,8 @@ export const DEFAULT_THRESHOLD = 0.5;
 
 export class PatternClassifier implements Classifier {
   readonly name: string;
+  /** The longest span in a result: that of the detectors (each span is one match or a piece of one). */
+  readonly maxSpanChars: number;
   readonly #tier: 'A' | 'B';
   readonly #detectors: Detector[];
   readonly #threshold: number;
@@ -53,6 +57,7 @@ export class PatternClassifier implements Classifier {
       this.#detectors = this.#detectors.map((d) => (d.reference ? { ...d, find: d.reference } : d));
     }
     if (this.#detectors.length === 0) throw new Error(`classifier "${spec.name}": no detectors selected`);
+    this.maxSpanChars = Math.max(...this.#detectors.map((d) => d.maxSpanChars));
     this.#threshold = spec.threshold ?? DEFAULT_THRESHOLD;
     this.#positive = spec.labels?.positive;
     this.#negative = spec.labels?.negative ?? FAMILY_LABELS[this.#detectors[0].family].negative;
@@ -108,7 +113,8 @@ export class PatternClassifier implements Classifier {
     for (const f of withoutNested(found)) {
       spans.push({ start: f.start, end: f.end, label: f.label });
       scores.set(f.detector, Math.max(scores.get(f.detector) ?? 0, f.weight));
-      matches.set(f.detector, (matches.get(f.detector) ?? 0) + 1);
+      const first = f.whole === undefined || f.start === f.whole.start; // a long match counts once, not per piece
+      if (first) matches.set(f.detector, (matches.get(f.detector) ?? 0) + 1);
     }
     let remaining = 1; // Π(1 - detector score)
     let strongest: Detector | undefined;
@@ -131,7 +137,7 @@ export class PatternClassifier implements Classifier {
       label,
       score,
       confidence: round(positive ? score : 1 - score, 4),
-      spans: mergeSpans(spans, text.length),
+      spans: cutSpans(mergeSpans(spans, text.length), this.maxSpanChars),
       latency_ms: round(performance.now() - started, 3),
       detail: { threshold: this.#threshold, detectors: fired },
     };
@@ -142,20 +148,42 @@ type Found = Finding & { detector: Detector };
 
 /**
  * Findings without those lying inside a stronger finding of another detector: the digits of an
- * IBAN are not also a phone number, the value of `api_key=sk-...` is one OpenAI key.
+ * IBAN are not also a phone number, the value of `api_key=sk-...` is one OpenAI key. The pieces of
+ * a long match (Finding.whole) are judged as the whole match, all together.
  */
 function withoutNested(found: Found[]): Found[] {
   if (found.length < 2) return found;
-  found.sort((a, b) => a.start - b.start || b.end - a.end || b.weight - a.weight);
+  // Stable: the pieces of a match keep their order.
+  found.sort((a, b) => {
+    const x = a.whole ?? a;
+    const y = b.whole ?? b;
+    return x.start - y.start || y.end - x.end || b.weight - a.weight;
+  });
   const kept: Found[] = [];
   let cover: Found | undefined; // the finding reaching furthest so far
+  let coverEnd = 0;
   for (const f of found) {
-    const nested =
-      cover !== undefined && f.end <= cover.end && f.detector !== cover.detector && f.weight < cover.weight;
+    const end = (f.whole ?? f).end;
+    const nested = cover !== undefined && end <= coverEnd && f.detector !== cover.detector && f.weight < cover.weight;
     if (!nested) kept.push(f);
-    if (cover === undefined || f.end > cover.end) cover = f;
+    if (cover === undefined || end > coverEnd) {
+      cover = f;
+      coverEnd = end;
+    }
   }
   return kept;
+}
+
+/** Sorted, disjoint spans with those longer than `max` cut into consecutive pieces of at most `max`. */
+function cutSpans(spans: Span[], max: number): Span[] {
+  if (spans.every((s) => s.end - s.start <= max)) return spans;
+  const out: Span[] = [];
+  for (const s of spans) {
+    for (let start = s.start; start < s.end; start += max) {
+      out.push({ start, end: Math.min(s.end, start + max), label: s.label });
+    }
+  }
+  return out;
 }
 
 function round(n: number, digits: number): number {

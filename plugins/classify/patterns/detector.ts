@@ -17,6 +17,11 @@ export interface Finding {
   /** Placeholder type, e.g. EMAIL. */
   label: string;
   weight: number;
+  /**
+   * On the pieces of a match longer than its detector's `maxSpanChars` (see pushFinding): the
+   * whole match, so that the classifier judges it as one (a match inside it is still nested).
+   */
+  whole?: { start: number; end: number };
 }
 
 export interface Detector {
@@ -24,6 +29,15 @@ export interface Detector {
   id: string;
   family: Family;
   description: string;
+  /**
+   * The longest span `find` (and `reference`) can report, in UTF-16 code units of the original
+   * text: a stream that holds back this much sees every match of the detector whole before any
+   * of it is sent. Bounded by the pattern itself where the thing has a bounded shape; where it
+   * has none (a PEM block, a JWT, a phrase stretched by characters the normalizer drops) a
+   * longer match is reported as consecutive pieces of at most this length (pushFinding).
+   * docs/classifiers.md lists each value and why.
+   */
+  maxSpanChars: number;
   find(view: TextView): Finding[];
   /**
    * The same search done the plain way, without the prefilters `find` uses to skip text that
@@ -55,9 +69,24 @@ export class TextView {
 }
 
 /**
+ * Adds the finding [start, end) to `out`; a match longer than `max` as consecutive pieces of at
+ * most `max` characters, each knowing the whole match. Redacting a whole text still masks all of
+ * it; no reported span is longer than `max`.
+ */
+export function pushFinding(out: Finding[], start: number, end: number, label: string, weight: number, max: number) {
+  if (end - start <= max) {
+    out.push({ start, end, label, weight });
+    return;
+  }
+  const whole = { start, end };
+  for (let s = start; s < end; s += max) out.push({ start: s, end: Math.min(end, s + max), label, weight, whole });
+}
+
+/**
  * Every match of a global regex from `from` on (-1: none), mapped to findings; `accept` may refine
  * or reject a match. `from` is where a match can start at the earliest (see `firstAnchor`), so
- * that text which cannot match is not searched.
+ * that text which cannot match is not searched. A match longer than `max` is reported in pieces
+ * (pushFinding).
  */
 export function findAll(
   text: string,
@@ -66,6 +95,7 @@ export function findAll(
   weight: number,
   accept?: (m: RegExpExecArray) => { start: number; end: number } | boolean,
   from = 0,
+  max = Number.POSITIVE_INFINITY,
 ): Finding[] {
   const out: Finding[] = [];
   if (from < 0) return out;
@@ -78,7 +108,7 @@ export function findAll(
     const verdict = accept ? accept(m) : true;
     if (verdict === false) continue;
     const range = verdict === true ? { start: m.index, end: m.index + m[0].length } : verdict;
-    out.push({ start: range.start, end: range.end, label, weight });
+    pushFinding(out, range.start, range.end, label, weight, max);
   }
   return out;
 }

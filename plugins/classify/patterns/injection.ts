@@ -162,6 +162,9 @@ const chatTemplateTokens: Detector = {
   id: 'chat_template_tokens',
   family: 'prompt_injection',
   description: 'Chat-template control tokens (<|im_start|>, [INST], <<SYS>>) or a forged "System:" header line.',
+  // The longest role header: 8 blanks, `######`, 4 blanks, `[developer instructions]`, 4 blanks,
+  // `:` (47); the longest token, `<|start_header_id|>`, is 19.
+  maxSpanChars: 47,
   // Every token starts with < or [; a header is tried at each line start (prompts have few lines).
   find: (view) => [
     ...findAll(view.text, TEMPLATE_TOKENS, LABEL, 0.8, undefined, firstAnchor(view.text, TOKEN_ANCHORS)),

@@ -10,7 +10,7 @@
  * phrase gets its leads, the word sequences its matches start with, which let ordinary text be
  * skipped (see leading-words.ts).
  */
-import type { Detector, Finding, TextView } from './detector.ts';
+import { type Detector, type Finding, pushFinding, type TextView } from './detector.ts';
 import { PHRASE_LEADS } from './leading-words.ts';
 import { foldPattern } from './normalize.ts';
 
@@ -20,6 +20,8 @@ export interface Part {
   alternatives: string[][];
   min: number;
   max: number;
+  /** The most normalized characters a match of the part covers, its optional trailing spaces included. */
+  maxChars: number;
 }
 
 /** One of several words or multi-word expressions; an argument may list several, `a | b c | d`. */
@@ -28,17 +30,26 @@ export function any(...alternatives: string[]): Part {
   if (words.some((w) => w.some((word) => !/^[a-z]+$/.test(word)))) {
     throw new Error(`words must be lower-case letters: ${alternatives.join(' | ')}`);
   }
-  return { src: `(?:${words.map((w) => w.join(' ?')).join('|')})`, alternatives: words, min: 1, max: 1 };
+  const longest = Math.max(...words.map((w) => w.join(' ').length));
+  return {
+    src: `(?:${words.map((w) => w.join(' ?')).join('|')})`,
+    alternatives: words,
+    min: 1,
+    max: 1,
+    maxChars: longest,
+  };
 }
 
 /** An optional part. */
 export function opt(part: Part): Part {
-  return { src: `(?:${single(part).src} ?)?`, alternatives: part.alternatives, min: 0, max: 1 };
+  const { src, alternatives, maxChars } = single(part);
+  return { src: `(?:${src} ?)?`, alternatives, min: 0, max: 1, maxChars: maxChars + 1 };
 }
 
 /** Zero to n occurrences of a part (filler words such as "all of the"). */
 export function upTo(n: number, part: Part): Part {
-  return { src: `(?:${single(part).src} ?){0,${n}}`, alternatives: part.alternatives, min: 0, max: n };
+  const { src, alternatives, maxChars } = single(part);
+  return { src: `(?:${src} ?){0,${n}}`, alternatives, min: 0, max: n, maxChars: n * (maxChars + 1) };
 }
 
 function single(part: Part): Part {
@@ -55,6 +66,8 @@ export interface Phrase {
   src: string;
   /** Word sequences every match starts with one of (see leadsOf). */
   leads: string[][];
+  /** The most normalized characters a match covers (see Part.maxChars). */
+  maxChars: number;
 }
 
 /** Parts in sequence, starting at a word boundary; a string part is one literal word or words. */
@@ -62,11 +75,14 @@ export function phrase(parts: Array<Part | string>, options: PhraseOptions = {})
   const all = parts.map((p) => (typeof p === 'string' ? any(p) : p));
   if (all.every((p) => p.min === 0)) throw new Error('a phrase needs a part that is not optional');
   let src = '\\b';
+  let maxChars = 0;
   all.forEach((part, i) => {
     // Optional parts carry their own trailing optional space.
-    src += part.min === 0 || i === all.length - 1 ? part.src : `${part.src} ?`;
+    const own = part.min === 0 || i === all.length - 1;
+    src += own ? part.src : `${part.src} ?`;
+    maxChars += own ? part.maxChars : part.maxChars + 1;
   });
-  return { src: options.wholeWord ? `${src}\\b` : src, leads: leadsOf(all) };
+  return { src: options.wholeWord ? `${src}\\b` : src, leads: leadsOf(all), maxChars };
 }
 
 /** Leads a phrase may have beyond its first required part: a bound on the size of the trie. */
@@ -103,6 +119,16 @@ export interface PhraseGroup {
   phrases: Phrase[];
 }
 
+/**
+ * How much original text a phrase match may cover per normalized character of the longest match
+ * its phrases allow, before its span is cut into pieces. Undoing an obfuscation drops a character
+ * or two per letter (`i.g.n.o.r.e`, `i g n o r e`, a zero-width character after each letter: 2;
+ * `I. G. N. O.`: 3), so 4 leaves room for some extra blanks as well. A phrase stretched further
+ * (a run of invisible characters, pages of blank lines inside it) is still found; its span is
+ * reported in pieces of at most the detector's maxSpanChars.
+ */
+const ORIGINAL_PER_NORMALIZED = 4;
+
 /** Per text, the word starts where each group may match (see leading-words.ts). */
 const groupStarts = (view: TextView) => PHRASE_LEADS.byGroup(view.normalized.leadHits);
 
@@ -110,8 +136,13 @@ const groupStarts = (view: TextView) => PHRASE_LEADS.byGroup(view.normalized.lea
  * Finds matches of phrase groups in the normalized text, mapped back to original spans. Each
  * group's regex runs (sticky) only at the word starts where one of its leads is: every match
  * starts at one, so this finds what the plain search of the whole text (`reference`) finds.
+ * maxSpanChars: ORIGINAL_PER_NORMALIZED × the longest normalized match of the groups' phrases.
  */
-export function phraseFinder(label: string, groups: PhraseGroup[]): Pick<Detector, 'find' | 'reference'> {
+export function phraseFinder(
+  label: string,
+  groups: PhraseGroup[],
+): Pick<Detector, 'find' | 'reference' | 'maxSpanChars'> {
+  const max = ORIGINAL_PER_NORMALIZED * Math.max(...groups.flatMap((g) => g.phrases.map((p) => p.maxChars)));
   const compiled = groups.map((g) => {
     const src = foldPattern(g.phrases.map((p) => p.src).join('|'));
     return {
@@ -136,7 +167,7 @@ export function phraseFinder(label: string, groups: PhraseGroup[]): Pick<Detecto
           const m = sticky.exec(text);
           if (m === null) continue;
           from = start + m[0].length;
-          out.push(finding(view, start, from, label, weight));
+          pushPhrase(out, view, start, from, label, weight, max);
         }
       }
       return out;
@@ -147,22 +178,29 @@ export function phraseFinder(label: string, groups: PhraseGroup[]): Pick<Detecto
       for (const { weight, global: re } of compiled) {
         re.lastIndex = 0;
         for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-          out.push(finding(view, m.index, m.index + m[0].length, label, weight));
+          pushPhrase(out, view, m.index, m.index + m[0].length, label, weight, max);
         }
       }
       return out;
     },
+    maxSpanChars: max,
   };
 }
 
-/** The finding for normalized characters [start, end), its trailing optional space left out. */
-function finding(view: TextView, start: number, end: number, label: string, weight: number): Finding {
-  const { text } = view.normalized;
-  while (end > start && text.charCodeAt(end - 1) === 0x20) end--;
-  return {
-    start: view.normalized.originalIndex(start),
-    end: view.normalized.originalIndex(end - 1) + 1,
-    label,
-    weight,
-  };
+/**
+ * The finding for normalized characters [start, end), its trailing optional space left out, in
+ * pieces of at most `max` original characters (pushFinding).
+ */
+function pushPhrase(
+  out: Finding[],
+  view: TextView,
+  start: number,
+  end: number,
+  label: string,
+  weight: number,
+  max: number,
+): void {
+  const normalized = view.normalized;
+  while (end > start && normalized.text.charCodeAt(end - 1) === 0x20) end--;
+  pushFinding(out, normalized.originalIndex(start), normalized.originalIndex(end - 1) + 1, label, weight, max);
 }

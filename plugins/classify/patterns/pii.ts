@@ -4,7 +4,15 @@
  * letters, issuing ranges), so that look-alike numbers (order ids, dates, versions) are not flagged.
  */
 import { IBAN_LENGTHS, ibanChecksumValid, luhnValid, ninoPrefixValid, spanishIdValid, ssnValid } from './checksums.ts';
-import { type Anchor, type Detector, type Finding, findAll, firstAnchor, type TextView } from './detector.ts';
+import {
+  type Anchor,
+  type Detector,
+  type Finding,
+  findAll,
+  firstAnchor,
+  pushFinding,
+  type TextView,
+} from './detector.ts';
 
 const isAlnum = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
 /** Characters of an e-mail local part (the common unquoted subset of RFC 5322). */
@@ -26,11 +34,18 @@ function fromDigit(view: TextView, before: number): number {
 
 /** Domain after the `@`: dot-separated labels (no leading/trailing hyphen) and an alphabetic TLD. */
 const EMAIL_DOMAIN = /(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}(?![A-Za-z0-9-])/y;
+/**
+ * The longest address: RFC 5321 (4.5.3.1.3) allows a path of 256 octets, angle brackets
+ * included. The pattern allows more (a 64-character local part and 8 labels of 63): such a match
+ * is not an address anyone can use, and is reported in pieces of 254.
+ */
+const EMAIL_MAX = 254;
 
 const email: Detector = {
   id: 'email',
   family: 'pii',
   description: 'E-mail address: local part, @, domain with a top-level domain of letters.',
+  maxSpanChars: EMAIL_MAX,
   // Anchored on each `@` (scanning left at most 64 characters), so a long run of word characters
   // without an `@` costs nothing.
   find(view) {
@@ -46,7 +61,7 @@ const email: Detector = {
       const m = EMAIL_DOMAIN.exec(text);
       if (!m) continue;
       const end = at + 1 + m[0].length;
-      out.push({ start, end, label: 'EMAIL', weight: 0.9 });
+      pushFinding(out, start, end, 'EMAIL', 0.9, EMAIL_MAX);
       floor = end;
       at = end - 1;
     }
@@ -83,6 +98,8 @@ const phone: Detector = {
   id: 'phone',
   family: 'pii',
   description: 'Phone number: international (+ or 00, 8-15 digits), North American, or national with a trunk 0.',
+  // PHONE_CANDIDATE: `+`, `(`, a digit, 24 digits or separators, a digit; the pieces of one as much.
+  maxSpanChars: 28,
   find: (view) => findPhones(view.text, fromDigit(view, 2)),
   reference: (view) => findPhones(view.text, 0),
 };
@@ -141,6 +158,7 @@ const creditCard: Detector = {
   id: 'credit_card',
   family: 'pii',
   description: 'Payment card number: 13-19 digits (spaces or dashes allowed), a known issuer range, Luhn check.',
+  maxSpanChars: 19 + 18, // 19 digits, a separator between each two
   find: (view) => findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, isCard, fromDigit(view, 0)),
   reference: (view) => findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, isCard),
 };
@@ -160,6 +178,8 @@ const iban: Detector = {
   id: 'iban',
   family: 'pii',
   description: 'IBAN: country code, check digits and the country’s BBAN length (spaces allowed), mod-97 check.',
+  // The longest IBAN (33 characters) with a space before each character after the first four.
+  maxSpanChars: 2 * Math.max(...IBAN_LENGTHS.values()) - 4,
   find: (view) => findIbans(view.text, fromDigit(view, 2)),
   reference: (view) => findIbans(view.text, 0),
 };
@@ -196,6 +216,7 @@ const usSsn: Detector = {
   id: 'us_ssn',
   family: 'pii',
   description: 'US Social Security Number written 123-45-6789 or 123 45 6789, outside the never-issued ranges.',
+  maxSpanChars: 11,
   find: (view) => findAll(view.text, SSN, 'NATIONAL_ID', 0.85, isSsn, fromDigit(view, 0)),
   reference: (view) => findAll(view.text, SSN, 'NATIONAL_ID', 0.85, isSsn),
 };
@@ -205,6 +226,7 @@ const ukNino: Detector = {
   id: 'uk_nino',
   family: 'pii',
   description: 'UK National Insurance number (AB 12 34 56 C) with a prefix HMRC allocates; it has no check digit.',
+  maxSpanChars: 13,
   find: (view) => findAll(view.text, NINO, 'NATIONAL_ID', 0.8, isNino, fromDigit(view, 3)),
   reference: (view) => findAll(view.text, NINO, 'NATIONAL_ID', 0.8, isNino),
 };
@@ -214,6 +236,7 @@ const esDni: Detector = {
   id: 'es_dni',
   family: 'pii',
   description: 'Spanish DNI (8 digits) or NIE (X/Y/Z and 7 digits) with its mod-23 control letter.',
+  maxSpanChars: 10, // 8 digits (or X/Y/Z and 7), a separator, the letter
   find: (view) => findAll(view.text, DNI, 'NATIONAL_ID', 0.9, isDni, fromDigit(view, 1)),
   reference: (view) => findAll(view.text, DNI, 'NATIONAL_ID', 0.9, isDni),
 };

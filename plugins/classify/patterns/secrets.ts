@@ -7,20 +7,23 @@
  * when there is none.
  */
 import { shannonEntropy } from './checksums.ts';
-import { type Anchor, type Detector, type Finding, findAll, firstAnchor } from './detector.ts';
+import { type Anchor, type Detector, type Finding, findAll, firstAnchor, pushFinding } from './detector.ts';
 
+/** A provider key: a fixed prefix and a bounded run of characters; `maxSpanChars` is the pattern's longest match. */
 function prefixed(
   id: string,
   description: string,
   re: RegExp,
   label: string,
   anchors: Anchor[],
+  maxSpanChars: number,
   weight = 0.95,
 ): Detector {
   return {
     id,
     family: 'secrets',
     description,
+    maxSpanChars,
     find: (view) => findAll(view.text, re, label, weight, undefined, firstAnchor(view.text, anchors)),
     reference: (view) => findAll(view.text, re, label, weight),
   };
@@ -38,6 +41,7 @@ const awsAccessKey = prefixed(
     ['ACCA', 0],
     ['A3T', 0],
   ],
+  20,
 );
 
 const githubToken = prefixed(
@@ -46,6 +50,7 @@ const githubToken = prefixed(
   /(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])/g,
   'TOKEN',
   [['_', 6]],
+  11 + 255, // github_pat_ and 255
 );
 
 const slackToken = prefixed(
@@ -57,6 +62,7 @@ const slackToken = prefixed(
     ['xox', 0],
     ['://', 5],
   ],
+  5 + 250, // xoxb- and 250; a webhook URL is at most 101
 );
 
 const openaiApiKey = prefixed(
@@ -65,6 +71,7 @@ const openaiApiKey = prefixed(
   /(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-|ant-(?:api|admin)\d{2}-)?[A-Za-z0-9_-]{20,300}(?![A-Za-z0-9_-])/g,
   'API_KEY',
   [['k-', 1]], // 'k' is rarer than 's' in prose: fewer false starts for indexOf
+  3 + 12 + 300, // sk-, ant-admin01-, 300
 );
 
 const stripeKey = prefixed(
@@ -73,6 +80,7 @@ const stripeKey = prefixed(
   /(?<![A-Za-z0-9_])[rs]k_(?:live|test)_[A-Za-z0-9]{16,247}(?![A-Za-z0-9_])/g,
   'API_KEY',
   [['k_', 1]],
+  8 + 247, // sk_live_ and 247
 );
 
 const googleApiKey = prefixed(
@@ -81,18 +89,27 @@ const googleApiKey = prefixed(
   /(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])/g,
   'API_KEY',
   [['AIza', 0]],
+  39,
 );
 
 // ---------------------------------------------------------------- JWT
 
 const JWT = /(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/g;
+/**
+ * The longest JWT reported as one span. A JWT has no length limit; in an HTTP header it is held to
+ * the server's header-line limit (8 KiB in nginx and Apache by default), and the usual ones are
+ * far shorter than 4096 (a few hundred characters to 2-3 KB with many claims). A longer token is
+ * reported in pieces.
+ */
+const JWT_MAX = 4096;
 
 const jwt: Detector = {
   id: 'jwt',
   family: 'secrets',
   description: 'JSON Web Token: three base64url parts whose header decodes to JSON with an "alg".',
-  find: (view) => findAll(view.text, JWT, 'TOKEN', 0.9, hasJwtHeader, firstAnchor(view.text, [['J', 2]])),
-  reference: (view) => findAll(view.text, JWT, 'TOKEN', 0.9, hasJwtHeader),
+  maxSpanChars: JWT_MAX,
+  find: (view) => findAll(view.text, JWT, 'TOKEN', 0.9, hasJwtHeader, firstAnchor(view.text, [['J', 2]]), JWT_MAX),
+  reference: (view) => findAll(view.text, JWT, 'TOKEN', 0.9, hasJwtHeader, 0, JWT_MAX),
 };
 
 function hasJwtHeader(m: RegExpExecArray): boolean {
@@ -110,11 +127,19 @@ const PEM_BEGIN = /-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----/g;
 const PEM_END = /-----END (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----/y;
 /** The body of a block cut short: the lines of base64 that follow. */
 const PEM_BODY = /[\r\n]*(?:[A-Za-z0-9+/=]+\r?\n)*[A-Za-z0-9+/=]*/y;
+/**
+ * The longest PEM block reported as one span: an RSA-4096 key, the largest in common use, takes
+ * about 3.2-3.4k characters in its encodings (PKCS#1, PKCS#8, encrypted, OpenSSH); EC, Ed25519
+ * and DSA keys far less. A longer block (an RSA-8192 key, a PGP key with subkeys) is reported in
+ * pieces.
+ */
+const PEM_MAX = 4096;
 
 const privateKey: Detector = {
   id: 'private_key',
   family: 'secrets',
   description: 'PEM private key block (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted, PGP), up to its END line.',
+  maxSpanChars: PEM_MAX,
   find: (view) => findPrivateKeys(view.text, view.text.indexOf('-----BEGIN ')),
   reference: (view) => findPrivateKeys(view.text, 0),
 };
@@ -122,20 +147,28 @@ const privateKey: Detector = {
 function findPrivateKeys(text: string, from: number): Finding[] {
   const out: Finding[] = [];
   if (from < 0) return out;
+  // The first `-----END ` at or after the block's body, and the end of the END line there (-1:
+  // not one), kept from block to block: blocks come in order, so the text after them is searched
+  // once however many BEGIN lines lack an END (searching it again for each was quadratic).
+  let endAt = -2; // -2: not searched yet; -1: none left
+  let endLineEnd = -1;
   PEM_BEGIN.lastIndex = from;
   for (let m = PEM_BEGIN.exec(text); m !== null; m = PEM_BEGIN.exec(text)) {
     const bodyStart = m.index + m[0].length;
-    const endAt = text.indexOf('-----END ', bodyStart);
+    if (endAt !== -1 && endAt < bodyStart) {
+      endAt = text.indexOf('-----END ', bodyStart);
+      PEM_END.lastIndex = endAt;
+      const endLine = endAt >= 0 ? PEM_END.exec(text) : null;
+      endLineEnd = endLine ? endAt + endLine[0].length : -1;
+    }
     let end: number;
-    PEM_END.lastIndex = endAt;
-    const endLine = endAt >= 0 ? PEM_END.exec(text) : null;
-    if (endLine) end = endAt + endLine[0].length;
+    if (endLineEnd >= 0) end = endLineEnd;
     else {
       // No END line (truncated paste): mask the body that follows.
       PEM_BODY.lastIndex = bodyStart;
       end = bodyStart + (PEM_BODY.exec(text)?.[0].length ?? 0);
     }
-    out.push({ start: m.index, end, label: 'PRIVATE_KEY', weight: 1 });
+    pushFinding(out, m.index, end, 'PRIVATE_KEY', 1, PEM_MAX);
     PEM_BEGIN.lastIndex = end;
   }
   return out;
@@ -144,13 +177,20 @@ function findPrivateKeys(text: string, from: number): Finding[] {
 // ---------------------------------------------------------------- bearer tokens and assignments
 
 const BEARER = /(?<![A-Za-z0-9])Bearer[ \t]+([A-Za-z0-9._~+/-]{20,2048}=*)(?![A-Za-z0-9._~+/=-])/g;
+/**
+ * The span is the credential: 2048 token characters and base64 padding (2 `=`). RFC 6750 allows
+ * any number of `=`: a value with more is reported in pieces.
+ */
+const BEARER_MAX = 2048 + 2;
 
 const bearerToken: Detector = {
   id: 'bearer_token',
   family: 'secrets',
   description: 'HTTP bearer credential ("Bearer <20+ characters>") with a random-looking value.',
-  find: (view) => findAll(view.text, BEARER, 'TOKEN', 0.8, bearerValue, firstAnchor(view.text, [['Bearer', 0]])),
-  reference: (view) => findAll(view.text, BEARER, 'TOKEN', 0.8, bearerValue),
+  maxSpanChars: BEARER_MAX,
+  find: (view) =>
+    findAll(view.text, BEARER, 'TOKEN', 0.8, bearerValue, firstAnchor(view.text, [['Bearer', 0]]), BEARER_MAX),
+  reference: (view) => findAll(view.text, BEARER, 'TOKEN', 0.8, bearerValue, 0, BEARER_MAX),
 };
 
 function bearerValue(m: RegExpExecArray): { start: number; end: number } | false {
@@ -175,6 +215,8 @@ const genericSecret: Detector = {
   id: 'generic_secret',
   family: 'secrets',
   description: 'Assignment of a high-entropy value to a name such as api_key, secret, token or password.',
+  // The span is the value: 256 characters and 2 `=` (a longer value is cut there by the pattern).
+  maxSpanChars: 256 + 2,
   find: (view) => findAssignments(view.text),
   reference: (view) => searchAssignments(view.text),
 };
