@@ -102,7 +102,6 @@ export * as jsonrpcWire from './wire/jsonrpc.ts';
 export * as openaiWire from './wire/openai.ts';
 export {
   expectRpcResponse,
-  isRpcResponse,
   mapRpcResponses,
   type RpcMessage,
   type RpcResponseMap,

@@ -55,6 +55,9 @@ const settings = {
   /** Then an answer this many times larger, `bigRepeat` times per reader: what holding it would scale with. */
   streamScale: envNum('BENCH_STREAM_SCALE', 5),
   bigRepeat: Math.floor(envNum('BENCH_STREAM_BIG_REPEAT', 2)),
+  /** Time to first token: a model generating this many characters per second, in deltas of 4, `ttftRepeat` streams each. */
+  ttftCps: envNum('BENCH_TTFT_CPS', 400),
+  ttftRepeat: Math.floor(envNum('BENCH_TTFT_REPEAT', 5)),
   startTimeoutMs: envNum('BENCH_START_TIMEOUT', 90) * 1000,
   keepLogs: process.env.BENCH_KEEP_LOGS === '1',
 };
@@ -323,6 +326,26 @@ async function streamThrough(t: Target, answerBytes: number, reader: 'fast' | 's
 
 const mb = (kb: number | undefined) => fmt(kb === undefined ? undefined : kb / 1024, 1);
 
+/**
+ * Time to the first token of a streamed chat whose backend generates the answer at a model's pace
+ * (model `paced-<chars/s>-<length>-4`), ms: what a user waits for, the filter's hold-back included.
+ */
+async function firstTokenMs(t: Target): Promise<number> {
+  const body = chatBody(true, `paced-${settings.ttftCps}-2000-4`);
+  const started = process.hrtime.bigint();
+  const res = await request(t.url, { method: 'POST', headers, body, headersTimeout: 10000, bodyTimeout: 30000 });
+  if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}: ${(await res.body.text()).slice(0, 300)}`);
+  const decoder = new TextDecoder();
+  let tail = '';
+  let at = Number.NaN;
+  for await (const chunk of res.body) {
+    if (!Number.isNaN(at)) continue;
+    tail = (tail + decoder.decode(chunk, { stream: true })).slice(-4096);
+    if (/"content":"[^"]/.test(tail)) at = Number(process.hrtime.bigint() - started) / 1e6;
+  }
+  return at;
+}
+
 async function main(): Promise<number> {
   const perRun = Math.min(settings.warmupMs, 1000) + settings.durationMs + 600;
   const estimate = (perRun * 3 * (settings.connections.length + 1) * settings.rounds + 3 * settings.warmupMs) / 1000;
@@ -517,6 +540,30 @@ async function main(): Promise<number> {
       console.log(`${labels[t.key]}: stream failed: ${(err as Error).message}`);
     }
   }
+  // Time to first token with the answer generated at a model's pace: what the hold-back costs.
+  const ttft: Array<{ target: TargetKey; ms: number }> = [];
+  const paced = targets.filter((t) => t.key !== 'bare');
+  for (let i = 0; i < settings.ttftRepeat; i++) {
+    for (const t of i % 2 ? [...paced].reverse() : paced) {
+      try {
+        ttft.push({ target: t.key, ms: await firstTokenMs(t) });
+      } catch (err) {
+        failures[`ttft-${t.key}`] = (err as Error).message;
+      }
+    }
+  }
+  const ttftOf = (key: TargetKey) => mid(ttft.filter((x) => x.target === key).map((x) => x.ms));
+  const addedTtftMs = (ttftOf('filter') ?? Number.NaN) - (ttftOf('direct') ?? Number.NaN);
+  if (settings.ttftRepeat > 0) {
+    console.log(
+      `
+time to first token, a model generating ${settings.ttftCps} characters/s in deltas of 4 ` +
+        `(median of ${settings.ttftRepeat}): (a) ${fmt(ttftOf('direct'), 1)} ms, (c) ${fmt(ttftOf('filter'), 1)} ms: ` +
+        `the hold-back adds ${fmt(addedTtftMs, 0)} ms (${fmt((addedTtftMs * settings.ttftCps) / 1000, 0)} characters ` +
+        'of generation)',
+    );
+  }
+
   const streamGroups = targets.flatMap((t) =>
     sizes.flatMap(({ bytes }) =>
       (['fast', 'slow'] as const)
@@ -660,6 +707,8 @@ async function main(): Promise<number> {
     rows,
     ttfb,
     streams,
+    ttft,
+    addedTtftMs,
     failures,
   });
   return Object.keys(failures).length ? 1 : 0;

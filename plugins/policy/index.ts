@@ -128,10 +128,11 @@ export const policyPlugin = definePlugin<PolicyOptions>({
           holdback_chars: {
             type: 'integer',
             minimum: 0,
-            default: 0,
             description:
-              'Withhold this much streamed text until it was checked with what follows it: a match no longer ' +
-              'than this never reaches the client (0: forward at once; the first token waits for this much text).',
+              'Withhold this much streamed text until it was checked with what follows it. Default: what the ' +
+              "egress rules need, from the classifier set: a redact rule's classifiers' longest span, what a " +
+              "block rule's classifiers must see before they fire. Less than that: a redaction of text already " +
+              'sent ends the stream as a block. 0: forward at once.',
           },
         },
       },
@@ -184,7 +185,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     if (options.phase === 'egress' && !classifierSet) {
       throw new Error('an egress policy stage needs `classifiers` (a classifier-set resource) to read answers');
     }
-    const egressOptions = { window_chars: 512, scan_every_chars: 128, holdback_chars: 0, ...options.egress };
+    const egressOptions = { window_chars: 512, scan_every_chars: 128, ...options.egress };
     const egressNames = egressOptions.classifiers;
     for (const name of egressNames ?? []) {
       if (!classifierSet?.get(name)) throw new Error(`egress classifier "${name}" is not in the classifier set`);
@@ -357,6 +358,33 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       return body;
     }
 
+    /** Hold-backs per list of policies (the lists come from the policy set, which a reload replaces). */
+    const holdbacks = new WeakMap<readonly string[], number>();
+    const egressClassifiers = new Set(egressNames ?? classifierSet?.list().map((c) => c.name) ?? []);
+    const within = (names: string[]) => names.filter((n) => egressClassifiers.has(n));
+
+    /**
+     * The hold-back a stream needs so that no egress rule of these policies acts too late: a
+     * redact rule must see a whole span of the classifiers it masks before any of it is sent
+     * (their longest span), a block rule what its classifiers need before they fire. Derived from
+     * the classifier set, so a detector added or changed moves it.
+     */
+    function holdbackFor(current: PolicySet, names: readonly string[]): number {
+      let holdback = holdbacks.get(names);
+      if (holdback !== undefined) return holdback;
+      const set = classifierSet as ClassifierSet;
+      holdback = 0;
+      for (const name of names) {
+        for (const rule of current.byName.get(name)?.rules ?? []) {
+          if (rule.phase !== 'egress') continue;
+          if (rule.action === 'redact') holdback = Math.max(holdback, set.maxSpanChars(within(rule.redact)));
+          if (rule.action === 'block') holdback = Math.max(holdback, set.maxSpanChars(within(rule.classifiers)));
+        }
+      }
+      holdbacks.set(names, holdback);
+      return holdback;
+    }
+
     /**
      * The egress check of one streamed answer, for streamCheck (stream-check.ts). A class: the
      * proxy makes one per streamed answer, and methods on the prototype cost a request nothing.
@@ -366,12 +394,17 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     class AnswerStream implements StreamCheckOptions {
       readonly windowChars = egressOptions.window_chars;
       readonly scanEveryChars = egressOptions.scan_every_chars;
-      readonly holdbackChars = egressOptions.holdback_chars;
+      readonly holdbackChars: number;
       /** The rules that fired on this answer, each once (made when one fires). */
       private fired: RuleMatch[] | undefined;
       private recorded = false;
 
-      constructor(private readonly ctx: GatewayContext) {}
+      constructor(
+        private readonly ctx: GatewayContext,
+        names: readonly string[],
+      ) {
+        this.holdbackChars = egressOptions.holdback_chars ?? holdbackFor(store.current, names);
+      }
 
       check(windowText: string): WindowVerdict | Promise<WindowVerdict> {
         const checked = checkAnswer(this.ctx, windowText);
@@ -437,10 +470,11 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       await next();
       const current = store.current;
       if (!current.hasPhase(applicable(current, ctx.state.stype?.id ?? null, ctx), 'egress')) return;
+      const names = applicable(current, ctx.state.stype?.id ?? null, ctx);
       const answer = answerOf(ctx);
       if (!answer.hasBody) return;
       if (answer.isEventStream) {
-        answer.filterEvents(streamCheck(new AnswerStream(ctx)));
+        answer.filterEvents(streamCheck(new AnswerStream(ctx, names)));
         return;
       }
       const body = await answer.json();
@@ -462,6 +496,11 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         policies: store.describe(),
         phase: options.phase,
         filter_list: options.filter_list,
+        ...(options.phase === 'egress'
+          ? {
+              holdback_chars: egressOptions.holdback_chars ?? `derived (${holdbackFor(store.current, store.current.names)} for all policies)`,
+            }
+          : {}),
       }),
     };
   },

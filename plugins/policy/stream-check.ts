@@ -271,7 +271,9 @@ class HeldCheck extends StreamCheckBase {
     }
     this.#held.push({ event, chunk, text });
     this.#heldChars += text.length;
-    this.take(chunk, text, Math.max(this.#heldChars, this.#holdback + this.o.scanEveryChars));
+    // The window keeps the held text and context before it (a detector may need the words before
+    // its span, e.g. `password =`).
+    this.take(chunk, text, this.#heldChars + this.o.windowChars - this.o.scanEveryChars);
     if (this.#heldChars < this.#holdback + this.o.scanEveryChars) return { events: [] };
     const blocked = this.#scan(false);
     if (blocked instanceof Promise) return blocked.then((b) => this.#released(b));

@@ -9,22 +9,12 @@ import type { SseEvent, SseFilter, SseVerdict } from '../answer/event-stream.ts'
 import { UninspectableAnswer } from '../answer/uninspectable.ts';
 import { GatewayError } from '../errors.ts';
 import type { GatewayContext, JsonRpcId } from '../state.ts';
+import { isRpcResponse } from './jsonrpc.ts';
 
 export type RpcMessage = Record<string, unknown>;
 
 /** Returns the response to pass on: the same object when unchanged, or a replacement (never change it in place). */
 export type RpcResponseMap = (response: RpcMessage, ctx: GatewayContext) => RpcMessage | Promise<RpcMessage>;
-
-export function isRpcResponse(value: unknown): value is RpcMessage {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    !Array.isArray(value) &&
-    'id' in value &&
-    ('result' in value || 'error' in value) &&
-    !('method' in value)
-  );
-}
 
 /** A request or notification (from the server, on an MCP stream): `jsonrpc: "2.0"` and a method. */
 function isRpcMessage(value: unknown): boolean {

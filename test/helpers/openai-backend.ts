@@ -10,6 +10,9 @@
  * - `error-<status>` (e.g. `error-500`, `error-429`): that HTTP status with an OpenAI error body.
  * - `huge-<size>` (`huge-10mb`, `huge-512kb`, `huge-1000`): an answer of exactly that many
  *   characters, generated piece by piece while streaming (never held whole in memory).
+ * - `paced-<chars per second>-<size>-<chars per delta>` (`paced-800-1000-4`): an answer of `size`
+ *   characters, streamed in deltas of that many characters at that pace, as a model generates it
+ *   (for time-to-first-token measurements).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
@@ -191,6 +194,11 @@ interface Answer {
 }
 
 function answerOf(request: RecordedRequest, options: OpenAiBackendOptions): Answer {
+  const paced = /^paced-\d+-(\d+)-\d+$/.exec(String(request.body.model));
+  if (paced) {
+    const length = Number(paced[1]);
+    return { length, pieces: (size) => fillerPieces(length, size) };
+  }
   const huge = /^huge-(\d+)(kb|mb)?$/i.exec(String(request.body.model));
   if (huge) {
     const length = Number(huge[1]) * ({ kb: 1024, mb: 1024 * 1024 }[huge[2]?.toLowerCase() ?? ''] ?? 1);
@@ -249,9 +257,13 @@ async function streamAnswer(
   // Only when asked: even a 0 ms timer would add ~1 ms to every answer.
   if (options.firstTokenDelayMs) await sleep(options.firstTokenDelayMs);
   if (kind === 'chat' && !(await send(res, chunk({ role: 'assistant', content: '' }, null)))) return;
-  for (const piece of answer.pieces(options.chunkSize ?? 16)) {
+  // A paced model: each delta after the time it takes to generate it.
+  const paced = /^paced-(\d+)-\d+-(\d+)$/.exec(meta.model);
+  const size = paced ? Math.max(1, Number(paced[2])) : (options.chunkSize ?? 16);
+  const delayMs = paced ? (size * 1000) / Math.max(1, Number(paced[1])) : options.chunkDelayMs;
+  for (const piece of answer.pieces(size)) {
+    if (delayMs) await sleep(delayMs);
     if (!(await send(res, chunk(kind === 'chat' ? { content: piece } : piece, null)))) return;
-    if (options.chunkDelayMs) await sleep(options.chunkDelayMs);
   }
   if (!(await send(res, chunk(kind === 'chat' ? {} : '', 'stop')))) return;
   if (usage && !(await send(res, { ...meta, object, choices: [], usage }))) return;
