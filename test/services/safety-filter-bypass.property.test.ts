@@ -187,9 +187,10 @@ async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
 const backend = createServer((req, res) => void serve(req, res).catch(() => res.destroy()));
 let svc: StartedService;
 let client: OpenAI;
+let base: string;
 
 beforeAll(async () => {
-  const base = await listenLocal(backend);
+  base = await listenLocal(backend);
   const dir = mkdtempSync(join(tmpdir(), 'sy-bypass-'));
   // The shipped tenants, without the rate limit getting in the way of a few hundred requests.
   const tenants = readFileSync('configs/safety-filter/tenants.yaml', 'utf8').replace(
@@ -453,4 +454,60 @@ describe('safety filter egress: no silent bypass', () => {
     };
     await fc.assert(fc.asyncProperty(scenario(['valid']), run), { numRuns: 60 });
   }, 120_000);
+});
+
+describe('safety filter egress: the explicit opt-out', () => {
+  let passing: StartedService;
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-bypass-pass-'));
+    passing = await startService('configs/safety-filter.yaml', {
+      env: {
+        FILTER_BACKEND_URL: `${base}/v1`,
+        FILTER_ADMIN_TOKEN: adminToken,
+        FILTER_AUDIT_PATH: join(dir, 'audit.db'),
+      },
+      // The chat route's egress policy stage lets what it cannot read through.
+      set: ['routes.0.pipeline.7.on_uninspectable=pass'],
+    });
+  }, 30_000);
+  afterAll(() => passing?.close());
+
+  it('on_uninspectable: pass lets an unreadable answer through, marked, counted and audited as passed-unchecked', async () => {
+    const id = nextId++;
+    scenarios.set(id, {
+      kind: 'aws',
+      where: 'content',
+      prefix: 10,
+      suffix: 10,
+      streamed: false,
+      cuts: [],
+      writes: [],
+      encoding: 'identity',
+      form: 'valid',
+      contentType: 'text',
+      escape: false,
+    });
+    const res = await fetch(`${passing.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${devKey}` },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `scenario ${id}` }] }),
+    });
+    scenarios.delete(id);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-answer-unchecked')).toBe('content_type');
+    expect(res.headers.get('x-filter-decision')).toBe('allow');
+    expect(await res.text()).toContain(secrets.aws); // what the operator chose: passed unread
+    const requestId = String(res.headers.get('x-filter-request-id'));
+    const audit = await fetch(`${passing.url}/audit?tenant=dev`, { headers: { 'x-admin-token': adminToken } });
+    const records = (
+      (await audit.json()) as {
+        records: Array<{ request_id: string; action: string; details: Record<string, unknown> }>;
+      }
+    ).records;
+    expect(records.filter((r) => r.request_id === requestId).map((r) => [r.action, r.details.reason])).toEqual([
+      ['passed-unchecked', 'content_type'],
+    ]);
+    const metrics = await (await fetch(`${passing.metricsUrl}/metrics`)).text();
+    expect(metrics).toMatch(/switchyard_answers_unchecked_total\{[^}]*reason="content_type",outcome="passed"/);
+  });
 });
