@@ -16,7 +16,7 @@ import type { ClassifierSet } from '../../plugins/classify/api.ts';
 import classify from '../../plugins/classify/index.ts';
 import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
 import { IBAN_LENGTHS } from '../../plugins/classify/patterns/checksums.ts';
-import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
+import { PatternClassifier, type PatternClassifierSpec } from '../../plugins/classify/patterns/classifier.ts';
 import { type Detector, TextView } from '../../plugins/classify/patterns/detector.ts';
 import { NamedClassifierSet } from '../../plugins/classify/set.ts';
 import type { ResourceDefinition } from '../../runtime/index.ts';
@@ -614,5 +614,96 @@ describe('detectChars: what a detector must see of a match before it reports it'
       { numRuns: 400 },
     );
     expect(checked).toBeGreaterThan(1000);
+  });
+});
+
+describe('detectChars of a classifier: the score on the cut text', () => {
+  const LABELS = { positive: 'hit', negative: 'none' };
+  const specs: Array<Omit<PatternClassifierSpec, 'name' | 'type'>> = [
+    { detectors: ['pii'] },
+    { detectors: ['secrets'] },
+    { detectors: ['prompt_injection', 'jailbreak'], threshold: 0.6 },
+    // Weights moved across the families' order, so that other detectors' findings nest the other way.
+    {
+      detectors: ['pii', 'secrets', 'prompt_injection', 'jailbreak'],
+      threshold: 0.8,
+      weights: { phone: 0.99, jwt: 0.3, bearer_token: 1, email: 0.2 },
+    },
+    { detectors: ['email', 'phone', 'credit_card', 'iban'], weights: { credit_card: 0.1 } },
+  ];
+  const classifiers = specs.map(
+    (spec, i) => [spec, new PatternClassifier({ name: `c${i}`, type: 'pattern', labels: LABELS, ...spec })] as const,
+  );
+
+  it('each classifier’s detectChars is its detectors’ largest, at most its maxSpanChars', () => {
+    for (const [, c] of classifiers) {
+      expect(c.detectChars).toBe(Math.max(...c.detectors.map((id) => detector(id).detectChars)));
+      expect(c.detectChars).toBeLessThanOrEqual(c.maxSpanChars);
+    }
+  });
+
+  it('cut from detectChars characters into a match, the score is at least the match’s weight: every threshold the match crosses alone is crossed', () => {
+    let checked = 0;
+    fc.assert(
+      fc.property(detectTexts, fc.nat(), (text, at) => {
+        for (const [spec, c] of classifiers) {
+          const threshold = spec.threshold ?? 0.5;
+          for (const id of c.detectors) {
+            const d = detector(id);
+            for (const m of matchesOf(d, text)) {
+              if (m.long && !UNBOUNDED.has(id)) continue;
+              const weight = Math.round((spec.weights?.[id] ?? m.weight) * 1e4) / 1e4; // as the result rounds
+              for (const cut of cutsOf(m, d.detectChars, text.length, at)) {
+                const r = c.classifySync(text.slice(0, cut));
+                const where = `${c.name}/${id} ${JSON.stringify(text.slice(m.start, m.end))} cut at ${cut - m.start}`;
+                expect(r.score, where).toBeGreaterThanOrEqual(weight);
+                if (weight >= threshold) expect(r.label, where).toBe('hit');
+                checked++;
+              }
+            }
+          }
+        }
+      }),
+      { numRuns: 200 },
+    );
+    expect(checked).toBeGreaterThan(1000);
+  });
+});
+
+describe('ClassifierSet.detectChars', () => {
+  const pii = new PatternClassifier({ name: 'pii', type: 'pattern', detectors: ['pii'] });
+  const secrets = new PatternClassifier({ name: 'secrets', type: 'pattern', detectors: ['secrets'] });
+  const phone = new PatternClassifier({ name: 'phone', type: 'pattern', detectors: ['phone'] });
+
+  it('is the largest of the named classifiers (all by default), at most their maxSpanChars, 0 for none', () => {
+    const set = new NamedClassifierSet([pii, secrets, phone]);
+    // A block needs the whole address, but only the start of a key or token.
+    expect(pii.detectChars).toBe(detector('email').detectChars);
+    expect(secrets.detectChars).toBe(detector('generic_secret').detectChars);
+    expect(set.detectChars()).toBe(Math.max(pii.detectChars, secrets.detectChars));
+    expect(set.detectChars(['pii', 'secrets'])).toBeLessThan(set.maxSpanChars(['pii', 'secrets']) / 10);
+    expect(set.detectChars(['phone'])).toBe(28);
+    expect(set.detectChars([])).toBe(0);
+    expect(() => set.detectChars(['nope'])).toThrow(/unknown classifier "nope"/);
+    for (const c of [pii, secrets, phone])
+      expect(set.detectChars([c.name])).toBeLessThanOrEqual(set.maxSpanChars([c.name]));
+  });
+
+  it('the resource shows each classifier’s detectChars next to maxSpanChars; an ML model has no detectors (0)', async () => {
+    const [resource] = classify as unknown as [ResourceDefinition<Record<string, unknown>, ClassifierSet>];
+    const instance = await resource.create(
+      {
+        classifiers: [
+          { name: 'secrets', type: 'pattern', detectors: ['secrets'] },
+          { name: 'model', type: 'ml', format: 'linear-features', model: 'not-loaded' }, // loads lazily: never here
+        ],
+      },
+      createTestEnv(),
+    );
+    expect(instance.describe?.()).toMatchObject({
+      max_span_chars: { secrets: 4096, model: 0 },
+      detect_chars: { secrets: 258, model: 0 },
+    });
+    expect(instance.value.detectChars(['model'])).toBe(0);
   });
 });
