@@ -42,6 +42,14 @@ export interface Classifier {
    * whole before any of it is sent (docs/classifiers.md, "Longest spans").
    */
   readonly maxSpanChars: number;
+  /**
+   * How much of a match the classifier must see before its result counts it, in UTF-16 code units
+   * (0 for a classifier without detectors, such as an ML model, which judges the window it gets): a
+   * text cut anywhere from that many characters into a match (of at most maxSpanChars) scores at
+   * least the match's own weight. A stream whose rules only block holds back this much; one that
+   * redacts needs maxSpanChars (docs/classifiers.md, "Longest spans").
+   */
+  readonly detectChars: number;
   info(): ClassifierInfo;
   /** Loads (compiles, or reads the model); idempotent. */
   load(): Promise<void>;
@@ -75,6 +83,13 @@ export interface ClassifierSet {
    * whole before any of it is sent. 0 when none reports spans. Throws on a name the set lacks.
    */
   maxSpanChars(names?: string[]): number;
+  /**
+   * The most the named classifiers (all when undefined) must see of a match before their results
+   * count it (Classifier.detectChars): the least a stream should hold back when its rules only
+   * block, so that a scan fires before any of the match is sent. 0 when none has detectors (ML
+   * models judge the window they get). At most maxSpanChars(names). Throws on a name the set lacks.
+   */
+  detectChars(names?: string[]): number;
 }
 
 declare module '../../runtime/state.ts' {

@@ -156,6 +156,8 @@ export default defineResource<ClassifierSetOptions, ClassifierSet>({
         classifiers: statuses(),
         // What a stream must hold back to see any match whole (0: no spans).
         max_span_chars: Object.fromEntries(set.list().map((i) => [i.name, set.maxSpanChars([i.name])])),
+        // What a stream whose rules only block must hold back to fire before a match is sent.
+        detect_chars: Object.fromEntries(set.list().map((i) => [i.name, set.detectChars([i.name])])),
       }),
       close: () => set.close(),
     };

@@ -96,6 +96,12 @@ export class NamedClassifierSet implements ClassifierSet {
     return max;
   }
 
+  detectChars(names?: string[]): number {
+    let max = 0;
+    for (const c of this.#select(names)) max = Math.max(max, c.detectChars);
+    return max;
+  }
+
   async close(): Promise<void> {
     await Promise.allSettled([...this.#byName.values()].map((c) => c.close?.()));
   }

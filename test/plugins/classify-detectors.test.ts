@@ -268,6 +268,40 @@ describe('secret detectors', () => {
     }
   });
 
+  // A stream window ends anywhere: what a block must see of a match (detectChars) is reported
+  // when the end of the text cuts the match short; with any text after it, as before.
+  it('a JWT cut short by the end of the text: once its payload has begun, or from 256 characters', () => {
+    const header = 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9';
+    expect(texts('jwt', `token ${header}.eyJzdWIiOi`)).toEqual([`${header}.eyJzdWIiOi`]);
+    expect(texts('jwt', `token ${header}.eyJzdWIiOi and more`)).toEqual([]);
+    expect(texts('jwt', `token ${header}.`)).toEqual([]); // 37 characters: waits for the payload
+    expect(texts('jwt', 'eyJ0eXAiOiJKV1QifQ.eyJzdWIiOi')).toEqual([]); // no alg
+    const long = Buffer.from(JSON.stringify({ x5c: ['MIIB'.repeat(60)], alg: 'RS256' })).toString('base64url');
+    expect(texts('jwt', `t ${long.slice(0, 255)}`)).toEqual([]);
+    expect(texts('jwt', `t ${long.slice(0, 256)}`)).toEqual([long.slice(0, 256)]);
+    expect(texts('jwt', `t ${long}.e`)).toEqual([`${long}.e`]);
+    expect(texts('jwt', `t ${long.slice(0, 256)}\n`)).toEqual([]);
+    // Random base64url after eyJ decodes to control bytes: no header.
+    expect(texts('jwt', `t eyJ${'Zx9Qw7Er5Ty3Ui1Op0As2Df4Gh6Jk8'.repeat(9)}`)).toEqual([]);
+  });
+
+  it('a BEGIN line cut short: reported once longer than any key type’s can be unfinished (84)', () => {
+    const line = `-----BEGIN ${'X'.repeat(70)} PRIVATE KEY-----`;
+    expect(texts('private_key', `key:\n${line.slice(0, 83)}`)).toEqual([]);
+    expect(texts('private_key', `key:\n${line.slice(0, 84)}`)).toEqual([line.slice(0, 84)]);
+    expect(texts('private_key', `key:\n${line.slice(0, 95)}`)).toEqual([line.slice(0, 95)]);
+    expect(texts('private_key', `key:\n${line.slice(0, 84)}\n`)).toEqual([]); // not a BEGIN line
+    expect(texts('private_key', `-----BEGIN CERTIFICATE ${'X'.repeat(80)}-`)).toEqual([]); // not one of a key
+    expect(texts('private_key', '-----BEGIN RSA PRIVATE KEY-----')).toEqual(['-----BEGIN RSA PRIVATE KEY-----']);
+  });
+
+  it('a bearer credential cut short: reported from 256 characters without the entropy check', () => {
+    const low = 'a'.repeat(256);
+    expect(found('bearer_token', `Authorization: Bearer ${low}`)).toEqual([[low, 'TOKEN']]);
+    expect(texts('bearer_token', `Authorization: Bearer ${low.slice(1)}`)).toEqual([]);
+    expect(texts('bearer_token', `Authorization: Bearer ${low}\n`)).toEqual([]);
+  });
+
   it('a key matched by its provider pattern and as an assignment is one finding', () => {
     const r = score(['secrets'], 'OPENAI_API_KEY="sk-proj-Ab3De5Gh7Jk9Mn1Pq3St5Vw7Yz9Ab3De5"');
     expect(r.spans).toHaveLength(1);
@@ -439,6 +473,11 @@ describe('large and hostile inputs stay linear', () => {
     ['leads run together', 'youarenowdan'.repeat(20_000)],
     ['spelled-out letters', 'y o u '.repeat(40_000)],
     ['digits after letters', 'ab12 '.repeat(40_000)],
+    ['a BEGIN line cut short', `-----BEGIN ${'A '.repeat(100_000)}`],
+    ['a BEGIN line of one word cut short', `-----BEGIN ${'A'.repeat(200_000)}`],
+    ['a JWT header cut short', `eyJ${'a'.repeat(200_000)}`],
+    ['a JWT payload cut short', `eyJhbGciOiJIUzI1NiJ9.${'eyJ'.repeat(60_000)}`],
+    ['a bearer credential cut short', `Bearer ${'a'.repeat(200_000)}`],
   ])('%s', (_name, text) => {
     const r = all.classifySync(text);
     expect(r.score).toBeGreaterThanOrEqual(0);

@@ -14,6 +14,7 @@ import { createTestEnv } from '../../runtime/testing.ts';
 /** Loads on demand, counts its loads, and can be told to fail. */
 class LazyClassifier implements Classifier {
   readonly maxSpanChars = 0; // reports no spans, as a model
+  readonly detectChars = 0;
   loads = 0;
   #status: ClassifierInfo['status'] = 'loading';
   constructor(
@@ -49,6 +50,7 @@ const pattern = () => new PatternClassifier({ name: 'pii', type: 'pattern', dete
 /** Answers at once (as Tier A does), notes each call in `calls`, and throws on the text `boom`. */
 class RecordingClassifier implements Classifier {
   readonly maxSpanChars = 0;
+  readonly detectChars = 0;
   constructor(
     readonly name: string,
     private readonly calls: string[],

@@ -16,7 +16,7 @@ import type { ClassifierSet } from '../../plugins/classify/api.ts';
 import classify from '../../plugins/classify/index.ts';
 import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
 import { IBAN_LENGTHS } from '../../plugins/classify/patterns/checksums.ts';
-import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
+import { PatternClassifier, type PatternClassifierSpec } from '../../plugins/classify/patterns/classifier.ts';
 import { type Detector, TextView } from '../../plugins/classify/patterns/detector.ts';
 import { NamedClassifierSet } from '../../plugins/classify/set.ts';
 import type { ResourceDefinition } from '../../runtime/index.ts';
@@ -485,5 +485,225 @@ describe('ClassifierSet.maxSpanChars', () => {
     expect(instance.describe?.()).toMatchObject({ max_span_chars: { pii: 254, model: 0 } });
     expect(instance.value.maxSpanChars()).toBe(254);
     expect(instance.value.maxSpanChars(['model'])).toBe(0);
+  });
+});
+
+// ---------------------------------------------------------------- what a block must see
+
+/**
+ * Values whose matches a cut tests at their edges: JWT headers around and past JWT_DETECT (the
+ * `alg` late in a long one), BEGIN lines with words longer than any key type's, credentials whose
+ * start does not look random, provider keys and webhooks of every length their patterns allow,
+ * addresses near the longest.
+ */
+const jwtHeader = (claims: Record<string, unknown>) => Buffer.from(JSON.stringify(claims)).toString('base64url');
+const edgeJwt = fc
+  .tuple(
+    fc.oneof(
+      fc.integer({ min: 150, max: 230 }).map((n) => jwtHeader({ alg: 'HS256', kid: 'k'.repeat(n) })),
+      fc.integer({ min: 150, max: 600 }).map((n) => jwtHeader({ x5c: [chars(ALNUM, n, n)], alg: 'RS256' })),
+      fc.constantFrom(...JWT_HEADERS),
+    ),
+    run(B64URL, 0, 400),
+    fc.boolean(),
+    run(B64URL, 0, 60),
+  )
+  .map(([header, payload, ended, signature]) => `${header}.eyJ${payload}${ended ? `.${signature}` : ''}`);
+const edgePem = fc
+  .tuple(
+    fc.array(run(`${UPPER}${DIGITS}`, 1, 120), { maxLength: 3 }),
+    fc.boolean(),
+    fc.integer({ min: 0, max: 3 }),
+    fc.nat(),
+  )
+  .map(([words, block, lines, seed]) => {
+    const label = [...words, 'PRIVATE KEY'].join(' ') + (block ? ' BLOCK' : '');
+    const body = Array.from({ length: lines }, (_, i) => `${chars(`${ALNUM}+/`, 64, seed + i)}\n`).join('');
+    return `-----BEGIN ${label}-----\n${body}${lines % 2 ? `-----END ${label}-----` : ''}`;
+  });
+const edgeBearer = fc
+  .tuple(fc.integer({ min: 0, max: 1400 }), run(`${ALNUM}._~+/-`, 0, 1400), fc.nat(3))
+  .map(([same, random, padding]) => `Bearer ${'a'.repeat(same)}${random}${'='.repeat(padding)}`);
+const edgeKeys = fc.oneof(
+  fc
+    .tuple(run(`${UPPER}${DIGITS}`, 6, 12), run(`${UPPER}${DIGITS}`, 6, 12), run(ALNUM, 16, 44))
+    .map(([t, b, key]) => `https://hooks.slack.com/services/T${t}/B${b}/${key}`),
+  fc.tuple(fc.constantFrom('ghp_', 'github_pat_'), run(`${ALNUM}_`, 20, 260)).map((p) => p.join('')),
+  run(`${ALNUM}_-`, 15, 40).map((s) => `sk-ant-api03-${s}`),
+  fc.tuple(fc.constantFrom('sk_live_', 'rk_test_'), run(ALNUM, 14, 250)).map((p) => p.join('')),
+);
+const edgeEmail = fc
+  .tuple(run(`${ALNUM}._%+'-`, 1, 64), fc.array(run(`${ALNUM}-`, 1, 63), { minLength: 1, maxLength: 4 }))
+  .map(([local, labels]) => `${local}@${labels.join('.')}.${chars(LOWER, 24, local.length)}`);
+
+const detectTexts = fc
+  .array(
+    fc.tuple(
+      fc.oneof(
+        ...[email, phone, digitRuns, card, ibans, nationalIds, providerKeys, jwt, pem, bearer, assignment],
+        ...[phrase, phrase, template, noise, edgeJwt, edgePem, edgeBearer, edgeKeys, edgeEmail],
+      ),
+      separator,
+    ),
+    { maxLength: 6 },
+  )
+  .map((parts) => parts.map(([v, s]) => v + s).join(''));
+
+interface Match {
+  start: number;
+  end: number;
+  label: string;
+  weight: number;
+}
+
+/**
+ * The matches of a detector on a text, as it reports them: each finding of one span, and each
+ * match longer than maxSpanChars (reported in pieces) whole, once.
+ */
+function matchesOf(d: Detector, text: string): Array<Match & { long: boolean }> {
+  const out: Array<Match & { long: boolean }> = [];
+  for (const f of d.find(new TextView(text))) {
+    if (f.whole === undefined) out.push({ ...f, long: false });
+    else if (f.start === f.whole.start) out.push({ ...f.whole, label: f.label, weight: f.weight, long: true });
+  }
+  return out;
+}
+
+/**
+ * Where to cut the text for a match: where its first detectChars characters end (its end, if it is
+ * shorter), one character later, its end and one after, and a later point chosen by `at`.
+ */
+function cutsOf(m: Match, detectChars: number, length: number, at: number): number[] {
+  const first = m.start + Math.min(detectChars, m.end - m.start);
+  const later = first + (at % (length - first + 1));
+  return [...new Set([first, first + 1, m.end, m.end + 1, later])].filter((c) => c >= first && c <= length);
+}
+
+/** Detectors that report a match longer than maxSpanChars from its first detectChars characters too. */
+const UNBOUNDED = new Set(['jwt', 'private_key', 'bearer_token']);
+
+describe('detectChars: what a detector must see of a match before it reports it', () => {
+  it('every detector declares it, at least 1 and at most its maxSpanChars', () => {
+    for (const d of DETECTORS) {
+      expect(d.detectChars, d.id).toBeGreaterThanOrEqual(1);
+      expect(d.detectChars, d.id).toBeLessThanOrEqual(d.maxSpanChars);
+    }
+  });
+
+  it('the text cut anywhere from detectChars characters into a match still has a finding overlapping it, as strong', () => {
+    let checked = 0;
+    fc.assert(
+      fc.property(detectTexts, fc.nat(), (text, at) => {
+        for (const d of DETECTORS) {
+          for (const m of matchesOf(d, text)) {
+            if (m.long && !UNBOUNDED.has(d.id)) continue; // phrases and addresses past the maximum: not covered
+            for (const cut of cutsOf(m, d.detectChars, text.length, at)) {
+              const found = d.find(new TextView(text.slice(0, cut)));
+              const hit = found.find(
+                (f) => f.label === m.label && f.start < m.end && f.end > m.start && f.weight >= m.weight,
+              );
+              expect(
+                hit,
+                `${d.id} ${JSON.stringify(text.slice(m.start, m.end))} cut at ${cut - m.start}`,
+              ).toBeDefined();
+              checked++;
+            }
+          }
+        }
+      }),
+      { numRuns: 400 },
+    );
+    expect(checked).toBeGreaterThan(1000);
+  });
+});
+
+describe('detectChars of a classifier: the score on the cut text', () => {
+  const LABELS = { positive: 'hit', negative: 'none' };
+  const specs: Array<Omit<PatternClassifierSpec, 'name' | 'type'>> = [
+    { detectors: ['pii'] },
+    { detectors: ['secrets'] },
+    { detectors: ['prompt_injection', 'jailbreak'], threshold: 0.6 },
+    // Weights moved across the families' order, so that other detectors' findings nest the other way.
+    {
+      detectors: ['pii', 'secrets', 'prompt_injection', 'jailbreak'],
+      threshold: 0.8,
+      weights: { phone: 0.99, jwt: 0.3, bearer_token: 1, email: 0.2 },
+    },
+    { detectors: ['email', 'phone', 'credit_card', 'iban'], weights: { credit_card: 0.1 } },
+  ];
+  const classifiers = specs.map(
+    (spec, i) => [spec, new PatternClassifier({ name: `c${i}`, type: 'pattern', labels: LABELS, ...spec })] as const,
+  );
+
+  it('each classifier’s detectChars is its detectors’ largest, at most its maxSpanChars', () => {
+    for (const [, c] of classifiers) {
+      expect(c.detectChars).toBe(Math.max(...c.detectors.map((id) => detector(id).detectChars)));
+      expect(c.detectChars).toBeLessThanOrEqual(c.maxSpanChars);
+    }
+  });
+
+  it('cut from detectChars characters into a match, the score is at least the match’s weight: every threshold the match crosses alone is crossed', () => {
+    let checked = 0;
+    fc.assert(
+      fc.property(detectTexts, fc.nat(), (text, at) => {
+        for (const [spec, c] of classifiers) {
+          const threshold = spec.threshold ?? 0.5;
+          for (const id of c.detectors) {
+            const d = detector(id);
+            for (const m of matchesOf(d, text)) {
+              if (m.long && !UNBOUNDED.has(id)) continue;
+              const weight = Math.round((spec.weights?.[id] ?? m.weight) * 1e4) / 1e4; // as the result rounds
+              for (const cut of cutsOf(m, d.detectChars, text.length, at)) {
+                const r = c.classifySync(text.slice(0, cut));
+                const where = `${c.name}/${id} ${JSON.stringify(text.slice(m.start, m.end))} cut at ${cut - m.start}`;
+                expect(r.score, where).toBeGreaterThanOrEqual(weight);
+                if (weight >= threshold) expect(r.label, where).toBe('hit');
+                checked++;
+              }
+            }
+          }
+        }
+      }),
+      { numRuns: 200 },
+    );
+    expect(checked).toBeGreaterThan(1000);
+  });
+});
+
+describe('ClassifierSet.detectChars', () => {
+  const pii = new PatternClassifier({ name: 'pii', type: 'pattern', detectors: ['pii'] });
+  const secrets = new PatternClassifier({ name: 'secrets', type: 'pattern', detectors: ['secrets'] });
+  const phone = new PatternClassifier({ name: 'phone', type: 'pattern', detectors: ['phone'] });
+
+  it('is the largest of the named classifiers (all by default), at most their maxSpanChars, 0 for none', () => {
+    const set = new NamedClassifierSet([pii, secrets, phone]);
+    // A block needs the whole address, but only the start of a key or token.
+    expect(pii.detectChars).toBe(detector('email').detectChars);
+    expect(secrets.detectChars).toBe(detector('generic_secret').detectChars);
+    expect(set.detectChars()).toBe(Math.max(pii.detectChars, secrets.detectChars));
+    expect(set.detectChars(['pii', 'secrets'])).toBeLessThan(set.maxSpanChars(['pii', 'secrets']) / 10);
+    expect(set.detectChars(['phone'])).toBe(28);
+    expect(set.detectChars([])).toBe(0);
+    expect(() => set.detectChars(['nope'])).toThrow(/unknown classifier "nope"/);
+    for (const c of [pii, secrets, phone])
+      expect(set.detectChars([c.name])).toBeLessThanOrEqual(set.maxSpanChars([c.name]));
+  });
+
+  it('the resource shows each classifier’s detectChars next to maxSpanChars; an ML model has no detectors (0)', async () => {
+    const [resource] = classify as unknown as [ResourceDefinition<Record<string, unknown>, ClassifierSet>];
+    const instance = await resource.create(
+      {
+        classifiers: [
+          { name: 'secrets', type: 'pattern', detectors: ['secrets'] },
+          { name: 'model', type: 'ml', format: 'linear-features', model: 'not-loaded' }, // loads lazily: never here
+        ],
+      },
+      createTestEnv(),
+    );
+    expect(instance.describe?.()).toMatchObject({
+      max_span_chars: { secrets: 4096, model: 0 },
+      detect_chars: { secrets: 258, model: 0 },
+    });
+    expect(instance.value.detectChars(['model'])).toBe(0);
   });
 });

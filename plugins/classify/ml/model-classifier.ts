@@ -14,6 +14,8 @@ export abstract class ModelClassifier implements Classifier {
    * hold back for them (a block acts on the window they saw).
    */
   readonly maxSpanChars = 0;
+  /** No detectors: a model's score is on the window it is given, whatever a stream holds back. */
+  readonly detectChars = 0;
   private status: ClassifierInfo['status'] = 'loading';
   private error: string | undefined;
   private loading: Promise<void> | undefined;

@@ -14,6 +14,10 @@
  * - confidence: score for a positive label, 1 - score for a negative one.
  * - maxSpanChars: the longest span of its detectors. Overlapping findings are merged into one
  *   span; a merged span longer than that is reported in pieces, like a long match.
+ * - detectChars: the most its detectors must see of a match. A detector's finding on a text cut
+ *   that far into a match weighs at least the match (Detector.detectChars); a finding is dropped
+ *   only inside a stronger one, and the score is at least the strongest detector's, so the score
+ *   on the cut text is at least the match's weight (as this classifier weighs it).
  */
 import type { Classifier, ClassifierInfo, ClassifierResult, Span } from '../api.ts';
 import { mergeSpans } from '../redact.ts';
@@ -38,6 +42,8 @@ export class PatternClassifier implements Classifier {
   readonly name: string;
   /** The longest span in a result: that of the detectors (each span is one match or a piece of one). */
   readonly maxSpanChars: number;
+  /** The most its detectors must see of a match before they report it (see the top of the file). */
+  readonly detectChars: number;
   readonly #tier: 'A' | 'B';
   readonly #detectors: Detector[];
   readonly #threshold: number;
@@ -58,6 +64,7 @@ export class PatternClassifier implements Classifier {
     }
     if (this.#detectors.length === 0) throw new Error(`classifier "${spec.name}": no detectors selected`);
     this.maxSpanChars = Math.max(...this.#detectors.map((d) => d.maxSpanChars));
+    this.detectChars = Math.max(...this.#detectors.map((d) => d.detectChars));
     this.#threshold = spec.threshold ?? DEFAULT_THRESHOLD;
     this.#positive = spec.labels?.positive;
     this.#negative = spec.labels?.negative ?? FAMILY_LABELS[this.#detectors[0].family].negative;

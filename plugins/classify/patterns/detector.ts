@@ -38,6 +38,15 @@ export interface Detector {
    * docs/classifiers.md lists each value and why.
    */
   maxSpanChars: number;
+  /**
+   * How much of a match the detector must see before it reports it: for every text T and every
+   * match M = [s, e) it reports on T as one span, the text cut anywhere from s + min(detectChars,
+   * e - s) on (the text before M unchanged) still gets a finding of the detector that overlaps M,
+   * with M's label and at least M's weight. A stream whose rules only block needs to hold back this
+   * much, not maxSpanChars: a scan fires before any of the match is sent. At most maxSpanChars.
+   * docs/classifiers.md lists each value and why.
+   */
+  detectChars: number;
   find(view: TextView): Finding[];
   /**
    * The same search done the plain way, without the prefilters `find` uses to skip text that

@@ -165,6 +165,7 @@ const chatTemplateTokens: Detector = {
   // The longest role header: 8 blanks, `######`, 4 blanks, `[developer instructions]`, 4 blanks,
   // `:` (47); the longest token, `<|start_header_id|>`, is 19.
   maxSpanChars: 47,
+  detectChars: 47, // the whole token or header: the closing `|>`, `]`, `>` or `:` makes it one
   // Every token starts with < or [; a header is tried at each line start (prompts have few lines).
   find: (view) => [
     ...findAll(view.text, TEMPLATE_TOKENS, LABEL, 0.8, undefined, firstAnchor(view.text, TOKEN_ANCHORS)),

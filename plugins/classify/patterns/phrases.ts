@@ -136,12 +136,14 @@ const groupStarts = (view: TextView) => PHRASE_LEADS.byGroup(view.normalized.lea
  * Finds matches of phrase groups in the normalized text, mapped back to original spans. Each
  * group's regex runs (sticky) only at the word starts where one of its leads is: every match
  * starts at one, so this finds what the plain search of the whole text (`reference`) finds.
- * maxSpanChars: ORIGINAL_PER_NORMALIZED × the longest normalized match of the groups' phrases.
+ * maxSpanChars: ORIGINAL_PER_NORMALIZED × the longest normalized match of the groups' phrases;
+ * detectChars the same: a phrase is found once its last word is there, and the start of a phrase
+ * is no phrase ("ignore all previous" may go on "…errors").
  */
 export function phraseFinder(
   label: string,
   groups: PhraseGroup[],
-): Pick<Detector, 'find' | 'reference' | 'maxSpanChars'> {
+): Pick<Detector, 'find' | 'reference' | 'maxSpanChars' | 'detectChars'> {
   const max = ORIGINAL_PER_NORMALIZED * Math.max(...groups.flatMap((g) => g.phrases.map((p) => p.maxChars)));
   const compiled = groups.map((g) => {
     const src = foldPattern(g.phrases.map((p) => p.src).join('|'));
@@ -184,6 +186,7 @@ export function phraseFinder(
       return out;
     },
     maxSpanChars: max,
+    detectChars: max,
   };
 }
 

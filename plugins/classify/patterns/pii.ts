@@ -46,6 +46,9 @@ const email: Detector = {
   family: 'pii',
   description: 'E-mail address: local part, @, domain with a top-level domain of letters.',
   maxSpanChars: EMAIL_MAX,
+  // The whole address: its end (a top-level domain of letters) makes it one. A cut inside it may
+  // still hold a shorter address, or none (`a@b.c1d.io` cut anywhere before its end).
+  detectChars: EMAIL_MAX,
   // Anchored on each `@` (scanning left at most 64 characters), so a long run of word characters
   // without an `@` costs nothing.
   find(view) {
@@ -100,6 +103,7 @@ const phone: Detector = {
   description: 'Phone number: international (+ or 00, 8-15 digits), North American, or national with a trunk 0.',
   // PHONE_CANDIDATE: `+`, `(`, a digit, 24 digits or separators, a digit; the pieces of one as much.
   maxSpanChars: 28,
+  detectChars: 28, // the whole number: digit counts and groupings decide
   find: (view) => findPhones(view.text, fromDigit(view, 2)),
   reference: (view) => findPhones(view.text, 0),
 };
@@ -159,6 +163,7 @@ const creditCard: Detector = {
   family: 'pii',
   description: 'Payment card number: 13-19 digits (spaces or dashes allowed), a known issuer range, Luhn check.',
   maxSpanChars: 19 + 18, // 19 digits, a separator between each two
+  detectChars: 19 + 18, // the whole number: length and Luhn digit
   find: (view) => findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, isCard, fromDigit(view, 0)),
   reference: (view) => findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, isCard),
 };
@@ -180,6 +185,7 @@ const iban: Detector = {
   description: 'IBAN: country code, check digits and the country’s BBAN length (spaces allowed), mod-97 check.',
   // The longest IBAN (33 characters) with a space before each character after the first four.
   maxSpanChars: 2 * Math.max(...IBAN_LENGTHS.values()) - 4,
+  detectChars: 2 * Math.max(...IBAN_LENGTHS.values()) - 4, // the whole IBAN: length and mod-97
   find: (view) => findIbans(view.text, fromDigit(view, 2)),
   reference: (view) => findIbans(view.text, 0),
 };
@@ -217,6 +223,7 @@ const usSsn: Detector = {
   family: 'pii',
   description: 'US Social Security Number written 123-45-6789 or 123 45 6789, outside the never-issued ranges.',
   maxSpanChars: 11,
+  detectChars: 11,
   find: (view) => findAll(view.text, SSN, 'NATIONAL_ID', 0.85, isSsn, fromDigit(view, 0)),
   reference: (view) => findAll(view.text, SSN, 'NATIONAL_ID', 0.85, isSsn),
 };
@@ -227,6 +234,7 @@ const ukNino: Detector = {
   family: 'pii',
   description: 'UK National Insurance number (AB 12 34 56 C) with a prefix HMRC allocates; it has no check digit.',
   maxSpanChars: 13,
+  detectChars: 13,
   find: (view) => findAll(view.text, NINO, 'NATIONAL_ID', 0.8, isNino, fromDigit(view, 3)),
   reference: (view) => findAll(view.text, NINO, 'NATIONAL_ID', 0.8, isNino),
 };
@@ -237,6 +245,7 @@ const esDni: Detector = {
   family: 'pii',
   description: 'Spanish DNI (8 digits) or NIE (X/Y/Z and 7 digits) with its mod-23 control letter.',
   maxSpanChars: 10, // 8 digits (or X/Y/Z and 7), a separator, the letter
+  detectChars: 10, // the whole number: the control letter comes last
   find: (view) => findAll(view.text, DNI, 'NATIONAL_ID', 0.9, isDni, fromDigit(view, 1)),
   reference: (view) => findAll(view.text, DNI, 'NATIONAL_ID', 0.9, isDni),
 };

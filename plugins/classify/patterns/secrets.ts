@@ -9,7 +9,11 @@
 import { shannonEntropy } from './checksums.ts';
 import { type Anchor, type Detector, type Finding, findAll, firstAnchor, pushFinding } from './detector.ts';
 
-/** A provider key: a fixed prefix and a bounded run of characters; `maxSpanChars` is the pattern's longest match. */
+/**
+ * A provider key: a fixed prefix and a bounded run of characters. `maxSpanChars` is the pattern's
+ * longest match; `detectChars` its longest shortest match (over its alternatives): every longer
+ * prefix of a key matches the pattern too, at the end of a text.
+ */
 function prefixed(
   id: string,
   description: string,
@@ -17,6 +21,7 @@ function prefixed(
   label: string,
   anchors: Anchor[],
   maxSpanChars: number,
+  detectChars: number,
   weight = 0.95,
 ): Detector {
   return {
@@ -24,6 +29,7 @@ function prefixed(
     family: 'secrets',
     description,
     maxSpanChars,
+    detectChars,
     find: (view) => findAll(view.text, re, label, weight, undefined, firstAnchor(view.text, anchors)),
     reference: (view) => findAll(view.text, re, label, weight),
   };
@@ -42,6 +48,7 @@ const awsAccessKey = prefixed(
     ['A3T', 0],
   ],
   20,
+  20,
 );
 
 const githubToken = prefixed(
@@ -51,6 +58,7 @@ const githubToken = prefixed(
   'TOKEN',
   [['_', 6]],
   11 + 255, // github_pat_ and 255
+  4 + 36, // ghp_ and 36 (github_pat_ and 22: 33)
 );
 
 const slackToken = prefixed(
@@ -63,6 +71,7 @@ const slackToken = prefixed(
     ['://', 5],
   ],
   5 + 250, // xoxb- and 250; a webhook URL is at most 101
+  33 + 13 + 1 + 13 + 1 + 16, // https://hooks.slack.com/services/, T and 12, /, B and 12, /, 16 (xoxb- and 10: 15)
 );
 
 const openaiApiKey = prefixed(
@@ -72,6 +81,7 @@ const openaiApiKey = prefixed(
   'API_KEY',
   [['k-', 1]], // 'k' is rarer than 's' in prose: fewer false starts for indexOf
   3 + 12 + 300, // sk-, ant-admin01-, 300
+  3 + 20, // sk- and 20: the kinds (proj-, ant-api03-...) are made of the same characters
 );
 
 const stripeKey = prefixed(
@@ -81,6 +91,7 @@ const stripeKey = prefixed(
   'API_KEY',
   [['k_', 1]],
   8 + 247, // sk_live_ and 247
+  8 + 16, // sk_live_ and 16
 );
 
 const googleApiKey = prefixed(
@@ -89,6 +100,7 @@ const googleApiKey = prefixed(
   /(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])/g,
   'API_KEY',
   [['AIza', 0]],
+  39,
   39,
 );
 
@@ -102,23 +114,88 @@ const JWT = /(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za
  * reported in pieces.
  */
 const JWT_MAX = 4096;
+/**
+ * How much of a JWT is seen before it is reported (detectChars). The pattern needs the whole
+ * header, the payload and the second dot, which have no length limit; a stream cannot wait for
+ * them, so a token the end of the text cuts short is reported too (openJwt): once its payload has
+ * begun after a header with `alg`, or once 256 characters of it are there (headers with an `x5c`
+ * chain or a `jwk` are longer than that).
+ */
+const JWT_DETECT = 256;
 
 const jwt: Detector = {
   id: 'jwt',
   family: 'secrets',
   description: 'JSON Web Token: three base64url parts whose header decodes to JSON with an "alg".',
   maxSpanChars: JWT_MAX,
-  find: (view) => findAll(view.text, JWT, 'TOKEN', 0.9, hasJwtHeader, firstAnchor(view.text, [['J', 2]]), JWT_MAX),
-  reference: (view) => findAll(view.text, JWT, 'TOKEN', 0.9, hasJwtHeader, 0, JWT_MAX),
+  detectChars: JWT_DETECT,
+  find: (view) => findJwts(view.text, firstAnchor(view.text, [['J', 2]])),
+  reference: (view) => findJwts(view.text, 0),
 };
 
-function hasJwtHeader(m: RegExpExecArray): boolean {
+function findJwts(text: string, from: number): Finding[] {
+  const out: Finding[] = [];
+  if (from < 0) return out;
+  let searched = from; // the end of the pattern's last match, a token or not
+  JWT.lastIndex = from;
+  for (let m = JWT.exec(text); m !== null; m = JWT.exec(text)) {
+    searched = m.index + m[0].length;
+    if (hasJwtHeader(m[0].slice(0, m[0].indexOf('.')))) pushFinding(out, m.index, searched, 'TOKEN', 0.9, JWT_MAX);
+  }
+  const open = openJwt(text, searched);
+  if (open >= 0) pushFinding(out, open, text.length, 'TOKEN', 0.9, JWT_MAX);
+  return out;
+}
+
+function hasJwtHeader(header: string): boolean {
   try {
-    const header = JSON.parse(Buffer.from(m[0].slice(0, m[0].indexOf('.')), 'base64url').toString('utf8'));
-    return typeof header === 'object' && header !== null && typeof header.alg === 'string';
+    const decoded = JSON.parse(Buffer.from(header, 'base64url').toString('utf8'));
+    return typeof decoded === 'object' && decoded !== null && typeof decoded.alg === 'string';
   } catch {
     return false;
   }
+}
+
+const isBase64url = (c: number) =>
+  (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57) || c === 95 || c === 45;
+
+/**
+ * Where a JWT that the end of the text cuts short starts (-1: none), at or after `after` (what the
+ * pattern matched is its own). Such a text is what a stream window ending inside a token holds:
+ *
+ * - `<header>.eyJ…`, the header passing hasJwtHeader: the second dot has not come yet;
+ * - `eyJ…`, `eyJ….`, `eyJ….e` or `eyJ….ey`, at least JWT_DETECT characters, whose first run
+ *   decodes to text (no control bytes but JSON's blanks, as in every header JSON.parse accepts):
+ *   a header, maybe, too long to wait for.
+ *
+ * A whole text changes only where it ends so; a complete token is found by the pattern as before.
+ */
+function openJwt(text: string, after: number): number {
+  const end = text.length;
+  let run = end; // the start of the last run of base64url characters (may be empty)
+  while (run > 0 && isBase64url(text.charCodeAt(run - 1))) run--;
+  if (run > 0 && text.charCodeAt(run - 1) === 46) {
+    let header = run - 1;
+    while (header > 0 && isBase64url(text.charCodeAt(header - 1))) header--;
+    if (header >= after && run - 1 - header >= 8 && text.startsWith('eyJ', header)) {
+      const encoded = text.slice(header, run - 1);
+      const payload = text.slice(run);
+      if (payload.startsWith('eyJ') && hasJwtHeader(encoded)) return header;
+      if ('ey'.startsWith(payload) && end - header >= JWT_DETECT && decodesToText(encoded)) return header;
+    }
+  }
+  if (run >= after && end - run >= JWT_DETECT && text.startsWith('eyJ', run) && decodesToText(text.slice(run))) {
+    return run;
+  }
+  return -1;
+}
+
+/** Whether base64url decodes to bytes with no control character but tab, line feed and carriage return. */
+function decodesToText(encoded: string): boolean {
+  for (const b of Buffer.from(encoded, 'base64url')) {
+    if (b < 0x20 && b !== 0x09 && b !== 0x0a && b !== 0x0d) return false;
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------- PEM private keys
@@ -134,12 +211,24 @@ const PEM_BODY = /[\r\n]*(?:[A-Za-z0-9+/=]+\r?\n)*[A-Za-z0-9+/=]*/y;
  * pieces.
  */
 const PEM_MAX = 4096;
+/**
+ * How much of a block is seen before it is reported (detectChars): its BEGIN line, which alone is
+ * reported (a block cut short). The pattern allows words of any length before PRIVATE KEY; real
+ * ones have at most 9 letters (ENCRYPTED), so a BEGIN line of words of up to 16 characters is
+ * waited for: `-----BEGIN `, 3 × (16 and a space), `PRIVATE KEY BLOCK-----`. A longer one that the
+ * end of the text cuts short is reported from there on (openBeginLine).
+ */
+const PEM_DETECT = 11 + 3 * (16 + 1) + 22;
+/** What the end of a text cut inside a BEGIN line holds: a prefix of one (see openBeginLine). */
+const PEM_BEGIN_OPEN =
+  /-----BEGIN (?:[A-Z0-9]+ ){0,3}(?:[A-Z0-9]*|PRIVATE (?:KEY(?:-{1,4}| (?:BLOCK-{0,4}|BLOC|BLO|BL|B)?)?|KE|K)?)$/y;
 
 const privateKey: Detector = {
   id: 'private_key',
   family: 'secrets',
   description: 'PEM private key block (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted, PGP), up to its END line.',
   maxSpanChars: PEM_MAX,
+  detectChars: PEM_DETECT,
   find: (view) => findPrivateKeys(view.text, view.text.indexOf('-----BEGIN ')),
   reference: (view) => findPrivateKeys(view.text, 0),
 };
@@ -152,6 +241,7 @@ function findPrivateKeys(text: string, from: number): Finding[] {
   // once however many BEGIN lines lack an END (searching it again for each was quadratic).
   let endAt = -2; // -2: not searched yet; -1: none left
   let endLineEnd = -1;
+  let last = from; // the end of the last block
   PEM_BEGIN.lastIndex = from;
   for (let m = PEM_BEGIN.exec(text); m !== null; m = PEM_BEGIN.exec(text)) {
     const bodyStart = m.index + m[0].length;
@@ -170,8 +260,23 @@ function findPrivateKeys(text: string, from: number): Finding[] {
     }
     pushFinding(out, m.index, end, 'PRIVATE_KEY', 1, PEM_MAX);
     PEM_BEGIN.lastIndex = end;
+    last = end;
   }
+  const open = openBeginLine(text, last);
+  if (open >= 0) pushFinding(out, open, text.length, 'PRIVATE_KEY', 1, PEM_MAX);
   return out;
+}
+
+/**
+ * Where a BEGIN line of a private key that the end of the text cuts short starts, once it is
+ * PEM_DETECT characters long (-1: none): only a line with a word longer than any key type's gets
+ * there unfinished. A whole text changes only where it ends so.
+ */
+function openBeginLine(text: string, after: number): number {
+  const at = text.lastIndexOf('-----BEGIN ');
+  if (at < after || text.length - at < PEM_DETECT) return -1;
+  PEM_BEGIN_OPEN.lastIndex = at;
+  return PEM_BEGIN_OPEN.test(text) ? at : -1;
 }
 
 // ---------------------------------------------------------------- bearer tokens and assignments
@@ -182,21 +287,41 @@ const BEARER = /(?<![A-Za-z0-9])Bearer[ \t]+([A-Za-z0-9._~+/-]{20,2048}=*)(?![A-
  * any number of `=`: a value with more is reported in pieces.
  */
 const BEARER_MAX = 2048 + 2;
+/**
+ * How much of a credential is seen before it is reported (detectChars). Its entropy is judged on
+ * the whole value, and a prefix of a random-looking one need not look random (`aaaa…` then random
+ * characters); a stream cannot wait for 2 KB, so a credential the end of the text cuts short is
+ * reported without the entropy check once it has 256 characters.
+ */
+const BEARER_DETECT = 256;
 
 const bearerToken: Detector = {
   id: 'bearer_token',
   family: 'secrets',
   description: 'HTTP bearer credential ("Bearer <20+ characters>") with a random-looking value.',
   maxSpanChars: BEARER_MAX,
+  detectChars: BEARER_DETECT,
   find: (view) =>
-    findAll(view.text, BEARER, 'TOKEN', 0.8, bearerValue, firstAnchor(view.text, [['Bearer', 0]]), BEARER_MAX),
-  reference: (view) => findAll(view.text, BEARER, 'TOKEN', 0.8, bearerValue, 0, BEARER_MAX),
+    findAll(
+      view.text,
+      BEARER,
+      'TOKEN',
+      0.8,
+      bearerValue(view.text.length),
+      firstAnchor(view.text, [['Bearer', 0]]),
+      BEARER_MAX,
+    ),
+  reference: (view) => findAll(view.text, BEARER, 'TOKEN', 0.8, bearerValue(view.text.length), 0, BEARER_MAX),
 };
 
-function bearerValue(m: RegExpExecArray): { start: number; end: number } | false {
-  if (shannonEntropy(m[1]) < 3.5) return false;
-  const start = m.index + m[0].length - m[1].length;
-  return { start, end: start + m[1].length };
+/** The credential of a match in a text of `length` characters, if it looks random or may still (see BEARER_DETECT). */
+function bearerValue(length: number) {
+  return (m: RegExpExecArray): { start: number; end: number } | false => {
+    const cutShort = m.index + m[0].length === length && m[1].length >= BEARER_DETECT;
+    if (!cutShort && shannonEntropy(m[1]) < 3.5) return false;
+    const start = m.index + m[0].length - m[1].length;
+    return { start, end: start + m[1].length };
+  };
 }
 
 /**
@@ -217,6 +342,8 @@ const genericSecret: Detector = {
   description: 'Assignment of a high-entropy value to a name such as api_key, secret, token or password.',
   // The span is the value: 256 characters and 2 `=` (a longer value is cut there by the pattern).
   maxSpanChars: 256 + 2,
+  // The whole value: its entropy and mix of characters are judged on all of it.
+  detectChars: 256 + 2,
   find: (view) => findAssignments(view.text),
   reference: (view) => searchAssignments(view.text),
 };
