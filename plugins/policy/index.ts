@@ -366,8 +366,9 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     /**
      * The hold-back a stream needs so that no egress rule of these policies acts too late: a
      * redact rule must see a whole span of the classifiers it masks before any of it is sent
-     * (their longest span), a block rule what its classifiers need before they fire. Derived from
-     * the classifier set, so a detector added or changed moves it.
+     * (their longest span, `maxSpanChars`), a block rule what its classifiers must see of a match
+     * before they fire (`detectChars`: a BEGIN line, not the whole key). Derived from the
+     * classifier set, so a detector added or changed moves it.
      */
     function holdbackFor(current: PolicySet, names: readonly string[]): number {
       let holdback = holdbacks.get(names);
@@ -378,7 +379,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         for (const rule of current.byName.get(name)?.rules ?? []) {
           if (rule.phase !== 'egress') continue;
           if (rule.action === 'redact') holdback = Math.max(holdback, set.maxSpanChars(within(rule.redact)));
-          if (rule.action === 'block') holdback = Math.max(holdback, set.maxSpanChars(within(rule.classifiers)));
+          if (rule.action === 'block') holdback = Math.max(holdback, set.detectChars(within(rule.classifiers)));
         }
       }
       holdbacks.set(names, holdback);
@@ -498,7 +499,9 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         filter_list: options.filter_list,
         ...(options.phase === 'egress'
           ? {
-              holdback_chars: egressOptions.holdback_chars ?? `derived (${holdbackFor(store.current, store.current.names)} for all policies)`,
+              holdback_chars:
+                egressOptions.holdback_chars ??
+                `derived (${holdbackFor(store.current, store.current.names)} for all policies)`,
             }
           : {}),
       }),

@@ -78,7 +78,7 @@ abstract class StreamCheckBase implements SseFilter {
   protected completed = false;
   #redacted = false;
   /** Absolute ranges already masked (kept while they touch the window). */
-  #masked: Array<{ start: number; end: number }> = [];
+  #masked: Span[] = [];
 
   constructor(protected readonly o: StreamCheckOptions) {}
 
@@ -155,7 +155,12 @@ abstract class StreamCheckBase implements SseFilter {
   }
 
   protected rememberMasked(span: Span): void {
-    this.#masked.push({ start: span.start, end: span.end });
+    this.#masked.push(span);
+  }
+
+  /** The spans masked so far that still touch the window (absolute offsets). */
+  protected maskedSpans(): Span[] {
+    return this.#masked;
   }
 
   /** A block decision for a redaction that came too late (its text was sent). */
@@ -289,7 +294,36 @@ class HeldCheck extends StreamCheckBase {
 
   #released(blocked: SseEvent[] | undefined): SseVerdict {
     if (blocked) return { events: blocked, end: true };
+    this.#splitAt(this.#heldChars - this.#holdback);
     return { events: this.#release(this.#holdback) };
+  }
+
+  /**
+   * Splits the held event that straddles `chars` characters from the start of the held text, so
+   * that exactly that much can be released: a chunk larger than the hold-back must not go out
+   * whole, or its end would be sent unchecked by what follows it.
+   */
+  #splitAt(chars: number): void {
+    let start = this.chars - this.#heldChars;
+    let before = 0;
+    for (let i = 0; i < this.#held.length; i++) {
+      const h = this.#held[i];
+      if (before + h.text.length > chars && before < chars && h.chunk) {
+        const cut = chars - before;
+        const first = sliceChunk(h.chunk, 0, cut, true);
+        const rest = sliceChunk(h.chunk, cut, h.text.length, false);
+        this.#held.splice(i, 1, this.#heldOf(h.event, first, start), this.#heldOf(h.event, rest, start + cut));
+        return;
+      }
+      before += h.text.length;
+      start += h.text.length;
+    }
+  }
+
+  /** A held piece of a chunk starting at absolute offset `start`, masked as the spans masked so far say. */
+  #heldOf(event: SseEvent, chunk: Record<string, unknown>, start: number): Held {
+    const masked = maskChunk(chunk, start, this.maskedSpans(), this.o.mask);
+    return { event: { ...event, data: JSON.stringify(masked ?? chunk) }, chunk, text: chunkText(chunk) };
   }
 
   #finish(tail: SseEvent[]): SseVerdict | Promise<SseVerdict> {
@@ -317,11 +351,16 @@ class HeldCheck extends StreamCheckBase {
     const sentEnd = this.chars - this.#heldChars;
     const spans = this.absolute(verdict.spans);
     if (spans.some((sp) => this.leaked(sp, sentEnd))) return this.#drop(this.block(this.tooLate(decision), atEnd));
+    // What earlier scans masked stays masked (an event is re-masked from its original text).
+    const all = [
+      ...spans,
+      ...this.maskedSpans().filter((m) => !spans.some((sp) => sp.start === m.start && sp.end === m.end)),
+    ];
     let start = sentEnd;
     let masked = false;
     for (const h of this.#held) {
       if (h.text !== '' && h.chunk) {
-        const chunk = maskChunk(h.chunk, start, spans, this.o.mask);
+        const chunk = maskChunk(h.chunk, start, all, this.o.mask);
         if (chunk !== undefined) {
           h.event = { ...h.event, data: JSON.stringify(chunk) };
           masked = true;
@@ -382,6 +421,28 @@ function maskPiece(
     .filter((sp) => sp.end > cut)
     .map((sp) => ({ ...sp, start: Math.max(0, sp.start - cut), end: sp.end - cut }));
   return mask(text.slice(cut), shifted);
+}
+
+/**
+ * The part [from, to) of a chunk's text (offsets in its chunkText), in a chunk of the same shape.
+ * The first part of a split carries no finish_reason; a later part no role.
+ */
+function sliceChunk(chunk: Record<string, unknown>, from: number, to: number, first: boolean): Record<string, unknown> {
+  const part = mapChunkText(chunk, (field, offset) =>
+    field.slice(Math.max(0, from - offset), Math.max(0, to - offset)),
+  );
+  const choices = part.choices;
+  if (!Array.isArray(choices)) return part;
+  return {
+    ...part,
+    choices: choices.map((c: Record<string, unknown>) => {
+      if (first) return 'finish_reason' in c ? { ...c, finish_reason: null } : c;
+      const delta = c.delta as Record<string, unknown> | undefined;
+      if (!delta || !('role' in delta)) return c;
+      const { role: _role, ...rest } = delta;
+      return { ...c, delta: rest };
+    }),
+  };
 }
 
 /**
