@@ -92,16 +92,25 @@ class AuditedStream implements SseFilter {
     this.#seen = ctx.state.decisions?.length ?? 0;
   }
 
-  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict> {
-    const n = this.ctx.state.decisions?.length ?? 0;
-    if (n === this.#seen) return { events: [event] };
-    this.#seen = n;
+  onEvent(event: SseEvent): SseVerdict | undefined | Promise<SseVerdict> {
+    const decisions = this.ctx.state.decisions;
+    if (decisions === undefined || decisions.length === this.#seen) return undefined;
+    // Only decisions the chain keeps make the stream wait (an `allow` does not, unless record: all).
+    let recordable = this.chain.settings.record === 'all';
+    for (let i = this.#seen; i < decisions.length && !recordable; i++) recordable = decisions[i].action !== 'allow';
+    this.#seen = decisions.length;
+    if (!recordable) return undefined;
     return flush(this.ctx, this.chain, false).then(() => ({ events: [event] }));
   }
 
-  async onEnd(): Promise<SseEvent[]> {
-    await flush(this.ctx, this.chain, true);
-    return [];
+  onEnd(): SseEvent[] | Promise<SseEvent[]> {
+    const { ctx, chain } = this;
+    if (
+      !(recorders.has(ctx) || chain.settings.record === 'all' || ctx.state.decisions?.some((d) => d.action !== 'allow'))
+    ) {
+      return [];
+    }
+    return flush(ctx, chain, true).then(() => []);
   }
 }
 

@@ -82,7 +82,7 @@ abstract class StreamCheckBase implements SseFilter {
 
   constructor(protected readonly o: StreamCheckOptions) {}
 
-  abstract onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict>;
+  abstract onEvent(event: SseEvent): Verdict | Promise<Verdict>;
 
   /** The stream's events after the block or refusal: a `content_filter` finish, the error, `[DONE]`. */
   refuse(err: UninspectableAnswer): SseEvent[] {
@@ -179,13 +179,13 @@ abstract class StreamCheckBase implements SseFilter {
  * a scan step a classification; no promise unless the check waits (a model).
  */
 class WindowCheck extends StreamCheckBase {
-  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict> {
+  onEvent(event: SseEvent): Verdict | Promise<Verdict> {
     if (event.data === '[DONE]') return this.#beforeDone(event);
     const chunk = this.parse(event);
     const text = chunk ? chunkText(chunk) : '';
-    if (!chunk || !text) return { events: [event] };
+    if (!chunk || !text) return undefined;
     this.take(chunk, text, 0);
-    if (this.unscanned < this.o.scanEveryChars) return { events: [event] };
+    if (this.unscanned < this.o.scanEveryChars) return undefined;
     const outcome = this.#scan(text, false);
     if (outcome instanceof Promise) return outcome.then((o) => this.#verdict(event, o));
     return this.#verdict(event, outcome);
@@ -209,10 +209,10 @@ class WindowCheck extends StreamCheckBase {
     return outcome instanceof Promise ? outcome.then(verdict) : verdict(outcome);
   }
 
-  #verdict(event: SseEvent, outcome: Outcome): SseVerdict {
+  #verdict(event: SseEvent, outcome: Outcome): Verdict {
     if (outcome?.end) return { events: outcome.end, end: true };
     if (outcome?.masked !== undefined) return { events: [{ ...event, data: JSON.stringify(outcome.masked) }] };
-    return { events: [event] };
+    return undefined;
   }
 
   /** Checks the window; `current` is the text of the chunk being decided ('' at the end). */
@@ -241,6 +241,9 @@ class WindowCheck extends StreamCheckBase {
 
 type Outcome = { end?: SseEvent[]; masked?: Record<string, unknown> } | undefined;
 
+/** What a check does with an event; undefined passes it as it came. */
+type Verdict = SseVerdict | undefined;
+
 /** An event waiting to be released, with the text it adds (empty for events without text). */
 interface Held {
   event: SseEvent;
@@ -265,12 +268,12 @@ class HeldCheck extends StreamCheckBase {
     this.#holdback = o.holdbackChars;
   }
 
-  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict> {
+  onEvent(event: SseEvent): Verdict | Promise<Verdict> {
     if (event.data === '[DONE]') return this.#finish([event]);
     const chunk = this.parse(event);
     const text = chunk ? chunkText(chunk) : '';
     if (!chunk || !text) {
-      if (this.#held.length === 0) return { events: [event] };
+      if (this.#held.length === 0) return undefined;
       this.#held.push({ event, chunk, text: '' }); // keeps its place behind the held text
       return { events: [] };
     }
@@ -330,7 +333,9 @@ class HeldCheck extends StreamCheckBase {
     const done = (blocked: SseEvent[] | undefined): SseVerdict => {
       if (blocked) return { events: blocked, end: true };
       this.complete();
-      return { events: [...this.#release(0), ...tail] };
+      const events = this.#release(0);
+      for (const e of tail) events.push(e);
+      return { events };
     };
     const blocked = this.unscanned > 0 ? this.#scan(true) : undefined;
     return blocked instanceof Promise ? blocked.then(done) : done(blocked);

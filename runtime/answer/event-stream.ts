@@ -31,11 +31,12 @@ export interface SseVerdict {
 
 export interface SseFilter {
   /**
-   * Answer at once whenever possible (a promise per event costs more than most filters' work).
+   * Answer at once whenever possible (a promise per event costs more than most filters' work);
+   * `undefined` passes the event as it is, the cheapest answer (nothing is allocated).
    * Throw an UninspectableAnswer for an event the filter must read but cannot: the stage's
    * `on_uninspectable` decides (see `refuse`).
    */
-  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict>;
+  onEvent(event: SseEvent): SseVerdict | undefined | Promise<SseVerdict | undefined>;
   /** The upstream's stream ended: events to append before the end (may throw UninspectableAnswer, e.g. no terminator). */
   onEnd?(): SseEvent[] | Promise<SseEvent[]>;
   /**
@@ -206,13 +207,22 @@ export class SseFilterTransform extends Transform {
 
 /** The filter's verdicts on each of `events`, in order; a promise from the first one that waits. */
 function applyFilter(filter: SseFilter, events: SseEvent[]): Applied | Promise<Applied> {
-  const out: SseEvent[] = [];
+  // Made only when a verdict is not a plain pass: most events of most streams pass unchanged.
+  let out: SseEvent[] | undefined;
   for (let i = 0; i < events.length; i++) {
     const verdict = filter.onEvent(events[i]);
-    if (verdict instanceof Promise) return verdict.then((v) => applyRest(filter, events, i, out, v));
-    if (take(out, verdict)) return { events: out, end: true };
+    if (verdict instanceof Promise) {
+      const upto = out ?? events.slice(0, i);
+      return verdict.then((v) => applyRest(filter, events, i, upto, v));
+    }
+    if (verdict === undefined) {
+      out?.push(events[i]);
+      continue;
+    }
+    out ??= events.slice(0, i);
+    if (take(out, verdict, events[i])) return { events: out, end: true };
   }
-  return { events: out, end: false };
+  return { events: out ?? events, end: false };
 }
 
 async function applyRest(
@@ -220,17 +230,21 @@ async function applyRest(
   events: SseEvent[],
   i: number,
   out: SseEvent[],
-  verdict: SseVerdict,
+  verdict: SseVerdict | undefined,
 ): Promise<Applied> {
-  if (take(out, verdict)) return { events: out, end: true };
+  if (take(out, verdict, events[i])) return { events: out, end: true };
   for (let j = i + 1; j < events.length; j++) {
-    if (take(out, await filter.onEvent(events[j]))) return { events: out, end: true };
+    if (take(out, await filter.onEvent(events[j]), events[j])) return { events: out, end: true };
   }
   return { events: out, end: false };
 }
 
-/** Adds a verdict's events to `out`; true when it ends the stream. */
-function take(out: SseEvent[], verdict: SseVerdict): boolean {
+/** Adds a verdict's events (the event itself for `undefined`) to `out`; true when it ends the stream. */
+function take(out: SseEvent[], verdict: SseVerdict | undefined, event: SseEvent): boolean {
+  if (verdict === undefined) {
+    out.push(event);
+    return false;
+  }
   for (const e of verdict.events) out.push(e);
   return verdict.end === true;
 }

@@ -91,14 +91,14 @@ class GuardedFilter implements SseFilter {
     private readonly inner: SseFilter,
   ) {}
 
-  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict> {
-    if (this.#passing) return { events: [event] };
+  onEvent(event: SseEvent): SseVerdict | undefined | Promise<SseVerdict | undefined> {
+    if (this.#passing) return undefined;
     try {
       const verdict = this.inner.onEvent(event);
-      if (verdict instanceof Promise) return verdict.catch((err) => this.#failed(err, [event]));
+      if (verdict instanceof Promise) return verdict.catch((err) => this.#failed(err));
       return verdict;
     } catch (err) {
-      return this.#failed(err, [event]);
+      return this.#failed(err);
     }
   }
 
@@ -106,18 +106,19 @@ class GuardedFilter implements SseFilter {
     if (this.#passing || !this.inner.onEnd) return [];
     try {
       const tail = this.inner.onEnd();
-      if (tail instanceof Promise) return tail.catch((err) => this.#failed(err, []).events);
+      if (tail instanceof Promise) return tail.catch((err) => this.#failed(err)?.events ?? []);
       return tail;
     } catch (err) {
-      return this.#failed(err, []).events;
+      return this.#failed(err)?.events ?? [];
     }
   }
 
-  #failed(err: unknown, passing: SseEvent[]): SseVerdict {
+  /** undefined: the event passes as it came (the stage passes what it cannot read). */
+  #failed(err: unknown): SseVerdict | undefined {
     if (!isUninspectable(err)) throw err;
     if (this.guard.unreadable(this.ctx, err)) {
       this.#passing = true;
-      return { events: passing };
+      return undefined;
     }
     // Refused: the filter ends the stream in its protocol's terms, or the connection is cut.
     if (!this.inner.refuse) throw err;

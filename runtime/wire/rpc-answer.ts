@@ -141,10 +141,10 @@ class RpcResponseFilter implements SseFilter {
     private readonly map: RpcResponseMap,
   ) {}
 
-  onEvent(event: SseEvent): SseVerdict | Promise<SseVerdict> {
-    if (event.data === '') return { events: [event] };
+  onEvent(event: SseEvent): SseVerdict | undefined | Promise<SseVerdict | undefined> {
+    if (event.data === '') return undefined;
     const msg = parsedData(event);
-    if (!isRpcResponse(msg)) return { events: [event] };
+    if (!isRpcResponse(msg)) return undefined;
     let out: RpcMessage | Promise<RpcMessage>;
     try {
       out = this.map(msg, this.ctx);
@@ -163,15 +163,15 @@ class RpcResponseFilter implements SseFilter {
     return refusal(this.ctx, err);
   }
 
-  #replace(event: SseEvent, msg: RpcMessage, out: RpcMessage): SseVerdict {
-    if (out === msg) return { events: [event] };
+  #replace(event: SseEvent, msg: RpcMessage, out: RpcMessage): SseVerdict | undefined {
+    if (out === msg) return undefined;
     const replaced = { event: event.event, id: event.id, data: JSON.stringify(out) };
     parsedEvents.set(replaced, out);
     return { events: [replaced] };
   }
 
   /** A stage refused the response: headers are gone, so the event becomes a JSON-RPC error. */
-  #failed(event: SseEvent, msg: RpcMessage, err: unknown): SseVerdict {
+  #failed(event: SseEvent, msg: RpcMessage, err: unknown): SseVerdict | undefined {
     if (!(err instanceof GatewayError) || err.kind === 'upstream_invalid') throw err;
     const id = (msg.id ?? null) as JsonRpcId;
     const body = this.ctx.state.dialect ? this.ctx.state.dialect.render(err, id).body : rpcError(id, err);
@@ -188,8 +188,8 @@ class ResponseExpected implements SseFilter {
     private readonly id: JsonRpcId,
   ) {}
 
-  onEvent(event: SseEvent): SseVerdict {
-    if (event.data === '') return { events: [event] };
+  onEvent(event: SseEvent): SseVerdict | undefined {
+    if (event.data === '') return undefined;
     const msg = parsedData(event);
     if (isRpcResponse(msg)) {
       if (!isWellFormed(msg) || msg.id !== this.id) throw notResponse(this.id);
@@ -197,7 +197,7 @@ class ResponseExpected implements SseFilter {
     } else if (!isRpcMessage(msg)) {
       throw new UninspectableAnswer('not_rpc', 'an event of the stream is not a JSON-RPC message');
     }
-    return { events: [event] };
+    return undefined;
   }
 
   onEnd(): SseEvent[] {

@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { redact } from '../../plugins/classify/api.ts';
 import { streamCheck, type WindowVerdict } from '../../plugins/policy/stream-check.ts';
-import { openaiWire, type SseEvent } from '../../runtime/index.ts';
+import { openaiWire, type SseEvent, type SseVerdict } from '../../runtime/index.ts';
 
 const { chunkText, mapChunkText } = openaiWire;
 const email = /[a-z]+@example\.org/g;
@@ -67,7 +67,7 @@ async function run(chunks: Record<string, unknown>[], holdbackChars: number) {
   const out: SseEvent[] = [];
   let ended = false;
   for (const event of [...chunks.map((c) => ({ data: JSON.stringify(c) })), { data: '[DONE]' }]) {
-    const verdict = await filter.onEvent(event);
+    const verdict: SseVerdict = (await filter.onEvent(event)) ?? { events: [event] };
     out.push(...verdict.events);
     if (verdict.end) {
       ended = true;

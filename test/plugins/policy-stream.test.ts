@@ -51,7 +51,7 @@ async function run(parts: string[], holdbackChars: number, sync = false) {
   const out: SseEvent[] = [];
   let ended = false;
   for (const part of [...parts.map(chunk), { data: '[DONE]' }]) {
-    const verdict = await filter.onEvent(part);
+    const verdict = (await filter.onEvent(part)) ?? { events: [part] };
     out.push(...verdict.events);
     if (verdict.end) {
       ended = true;
