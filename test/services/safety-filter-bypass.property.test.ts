@@ -511,3 +511,60 @@ describe('safety filter egress: the explicit opt-out', () => {
     expect(metrics).toMatch(/switchyard_answers_unchecked_total\{[^}]*reason="content_type",outcome="passed"/);
   });
 });
+
+describe('safety filter egress: a hold-back smaller than a match', () => {
+  let noHoldback: StartedService;
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sy-bypass-h0-'));
+    noHoldback = await startService('configs/safety-filter.yaml', {
+      env: {
+        FILTER_BACKEND_URL: `${base}/v1`,
+        FILTER_ADMIN_TOKEN: adminToken,
+        FILTER_AUDIT_PATH: join(dir, 'audit.db'),
+      },
+      set: ['routes.0.pipeline.7.policy.egress.holdback_chars=0'],
+    });
+  }, 30_000);
+  afterAll(() => noHoldback?.close());
+
+  it('a redaction of text already sent ends the stream as a block (content_filter), audited, never a silent allow', async () => {
+    const id = nextId++;
+    // The address arrives one character per delta: with nothing held back, its start is sent
+    // before it can be recognised.
+    scenarios.set(id, {
+      kind: 'email',
+      where: 'content',
+      prefix: 300,
+      suffix: 40,
+      streamed: true,
+      cuts: Array.from({ length: 24 }, (_, i) => (301 + i) / 362),
+      writes: [],
+      encoding: 'identity',
+      form: 'valid',
+      contentType: 'json',
+      escape: false,
+    });
+    const res = await fetch(`${noHoldback.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${devKey}` },
+      body: JSON.stringify({
+        model: 'gpt-4o-mini',
+        messages: [{ role: 'user', content: `scenario ${id}` }],
+        stream: true,
+      }),
+    });
+    const view = readStream(await res.text());
+    scenarios.delete(id);
+    // The operator chose exposure (the address may have been sent whole before the check saw
+    // it): the stream still ends filtered, not as a normal answer.
+    expect(view.filtered).toBe(true);
+    const audit = await fetch(`${noHoldback.url}/audit?tenant=dev`, { headers: { 'x-admin-token': adminToken } });
+    const records = (
+      (await audit.json()) as {
+        records: Array<{ request_id: string; action: string; details: Record<string, unknown> }>;
+      }
+    ).records;
+    const mine = records.filter((r) => r.request_id === res.headers.get('x-filter-request-id'));
+    expect(mine.map((r) => [r.action, r.details.redact_after_send])).toEqual([['block', true]]);
+  });
+});

@@ -262,6 +262,7 @@ describe('decisions', () => {
     expect(streamed).toHaveLength(1);
     expect(streamed[0].details.stream_scanned_chars).toBeGreaterThan(0);
     expect(streamed[0].details.stream_scanned_chars).toBeLessThan(1000);
+    expect(streamed[0].details.stream_complete).toBe(false); // ended before the whole answer was read
   });
 
   it('egress on a stream: a credential in the last characters still ends it before [DONE]', async () => {
