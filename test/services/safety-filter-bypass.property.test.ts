@@ -456,19 +456,32 @@ describe('safety filter egress: no silent bypass', () => {
   }, 120_000);
 });
 
+/** Another filter from the shipped config, with `set` overrides, in front of the same backend. */
+async function startVariant(set: string[]): Promise<StartedService> {
+  const dir = mkdtempSync(join(tmpdir(), 'sy-bypass-variant-'));
+  return startService('configs/safety-filter.yaml', {
+    env: { FILTER_BACKEND_URL: `${base}/v1`, FILTER_ADMIN_TOKEN: adminToken, FILTER_AUDIT_PATH: join(dir, 'audit.db') },
+    set,
+  });
+}
+
+/** The audit records of one request on a filter: [action, details]. */
+async function auditOf(
+  filter: StartedService,
+  requestId: string | null,
+): Promise<Array<[string, Record<string, unknown>]>> {
+  const res = await fetch(`${filter.url}/audit?tenant=dev`, { headers: { 'x-admin-token': adminToken } });
+  const body = (await res.json()) as {
+    records: Array<{ request_id: string; action: string; details: Record<string, unknown> }>;
+  };
+  return body.records.filter((r) => r.request_id === requestId).map((r) => [r.action, r.details]);
+}
+
 describe('safety filter egress: the explicit opt-out', () => {
   let passing: StartedService;
+  // The chat route's egress policy stage lets what it cannot read through.
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sy-bypass-pass-'));
-    passing = await startService('configs/safety-filter.yaml', {
-      env: {
-        FILTER_BACKEND_URL: `${base}/v1`,
-        FILTER_ADMIN_TOKEN: adminToken,
-        FILTER_AUDIT_PATH: join(dir, 'audit.db'),
-      },
-      // The chat route's egress policy stage lets what it cannot read through.
-      set: ['routes.0.pipeline.7.on_uninspectable=pass'],
-    });
+    passing = await startVariant(['routes.0.pipeline.7.on_uninspectable=pass']);
   }, 30_000);
   afterAll(() => passing?.close());
 
@@ -497,14 +510,8 @@ describe('safety filter egress: the explicit opt-out', () => {
     expect(res.headers.get('x-answer-unchecked')).toBe('content_type');
     expect(res.headers.get('x-filter-decision')).toBe('allow');
     expect(await res.text()).toContain(secrets.aws); // what the operator chose: passed unread
-    const requestId = String(res.headers.get('x-filter-request-id'));
-    const audit = await fetch(`${passing.url}/audit?tenant=dev`, { headers: { 'x-admin-token': adminToken } });
-    const records = (
-      (await audit.json()) as {
-        records: Array<{ request_id: string; action: string; details: Record<string, unknown> }>;
-      }
-    ).records;
-    expect(records.filter((r) => r.request_id === requestId).map((r) => [r.action, r.details.reason])).toEqual([
+    const records = await auditOf(passing, res.headers.get('x-filter-request-id'));
+    expect(records.map(([action, details]) => [action, details.reason])).toEqual([
       ['passed-unchecked', 'content_type'],
     ]);
     const metrics = await (await fetch(`${passing.metricsUrl}/metrics`)).text();
@@ -515,15 +522,7 @@ describe('safety filter egress: the explicit opt-out', () => {
 describe('safety filter egress: a hold-back smaller than a match', () => {
   let noHoldback: StartedService;
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sy-bypass-h0-'));
-    noHoldback = await startService('configs/safety-filter.yaml', {
-      env: {
-        FILTER_BACKEND_URL: `${base}/v1`,
-        FILTER_ADMIN_TOKEN: adminToken,
-        FILTER_AUDIT_PATH: join(dir, 'audit.db'),
-      },
-      set: ['routes.0.pipeline.7.policy.egress.holdback_chars=0'],
-    });
+    noHoldback = await startVariant(['routes.0.pipeline.7.policy.egress.holdback_chars=0']);
   }, 30_000);
   afterAll(() => noHoldback?.close());
 
@@ -558,13 +557,7 @@ describe('safety filter egress: a hold-back smaller than a match', () => {
     // The operator chose exposure (the address may have been sent whole before the check saw
     // it): the stream still ends filtered, not as a normal answer.
     expect(view.filtered).toBe(true);
-    const audit = await fetch(`${noHoldback.url}/audit?tenant=dev`, { headers: { 'x-admin-token': adminToken } });
-    const records = (
-      (await audit.json()) as {
-        records: Array<{ request_id: string; action: string; details: Record<string, unknown> }>;
-      }
-    ).records;
-    const mine = records.filter((r) => r.request_id === res.headers.get('x-filter-request-id'));
-    expect(mine.map((r) => [r.action, r.details.redact_after_send])).toEqual([['block', true]]);
+    const records = await auditOf(noHoldback, res.headers.get('x-filter-request-id'));
+    expect(records.map(([action, details]) => [action, details.redact_after_send])).toEqual([['block', true]]);
   });
 });
