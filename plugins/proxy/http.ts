@@ -42,9 +42,11 @@ export async function proxyHttp(ctx: GatewayContext, upstream: HttpUpstream, o: 
   } finally {
     ClientAbort.unwatch(ctx.res);
   }
-  const init = { status: res.status, headers: upstreamResponseHeaders(res.headers) };
+  // upstreamResponseHeaders leaves lower-case names and no undefined value: adopted, not copied.
+  const init = { status: res.status, headers: upstreamResponseHeaders(res.headers), headersNormalised: true };
   try {
-    ctx.state.answer = new Answer(ctx, { ...init, body: await answerBody(ctx, res) });
+    const body = await answerBody(ctx, res);
+    ctx.state.answer = new Answer(ctx, { status: init.status, headers: init.headers, headersNormalised: true, body });
   } catch (err) {
     // Cut short while read whole: the stages' readers refuse it, and it is never sent as a success.
     if (!isUninspectable(err)) throw err;
