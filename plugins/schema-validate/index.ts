@@ -6,6 +6,7 @@
  * `strict` rejects, `permissive` forwards and annotates/counts/logs, `audit` forwards and counts.
  */
 import {
+  Answer,
   definePlugin,
   type GatewayContext,
   GatewayError,
@@ -29,6 +30,7 @@ export interface SchemaValidateOptions {
   validate_results: boolean;
   unknown_stype: 'allow' | 'reject';
   pin_check?: PinCheck;
+  argument_errors: 'protocol-error' | 'tool-result';
 }
 
 const { messagePayload, toolCallOf } = jsonrpcWire;
@@ -67,6 +69,12 @@ export default definePlugin<SchemaValidateOptions>({
         default: 'allow',
         description: 'A message with no registered SType: pass it, or treat it as a schema failure.',
       },
+      argument_errors: {
+        enum: ['protocol-error', 'tool-result'],
+        default: 'protocol-error',
+        description:
+          'Strict mode, tools/call arguments that fail their schema: the error of the dialect (HTTP 422, -32602 with violations), or a tool result with isError: true that the model can read and correct (MCP 2025-11-25, SEP-1303).',
+      },
       pin_check: {
         enum: ['off', 'flag', 'enforce'],
         description:
@@ -95,10 +103,16 @@ export default definePlugin<SchemaValidateOptions>({
     });
 
     /** Rejects, or annotates and counts, a message that failed validation. */
-    function failRequest(ctx: GatewayContext, mode: Mode, stype: string, label: string, all: Violation[]): void {
+    /** Records a failed validation on the request and counts it; the violations kept (at most maxViolations). */
+    function recordFailure(ctx: GatewayContext, mode: Mode, label: string, all: Violation[]): Violation[] {
       const violations = all.slice(0, maxViolations);
       ctx.state.validation = { valid: false, violations };
       violationsTotal.inc({ stype: label, mode });
+      return violations;
+    }
+
+    function failRequest(ctx: GatewayContext, mode: Mode, stype: string, label: string, all: Violation[]): void {
+      const violations = recordFailure(ctx, mode, label, all);
       if (mode === 'strict') {
         const details: Record<string, unknown> = { stype, violations };
         if (all.length > maxViolations) details.violations_total = all.length;
@@ -220,7 +234,12 @@ export default definePlugin<SchemaValidateOptions>({
             ]);
           }
         } else if (outcome.valid) ctx.state.validation = { valid: true, violations: [] };
-        else failRequest(ctx, mode, stype.id, stype.id, outcome.violations);
+        else if (mode === 'strict' && options.argument_errors === 'tool-result' && toolCallOf(rpc) && 'id' in rpc) {
+          // Counted and recorded like any failure; answered as the tool's own error, not forwarded.
+          const violations = recordFailure(ctx, mode, stype.id, outcome.violations);
+          ctx.state.answer = Answer.fromJson(ctx, toolError(rpc, stype.id, violations, outcome.violations.length));
+          return;
+        } else failRequest(ctx, mode, stype.id, stype.id, outcome.violations);
 
         await next();
 
@@ -257,4 +276,29 @@ function unknownId(rpc: JsonRpcRequest, registry: STypeRegistry): string {
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/**
+ * The answer to a tools/call whose arguments fail their schema, as a tool execution error (MCP
+ * 2025-11-25, SEP-1303): a result with `isError: true` whose text names each violation, so that
+ * the model can correct its call; the violations also in `_meta` for programs.
+ */
+function toolError(
+  rpc: JsonRpcRequest,
+  stype: string,
+  violations: Violation[],
+  total: number,
+): Record<string, unknown> {
+  const name = toolCallOf(rpc)?.name ?? 'the tool';
+  const lines = violations.map((v) => `${v.path}: ${v.message}`);
+  if (total > violations.length) lines.push(`(${total - violations.length} more)`);
+  return {
+    jsonrpc: '2.0',
+    id: rpc.id ?? null,
+    result: {
+      content: [{ type: 'text', text: `Invalid arguments for tool "${name}":\n${lines.join('\n')}` }],
+      isError: true,
+      _meta: { 'io.switchyard/validation': { stype, violations, violations_total: total } },
+    },
+  };
 }
