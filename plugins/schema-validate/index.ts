@@ -30,7 +30,7 @@ export interface SchemaValidateOptions {
   validate_results: boolean;
   unknown_stype: 'allow' | 'reject';
   pin_check?: PinCheck;
-  argument_errors: 'protocol-error' | 'tool-result';
+  argument_errors: 'jsonrpc' | 'tool-result';
 }
 
 const { messagePayload, toolCallOf } = jsonrpcWire;
@@ -70,8 +70,8 @@ export default definePlugin<SchemaValidateOptions>({
         description: 'A message with no registered SType: pass it, or treat it as a schema failure.',
       },
       argument_errors: {
-        enum: ['protocol-error', 'tool-result'],
-        default: 'protocol-error',
+        enum: ['jsonrpc', 'tool-result'],
+        default: 'jsonrpc',
         description:
           'Strict mode, tools/call arguments that fail their schema: the error of the dialect (HTTP 422, -32602 with violations), or a tool result with isError: true that the model can read and correct (MCP 2025-11-25, SEP-1303).',
       },
