@@ -22,6 +22,7 @@ import {
   enforcementModes,
   type GatewayContext,
   GatewayError,
+  jsonrpcWire,
   type Mode,
   mapRpcResponses,
   type Next,
@@ -185,6 +186,9 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     if (options.phase === 'egress' && !classifierSet) {
       throw new Error('an egress policy stage needs `classifiers` (a classifier-set resource) to read answers');
     }
+    if (options.phase !== 'egress' && !classifierSet && store.current.hasPhase(store.current.names, 'tools')) {
+      throw new Error('policies with `phase: tools` rules need `classifiers` (a classifier-set resource) on the stage');
+    }
     const egressOptions = { window_chars: 512, scan_every_chars: 128, ...options.egress };
     const egressNames = egressOptions.classifiers;
     for (const name of egressNames ?? []) {
@@ -227,6 +231,76 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       if (hidden.length === 0) return response;
       ctx.state.annotations.policy_hidden_tools = hidden;
       return { ...response, result: { ...result, tools } };
+    };
+
+    /**
+     * Tools withheld from a listing (strict mode), by name, with the decision: a call naming one
+     * is refused until a listing shows it clean again. Bounded (a listing is of one upstream).
+     */
+    const withheld = new Map<string, PolicyDecision>();
+    const maxWithheld = 10_000;
+
+    /**
+     * The `tools` phase: each tool a `tools/list` answer defines is classified (its name,
+     * description and schemas' text, jsonrpcWire.toolDefinitionText) and the `tools` rules
+     * evaluated on it. In strict mode a block withholds the tool from the listing; a flag (and a
+     * block in permissive mode) marks it in `annotations.tools_flagged`. One decision is recorded
+     * for the listing: the most severe, with the tools it concerns.
+     */
+    const inspectListing: RpcResponseMap = async (response, ctx) => {
+      const result = response.result;
+      if (!isObject(result) || !Array.isArray(result.tools)) return response;
+      if (!classifierSet) throw new Error('`phase: tools` rules need `classifiers` on the policy stage');
+      const started = performance.now();
+      const m = mode(ctx);
+      const current = store.current;
+      const names = applicable(current, ctx.state.stype?.id ?? null, ctx);
+      const base = evaluationData(ctx, m, 'tools');
+      const tools: unknown[] = result.tools;
+      const evaluations = await Promise.all(
+        tools.map(async (tool) => {
+          if (!isObject(tool) || typeof tool.name !== 'string') return undefined;
+          const text = jsonrpcWire.toolDefinitionText(tool);
+          const results = text === '' ? {} : await classifierSet.classify(undefined, text);
+          return current.evaluate(names, { ...base, tool: tool.name, classifiers: scoresOf(results) }, 'tools');
+        }),
+      );
+      const kept: unknown[] = [];
+      const stripped: string[] = [];
+      const flagged: Array<{ tool: string; policy?: string; rule?: string; detail?: string }> = [];
+      let worst: PolicyDecision | undefined;
+      for (let i = 0; i < tools.length; i++) {
+        const evaluation = evaluations[i];
+        const name = (tools[i] as { name?: unknown }).name as string;
+        if (!evaluation) {
+          kept.push(tools[i]);
+          continue;
+        }
+        count(evaluation.matches);
+        const d = evaluation.decision;
+        if (d.action === 'block' && m === 'strict') {
+          stripped.push(name);
+          if (withheld.size < maxWithheld || withheld.has(name)) withheld.set(name, d);
+        } else {
+          withheld.delete(name);
+          kept.push(tools[i]);
+          if (d.action === 'block' || d.action === 'flag') {
+            flagged.push({ tool: name, policy: d.policy, rule: d.rule, detail: d.detail });
+          }
+        }
+        if (d.action !== 'allow' && (!worst || (worst.action === 'flag' && d.action === 'block'))) worst = d;
+      }
+      if (stripped.length > 0) ctx.state.annotations.tools_withheld = stripped;
+      if (flagged.length > 0 && m !== 'audit') ctx.state.annotations.tools_flagged = flagged;
+      const concerned = [...stripped, ...flagged.map((f) => f.tool)];
+      record(
+        ctx,
+        worst
+          ? { ...worst, details: { ...worst.details, tools: concerned, withheld: stripped.length > 0 } }
+          : { action: 'allow', phase: 'tools' },
+      );
+      addLatency(ctx, started);
+      return stripped.length > 0 ? { ...response, result: { ...result, tools: kept } } : response;
     };
 
     function count(matches: RuleMatch[]): void {
@@ -276,7 +350,15 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       const m = mode(ctx);
       const current = store.current;
       const data = evaluationData(ctx, m, options.phase);
-      const { decision, matches } = current.evaluate(applicable(current, data.stype, ctx), data, options.phase);
+      const names = applicable(current, data.stype, ctx);
+      // A tool withheld from a listing is not callable by its name either (strict mode).
+      const refused = data.method === 'tools/call' && m === 'strict' ? withheld.get(data.tool ?? '') : undefined;
+      if (refused) {
+        record(ctx, refused);
+        addLatency(ctx, started);
+        throw blockError(refused);
+      }
+      const { decision, matches } = current.evaluate(names, data, options.phase);
       count(matches);
       record(ctx, decision);
       const flags = matches.filter((x) => x.action === 'flag');
@@ -311,9 +393,13 @@ export const policyPlugin = definePlugin<PolicyOptions>({
           ctx.state.jsonModified = true;
       }
       addLatency(ctx, started);
-      if (!(options.filter_list && m === 'strict' && data.method === 'tools/list')) return next();
+      const listing = data.method === 'tools/list';
+      const filter = options.filter_list && m === 'strict' && listing;
+      const inspect = listing && current.hasPhase(names, 'tools');
+      if (!filter && !inspect) return next();
       await next();
-      await mapRpcResponses(ctx, filterListing);
+      if (inspect) await mapRpcResponses(ctx, inspectListing);
+      if (filter) await mapRpcResponses(ctx, filterListing);
     }
 
     type AnswerCheck = Evaluation & { results: Record<string, ClassifierResult> };

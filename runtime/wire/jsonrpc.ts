@@ -43,3 +43,45 @@ export function messagePayload(rpc: RpcMessage): { payload: unknown; root: '$' |
   if (call) return { payload: call.arguments, root: '$.arguments' };
   return { payload: rpc.params ?? {}, root: '$' };
 }
+
+/** Bounds of the walk of one tool's schemas (a hostile listing costs time proportional to its size). */
+const definitionWalk = { depth: 32, entries: 20_000 } as const;
+
+/**
+ * The text a model reads in an MCP tool definition (a `tools/list` entry), joined with newlines:
+ * `name`, `title`, `description`, `annotations.title`, then of `inputSchema` and `outputSchema`
+ * every string at any depth (descriptions, titles, enum values, defaults, examples) and every
+ * property name. What lies beyond the walk's bound (32 levels, 20,000 keys and items) is read as
+ * its JSON text, so nothing in a definition goes unread.
+ */
+export function toolDefinitionText(tool: unknown): string {
+  if (!isObject(tool)) return '';
+  const out: string[] = [];
+  for (const key of ['name', 'title', 'description']) if (typeof tool[key] === 'string') out.push(tool[key]);
+  const annotations = tool.annotations;
+  if (isObject(annotations) && typeof annotations.title === 'string') out.push(annotations.title);
+  const budget = { entries: definitionWalk.entries };
+  const walk = (value: unknown, depth: number): void => {
+    if (typeof value === 'string') {
+      out.push(value);
+      return;
+    }
+    if (typeof value !== 'object' || value === null) return;
+    const entries = Array.isArray(value) ? value.length : Object.keys(value).length;
+    if (depth >= definitionWalk.depth || entries > budget.entries) {
+      out.push(JSON.stringify(value));
+      return;
+    }
+    budget.entries -= entries;
+    if (Array.isArray(value)) for (const item of value) walk(item, depth + 1);
+    else {
+      for (const [k, v] of Object.entries(value)) {
+        out.push(k);
+        walk(v, depth + 1);
+      }
+    }
+  };
+  walk(tool.inputSchema, 0);
+  walk(tool.outputSchema, 0);
+  return out.filter((t) => t !== '').join('\n');
+}
