@@ -422,9 +422,12 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       return { decision: evaluation.decision, matches: evaluation.matches, results };
     }
 
-    /** The egress check of a whole JSON answer: the body to send (the same object when unchanged). */
-    async function checkJsonAnswer(body: unknown, ctx: GatewayContext): Promise<unknown> {
-      const text = openaiWire.answerText(body);
+    /**
+     * The egress check of a whole JSON answer, read through its wire format's reader (`wire`):
+     * the body to send (the same object when unchanged).
+     */
+    async function checkJsonAnswer(body: unknown, ctx: GatewayContext, wire: AnswerWire): Promise<unknown> {
+      const text = wire.text(body);
       if (text === '') return body;
       const started = performance.now();
       // Through classify(), not classifySync: whole answers read in one turn are classified together.
@@ -435,14 +438,15 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       addLatency(ctx, started);
       if (mode(ctx) !== 'strict') return body;
       if (decision.action === 'block') throw blockError(decision);
-      if (decision.action === 'redact') {
-        if (redactSpans(matches, results).length > 0) {
-          const copy = structuredClone(body);
-          if (await openaiWire.maskAnswer(copy, (t) => maskWith(matches, t))) return copy;
-        }
+      if (decision.action === 'redact' && redactSpans(matches, results).length > 0) {
+        return wire.mask(body, (t) => maskWith(matches, t));
       }
       return body;
     }
+
+    /** A JSON-RPC answer (a tool's result, indirect prompt injection): its response, as checked. */
+    const checkRpcAnswer: RpcResponseMap = async (response, ctx) =>
+      (await checkJsonAnswer(response, ctx, rpcAnswers)) as Record<string, unknown>;
 
     /** Hold-backs per list of policies (the lists come from the policy set, which a reload replaces). */
     const holdbacks = new WeakMap<readonly string[], number>();
@@ -558,6 +562,13 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       const current = store.current;
       if (!current.hasPhase(applicable(current, ctx.state.stype?.id ?? null, ctx), 'egress')) return;
       const names = applicable(current, ctx.state.stype?.id ?? null, ctx);
+      // A JSON-RPC route: the response to a request (a JSON body, or the response event of a
+      // stream). A notification's or a response's answer carries none, and the messages a server
+      // sends on its own (a GET stream) are not read (docs/enforcement.md).
+      if (ctx.state.rpcKind !== undefined || ctx.state.dialect?.name === 'jsonrpc') {
+        if (ctx.state.rpcKind === 'request') await mapRpcResponses(ctx, checkRpcAnswer);
+        return;
+      }
       const answer = answerOf(ctx);
       if (!answer.hasBody) return;
       if (answer.isEventStream) {
@@ -566,7 +577,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       }
       const body = await answer.json();
       if (body === undefined) return;
-      const checked = await checkJsonAnswer(body, ctx);
+      const checked = await checkJsonAnswer(body, ctx, openaiAnswers);
       if (checked !== body) answer.setJson(checked);
     }
 
@@ -596,6 +607,26 @@ export const policyPlugin = definePlugin<PolicyOptions>({
 });
 
 export default [policyPlugin, policySetResource, policyApiPlugin];
+
+/** How the egress check reads and masks a whole answer of one wire format. */
+interface AnswerWire {
+  text(body: unknown): string;
+  /** The body with every text field masked: a copy, or the same object when nothing changed. */
+  mask(body: unknown, mask: (text: string) => Promise<string>): Promise<unknown>;
+}
+
+const openaiAnswers: AnswerWire = {
+  text: openaiWire.answerText,
+  async mask(body, mask) {
+    const copy = structuredClone(body);
+    return (await openaiWire.maskAnswer(copy, mask)) ? copy : body;
+  },
+};
+
+const rpcAnswers: AnswerWire = {
+  text: jsonrpcWire.responseText,
+  mask: (body, mask) => jsonrpcWire.maskResponse(body as Record<string, unknown>, mask),
+};
 
 function spansOf(results: Record<string, ClassifierResult>): Span[] {
   return Object.values(results).flatMap((r) => r.spans);
