@@ -13,8 +13,10 @@ import {
   type JsonRpcRequest,
   jsonrpcWire,
   mapRpcResponses,
+  type PolicyDecision,
   type ResolvedSType,
   type RpcResponseMap,
+  recordDecision,
   type Violation,
 } from '../../runtime/index.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
@@ -114,6 +116,7 @@ export default definePlugin<SchemaValidateOptions>({
     function failRequest(ctx: GatewayContext, mode: Mode, stype: string, label: string, all: Violation[]): void {
       const violations = recordFailure(ctx, mode, label, all);
       if (mode === 'strict') {
+        recordDecision(ctx, refusal(stype, all.length));
         const details: Record<string, unknown> = { stype, violations };
         if (all.length > maxViolations) details.violations_total = all.length;
         throw new GatewayError('validation_failed', 'Schema validation failed', { details });
@@ -145,6 +148,14 @@ export default definePlugin<SchemaValidateOptions>({
           { request_id: ctx.state.requestId, tools: names, action: pinMode === 'enforce' ? 'removed' : 'flagged' },
           'tool definitions changed since they were approved',
         );
+        // On record (the audit trail): a listing with tools whose definition changed since review.
+        recordDecision(ctx, {
+          action: pinMode === 'enforce' ? 'block' : 'flag',
+          phase: 'tools',
+          rule: 'tool-pinning',
+          detail: 'tool definitions changed since they were approved',
+          details: { stage: 'schema-validate', tools: names, withheld: pinMode === 'enforce' },
+        });
         if (pinMode !== 'enforce') return response;
         const drifted = new Set(names);
         const tools = result.tools.filter((t) => !(isObject(t) && drifted.has(t.name as string)));
@@ -163,6 +174,13 @@ export default definePlugin<SchemaValidateOptions>({
         observed: `sha256:${drift.observed}`,
       };
       if (pinMode === 'enforce') {
+        recordDecision(ctx, {
+          action: 'block',
+          phase: 'ingress',
+          rule: 'tool-pinning',
+          detail: driftDetail(drift),
+          details: { stage: 'schema-validate', tool: name },
+        });
         // The fixed JSON-RPC message, so that the body is exactly {policy, detail} (no extra reason).
         throw new GatewayError('policy_violation', 'Policy violation', {
           details: { policy: 'tool-pinning', detail: driftDetail(drift) },
@@ -237,6 +255,7 @@ export default definePlugin<SchemaValidateOptions>({
         else if (mode === 'strict' && options.argument_errors === 'tool-result' && toolCallOf(rpc) && 'id' in rpc) {
           // Counted and recorded like any failure; answered as the tool's own error, not forwarded.
           const violations = recordFailure(ctx, mode, stype.id, outcome.violations);
+          recordDecision(ctx, refusal(stype.id, outcome.violations.length, 'tool-result'));
           ctx.state.answer = Answer.fromJson(ctx, toolError(rpc, stype.id, violations, outcome.violations.length));
           return;
         } else failRequest(ctx, mode, stype.id, stype.id, outcome.violations);
@@ -300,5 +319,16 @@ function toolError(
       isError: true,
       _meta: { 'io.switchyard/validation': { stype, violations, violations_total: total } },
     },
+  };
+}
+
+/** The decision of a strict schema refusal (for the audit trail: the SType and how many violations). */
+function refusal(stype: string, violations: number, answeredAs?: 'tool-result'): PolicyDecision {
+  return {
+    action: 'block',
+    phase: 'ingress',
+    rule: 'schema-validation',
+    detail: 'Schema validation failed',
+    details: { stage: 'schema-validate', stype, violations, ...(answeredAs ? { answered_as: answeredAs } : {}) },
   };
 }

@@ -94,10 +94,9 @@ describe('MCP SDK client through the proxy to a streamable-HTTP upstream', () =>
 });
 
 describe('argument_errors: tool-result (MCP 2025-11-25, SEP-1303)', () => {
-  const setting = 'routes.2.pipeline.2.schema-validate.argument_errors';
   let svc: StartedService;
   beforeAll(async () => {
-    svc = await startService(config, { warmupMs: 15000, set: [`${setting}=tool-result`] });
+    svc = await startService(config, { warmupMs: 15000, env: { PROXY_ARGUMENT_ERRORS: 'tool-result' } });
   });
   afterAll(() => svc?.close());
 
@@ -140,6 +139,8 @@ describe('argument_errors: tool-result (MCP 2025-11-25, SEP-1303)', () => {
   });
 
   it('a misspelt value is refused when the config loads', async () => {
-    await expect(startService(config, { set: [`${setting}=tool-results`] })).rejects.toThrow(/argument_errors/);
+    await expect(startService(config, { env: { PROXY_ARGUMENT_ERRORS: 'tool-results' } })).rejects.toThrow(
+      /argument_errors/,
+    );
   });
 });
