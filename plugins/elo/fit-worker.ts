@@ -1,0 +1,43 @@
+/**
+ * One Bradley–Terry fit (with its bootstrap) in a worker thread: a fit over every stored outcome
+ * costs seconds with a bootstrap, which on the main thread would stall every other request.
+ * Protocol: the job comes as `workerData` (a `FitJob`); the worker posts one `FitReply` and ends.
+ */
+import { setPriority } from 'node:os';
+import { parentPort, workerData } from 'node:worker_threads';
+import { type BootstrapOptions, type BradleyTerryOptions, bradleyTerry } from './bradley-terry.ts';
+
+export interface FitJob {
+  n: number;
+  winners: Int32Array;
+  losers: Int32Array;
+  options: BradleyTerryOptions;
+  bootstrap: BootstrapOptions;
+}
+
+export type FitReply =
+  | { ok: true; ratings: Float64Array; lower?: Float64Array; upper?: Float64Array }
+  | { ok: false; error: string };
+
+// Lowest CPU priority for this thread only (Linux's nice is per thread; elsewhere it would be the
+// whole process): when cores are short, the event loop's thread runs first and the fit waits.
+if (process.platform === 'linux') {
+  try {
+    setPriority(19);
+  } catch {
+    // not permitted: the fit runs at the process's priority
+  }
+}
+
+const job = workerData as FitJob;
+let reply: FitReply;
+try {
+  const fit = bradleyTerry(job.n, job.winners, job.losers, job.options, job.bootstrap);
+  reply = { ok: true, ratings: fit.ratings, lower: fit.lower, upper: fit.upper };
+} catch (err) {
+  reply = { ok: false, error: (err as Error).message };
+}
+const transfer = reply.ok
+  ? [reply.ratings, reply.lower, reply.upper].flatMap((a) => (a ? [a.buffer as ArrayBuffer] : []))
+  : [];
+parentPort?.postMessage(reply, transfer);
