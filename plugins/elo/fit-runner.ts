@@ -1,9 +1,10 @@
 /**
  * Runs Bradley–Terry fits off the event loop (fit-worker.ts), bounded three ways: at most
  * `maxConcurrent` at once (more is 503 with Retry-After, at once: nothing queues behind a job that
- * may take seconds), at most `timeoutMs` each (then the worker is terminated: 504), and a fit
- * whose client went away is terminated too. Each fit gets a fresh worker: terminating it is the
- * only way to stop a computation, and fits are rare (the board is cached until the store changes).
+ * may take seconds), at most `timeoutMs` each (then its worker is terminated: 504), and a fit
+ * whose client went away is terminated too: terminating its thread is the only way to stop a
+ * computation. A worker that finished a fit waits for the next one (starting one, with the
+ * TypeScript loader, costs ~100 ms); a terminated one is replaced when next needed.
  */
 import type { ServerResponse } from 'node:http';
 import { Worker } from 'node:worker_threads';
@@ -23,74 +24,79 @@ export type FitResult = Extract<FitReply, { ok: true }>;
 
 export class FitRunner {
   private running = 0;
+  /** Workers waiting for a fit (unreferenced: they keep no process alive). */
+  private readonly idle: Worker[] = [];
+  private closed = false;
 
   constructor(private readonly limits: FitLimits) {}
 
   /** Fits in a worker; `res` is the client's response, watched for the client going away. */
   run(job: FitJob, res: ServerResponse): Promise<FitResult> {
+    if (this.closed) return Promise.reject(new GatewayError('unavailable', 'The leaderboard is shutting down'));
     if (this.running >= this.limits.maxConcurrent) {
-      return Promise.reject(
-        new GatewayError(
-          'overloaded',
-          `Too many leaderboard fits running (at most ${this.limits.maxConcurrent}); retry shortly`,
-          {
-            headers: { 'Retry-After': '1' },
-          },
-        ),
-      );
+      const message = `Too many leaderboard fits running (at most ${this.limits.maxConcurrent}); retry shortly`;
+      return Promise.reject(new GatewayError('overloaded', message, { headers: { 'Retry-After': '1' } }));
     }
     if (res.destroyed) return Promise.reject(clientGone());
     this.running++;
+    const worker = this.idle.pop() ?? this.spawn();
+    worker.ref();
     const abort = ClientAbort.watch(res);
-    const worker = new Worker(WORKER_ENTRY, {
-      workerData: job,
-      resourceLimits: { maxOldGenerationSizeMb: this.limits.memoryMb },
-    });
     return new Promise<FitResult>((resolve, reject) => {
       let settled = false;
-      const settle = (fn: () => void) => {
+      const settle = (keep: boolean, fn: () => void) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
         abort.off('abort', onAbort);
         ClientAbort.unwatch(res);
+        worker.off('message', onMessage);
+        worker.off('error', onError);
+        worker.off('exit', onExit);
         this.running--;
+        if (keep && !this.closed) {
+          worker.unref();
+          this.idle.push(worker);
+        } else void worker.terminate();
         fn();
       };
-      const stop = (err: Error) =>
-        settle(() => {
-          void worker.terminate();
-          reject(err);
-        });
-      const timer = setTimeout(
-        () =>
-          stop(
-            new GatewayError(
-              'unavailable',
-              `Bradley–Terry fit exceeded its time limit (${this.limits.timeoutMs} ms); ask for fewer bootstrap samples`,
-              { status: 504 },
-            ),
-          ),
-        this.limits.timeoutMs,
-      );
+      const stop = (err: Error) => settle(false, () => reject(err));
+      const timer = setTimeout(() => {
+        const message = `Bradley–Terry fit exceeded its time limit (${this.limits.timeoutMs} ms); ask for fewer bootstrap samples`;
+        stop(new GatewayError('unavailable', message, { status: 504 }));
+      }, this.limits.timeoutMs);
       const onAbort = () => stop(clientGone());
+      const onMessage = (reply: FitReply) =>
+        reply.ok ? settle(true, () => resolve(reply)) : stop(new Error(`Bradley–Terry fit failed: ${reply.error}`));
+      const onError = (err: Error & { code?: string }) =>
+        stop(
+          err.code === 'ERR_WORKER_OUT_OF_MEMORY'
+            ? new GatewayError('unavailable', `Bradley–Terry fit needs more than ${this.limits.memoryMb} MiB`)
+            : err,
+        );
+      const onExit = (code: number) => stop(new Error(`Bradley–Terry fit worker exited (code ${code})`));
       abort.once('abort', onAbort);
-      worker.once('message', (reply: FitReply) =>
-        settle(() => (reply.ok ? resolve(reply) : reject(new Error(`Bradley–Terry fit failed: ${reply.error}`)))),
-      );
-      worker.once('error', (err: Error & { code?: string }) =>
-        settle(() =>
-          reject(
-            err.code === 'ERR_WORKER_OUT_OF_MEMORY'
-              ? new GatewayError('unavailable', `Bradley–Terry fit needs more than ${this.limits.memoryMb} MiB`, {
-                  status: 503,
-                })
-              : err,
-          ),
-        ),
-      );
-      worker.once('exit', (code) => settle(() => reject(new Error(`Bradley–Terry fit worker exited (code ${code})`))));
+      worker.on('message', onMessage);
+      worker.on('error', onError);
+      worker.on('exit', onExit);
+      worker.postMessage(job);
     });
+  }
+
+  /** Stops the waiting workers; running fits end with their requests (the graph drains first). */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all(this.idle.splice(0).map((w) => w.terminate()));
+  }
+
+  private spawn(): Worker {
+    const worker = new Worker(WORKER_ENTRY, { resourceLimits: { maxOldGenerationSizeMb: this.limits.memoryMb } });
+    // A worker that dies while idle is simply dropped.
+    worker.once('exit', () => {
+      const at = this.idle.indexOf(worker);
+      if (at >= 0) this.idle.splice(at, 1);
+    });
+    return worker;
   }
 }
 

@@ -1,10 +1,11 @@
 /**
  * One Bradley–Terry fit (with its bootstrap) in a worker thread: a fit over every stored outcome
  * costs seconds with a bootstrap, which on the main thread would stall every other request.
- * Protocol: the job comes as `workerData` (a `FitJob`); the worker posts one `FitReply` and ends.
+ * Protocol: one `FitReply` per `FitJob` message, one job at a time; the worker then waits for
+ * the next (fit-runner.ts terminates it to stop a fit).
  */
 import { setPriority } from 'node:os';
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort } from 'node:worker_threads';
 import { type BootstrapOptions, type BradleyTerryOptions, bradleyTerry } from './bradley-terry.ts';
 
 export interface FitJob {
@@ -29,15 +30,16 @@ if (process.platform === 'linux') {
   }
 }
 
-const job = workerData as FitJob;
-let reply: FitReply;
-try {
-  const fit = bradleyTerry(job.n, job.winners, job.losers, job.options, job.bootstrap);
-  reply = { ok: true, ratings: fit.ratings, lower: fit.lower, upper: fit.upper };
-} catch (err) {
-  reply = { ok: false, error: (err as Error).message };
-}
-const transfer = reply.ok
-  ? [reply.ratings, reply.lower, reply.upper].flatMap((a) => (a ? [a.buffer as ArrayBuffer] : []))
-  : [];
-parentPort?.postMessage(reply, transfer);
+parentPort?.on('message', (job: FitJob) => {
+  let reply: FitReply;
+  try {
+    const fit = bradleyTerry(job.n, job.winners, job.losers, job.options, job.bootstrap);
+    reply = { ok: true, ratings: fit.ratings, lower: fit.lower, upper: fit.upper };
+  } catch (err) {
+    reply = { ok: false, error: (err as Error).message };
+  }
+  const transfer = reply.ok
+    ? [reply.ratings, reply.lower, reply.upper].flatMap((a) => (a ? [a.buffer as ArrayBuffer] : []))
+    : [];
+  parentPort?.postMessage(reply, transfer);
+});

@@ -13,7 +13,7 @@
  * away: a bootstrap takes seconds, and a new `seed` defeats the cache.
  */
 import type { ServerResponse } from 'node:http';
-import { definePlugin, type Entity, type Filter, GatewayError } from '../../runtime/index.ts';
+import { definePlugin, type Entity, type Filter, type GatewayContext, GatewayError } from '../../runtime/index.ts';
 import { describeStage, jsonResponse, ref, validationResponse, validationSchemas } from '../openapi/api.ts';
 import {
   choiceParam,
@@ -243,7 +243,7 @@ export const eloLeaderboard = definePlugin<LeaderboardOptions>({
       return rows;
     };
 
-    return async (ctx) => {
+    const handle = async (ctx: GatewayContext) => {
       const issues: ValidationIssue[] = [];
       const q = ctx.query;
       const method = choiceParam(q.method, ['query', 'method'], METHODS, 'elo', issues);
@@ -268,6 +268,7 @@ export const eloLeaderboard = definePlugin<LeaderboardOptions>({
       const rows = await btRows(bootstrap, seed, requestId, ctx.res);
       ctx.body = rows.slice(skip, limit === undefined ? undefined : skip + limit);
     };
+    return { handle, close: () => fits.close() };
   },
 });
 
