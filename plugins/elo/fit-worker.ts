@@ -4,7 +4,6 @@
  * Protocol: one `FitReply` per `FitJob` message, one job at a time; the worker then waits for
  * the next (fit-runner.ts terminates it to stop a fit).
  */
-import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { type BootstrapOptions, type BradleyTerryOptions, bradleyTerry } from './bradley-terry.ts';
 
@@ -19,16 +18,6 @@ export interface FitJob {
 export type FitReply =
   | { ok: true; ratings: Float64Array; lower?: Float64Array; upper?: Float64Array }
   | { ok: false; error: string };
-
-// Lowest CPU priority for this thread only (Linux's nice is per thread; elsewhere it would be the
-// whole process): when cores are short, the event loop's thread runs first and the fit waits.
-if (process.platform === 'linux') {
-  try {
-    setPriority(19);
-  } catch {
-    // not permitted: the fit runs at the process's priority
-  }
-}
 
 parentPort?.on('message', (job: FitJob) => {
   let reply: FitReply;
