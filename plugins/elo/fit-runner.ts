@@ -91,7 +91,9 @@ export class FitRunner {
 
   private spawn(): Worker {
     const worker = new Worker(WORKER_ENTRY, { resourceLimits: { maxOldGenerationSizeMb: this.limits.memoryMb } });
-    // A worker that dies while idle is simply dropped.
+    // A busy worker's errors are its fit's (run() listens); an idle one that fails is dropped on
+    // exit, and an 'error' nobody listens to would take the process down.
+    worker.on('error', () => {});
     worker.once('exit', () => {
       const at = this.idle.indexOf(worker);
       if (at >= 0) this.idle.splice(at, 1);
