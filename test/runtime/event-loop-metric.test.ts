@@ -4,6 +4,7 @@
  * metrics are `db_*`), and the histogram sees a blocked loop: one 400 ms block weighs as the
  * 400 ms it lasted, not as one sample among hundreds.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,6 +42,15 @@ describe('event loop delay histogram', () => {
       expect(text).toMatch(/^# TYPE switchyard_event_loop_delay_seconds histogram$/m);
       expect(text).toMatch(/^switchyard_event_loop_delay_seconds_bucket\{le="0.05",service="[a-z-]+"\} \d+$/m);
       expect(text).toMatch(/^switchyard_event_loop_delay_seconds_bucket\{le="\+Inf",service="[a-z-]+"\} \d+$/m);
+      // A real Prometheus parser and linter when there is one (Debian's `prometheus` package).
+      const promtool = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+      if (promtool.error) {
+        if (process.env.CI === 'true') throw new Error(`promtool is required under CI: ${promtool.error.message}`);
+        continue;
+      }
+      const output = `${promtool.stdout}${promtool.stderr}`;
+      expect(output).not.toMatch(/error while linting|parsing error/);
+      expect(output).not.toMatch(/switchyard_event_loop_delay_seconds/);
     }
   });
 
