@@ -4,8 +4,12 @@
  * missing its last character: many `-----BEGIN … KEY-----` lines, many `AKIA`, long digit runs,
  * many `@`, many whitespace-separated near-phrases), and near-matches of the other families.
  * Property (fast-check picks the unit and the separator): the time for 2n characters is at most
- * 2.5× the time for n, per doubling over two doublings (√(T(4n) / T(n)), n = 128 Ki characters:
- * 128 Ki, 256 Ki, 512 Ki); a quadratic detector takes 4× per doubling.
+ * ~2.5× the time for n, per doubling over two doublings (√(T(4n) / T(n)), n = 128 Ki characters:
+ * 128 Ki, 256 Ki, 512 Ki), bound 2.75; a quadratic detector takes 4× per doubling. Why not 2.5
+ * exactly: a text dense with matches (a phrase or a template token every 20 characters) makes a
+ * finding object per match, and V8's collector makes allocating tens of thousands of them
+ * slightly super-linear: such texts measured 2.4–2.6× per doubling on every run, nothing else
+ * over 2.4×.
  *
  * Timing on a shared machine: each size is timed in batches of calls lasting ≥ 10 ms, the two
  * sizes interleaved (so a busy moment of the machine hits both), the minimum of 4 batches each;
@@ -82,6 +86,8 @@ const HOSTILE = [
 const SEPARATORS = ['', ' ', '\n', '  \t', '-', '.', '@', '='];
 
 const N = 128 * 1024;
+/** Growth per doubling allowed (see the header). */
+const BOUND = 2.75;
 
 /** `unit` repeated to exactly `n` characters. */
 const fill = (unit: string, n: number) => unit.repeat(Math.ceil(n / unit.length)).slice(0, n);
@@ -149,15 +155,15 @@ describe('Tier A detectors run in linear time', () => {
   });
 
   for (const detector of DETECTORS) {
-    it(`${detector.id}: 2n characters take at most 2.5× the time of n`, () => {
+    it(`${detector.id}: 2n characters take at most ~2.5× the time of n`, () => {
       fc.assert(
         fc.property(unitsFor(detector.id), fc.constantFrom(...SEPARATORS), (unit, separator) => {
-          const { ratio, times } = growth(detector, unit + separator, 2.5);
+          const { ratio, times } = growth(detector, unit + separator, BOUND);
           const ms = times.map((t) => t.toFixed(3)).join(', ');
           expect(
             ratio,
             `${JSON.stringify(unit + separator)}: ${ms} ms for ${N}, ${2 * N}, ${4 * N}`,
-          ).toBeLessThanOrEqual(2.5);
+          ).toBeLessThanOrEqual(BOUND);
         }),
         {
           numRuns: 3,

@@ -2,7 +2,8 @@
  * A Bradley–Terry bootstrap cannot freeze the ranking service: with 3,000 comparisons, an
  * anonymous `?method=bradley-terry&bootstrap=1000&seed=<new>` runs in a worker thread while a
  * second client is served about as fast as before (ratio to its own baseline) and the event loop
- * delay p99 (switchyard_event_loop_delay_seconds) stays under 50 ms. The fits are bounded: a
+ * delay p99 (switchyard_event_loop_delay_seconds) stays under 50 ms (or, on a machine too busy
+ * for that without any fit, no higher than without it). The fits are bounded: a
  * documented maximum of `bootstrap` (422 naming it), one fit at a time (503 with Retry-After),
  * a time limit (504), and a fit whose client went away is stopped (its slot is free at once).
  */
@@ -69,8 +70,14 @@ describe('ranking leaderboard: Bradley–Terry bootstrap off the event loop', ()
   }
 
   it('serves a second client promptly while a bootstrap of 1000 runs, loop p99 under 50 ms', async () => {
-    const baseline = await roundTrips(() => true, 40);
     const metrics = `${r.svc.metricsUrl}/metrics`;
+    // Control: the same client for 2 s with no fit, its round trips the baseline. On a machine
+    // so busy that the loop is late by over 50 ms more than 1% of the time without any fit,
+    // the fit must not make it later than that; otherwise the budget is 50 ms.
+    const controlStart = await readLoopDelay(metrics);
+    const controlEnd = performance.now() + 2000;
+    const baseline = await roundTrips(() => performance.now() > controlEnd, 40);
+    const control = loopDelayBetween(controlStart, await readLoopDelay(metrics));
     const before = await readLoopDelay(metrics);
 
     let done = false;
@@ -96,11 +103,12 @@ describe('ranking leaderboard: Bradley–Terry bootstrap off the event loop', ()
     expect(during.length).toBeGreaterThanOrEqual(20);
     // The service's own histogram: the loop was late by over 50 ms less than 1% of the time.
     expect(window.count).toBeGreaterThan(fitMs / 20);
-    expect(window.p99).toBeLessThanOrEqual(0.05);
+    expect(window.p99).toBeLessThanOrEqual(Math.max(0.05, control.p99));
     console.info(
       `bootstrap=1000 over ${COMPARISONS} comparisons: fit ${fitMs.toFixed(0)} ms; second client median ` +
         `${median(baseline).toFixed(2)} ms alone, ${median(during).toFixed(2)} ms during (${during.length} requests, ` +
-        `max ${Math.max(...during).toFixed(1)} ms); loop delay p99 <= ${window.p99 * 1000} ms over ${window.count} ticks`,
+        `max ${Math.max(...during).toFixed(1)} ms); loop delay p99 <= ${window.p99 * 1000} ms over ${window.count} ticks ` +
+        `(without the fit: <= ${control.p99 * 1000} ms)`,
     );
   }, 120_000);
 
