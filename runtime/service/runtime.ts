@@ -13,6 +13,7 @@ import { collectDefaultMetrics } from 'prom-client';
 import { type LoadOptions, loadService } from '../config/load.ts';
 import { ConfigError, type ConfigProblem } from '../config/source.ts';
 import type { ServiceConfig } from '../config/types.ts';
+import { monitorEventLoop } from '../observability/event-loop.ts';
 import { createLogger, flushLogger, type LoggingOptions } from '../observability/logger.ts';
 import { createMetricsKit, type MetricsKit } from '../observability/metrics.ts';
 import type { HealthReport, ServiceInfo } from '../plugin.ts';
@@ -71,6 +72,8 @@ export class ServiceRuntime {
   private mainServer: Server | undefined;
   private upgrades: UpgradeHandler | undefined;
   private closing = false;
+  /** Stops `switchyard_event_loop_delay_seconds`'s monitor (observability/event-loop.ts). */
+  private stopLoopMonitor: (() => void) | undefined;
   private reloading: Promise<ReloadOutcome> | undefined;
   /** Responses not finished yet, per graph (a streamed body outlives its pipeline). */
   private readonly openResponses = new WeakMap<ServiceGraph, number>();
@@ -113,6 +116,7 @@ export class ServiceRuntime {
     const graph = await buildGraph(loaded, { logger, metrics, info });
     const runtime = new ServiceRuntime(loaded.file, options, logger, metrics, graph);
     runtime.tls = tls;
+    runtime.stopLoopMonitor = monitorEventLoop(metrics);
     info.reload = async () => {
       const outcome = await runtime.reload();
       return {
@@ -366,6 +370,7 @@ export class ServiceRuntime {
     await Promise.all(closed);
     for (const g of [...this.retired]) await this.closeRetired(g);
     await closeGraph(this.graph);
+    this.stopLoopMonitor?.();
     this.logger.info('service stopped');
     await flushLogger(this.logger);
   }
