@@ -8,7 +8,8 @@ import { connect } from 'node:net';
 import type { Logger } from 'pino';
 import { Client, Pool } from 'undici';
 import type { ResolvedHttpConfig } from './config.ts';
-import { describeFailure, isUnreachable, type Timeouts, toUpstreamError } from './http-errors.ts';
+import { Deadline } from './deadline.ts';
+import { describeFailure, isUnreachable, type Timeouts, timeoutError, toUpstreamError } from './http-errors.ts';
 import { Readiness } from './readiness.ts';
 import type { HttpForwardRequest, HttpForwardResponse, HttpUpstream, UpstreamHealth } from './types.ts';
 
@@ -79,18 +80,24 @@ export class HttpUpstreamImpl implements HttpUpstream {
       if (v !== undefined && !transportHeaders.has(k.toLowerCase())) headers[k] = v;
     }
     const timeouts = req.timeoutMs ? { ...this.timeouts, responseMs: req.timeoutMs } : this.timeouts;
+    const deadline = new Deadline(timeouts.responseMs, req.signal, () => timeoutError(this.name, timeouts.responseMs));
     try {
       const res = await this.pool.request({
         method: req.method as 'GET',
         path: this.resolvePath(req.path),
         headers,
         body: req.body ?? null,
-        signal: req.signal,
-        headersTimeout: timeouts.responseMs,
+        signal: deadline,
+        // The deadline above fires on time; undici's coarse timer is only a backstop.
+        headersTimeout: timeouts.responseMs + backstopMs,
       });
       this.state.up();
+      // A small answer is answered once its body is in: the deadline covers it (a hung body is a 504).
+      if (isSmallAnswer(res.headers)) res.body.once('close', () => deadline.clear());
+      else deadline.clear();
       return { status: res.statusCode, headers: res.headers, body: res.body };
     } catch (err) {
+      deadline.clear();
       if (isUnreachable(err)) this.state.down(describeFailure(err));
       throw toUpstreamError(err, this.name, timeouts, req.signal);
     }
@@ -128,6 +135,20 @@ export class HttpUpstreamImpl implements HttpUpstream {
     this.probeTimer = setTimeout(() => this.probe(), this.config.health_check.interval_ms);
     this.probeTimer.unref();
   }
+}
+
+const backstopMs = 1000;
+
+/** Answers up to this size (by Content-Length, not event streams) must arrive whole within the response timeout. */
+export const smallAnswerBytes = 64 * 1024;
+
+function isSmallAnswer(headers: Record<string, string | string[] | undefined>): boolean {
+  const length = headers['content-length'];
+  if (typeof length !== 'string') return false;
+  const type = headers['content-type'];
+  if (typeof type === 'string' && type.toLowerCase().startsWith('text/event-stream')) return false;
+  const n = Number(length);
+  return n > 0 && n <= smallAnswerBytes;
 }
 
 function tcpConnect(url: URL, timeoutMs: number): Promise<void> {
