@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { commitAnswer, discardAnswer } from '../answer/answer.ts';
+import { discardBody, discardBound } from '../body.ts';
 import { GatewayError, toGatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
 import { latencyBuckets, requestsCounter } from '../observability/metrics.ts';
@@ -84,7 +85,15 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
         commitAnswer(ctx);
       } catch (err) {
         discardAnswer(ctx);
-        renderError(ctx, err, route, graph, logger);
+        const refused = toGatewayError(err);
+        // The client may still be sending the refused body: read it first, so the 413 reaches it.
+        if (
+          refused.kind === 'payload_too_large' &&
+          !(await discardBody(ctx.req, discardBound(config.limits.body_bytes)))
+        ) {
+          ctx.set('Connection', 'close');
+        }
+        renderError(ctx, refused, route, graph, logger);
       } finally {
         graph.inflight--;
         inflight.n--;
@@ -175,8 +184,6 @@ function renderError(
   ctx.status = rendered.status;
   ctx.body = rendered.body;
   for (const [k, v] of Object.entries(gerr.headers ?? {})) ctx.set(k, v);
-  // Body not read (e.g. too large): close after answering so the client gets the status, not a reset.
-  if (gerr.kind === 'payload_too_large') ctx.set('Connection', 'close');
 }
 
 /** W3C trace context: keep the caller's trace id with a new span id, or start a new trace. */

@@ -5,7 +5,9 @@
  * upstream that speaks the real wire format and misbehaves (test/helpers/faulty-upstream.ts).
  * Timeouts fire within 100 ms of their setting (undici's own timers above 1 s were ~0.5 s late).
  */
+import { mkdtempSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StartedService, startService } from '../../runtime/testing.ts';
@@ -154,7 +156,10 @@ describe('safety filter in front of a misbehaving OpenAI backend', () => {
     upstream = await startFaultyUpstream();
     svc = await startService(safetyFilter, {
       warmupMs: 200,
-      env: { FILTER_BACKEND_URL: `${upstream.url}/v1`, FILTER_AUDIT_PATH: ':memory:' },
+      env: {
+        FILTER_BACKEND_URL: `${upstream.url}/v1`,
+        FILTER_AUDIT_PATH: join(mkdtempSync(join(tmpdir(), 'upstream-faults-')), 'audit.db'),
+      },
       set: [`upstreams.llm.timeout_ms=${timeoutMs}`],
     });
   });

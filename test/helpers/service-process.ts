@@ -1,0 +1,62 @@
+/**
+ * A service run the way it is deployed: `switchyard serve <config>` in its own process, on free
+ * ports, so that a test's client and the service do not share an event loop (and a signal reaches
+ * a real process).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { freePort, until } from './servers.ts';
+
+const root = join(import.meta.dirname, '../..');
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  url: string;
+  port: number;
+  /** What the service wrote on stdout (its JSON log lines), kept whole. */
+  stdout(): string;
+  /** Sends SIGTERM and resolves with the exit code once the process ended. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export async function spawnService(
+  config: string,
+  options: { env?: Record<string, string>; set?: string[] } = {},
+): Promise<ServiceProcess> {
+  const port = await freePort();
+  const set = [`listen.port=${port}`, 'metrics.port=0', 'admin.port=0', ...(options.set ?? [])];
+  const child = spawn(
+    process.execPath,
+    [join(root, 'bin/switchyard.js'), 'serve', config, ...set.flatMap((s) => ['--set', s])],
+    { cwd: root, env: { ...process.env, LOG_FORMAT: 'json', ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  let err = '';
+  child.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr?.on('data', (d: Buffer) => {
+    err = (err + d.toString()).slice(-4000);
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await until(async () => {
+    if (child.exitCode !== null) throw new Error(`service exited (${child.exitCode}): ${err}${out.slice(-2000)}`);
+    return fetch(url).then(
+      () => true,
+      () => false,
+    );
+  }, 30_000);
+  return {
+    child,
+    url,
+    port,
+    stdout: () => out,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill(signal);
+      const [code] = await once(child, 'exit');
+      return code as number | null;
+    },
+  };
+}
