@@ -13,6 +13,8 @@ export interface FaultyUpstream {
   url: string;
   port: number;
   fault: Fault;
+  /** A request whose body contains this text is never answered, whatever the fault. */
+  hangMarker?: string;
   /** Requests received so far. */
   requests: number;
   close(): Promise<void>;
@@ -52,7 +54,7 @@ export async function startFaultyUpstream(): Promise<FaultyUpstream> {
       const body = buffered.slice(end + 4, end + 4 + length);
       buffered = buffered.slice(end + 4 + length);
       state.requests++;
-      answer(socket, state.fault, body);
+      answer(socket, state.hangMarker && body.includes(state.hangMarker) ? 'hang' : state.fault, body);
     });
   });
   server.listen(0, '127.0.0.1');
