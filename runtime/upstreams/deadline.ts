@@ -6,6 +6,7 @@
  * passes or when the caller's own signal aborts, whichever comes first.
  */
 import { EventEmitter } from 'node:events';
+import type { Readable } from 'node:stream';
 import type { ClientAbort } from '../util/client-abort.ts';
 
 type CallerSignal = AbortSignal | ClientAbort;
@@ -56,4 +57,20 @@ export class Deadline extends EventEmitter {
 
 function isAbortSignal(signal: CallerSignal): signal is AbortSignal {
   return typeof (signal as AbortSignal).addEventListener === 'function';
+}
+
+/**
+ * `body_timeout_ms` on a native timer: the body is destroyed with `error()` when no chunk came for
+ * `ms`. The chunks are seen where undici hands them to the stream (`push`), so that watching
+ * neither reads the body nor changes how it flows.
+ */
+export function watchBodyIdle(body: Readable, ms: number, error: () => Error): void {
+  const timer = setTimeout(() => body.destroy(error()), ms);
+  const push = body.push;
+  body.push = function watchedPush(this: Readable, chunk: unknown, encoding?: BufferEncoding): boolean {
+    if (chunk === null) clearTimeout(timer);
+    else timer.refresh();
+    return push.call(this, chunk, encoding);
+  };
+  body.once('close', () => clearTimeout(timer));
 }

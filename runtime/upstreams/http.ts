@@ -7,8 +7,9 @@
 import { connect } from 'node:net';
 import type { Logger } from 'pino';
 import { Client, Pool } from 'undici';
+import { GatewayError } from '../errors.ts';
 import type { ResolvedHttpConfig } from './config.ts';
-import { Deadline } from './deadline.ts';
+import { Deadline, watchBodyIdle } from './deadline.ts';
 import { describeFailure, isUnreachable, type Timeouts, timeoutError, toUpstreamError } from './http-errors.ts';
 import { Readiness } from './readiness.ts';
 import type { HttpForwardRequest, HttpForwardResponse, HttpUpstream, UpstreamHealth } from './types.ts';
@@ -40,7 +41,8 @@ export class HttpUpstreamImpl implements HttpUpstream {
     const common = {
       connectTimeout: config.connect_timeout_ms,
       headersTimeout: config.timeout_ms,
-      bodyTimeout: config.body_timeout_ms,
+      // Enforced on a native timer (watchBodyIdle); undici's coarse one is only a backstop.
+      bodyTimeout: config.body_timeout_ms > 0 ? config.body_timeout_ms + backstopMs : 0,
       keepAliveTimeout: config.keep_alive_timeout_ms,
     };
     this.pool = new Pool(this.url.origin, { ...common, connections: config.connections });
@@ -95,6 +97,8 @@ export class HttpUpstreamImpl implements HttpUpstream {
       // A small answer is answered once its body is in: the deadline covers it (a hung body is a 504).
       if (isSmallAnswer(res.headers)) res.body.once('close', () => deadline.clear());
       else deadline.clear();
+      const bodyMs = this.config.body_timeout_ms;
+      if (bodyMs > 0) watchBodyIdle(res.body, bodyMs, () => bodyTimeoutError(this.name, bodyMs));
       return { status: res.statusCode, headers: res.headers, body: res.body };
     } catch (err) {
       deadline.clear();
@@ -138,6 +142,12 @@ export class HttpUpstreamImpl implements HttpUpstream {
 }
 
 const backstopMs = 1000;
+
+function bodyTimeoutError(upstream: string, ms: number): GatewayError {
+  return new GatewayError('upstream_timeout', `Upstream sent nothing of its answer for ${ms} ms`, {
+    details: { upstream, body_timeout_ms: ms },
+  });
+}
 
 /** Answers up to this size (by Content-Length, not event streams) must arrive whole within the response timeout. */
 export const smallAnswerBytes = 64 * 1024;

@@ -7,7 +7,15 @@
 import { once } from 'node:events';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 
-export type Fault = 'ok' | 'half-json' | 'half-sse' | 'reset-after-headers' | 'reset' | 'hang' | 'hang-body';
+export type Fault =
+  | 'ok'
+  | 'half-json'
+  | 'half-sse'
+  | 'stall-sse'
+  | 'reset-after-headers'
+  | 'reset'
+  | 'hang'
+  | 'hang-body';
 
 export interface FaultyUpstream {
   url: string;
@@ -85,6 +93,11 @@ function answer(socket: Socket, fault: Fault, requestBody: string): void {
       socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n');
       socket.write(chunk(`data: ${json.slice(0, 20)}`));
       setTimeout(() => socket.end(), 20);
+      return;
+    case 'stall-sse':
+      // An event stream that sends one whole event (a progress notification) and then nothing.
+      socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n');
+      socket.write(chunk('data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}\n\n'));
       return;
     case 'reset-after-headers':
       socket.write(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${json.length}\r\n\r\n`);

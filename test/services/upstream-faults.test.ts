@@ -107,6 +107,46 @@ describe('typed proxy in front of a misbehaving JSON-RPC upstream', () => {
   }
 });
 
+describe('typed proxy: an event stream that stops sending (body_timeout_ms)', () => {
+  let upstream: FaultyUpstream;
+  let svc: StartedService;
+  const bodyTimeoutMs = 1200;
+  beforeAll(async () => {
+    upstream = await startFaultyUpstream();
+    upstream.fault = 'stall-sse';
+    svc = await startTypedProxy(
+      `{kind: jsonrpc, url: "${upstream.url}/mcp", timeout_ms: 10000, body_timeout_ms: ${bodyTimeoutMs}}`,
+    );
+  });
+  afterAll(async () => {
+    await svc?.close();
+    await upstream?.close();
+  });
+
+  it('the relayed stream is cut within 100 ms of body_timeout_ms after its last event', async () => {
+    const res = await fetch(`${svc.url}/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify(rpcCall),
+    });
+    expect(res.status).toBe(200);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const first = await reader.read();
+    const lastEventAt = performance.now();
+    expect(new TextDecoder().decode(first.value)).toContain('notifications/progress');
+    await expect(reader.read()).rejects.toThrow();
+    const idleMs = performance.now() - lastEventAt;
+    expect(idleMs).toBeGreaterThanOrEqual(bodyTimeoutMs - 20);
+    expect(idleMs - bodyTimeoutMs).toBeLessThan(100);
+  });
+
+  it('called (/mcp): 504 upstream_timeout within 100 ms of body_timeout_ms', async () => {
+    const out = await post(`${svc.url}/mcp`, typedCall);
+    expectSimple(out, 504, 'upstream_timeout');
+    expect(out.ms - bodyTimeoutMs).toBeLessThan(100 + 50);
+  });
+});
+
 describe('typed proxy: upstreams that cannot be reached', () => {
   let plainHttp: Server;
   beforeAll(async () => {
@@ -135,12 +175,30 @@ describe('typed proxy: upstreams that cannot be reached', () => {
     });
   }
 
-  it('a stdio child that dies in the middle of a call: 502 upstream_error', async () => {
-    const svc = await startTypedProxy(
-      `{kind: stdio, command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(dyingChild)}]}`,
-    );
+  const stdio = (dieOnInitialize: string, extra = '') =>
+    `{kind: stdio, command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(dyingChild)}], env: {DIE_ON_INITIALIZE: "${dieOnInitialize}", HANDSHAKE_MS: "4000"}, restart: {initial_delay_ms: 2000}${extra}}`;
+
+  it('an MCP child over stdio that dies in the middle of a call: 502 upstream_error', async () => {
+    const svc = await startTypedProxy(stdio('0'));
     try {
-      expectRpc502(await post(`${svc.url}/`, rpcCall));
+      const out = await post(`${svc.url}/`, rpcCall);
+      expectRpc502(out);
+      expect(out.body.message).toMatch(/process ended/);
+    } finally {
+      await svc.close();
+    }
+  });
+
+  it('a child that dies during its handshake: a call waiting for it fails at once with 502, not at its timeout', async () => {
+    const svc = await startService(typedProxy, {
+      warmupMs: 1,
+      // The call comes while the child is still in its handshake (4 s), which it does not survive.
+      set: [`upstreams.everything=${stdio('1', ', call_timeout_ms: 20000')}`],
+    });
+    try {
+      const out = await post(`${svc.url}/`, rpcCall);
+      expectRpc502(out);
+      expect(out.ms).toBeLessThan(10_000);
     } finally {
       await svc.close();
     }
