@@ -16,20 +16,39 @@ export interface ServiceProcess {
   port: number;
   /** What the service wrote on stdout (its JSON log lines), kept whole. */
   stdout(): string;
-  /** Sends SIGTERM and resolves with the exit code once the process ended. */
+  /**
+   * Sends SIGTERM (to the whole process group for a cluster, as systemd or Ctrl-C do) and resolves
+   * with the exit code once the process ended.
+   */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
 export async function spawnService(
   config: string,
-  options: { env?: Record<string, string>; set?: string[] } = {},
+  options: {
+    env?: Record<string, string>;
+    set?: string[];
+    /** `serve --workers N`: a cluster, the primary and its workers in a process group of their own. */
+    workers?: number;
+  } = {},
 ): Promise<ServiceProcess> {
   const port = await freePort();
   const set = [`listen.port=${port}`, 'metrics.port=0', 'admin.port=0', ...(options.set ?? [])];
   const child = spawn(
     process.execPath,
-    [join(root, 'bin/switchyard.js'), 'serve', config, ...set.flatMap((s) => ['--set', s])],
-    { cwd: root, env: { ...process.env, LOG_FORMAT: 'json', ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] },
+    [
+      join(root, 'bin/switchyard.js'),
+      'serve',
+      ...(options.workers ? ['--workers', String(options.workers)] : []),
+      config,
+      ...set.flatMap((s) => ['--set', s]),
+    ],
+    {
+      cwd: root,
+      env: { ...process.env, LOG_FORMAT: 'json', ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: options.workers !== undefined,
+    },
   );
   let out = '';
   let err = '';
@@ -54,7 +73,8 @@ export async function spawnService(
     stdout: () => out,
     async stop(signal = 'SIGTERM') {
       if (child.exitCode !== null) return child.exitCode;
-      child.kill(signal);
+      if (options.workers !== undefined && child.pid !== undefined) process.kill(-child.pid, signal);
+      else child.kill(signal);
       const [code] = await once(child, 'exit');
       return code as number | null;
     },

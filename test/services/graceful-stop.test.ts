@@ -1,6 +1,7 @@
 /**
  * SIGTERM under load, on a real process (`switchyard serve configs/typed-proxy.yaml`, its upstream
- * a JSON-RPC fixture): clients keep sending on keep-alive connections when the signal comes.
+ * a JSON-RPC fixture), alone and as a cluster (`--workers 2`, the signal sent to the whole process
+ * group as systemd and Ctrl-C do): clients keep sending on keep-alive connections when it comes.
  * Nothing sent before the signal is reset; every answer to a request sent after it says
  * `Connection: close`; an idle connection is closed promptly (after 100 ms), long before the drain deadline; a
  * request still running at the deadline gets 503 in the dialect (and is logged as 503, not 404);
@@ -27,13 +28,17 @@ interface Sent {
   error?: string;
 }
 
-describe('SIGTERM under load', () => {
+describe.each([
+  { kind: 'one process', workers: undefined },
+  { kind: 'a cluster of 2 workers, SIGTERM sent to its process group', workers: 2 },
+])('SIGTERM under load: $kind', ({ workers }) => {
   let upstream: FaultyUpstream;
   let svc: ServiceProcess;
   beforeAll(async () => {
     upstream = await startFaultyUpstream();
     upstream.hangMarker = 'still-running';
     svc = await spawnService('configs/typed-proxy.yaml', {
+      workers,
       set: [
         `upstreams.everything={kind: jsonrpc, url: "${upstream.url}/mcp", timeout_ms: 30000}`,
         `limits.drain_timeout_ms=${drainMs}`,
