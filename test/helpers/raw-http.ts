@@ -38,8 +38,11 @@ export class RawConnection {
     });
   }
 
-  /** Sends a POST with a JSON body; resolves with the answer, rejects with the socket's error code. */
-  post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<RawAnswer> {
+  /**
+   * Sends a POST with a JSON body; resolves with the answer, rejects with the socket's error code.
+   * `declaredLength` announces more than is sent (a client that is still uploading).
+   */
+  post(path: string, body: unknown, headers: Record<string, string> = {}, declaredLength?: number): Promise<RawAnswer> {
     if (this.closed) return Promise.reject(new Error(this.closed));
     const text = JSON.stringify(body);
     const extra = Object.entries(headers)
@@ -48,7 +51,7 @@ export class RawConnection {
     return new Promise((resolve, reject) => {
       this.waiting = { resolve, reject };
       this.socket.write(
-        `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n${extra}Content-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`,
+        `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n${extra}Content-Length: ${declaredLength ?? Buffer.byteLength(text)}\r\n\r\n${text}`,
       );
     });
   }
