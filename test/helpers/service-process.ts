@@ -14,6 +14,8 @@ export interface ServiceProcess {
   child: ChildProcess;
   url: string;
   port: number;
+  /** The metrics listener's /metrics (the config's path), when the config has one. */
+  metricsUrl: string;
   /** What the service wrote on stdout (its JSON log lines), kept whole. */
   stdout(): string;
   /**
@@ -33,7 +35,8 @@ export async function spawnService(
   } = {},
 ): Promise<ServiceProcess> {
   const port = await freePort();
-  const set = [`listen.port=${port}`, 'metrics.port=0', 'admin.port=0', ...(options.set ?? [])];
+  const metricsPort = await freePort();
+  const set = [`listen.port=${port}`, `metrics.port=${metricsPort}`, 'admin.port=0', ...(options.set ?? [])];
   const child = spawn(
     process.execPath,
     [
@@ -70,6 +73,7 @@ export async function spawnService(
     child,
     url,
     port,
+    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     stdout: () => out,
     async stop(signal = 'SIGTERM') {
       if (child.exitCode !== null) return child.exitCode;
