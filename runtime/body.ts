@@ -38,12 +38,20 @@ export function discardBound(limit: number): number {
 }
 
 /**
+ * Requests that asked `Expect: 100-continue` and were not sent the 100 (their body is over the
+ * limit): the client sends no body, so nothing is waited for; the answer closes the connection.
+ */
+export const bodyNotInvited = new WeakSet<IncomingMessage>();
+
+/**
  * Reads what is left of a request body and drops it, up to `maxBytes` and `maxMs`. Resolves true
  * when the body was read to its end (the connection can carry the answer and stay open), false
- * when a bound was passed, the declared length is over `maxBytes`, or the client went away.
+ * when a bound was passed, the declared length is over `maxBytes`, the body was never invited
+ * (see bodyNotInvited), or the client went away.
  */
 export function discardBody(req: IncomingMessage, maxBytes: number, timeMs = discardMs): Promise<boolean> {
   if (req.complete || req.readableEnded) return Promise.resolve(true);
+  if (bodyNotInvited.has(req)) return Promise.resolve(false);
   const declared = Number(req.headers['content-length'] ?? Number.NaN);
   if (declared > maxBytes) return Promise.resolve(false);
   return new Promise((resolve) => {

@@ -11,6 +11,7 @@ import { extname, resolve } from 'node:path';
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import { collectDefaultMetrics } from 'prom-client';
+import { bodyNotInvited } from '../body.ts';
 import { type LoadOptions, loadService } from '../config/load.ts';
 import { ConfigError, type ConfigProblem } from '../config/source.ts';
 import type { ServiceConfig } from '../config/types.ts';
@@ -239,6 +240,15 @@ export class ServiceRuntime {
     if (connections) {
       connections.attach(server, tls !== undefined);
       this.mainServer = server;
+      server.on('checkContinue', (req, res) => {
+        // `Expect: 100-continue` with a body declared over the limit: the 413 goes out instead of
+        // the 100, so the client never sends the body (it is not waited for, see discardBody).
+        if (Number(req.headers['content-length']) > this.graph.loaded.config.limits.body_bytes) {
+          bodyNotInvited.add(req);
+          res.setHeader('Connection', 'close');
+        } else res.writeContinue();
+        handler(req, res);
+      });
     }
     this.servers.push(server);
     return startListener(server, host, port);
