@@ -62,8 +62,14 @@ export async function spawnService(
     err = (err + d.toString()).slice(-4000);
   });
   const url = `http://127.0.0.1:${port}`;
+  let banner = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    banner += d.toString();
+  });
   await until(async () => {
     if (child.exitCode !== null) throw new Error(`service exited (${child.exitCode}): ${err}${out.slice(-2000)}`);
+    // A cluster says so once every worker is ready ("(2 workers)").
+    if (options.workers !== undefined && !banner.includes(`(${options.workers} workers)`)) return false;
     return fetch(url).then(
       () => true,
       () => false,

@@ -99,7 +99,7 @@ describe.each([
 
     const before = sent.filter((s) => s.sentAt < signalAt);
     const after = sent.filter((s) => s.sentAt > signalAt);
-    expect(before.length).toBeGreaterThan(clients * 5);
+    expect(before.length).toBeGreaterThan(clients);
     // Sent before the signal: every one answered, none reset or dropped.
     expect(before.filter((s) => s.error)).toEqual([]);
     expect(before.every((s) => s.status === 200)).toBe(true);
