@@ -35,7 +35,7 @@ import { loadTlsMaterial } from '../server/tls.ts';
 import { createUpgradeHandler, type UpgradeHandler } from '../server/upgrade.ts';
 import type { GatewayContext } from '../state.ts';
 import { buildGraph, closeGraph, describeResources, graphHealth, type ServiceGraph } from './graph.ts';
-import { OpenExchanges } from './open-exchanges.ts';
+import { type Exchange, OpenExchanges } from './open-exchanges.ts';
 
 export interface ServiceRuntimeOptions extends LoadOptions {
   /** Use this logger instead of the one the config describes (tests). */
@@ -170,8 +170,8 @@ export class ServiceRuntime {
     app.use(async (ctx) => {
       // Pin the graph at arrival: a reload during this request does not affect it.
       const graph = this.graph;
-      this.holdUntilSent(graph, ctx.res, this.connections.requestStarted(ctx.req.socket));
-      this.exchanges.add(ctx as unknown as GatewayContext, graph.dialect);
+      const exchange = this.exchanges.add(ctx as unknown as GatewayContext, graph.dialect);
+      this.holdUntilSent(graph, ctx.res, this.connections.requestStarted(ctx.req.socket), exchange);
       await core.handle(graph, ctx as unknown as GatewayContext);
       respondWithStream(ctx);
     });
@@ -215,11 +215,16 @@ export class ServiceRuntime {
    * Counts a response as open on `graph` until it is sent or its connection closes ('close' is
    * emitted in both cases), so that a reload or shutdown waits for streamed bodies too.
    */
-  private holdUntilSent(graph: ServiceGraph, res: ServerResponse, connection?: { inFlight: number }): void {
+  private holdUntilSent(
+    graph: ServiceGraph,
+    res: ServerResponse,
+    connection: { inFlight: number } | undefined,
+    exchange: Exchange,
+  ): void {
     this.openResponses.set(graph, (this.openResponses.get(graph) ?? 0) + 1);
     res.once('close', () => {
       this.openResponses.set(graph, (this.openResponses.get(graph) ?? 1) - 1);
-      this.exchanges.done(res);
+      this.exchanges.done(exchange);
       if (connection) connection.inFlight--;
     });
   }
