@@ -36,10 +36,15 @@ export interface Ranking {
   close(): Promise<void>;
 }
 
-export async function startRanking(driver: 'sqlite' | 'postgres', env: Record<string, string> = {}): Promise<Ranking> {
+export async function startRanking(
+  driver: 'sqlite' | 'postgres',
+  env: Record<string, string> = {},
+  set: string[] = [],
+): Promise<Ranking> {
   const prefix = `rank_${randomUUID().replace(/-/g, '').slice(0, 10)}_`;
   const dir = mkdtempSync(join(tmpdir(), 'ranking-'));
   const svc = await startService(config, {
+    set,
     env: {
       RANK_DB_DRIVER: driver,
       RANK_DB_PATH: join(dir, 'ranking.db'),
