@@ -5,6 +5,7 @@
  * Limits are lowered in the config so that few sockets are needed.
  */
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -253,5 +254,33 @@ describe('idle keep-alive connections near max_connections', () => {
     expect(held[0]?.socket.destroyed).toBe(true);
     console.info(`idle keep-alive: attacker held ${openBefore} of 16; reclaimed ${snapshot?.reclaimed}`);
     for (const s of held) s.socket.destroy();
+  });
+});
+
+describe('connection limits on reload', () => {
+  it('a reload applies new header timeout and per-client cap to new connections', async () => {
+    const file = writeServiceFile(yaml.replace(`header_timeout_ms: ${headerTimeoutMs}`, 'header_timeout_ms: 20000'));
+    const svc = await startService(file);
+    try {
+      const port = portOf(svc.url);
+      writeFileSync(
+        file,
+        yaml
+          .replace(`header_timeout_ms: ${headerTimeoutMs}`, 'header_timeout_ms: 500')
+          .replace('max_connections_per_client: 8', 'max_connections_per_client: 2'),
+      );
+      expect((await svc.runtime.reload()).ok).toBe(true);
+      const sockets = await Promise.all([1, 2, 3].map(() => rawSocket(port)));
+      for (const { socket } of sockets) socket.write('GET /health HTTP/1.1\r\n');
+      const lifetimes = (await Promise.all(sockets.map((s) => s.closedAfterMs))).sort((a, b) => a - b);
+      // One over the new cap at once; the others after the new header bound (the old one was 20 s).
+      expect(lifetimes[0]).toBeLessThan(250);
+      for (const ms of lifetimes.slice(1)) {
+        expect(ms).toBeGreaterThanOrEqual(450);
+        expect(ms).toBeLessThan(20000 / 4);
+      }
+    } finally {
+      await svc.close();
+    }
   });
 });
