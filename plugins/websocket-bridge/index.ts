@@ -14,7 +14,9 @@
  * connection unless one is selected, so it offers a second one, e.g. `chat`).
  *
  * Messages are size-limited by the service's `limits.body_bytes` (a bigger one closes the socket
- * with 1009, as WebSocket requires). Open sockets are closed with 1001 when the graph is retired
+ * with 1009, as WebSocket requires). A socket idle for `idle_timeout_ms` is closed (1000). The
+ * handshake itself passes the stages in front of the bridge on its route (put the auth stage
+ * there): a wrong or missing key is refused before the upgrade. Open sockets are closed with 1001 when the graph is retired
  * (after a reload's drain timeout) or the service stops.
  */
 import type { IncomingMessage } from 'node:http';
@@ -30,6 +32,7 @@ interface BridgeOptions {
   forward_headers: string[];
   max_queued: number;
   ping_interval_ms: number;
+  idle_timeout_ms: number;
   token_protocol: string;
 }
 
@@ -75,6 +78,13 @@ export default definePlugin<BridgeOptions>({
         description:
           'Ping every client this often and drop those that did not answer the previous ping (0: never). Keeps idle sockets alive through load balancers.',
       },
+      idle_timeout_ms: {
+        type: 'integer',
+        minimum: 0,
+        default: 300000,
+        description:
+          'Close a socket (code 1000) that has sent no message for this long while no answer is being relayed; pings do not count (0: never).',
+      },
       token_protocol: {
         type: 'string',
         default: 'authorization.bearer.',
@@ -90,6 +100,7 @@ export default definePlugin<BridgeOptions>({
     const forward = (options.forward_headers ?? ['authorization', 'traceparent']).map((h) => h.toLowerCase());
     const maxQueued = options.max_queued ?? 8;
     const pingMs = options.ping_interval_ms ?? 30000;
+    const idleMs = options.idle_timeout_ms ?? 300000;
     const tokenPrefix = options.token_protocol ?? 'authorization.bearer.';
     const isToken = (protocol: string) => tokenPrefix !== '' && protocol.startsWith(tokenPrefix);
     // Keep-alive connections to our own listener; an SSE answer may pause for long (bodyTimeout 0).
@@ -184,6 +195,7 @@ export default definePlugin<BridgeOptions>({
           headers,
           requestId: ctx.state.requestId,
           maxQueued,
+          idleMs,
           agent,
           renderError,
           logger: env.logger,
@@ -207,7 +219,13 @@ export default definePlugin<BridgeOptions>({
         await agent.destroy();
       },
 
-      describe: () => ({ target: options.target, force, forward_headers: forward, token_protocol: tokenPrefix }),
+      describe: () => ({
+        target: options.target,
+        force,
+        forward_headers: forward,
+        token_protocol: tokenPrefix,
+        idle_timeout_ms: idleMs,
+      }),
     };
   },
 });

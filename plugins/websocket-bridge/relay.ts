@@ -11,7 +11,8 @@
  * - a message that is not a JSON object, or too many messages waiting: an error frame in the
  *   route's dialect, without calling the target.
  *
- * The socket stays open for the next message in every other case.
+ * The socket stays open for the next message in every other case, until it has been idle (no
+ * message from the client, no answer being relayed) for `idleMs`: then it is closed with 1000.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -32,6 +33,8 @@ export interface RelaySettings {
   requestId: string;
   /** Messages that may wait behind the one being answered. */
   maxQueued: number;
+  /** Closes the socket after this long without a message or an answer in progress; 0: never. */
+  idleMs: number;
   agent: Agent;
   renderError(err: GatewayError): { status: number; body: unknown };
   logger: Logger;
@@ -52,7 +55,23 @@ export class Relay {
   ) {
     ws.on('message', (data) => this.enqueue(data));
     // The client left: cancel the request being answered (the target route sees a client abort).
-    ws.on('close', () => this.current?.abort());
+    ws.on('close', () => {
+      this.current?.abort();
+      if (this.idle) clearTimeout(this.idle);
+    });
+    this.armIdle();
+  }
+
+  private idle: NodeJS.Timeout | undefined;
+
+  /** (Re)starts the idle bound; an idle socket only holds a slot of the upgraded-connections cap. */
+  private armIdle(): void {
+    if (this.idle) clearTimeout(this.idle);
+    this.idle = undefined;
+    if (this.settings.idleMs <= 0 || this.waiting > 0) return;
+    this.idle = setTimeout(() => {
+      if (this.waiting === 0) this.ws.close(1000, 'idle timeout');
+    }, this.settings.idleMs).unref();
   }
 
   private enqueue(data: RawData): void {
@@ -67,10 +86,12 @@ export class Relay {
       return;
     }
     this.waiting++;
+    this.armIdle();
     this.queue = this.queue
       .then(() => this.relay(data))
       .finally(() => {
         this.waiting--;
+        this.armIdle();
       });
   }
 

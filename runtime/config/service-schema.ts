@@ -134,7 +134,36 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
             type: 'integer',
             minimum: 1,
             default: 1024,
-            description: 'Client connections open at once on the main listener; more are refused (closed at once).',
+            description:
+              'Client connections open at once on the main listener; more are refused (closed at once). Near it, idle keep-alive connections are closed, oldest first, to make room.',
+          },
+          max_connections_per_client: {
+            type: 'integer',
+            minimum: 1,
+            default: 64,
+            description:
+              'Connections one client address may hold open on the main listener; more from it are closed at once. Behind your own load balancer every client has its address: raise it to max_connections.',
+          },
+          header_timeout_ms: {
+            type: 'integer',
+            minimum: 100,
+            default: 10000,
+            description:
+              "Time a client has to send a request's headers (from connecting, or from a later request's first byte); then 408 and the connection closed.",
+          },
+          body_idle_timeout_ms: {
+            type: 'integer',
+            minimum: 100,
+            default: 15000,
+            description:
+              'A request body that stops arriving (no byte for this long while the service waits for it) has its connection cut. A slow but steady upload is never cut, nor a long answer.',
+          },
+          max_upgraded_connections: {
+            type: 'integer',
+            minimum: 1,
+            default: 256,
+            description:
+              'Upgraded connections (WebSockets) open at once on the main listener; more are refused with 503.',
           },
         },
       },

@@ -51,6 +51,10 @@ export interface ServiceConfig {
     keep_alive_timeout_ms: number;
     drain_timeout_ms: number;
     max_connections: number;
+    max_connections_per_client: number;
+    header_timeout_ms: number;
+    body_idle_timeout_ms: number;
+    max_upgraded_connections: number;
   };
   logging: {
     level: string;

@@ -36,29 +36,50 @@ export async function startListener(server: Server, host: string, port: number):
   });
 }
 
+/** Time bounds of a listener's client connections. */
+export interface ListenerTimeouts {
+  /** Idle keep-alive between requests. */
+  keepAliveMs: number;
+  /** From accept (or a later request's first byte) to the end of its headers (slowloris). */
+  headersMs: number;
+}
+
+/** Header timeout of listeners whose config does not set one (metrics, admin). */
+export const defaultHeadersTimeoutMs = 10000;
+
 export function createListener(
   handler: RequestListener,
-  keepAliveTimeoutMs: number,
+  timeouts: ListenerTimeouts | number,
   onUpgrade?: UpgradeListener,
 ): HttpServer;
 export function createListener(
   handler: RequestListener,
-  keepAliveTimeoutMs: number,
+  timeouts: ListenerTimeouts | number,
   onUpgrade: UpgradeListener | undefined,
   tls: TlsMaterial | undefined,
 ): Server;
 export function createListener(
   handler: RequestListener,
-  keepAliveTimeoutMs: number,
+  timeouts: ListenerTimeouts | number,
   onUpgrade?: UpgradeListener,
   tls?: TlsMaterial,
 ): Server {
-  const server: Server = tls ? createHttpsServer({ cert: tls.cert, key: tls.key }, handler) : createServer(handler);
+  const { keepAliveMs, headersMs } =
+    typeof timeouts === 'number' ? { keepAliveMs: timeouts, headersMs: defaultHeadersTimeoutMs } : timeouts;
+  // Node checks header deadlines on this interval (30 s by default, which let a slowloris socket
+  // live up to 30 s past its deadline); fixed at creation, so a reload's new bound is checked at
+  // the old pace.
+  const options = { connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor(headersMs / 4))) };
+  const server: Server = tls
+    ? createHttpsServer({ ...options, cert: tls.cert, key: tls.key }, handler)
+    : createServer(options, handler);
   // Node's defaults (5 s keep-alive, 300 s request timeout) break long-lived clients such as
   // MCP sessions behind a load balancer: keep idle connections open longer than the balancer
-  // does (so it never reuses a socket we are closing), and do not cut slow request uploads.
-  server.keepAliveTimeout = keepAliveTimeoutMs;
-  server.headersTimeout = keepAliveTimeoutMs + 5000;
+  // does (so it never reuses a socket we are closing), and do not cut slow request uploads as a
+  // whole (a stalled body is cut by the connection tracker: connections.ts). Headers must come
+  // quickly: a client that trickles them holds a connection slot for nothing.
+  server.keepAliveTimeout = keepAliveMs;
+  server.headersTimeout = headersMs;
   server.requestTimeout = 0;
   if (onUpgrade) server.on('upgrade', onUpgrade);
   return server;

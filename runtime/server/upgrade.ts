@@ -3,8 +3,10 @@
  * with an `Upgrade` header to the server's 'upgrade' event instead of the request handler:
  *
  * - when its route (found like any request's) has a stage that takes upgrades
- *   (`StageInstance.upgrade`), that stage gets the socket. Only that hook runs for the handshake;
- *   a refusal it throws is answered in the route's dialect and the connection closed;
+ *   (`StageInstance.upgrade`), the stages before it run first on the handshake (auth, rate
+ *   limit: a missing or wrong key is refused before anything is upgraded), then that stage gets
+ *   the socket. A refusal any of them throws is answered in the route's dialect and the
+ *   connection closed; so is a handshake over `limits.max_upgraded_connections` (503);
  * - any other upgrade request is served as a plain request with its `Upgrade` header ignored, as
  *   HTTP allows (RFC 9110 §7.8), and the connection closed after the answer. Node does not parse
  *   the body of an upgrade request, so one that has a body is refused (400).
@@ -22,8 +24,8 @@ import { GatewayError, toGatewayError } from '../errors.ts';
 import { type MetricsKit, requestsCounter, stageFailuresCounter } from '../observability/metrics.ts';
 import type { UpgradedConnection } from '../plugin.ts';
 import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
-import type { BuiltStage } from '../service/pipeline.ts';
-import type { GatewayContext } from '../state.ts';
+import { type BuiltStage, composePipeline } from '../service/pipeline.ts';
+import type { GatewayContext, Stage } from '../state.ts';
 import { findRoute, requestIdOf } from './handler.ts';
 
 /** How long shutdown waits for connections asked to close before destroying them. */
@@ -58,6 +60,16 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
   });
   /** Open upgraded sockets, with the stage's handle once the handshake is done. */
   const open = new Map<Duplex, UpgradedConnection | undefined>();
+  /** Per route, the stages in front of its upgrade stage, composed once. */
+  const frontStages = new WeakMap<CompiledRoute, Stage>();
+  const inFront = (route: CompiledRoute, stage: BuiltStage): Stage => {
+    let composed = frontStages.get(route);
+    if (!composed) {
+      composed = composePipeline(route.stages.slice(0, route.stages.indexOf(stage)), metrics, logger);
+      frontStages.set(route, composed);
+    }
+    return composed;
+  };
 
   async function takeOver(
     graph: ServiceGraph,
@@ -104,10 +116,32 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
           headers: { 'Retry-After': '1' },
         });
       }
-      const connection = await stageUpgrade(stage, ctx, socket, head, route);
-      upgraded = true;
-      if (open.has(socket)) open.set(socket, connection);
+      if (open.size > config.limits.max_upgraded_connections) {
+        throw new GatewayError('overloaded', 'Too many open WebSocket connections, retry later', {
+          headers: { 'Retry-After': '5' },
+        });
+      }
+      bearerFromSubprotocol(ctx.req);
+      await inFront(route, stage)(ctx, async () => {
+        const connection = await stageUpgrade(stage, ctx, socket, head, route);
+        upgraded = true;
+        if (open.has(socket)) open.set(socket, connection);
+      });
+      // A stage in front answered by itself (without calling next): that answer, not an upgrade.
+      if (!upgraded) {
+        status = ctx.status;
+        respondAndClose(ctx.req, socket, (res) => {
+          res.statusCode = status;
+          res.setHeader('Content-Type', 'application/json; charset=utf-8');
+          res.end(JSON.stringify(ctx.body ?? null));
+        });
+      }
     } catch (err) {
+      if (upgraded) {
+        // A stage in front failed in its answer phase, after the socket was handed over.
+        logger.error({ err, request_id: requestId }, 'stage failed after an upgrade');
+        return;
+      }
       const gerr = toGatewayError(err);
       if (!(err instanceof GatewayError)) {
         failures.inc({ stage: stage.id, plugin: stage.plugin, on_error: stage.onError });
@@ -200,6 +234,25 @@ function respondAndClose(req: IncomingMessage, socket: Duplex, write: (res: Serv
     (socket as Socket).destroySoon();
   });
   write(res);
+}
+
+/**
+ * Browsers cannot set headers on a WebSocket: the convention is to offer the key as a subprotocol
+ * `authorization.bearer.<base64url key>` (see plugins/websocket-bridge). A handshake without an
+ * Authorization header that offers one is checked by the stages in front as `Bearer <key>`.
+ */
+function bearerFromSubprotocol(req: IncomingMessage): void {
+  const offered = req.headers['sec-websocket-protocol'];
+  if (req.headers.authorization !== undefined || typeof offered !== 'string') return;
+  const prefix = 'authorization.bearer.';
+  const token = offered
+    .split(',')
+    .map((p) => p.trim())
+    .find((p) => p.startsWith(prefix));
+  if (!token) return;
+  const key = Buffer.from(token.slice(prefix.length), 'base64url').toString('utf8');
+  // Printable ASCII only: anything else could not be a header value (the auth stage says 401).
+  if (/^[\x21-\x7e]+$/.test(key)) req.headers.authorization = `Bearer ${key}`;
 }
 
 function hasBody(req: IncomingMessage): boolean {

@@ -20,7 +20,7 @@ import { createLogger, flushLogger, type LoggingOptions } from '../observability
 import { createMetricsKit, type MetricsKit } from '../observability/metrics.ts';
 import type { HealthReport, ServiceInfo } from '../plugin.ts';
 import { createAdminApp } from '../server/admin.ts';
-import { ConnectionTracker } from '../server/connections.ts';
+import { ConnectionTracker, connectionLimitsOf } from '../server/connections.ts';
 import { createRequestCore, type RequestCore } from '../server/handler.ts';
 import {
   createListener,
@@ -95,7 +95,7 @@ export class ServiceRuntime {
   ) {
     this.graph = graph;
     this.info = graph.info;
-    this.connections = new ConnectionTracker(graph.loaded.config.limits.max_connections);
+    this.connections = new ConnectionTracker(connectionLimitsOf(graph.loaded.config.limits));
     this.info.connections = () => this.connections.snapshot();
   }
 
@@ -243,9 +243,10 @@ export class ServiceRuntime {
     onUpgrade?: UpgradeListener,
     connections?: ConnectionTracker,
   ): Promise<number> {
-    const keepAlive = this.graph.loaded.config.limits.keep_alive_timeout_ms;
+    const { keep_alive_timeout_ms, header_timeout_ms } = this.graph.loaded.config.limits;
     const tls = connections ? this.tls : undefined;
-    const server = createListener(handler, keepAlive, onUpgrade, tls);
+    const timeouts = { keepAliveMs: keep_alive_timeout_ms, headersMs: header_timeout_ms };
+    const server = createListener(handler, timeouts, onUpgrade, tls);
     if (connections) {
       connections.attach(server, tls !== undefined);
       this.mainServer = server;
@@ -321,7 +322,7 @@ export class ServiceRuntime {
       await this.warm(graph);
       this.graph = graph;
       this.retire(old);
-      this.connections.setMax(loaded.config.limits.max_connections);
+      this.connections.setLimits(connectionLimitsOf(loaded.config.limits));
       if (tls && this.tls) this.renewTls(tls);
       outcome = {
         ok: true,

@@ -14,7 +14,8 @@ for (const { driver, skip } of backends) {
   describe.skipIf(skip)(`concurrent comparisons on ${driver}`, () => {
     let r: Ranking;
     beforeAll(async () => {
-      r = await startRanking(driver);
+      // 1000 connections from one address at once: above the default per-client cap by design.
+      r = await startRanking(driver, {}, ['limits.max_connections_per_client=1024']);
     });
     afterAll(() => r?.close());
 

@@ -38,7 +38,11 @@ export interface Ranking {
   close(): Promise<void>;
 }
 
-export async function startRanking(driver: 'sqlite' | 'postgres', env: Record<string, string> = {}): Promise<Ranking> {
+export async function startRanking(
+  driver: 'sqlite' | 'postgres',
+  env: Record<string, string> = {},
+  set: string[] = [],
+): Promise<Ranking> {
   const prefix = `rank_${randomUUID().replace(/-/g, '').slice(0, 10)}_`;
   const dir = mkdtempSync(join(tmpdir(), 'ranking-'));
   const fullEnv = {
@@ -48,7 +52,7 @@ export async function startRanking(driver: 'sqlite' | 'postgres', env: Record<st
     RANK_DB_PREFIX: prefix,
     ...env,
   };
-  const svc = await startService(config, { env: fullEnv });
+  const svc = await startService(config, { set, env: fullEnv });
   const send = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
     fetch(`${svc.url}${path}`, {
       method,

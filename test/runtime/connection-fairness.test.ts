@@ -1,0 +1,286 @@
+/**
+ * Connection fairness on the main listener (issue 16 item 2): one client at its limit (slow
+ * headers, idle keep-alives, WebSocket upgrades) does not lock another client out. The attacker
+ * connects from 127.0.0.2, the other client from 127.0.0.1 (both loopback, distinct addresses).
+ * Limits are lowered in the config so that few sockets are needed.
+ */
+import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { type StartedService, startService } from '../../runtime/testing.ts';
+import { writeServiceFile } from '../helpers/services.ts';
+
+const attacker = '127.0.0.2';
+const key = 'sk-fair';
+const headerTimeoutMs = 1000;
+const bodyIdleMs = 1000;
+const wsIdleMs = 1500;
+
+const yaml = `service: fairness
+version: 0.0.1
+listen: { port: 0 }
+dialect: openai
+plugins: [${JSON.stringify(join(import.meta.dirname, '../fixtures/websocket/chat-stages.ts'))}]
+limits:
+  max_connections: 32
+  max_connections_per_client: 8
+  header_timeout_ms: ${headerTimeoutMs}
+  body_idle_timeout_ms: ${bodyIdleMs}
+  max_upgraded_connections: 4
+  drain_timeout_ms: 200
+routes:
+  - match: { method: POST, path: /v1/chat/completions }
+    pipeline:
+      - auth: { tokens: [{ name: alice, token: ${key} }] }
+      - test-chat: {}
+  - match: { method: POST, path: /v1/chat/pauses }
+    pipeline: [{ test-chat: { chunk_delay_ms: 1300 } }]
+  - match: { method: GET, path: /v1/chat/stream }
+    pipeline:
+      - auth: { tokens: [{ name: alice, token: ${key} }] }
+      - websocket-bridge: { target: /v1/chat/completions, idle_timeout_ms: ${wsIdleMs} }
+  - match: { method: GET, path: /health }
+    pipeline: [{ respond: { body: { status: ok } } }]
+`;
+
+/** One request on a fresh connection from 127.0.0.1; resolves to its status and body. */
+function fetchFrom(
+  url: string,
+  path: string,
+  o: { method?: string; body?: string; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${url}${path}`, { method: o.method ?? 'GET', agent: false, headers: o.headers }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => {
+        body += d;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end(o.body);
+  });
+}
+
+/** A raw TCP connection from `localAddress`, with when it opened and closed. */
+async function rawSocket(
+  port: number,
+  localAddress = attacker,
+): Promise<{ socket: Socket; closedAfterMs: Promise<number> }> {
+  const socket = connect({ port, host: '127.0.0.1', localAddress });
+  socket.on('error', () => {});
+  socket.resume(); // read and drop answers (a 408)
+  const opened = Date.now();
+  // Not events.once: it rejects on the 'error' (a reset) that comes before 'close'.
+  const closedAfterMs = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now() - opened)));
+  // A refused connection may be reset before 'connect' is seen: wait for either.
+  await Promise.race([once(socket, 'connect').catch(() => undefined), closedAfterMs]);
+  return { socket, closedAfterMs };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const portOf = (url: string) => Number(new URL(url).port);
+
+describe('connection fairness on the main listener', () => {
+  let svc: StartedService;
+  let port: number;
+
+  beforeAll(async () => {
+    svc = await startService(writeServiceFile(yaml));
+    port = portOf(svc.url);
+  });
+  afterAll(() => svc?.close());
+
+  it('slowloris: a client trickling headers gets only its cap of connections, is cut after the header timeout, and others are served meanwhile; a long answer with silent gaps is not cut', async () => {
+    // A streamed answer whose events come 1.3 s apart: longer than both the header and body bounds.
+    const started = Date.now();
+    const longAnswer = fetchFrom(svc.url, '/v1/chat/pauses', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ stream: true, messages: [{ role: 'user', content: 'one two three' }] }),
+    });
+
+    const attempts = 12; // more than max_connections_per_client (8)
+    const sockets = await Promise.all(Array.from({ length: attempts }, () => rawSocket(port)));
+    const trickle = setInterval(() => {
+      for (const { socket } of sockets) if (!socket.destroyed) socket.write('X-Slow: 1\r\n');
+    }, 200);
+    for (const { socket } of sockets) socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\n');
+    try {
+      await sleep(300);
+      const held = sockets.filter((s) => !s.socket.destroyed).length;
+      expect(held).toBe(8);
+
+      // Meanwhile another client is served.
+      for (let i = 0; i < 5; i++) expect((await fetchFrom(svc.url, '/health')).status).toBe(200);
+
+      const lifetimes = await Promise.all(sockets.map((s) => s.closedAfterMs));
+      const heldLifetimes = lifetimes.sort((a, b) => a - b).slice(attempts - held);
+      // Cut by the header bound (checked every 250 ms here), not by anything sooner or much later.
+      for (const ms of heldLifetimes) {
+        expect(ms).toBeGreaterThanOrEqual(headerTimeoutMs * 0.9);
+        expect(ms).toBeLessThan(headerTimeoutMs * 4);
+      }
+      console.info(`slowloris: ${held}/${attempts} sockets held, lived ${heldLifetimes[0]}-${heldLifetimes.at(-1)} ms`);
+    } finally {
+      clearInterval(trickle);
+    }
+
+    const answer = await longAnswer;
+    expect(answer.status).toBe(200);
+    expect(answer.body).toContain('three');
+    expect(answer.body).toContain('data: [DONE]');
+    expect(Date.now() - started).toBeGreaterThan(3 * 1300 * 0.9);
+  });
+
+  it('a stalled request body is cut after body_idle_timeout_ms; a slow but steady upload is served', async () => {
+    const body = JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(300) }] });
+    const head = `POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
+
+    const stalled = await rawSocket(port);
+    stalled.socket.write(head + body.slice(0, 20));
+    const stalledMs = await stalled.closedAfterMs;
+    expect(stalledMs).toBeGreaterThanOrEqual(bodyIdleMs * 0.9);
+    expect(stalledMs).toBeLessThan(bodyIdleMs * 4);
+
+    // 10 chunks 400 ms apart: 4 s in all, each gap well under the bound.
+    const steady = await rawSocket(port, '127.0.0.1');
+    let answer = '';
+    steady.socket.setEncoding('utf8');
+    steady.socket.on('data', (d: string) => {
+      answer += d;
+    });
+    steady.socket.write(head);
+    const step = Math.ceil(body.length / 10);
+    for (let i = 0; i < body.length; i += step) {
+      await sleep(400);
+      expect(steady.socket.destroyed).toBe(false);
+      steady.socket.write(body.slice(i, i + step));
+    }
+    const until = Date.now() + 5000;
+    while (!answer.includes('\r\n\r\n') && Date.now() < until) await sleep(20);
+    expect(answer.split(' ')[1]).toBe('200');
+    steady.socket.destroy();
+    console.info(`stalled body: cut after ${stalledMs} ms`);
+  });
+
+  it('a WebSocket handshake with a wrong or missing key is refused before the upgrade', async () => {
+    for (const headers of [{ authorization: 'Bearer sk-wrong' }, {}]) {
+      const ws = new WebSocket(`${svc.url.replace('http', 'ws')}/v1/chat/stream`, { headers, localAddress: attacker });
+      ws.on('error', () => {});
+      const [, res] = (await once(ws, 'unexpected-response')) as [unknown, { statusCode: number }];
+      expect(res.statusCode).toBe(401);
+    }
+    // Many refused handshakes leave nothing open, and others are served.
+    const refused = await Promise.all(
+      Array.from({ length: 20 }, async () => {
+        const ws = new WebSocket(`${svc.url.replace('http', 'ws')}/v1/chat/stream`, { localAddress: attacker });
+        ws.on('error', () => {});
+        const [, res] = (await once(ws, 'unexpected-response')) as [unknown, { statusCode: number }];
+        return res.statusCode;
+      }),
+    );
+    expect(refused.every((s) => s === 401)).toBe(true);
+    expect((await fetchFrom(svc.url, '/health')).status).toBe(200);
+  });
+
+  it('authenticated WebSockets above max_upgraded_connections get 503; others are still served; an idle one is closed', async () => {
+    const url = `${svc.url.replace('http', 'ws')}/v1/chat/stream`;
+    const headers = { authorization: `Bearer ${key}` };
+    const open: Array<{ ws: WebSocket; openedAt: number; closed: Promise<[number, Buffer]> }> = [];
+    for (let i = 0; i < 4; i++) {
+      const ws = new WebSocket(url, { headers, localAddress: attacker });
+      await once(ws, 'open');
+      open.push({ ws, openedAt: Date.now(), closed: once(ws, 'close') as Promise<[number, Buffer]> });
+    }
+    const extra = new WebSocket(url, { headers, localAddress: attacker });
+    extra.on('error', () => {});
+    const [, res] = (await once(extra, 'unexpected-response')) as [unknown, { statusCode: number }];
+    expect(res.statusCode).toBe(503);
+    expect((await fetchFrom(svc.url, '/health')).status).toBe(200);
+
+    // Nobody sends anything: each socket is closed (1000) after the idle bound, not before.
+    for (const { openedAt, closed } of open) {
+      const [code] = await closed;
+      expect(code).toBe(1000);
+      const lived = Date.now() - openedAt;
+      expect(lived).toBeGreaterThanOrEqual(wsIdleMs * 0.9);
+      expect(lived).toBeLessThan(wsIdleMs * 4);
+    }
+    // Their slots are free again.
+    const again = new WebSocket(url, { headers, localAddress: attacker });
+    await once(again, 'open');
+    again.close();
+  });
+});
+
+describe('idle keep-alive connections near max_connections', () => {
+  let svc: StartedService;
+
+  beforeAll(async () => {
+    // One client may take every slot here: only the reclaiming of idle connections lets others in.
+    svc = await startService(writeServiceFile(yaml), {
+      set: ['limits.max_connections=16', 'limits.max_connections_per_client=16'],
+    });
+  });
+  afterAll(() => svc?.close());
+
+  it('a client holding every connection idle cannot lock another out: the oldest idle ones are closed', async () => {
+    const port = portOf(svc.url);
+    const held: Array<{ socket: Socket; closedAfterMs: Promise<number> }> = [];
+    for (let i = 0; i < 20; i++) {
+      const s = await rawSocket(port);
+      const answered = new Promise<void>((resolve) => {
+        s.socket.once('data', () => resolve());
+        s.socket.once('close', () => resolve());
+      });
+      s.socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n'); // keep-alive: stays open idle
+      await answered;
+      held.push(s);
+    }
+    const openBefore = held.filter((s) => !s.socket.destroyed).length;
+    expect(openBefore).toBeLessThan(16);
+
+    for (let i = 0; i < 10; i++) expect((await fetchFrom(svc.url, '/health')).status).toBe(200);
+    const snapshot = svc.runtime.info.connections?.();
+    expect(snapshot?.reclaimed).toBeGreaterThan(0);
+    expect(snapshot?.refused).toBe(0);
+    // The first connections were the ones closed.
+    expect(held[0]?.socket.destroyed).toBe(true);
+    console.info(`idle keep-alive: attacker held ${openBefore} of 16; reclaimed ${snapshot?.reclaimed}`);
+    for (const s of held) s.socket.destroy();
+  });
+});
+
+describe('connection limits on reload', () => {
+  it('a reload applies new header timeout and per-client cap to new connections', async () => {
+    const file = writeServiceFile(yaml.replace(`header_timeout_ms: ${headerTimeoutMs}`, 'header_timeout_ms: 20000'));
+    const svc = await startService(file);
+    try {
+      const port = portOf(svc.url);
+      writeFileSync(
+        file,
+        yaml
+          .replace(`header_timeout_ms: ${headerTimeoutMs}`, 'header_timeout_ms: 500')
+          .replace('max_connections_per_client: 8', 'max_connections_per_client: 2'),
+      );
+      expect((await svc.runtime.reload()).ok).toBe(true);
+      const sockets = await Promise.all([1, 2, 3].map(() => rawSocket(port)));
+      for (const { socket } of sockets) socket.write('GET /health HTTP/1.1\r\n');
+      const lifetimes = (await Promise.all(sockets.map((s) => s.closedAfterMs))).sort((a, b) => a - b);
+      // One over the new cap at once; the others after the new header bound (the old one was 20 s).
+      expect(lifetimes[0]).toBeLessThan(250);
+      for (const ms of lifetimes.slice(1)) {
+        expect(ms).toBeGreaterThanOrEqual(450);
+        expect(ms).toBeLessThan(20000 / 4);
+      }
+    } finally {
+      await svc.close();
+    }
+  });
+});
