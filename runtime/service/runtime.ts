@@ -10,6 +10,7 @@ import { extname, resolve } from 'node:path';
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import { collectDefaultMetrics } from 'prom-client';
+import { exposedListeners } from '../config/exposure.ts';
 import { type LoadOptions, loadService } from '../config/load.ts';
 import { ConfigError, type ConfigProblem } from '../config/source.ts';
 import type { ServiceConfig } from '../config/types.ts';
@@ -109,6 +110,7 @@ export class ServiceRuntime {
       configDir: loaded.configDir,
       ports: {},
       startedAt: new Date(),
+      exposed: exposedListeners(config).length > 0,
     };
     const graph = await buildGraph(loaded, { logger, metrics, info });
     const runtime = new ServiceRuntime(loaded.file, options, logger, metrics, graph);
