@@ -66,13 +66,19 @@ export class Gateway {
     return this.closing;
   }
 
-  /** Wires SIGHUP to reload and SIGTERM/SIGINT to a graceful stop (a second signal exits at once). */
+  /**
+   * Wires SIGHUP to reload and SIGTERM/SIGINT to a graceful stop (a second signal exits at once).
+   * Only signals count: a cluster worker told to stop by its primary, then reached by the same
+   * SIGTERM sent to the whole process group (systemd, Ctrl-C), keeps draining instead of exiting.
+   */
   handleSignals(exit: (code: number) => void = process.exit): void {
     process.on('SIGHUP', () => {
       void this.reloadAll();
     });
+    let signalled = false;
     const stop = () => {
-      if (this.stopping) return exit(1);
+      if (signalled) return exit(1);
+      signalled = true;
       void this.close().then(() => exit(0));
     };
     process.on('SIGTERM', stop);

@@ -5,11 +5,12 @@
  * against the issue's targets; writes the figures to bench/results/typed-proxy-<timestamp>.json.
  * A miss never fails the run: benchmarks are informational. See bench/README.md.
  */
-import { existsSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
+import { parse as parseYaml, stringify } from 'yaml';
 import { cpuUsPerRequest, envNum, runBench, runLoad, startNodeServer, waitUntilReady } from '../common/harness.ts';
 import { fmt, machine, mid, printTable, signed, verdict, writeResults } from '../common/report.ts';
 import { freePort, hasTaskset, type Started, start, stop } from './children.ts';
@@ -47,6 +48,7 @@ const targets = {
   typed: { label: '(c) typed proxy, log warn' },
   typedInfo: { label: "(c') typed proxy, log info" },
   typedBase: { label: '(c0) typed proxy, BENCH_BASELINE' },
+  typedLean: { label: '(c-) typed proxy, no audit/result check' },
 } as const;
 type TargetKey = keyof typeof targets;
 
@@ -131,6 +133,24 @@ const profiling = (key: TargetKey) =>
 const startServer = (file: string, env: Record<string, string>, key: TargetKey) =>
   startNodeServer(join(here, file), env, pin(settings.targetCpu), profiling(key));
 
+/**
+ * (c-): the shipped config without its audit stages and its tool-result check (the egress policy
+ * stages), written next to the original so that its relative paths resolve the same: what the
+ * typed proxy costs without them, to compare with a baseline that predates them.
+ */
+function leanConfig(): string {
+  type Stage = Record<string, { phase?: string }>;
+  const config = parseYaml(readFileSync(join(root, 'configs/typed-proxy.yaml'), 'utf8')) as {
+    routes: Array<{ pipeline?: Stage[] }>;
+  };
+  const added = (s: Stage) => 'audit' in s || s.policy?.phase === 'egress';
+  for (const route of config.routes) if (route.pipeline) route.pipeline = route.pipeline.filter((s) => !added(s));
+  const file = join(root, 'configs', `.bench-lean-${process.pid}.yaml`);
+  writeFileSync(file, stringify(config, { aliasDuplicateObjects: false }));
+  process.once('exit', () => rmSync(file, { force: true }));
+  return file;
+}
+
 async function startTyped(
   upstreamPort: number,
   key: TargetKey,
@@ -144,7 +164,7 @@ async function startTyped(
       ...profiling(key),
       'bin/switchyard.js',
       'serve',
-      'configs/typed-proxy.yaml',
+      key === 'typedLean' ? leanConfig() : 'configs/typed-proxy.yaml',
       '--set',
       `listen.port=${port}`,
       '--set',
@@ -265,6 +285,8 @@ interface Comparison {
 
 const pairs: Array<[TargetKey, TargetKey]> = [
   ['typed', 'typedBase'],
+  ['typed', 'typedLean'],
+  ['typedLean', 'typedBase'],
   ['typed', 'bare'],
   ['typedInfo', 'bare'],
   ['typed', 'direct'],
@@ -331,6 +353,7 @@ function printComparisons(list: Comparison[], goalConnections: number): void {
     typed: '(c)',
     typedInfo: "(c')",
     typedBase: '(c0)',
+    typedLean: '(c-)',
   };
   console.log(
     `\ntargets for (c) vs (b) at ${goalConnections} connections: CPU/request <= ${goals.cpuRatio}x, ` +
@@ -412,6 +435,7 @@ async function main(): Promise<number> {
     ['typed', 'warn'],
     ['typedInfo', 'info'],
     ['typedBase', 'warn'],
+    ['typedLean', 'warn'],
   ] as const) {
     if (key === 'typedInfo' && !settings.accessLog) continue;
     if (key === 'typedBase' && !settings.baseline) continue;

@@ -22,6 +22,7 @@
 import {
   definePlugin,
   type GatewayContext,
+  jsonrpcWire,
   openaiWire,
   type PolicyDecision,
   type SseEvent,
@@ -177,6 +178,16 @@ function toEntry(ctx: GatewayContext, d: PolicyDecision): AuditEntry & { details
   const details: Record<string, unknown> = { ...d.details };
   if (d.policy !== undefined) details.policy = d.policy;
   if (d.detail !== undefined) details.message = d.detail;
+  // A JSON-RPC / MCP exchange: what was asked, of which tool and SType, in which session.
+  const rpc = ctx.state.rpc;
+  if (rpc) {
+    details.method ??= rpc.method;
+    const tool = jsonrpcWire.toolCallOf(rpc)?.name;
+    if (tool) details.tool ??= tool;
+    if (ctx.state.stype?.id) details.stype ??= ctx.state.stype.id;
+    const session = ctx.get('mcp-session-id');
+    if (session) details.session ??= session.slice(0, 200);
+  }
   return {
     request_id: ctx.state.requestId,
     tenant: ctx.state.caller?.id,

@@ -170,10 +170,13 @@ export function bradleyTerry(
   // draws[k * samples + s]: entity k's rating in resample s.
   const draws = new Float64Array(n * samples);
   const pick = new Int32Array(games);
+  // A resample needs far less precision than the point estimate: 1e-6 in log-strength is under
+  // 0.001 rating points, and MM converges slowly (linearly) near the optimum.
+  const resampleOptions = { ...options, tolerance: Math.max(options.tolerance ?? 1e-10, 1e-6) };
   for (let s = 0; s < samples; s++) {
     for (let g = 0; g < games; g++) pick[g] = Math.floor(random() * games);
     // Warm start from the point estimate: resamples are close to it, so MM needs few steps.
-    const r = toRatings(mm(n, tally(n, winners, losers, pick), options, fit.p).p, options);
+    const r = toRatings(mm(n, tally(n, winners, losers, pick), resampleOptions, fit.p).p, options);
     for (let k = 0; k < n; k++) draws[k * samples + s] = r[k]!;
   }
   const lower = new Float64Array(n);

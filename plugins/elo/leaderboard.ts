@@ -8,9 +8,12 @@
  * `skip` and `limit` page the answer (default: everything). Elo pages are read from the store
  * by keyset on (rating desc, id asc), so a deep page costs what the first one does. A
  * Bradley–Terry board is computed from every stored outcome and kept until the store changes
- * (its change log head), so repeated reads cost one cheap query.
+ * (its change log head), so repeated reads cost one cheap query. The fit itself runs in a worker
+ * thread (fit-runner.ts), bounded in number, time and memory, and stopped when its client goes
+ * away: a bootstrap takes seconds, and a new `seed` defeats the cache.
  */
-import { definePlugin, type Entity, type Filter, GatewayError } from '../../runtime/index.ts';
+import type { ServerResponse } from 'node:http';
+import { definePlugin, type Entity, type Filter, type GatewayContext, GatewayError } from '../../runtime/index.ts';
 import { describeStage, jsonResponse, ref, validationResponse, validationSchemas } from '../openapi/api.ts';
 import {
   choiceParam,
@@ -20,7 +23,10 @@ import {
   type ValidationIssue,
   validationError,
 } from '../records/api.ts';
-import { bradleyTerry } from './bradley-terry.ts';
+import { FitRunner } from './fit-runner.ts';
+
+/** Entities × bootstrap samples at most (8 bytes each: 128 MiB). */
+const maxBootstrapCells = 16 * 1024 * 1024;
 
 interface LeaderboardOptions {
   items: string;
@@ -28,7 +34,16 @@ interface LeaderboardOptions {
   rating_field: string;
   fields: { first: string; second: string; winner: string };
   max_limit: number;
-  bradley_terry: { prior: number; max_bootstrap: number; level: number; max_iterations: number; seed: number };
+  bradley_terry: {
+    prior: number;
+    max_bootstrap: number;
+    level: number;
+    max_iterations: number;
+    seed: number;
+    max_concurrent: number;
+    timeout_ms: number;
+    memory_mb: number;
+  };
 }
 
 const FIELD = '^[a-z][a-z0-9_]{0,63}$';
@@ -87,6 +102,24 @@ export const eloLeaderboard = definePlugin<LeaderboardOptions>({
           },
           max_iterations: { type: 'integer', minimum: 1, default: 1000 },
           seed: { type: 'integer', default: 1, description: 'Default bootstrap seed.' },
+          max_concurrent: {
+            type: 'integer',
+            minimum: 1,
+            default: 1,
+            description: 'Fits running at once (each in its own worker thread); more is 503 with Retry-After.',
+          },
+          timeout_ms: {
+            type: 'integer',
+            minimum: 1,
+            default: 15000,
+            description: 'Time limit of one fit, bootstrap included; beyond it the fit is stopped: 504.',
+          },
+          memory_mb: {
+            type: 'integer',
+            minimum: 16,
+            default: 512,
+            description: 'Heap limit of a fit worker (MiB); a fit that needs more is 503.',
+          },
         },
       },
     },
@@ -97,9 +130,19 @@ export const eloLeaderboard = definePlugin<LeaderboardOptions>({
     const rating = options.rating_field ?? 'rating';
     const f = { ...{ first: 'entity1_id', second: 'entity2_id', winner: 'selected_entity_id' }, ...options.fields };
     const bt = {
-      ...{ prior: 1, max_bootstrap: 1000, level: 0.95, max_iterations: 1000, seed: 1 },
+      ...{
+        prior: 1,
+        max_bootstrap: 1000,
+        level: 0.95,
+        max_iterations: 1000,
+        seed: 1,
+        max_concurrent: 1,
+        timeout_ms: 15000,
+        memory_mb: 512,
+      },
       ...options.bradley_terry,
     };
+    const fits = new FitRunner({ maxConcurrent: bt.max_concurrent, timeoutMs: bt.timeout_ms, memoryMb: bt.memory_mb });
     const maxLimit = options.max_limit ?? 1_000_000;
     /** The last Bradley–Terry board, valid while the change log head stays at `seq`. */
     let cached: { key: string; seq: number; rows: Array<Record<string, unknown>> } | undefined;
@@ -139,7 +182,7 @@ export const eloLeaderboard = definePlugin<LeaderboardOptions>({
       }
     };
 
-    const btRows = async (bootstrap: number, seed: number, requestId: string) => {
+    const btRows = async (bootstrap: number, seed: number, requestId: string, res: ServerResponse) => {
       if (!outcomes) throw new GatewayError('bad_request', 'method bradley-terry is not configured (no outcomes)');
       const store = items.store();
       const key = `${bootstrap}:${seed}`;
@@ -162,12 +205,31 @@ export const eloLeaderboard = definePlugin<LeaderboardOptions>({
         played[a]!++;
         played[b]!++;
       }
-      const fit = bradleyTerry(
-        entities.length,
-        winners,
-        losers,
-        { prior: bt.prior, maxIterations: bt.max_iterations, base: Number(items.fields[rating]?.default ?? 1500) },
-        { samples: bootstrap, seed, level: bt.level },
+      // The bootstrap keeps every entity's rating of every resample: bound that table.
+      if (bootstrap * entities.length > maxBootstrapCells) {
+        throw validationError([
+          {
+            type: 'less_than_equal',
+            loc: ['query', 'bootstrap'],
+            msg: `Input should be less than or equal to ${Math.floor(maxBootstrapCells / entities.length)} with ${entities.length} entities`,
+            input: String(bootstrap),
+            ctx: { le: Math.floor(maxBootstrapCells / entities.length) },
+          },
+        ]);
+      }
+      const fit = await fits.run(
+        {
+          n: entities.length,
+          winners: Int32Array.from(winners),
+          losers: Int32Array.from(losers),
+          options: {
+            prior: bt.prior,
+            maxIterations: bt.max_iterations,
+            base: Number(items.fields[rating]?.default ?? 1500),
+          },
+          bootstrap: { samples: bootstrap, seed, level: bt.level },
+        },
+        res,
       );
       const rows = entities.map((e, i) => ({
         ...items.project(e),
@@ -181,7 +243,7 @@ export const eloLeaderboard = definePlugin<LeaderboardOptions>({
       return rows;
     };
 
-    return async (ctx) => {
+    const handle = async (ctx: GatewayContext) => {
       const issues: ValidationIssue[] = [];
       const q = ctx.query;
       const method = choiceParam(q.method, ['query', 'method'], METHODS, 'elo', issues);
@@ -203,9 +265,10 @@ export const eloLeaderboard = definePlugin<LeaderboardOptions>({
         ctx.body = await eloRows(skip, limit, requestId);
         return;
       }
-      const rows = await btRows(bootstrap, seed, requestId);
+      const rows = await btRows(bootstrap, seed, requestId, ctx.res);
       ctx.body = rows.slice(skip, limit === undefined ? undefined : skip + limit);
     };
+    return { handle, close: () => fits.close() };
   },
 });
 

@@ -25,7 +25,7 @@ export default definePlugin({
   name: 'jsonrpc-envelope',
   description: 'Wrap a typed {type, tool, arguments, metadata} body into JSON-RPC and unwrap the answer.',
   // stype, qom and validation are read after next(), from the stages behind it: not needs.
-  provides: ['rpc', 'rpcModified', 'requested'],
+  provides: ['rpc', 'rpcKind', 'rpcModified', 'requested'],
   options: { type: 'object', additionalProperties: false, properties: {} },
   create() {
     return async (ctx, next) => {
@@ -54,6 +54,7 @@ export default definePlugin({
 
       const params = type === 'tools/call' ? { name: tool, arguments: args ?? {} } : ((args ?? {}) as object);
       ctx.state.rpc = { jsonrpc: '2.0', id: ctx.state.requestId, method: type, params } as JsonRpcRequest;
+      ctx.state.rpcKind = 'request'; // always answered: the typed result comes from its response
       ctx.state.rpcModified = true;
 
       await next();

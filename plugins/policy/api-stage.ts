@@ -48,7 +48,8 @@ export const policyApiPlugin = definePlugin<PolicyApiOptions>({
       const phase = body.phase ?? 'ingress';
       if (typeof text !== 'string') throw fieldError('text', 'a string');
       if (typeof policy !== 'string' || policy === '') throw fieldError('policy', 'a policy or policy file name');
-      if (typeof phase !== 'string' || phase === '') throw fieldError('phase', 'a phase name such as ingress');
+      // A misspelt phase would match no rule and answer "allow": only the phases rules can have.
+      if (phase !== 'ingress' && phase !== 'egress') throw fieldError('phase', '"ingress" or "egress"');
       const started = performance.now();
       const current = store.current;
       const names = current.select(policy);

@@ -6,7 +6,8 @@
  *   rules:
  *     - id: deny-get-env
  *       description: ...
- *       phase: ingress            # default ingress
+ *       phase: ingress            # default ingress; egress (answers); tools (each tool a
+ *                                 # tools/list answer defines: block strips it, flag marks it)
  *       when: { "==": [ { "var": "tool" }, "get-env" ] }   # json-logic
  *       action: deny              # deny (alias block, stop) | redact | flag | allow
  *       detail: get-env discloses the server's environment   # alias: message
@@ -74,8 +75,8 @@ const ruleSchema = {
   properties: {
     id: { type: 'string', minLength: 1 },
     description: { type: 'string' },
-    // A misspelt phase would make the rule never run: only the two phases a policy stage has.
-    phase: { enum: ['ingress', 'egress'] },
+    // A misspelt phase would make the rule never run: only the phases a policy stage evaluates.
+    phase: { enum: ['ingress', 'egress', 'tools'] },
     when: { type: ['object', 'boolean'] },
     action: { enum: Object.keys(actionAliases) },
     detail: { type: 'string' },
@@ -126,6 +127,10 @@ export function compilePolicy(doc: unknown, source: string): Policy {
       checkLogic(r.when);
     } catch (err) {
       throw new Error(`${where(id)}: ${(err as Error).message}`);
+    }
+    if (r.phase === 'tools' && actionAliases[r.action as string] === 'redact') {
+      // A tool definition is not masked: the tool is listed as it is, or withheld.
+      throw new Error(`${where(id)}: a tools rule cannot redact (block withholds the tool, flag marks it)`);
     }
     const description = r.description as string | undefined;
     const vars = varsRead(r.when);

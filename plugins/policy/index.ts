@@ -22,6 +22,7 @@ import {
   enforcementModes,
   type GatewayContext,
   GatewayError,
+  jsonrpcWire,
   type Mode,
   mapRpcResponses,
   type Next,
@@ -185,6 +186,9 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     if (options.phase === 'egress' && !classifierSet) {
       throw new Error('an egress policy stage needs `classifiers` (a classifier-set resource) to read answers');
     }
+    if (options.phase !== 'egress' && !classifierSet && store.current.hasPhase(store.current.names, 'tools')) {
+      throw new Error('policies with `phase: tools` rules need `classifiers` (a classifier-set resource) on the stage');
+    }
     const egressOptions = { window_chars: 512, scan_every_chars: 128, ...options.egress };
     const egressNames = egressOptions.classifiers;
     for (const name of egressNames ?? []) {
@@ -227,6 +231,76 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       if (hidden.length === 0) return response;
       ctx.state.annotations.policy_hidden_tools = hidden;
       return { ...response, result: { ...result, tools } };
+    };
+
+    /**
+     * Tools withheld from a listing (strict mode), by name, with the decision: a call naming one
+     * is refused until a listing shows it clean again. Bounded (a listing is of one upstream).
+     */
+    const withheld = new Map<string, PolicyDecision>();
+    const maxWithheld = 10_000;
+
+    /**
+     * The `tools` phase: each tool a `tools/list` answer defines is classified (its name,
+     * description and schemas' text, jsonrpcWire.toolDefinitionText) and the `tools` rules
+     * evaluated on it. In strict mode a block withholds the tool from the listing; a flag (and a
+     * block in permissive mode) marks it in `annotations.tools_flagged`. One decision is recorded
+     * for the listing: the most severe, with the tools it concerns.
+     */
+    const inspectListing: RpcResponseMap = async (response, ctx) => {
+      const result = response.result;
+      if (!isObject(result) || !Array.isArray(result.tools)) return response;
+      if (!classifierSet) throw new Error('`phase: tools` rules need `classifiers` on the policy stage');
+      const started = performance.now();
+      const m = mode(ctx);
+      const current = store.current;
+      const names = applicable(current, ctx.state.stype?.id ?? null, ctx);
+      const base = evaluationData(ctx, m, 'tools');
+      const tools: unknown[] = result.tools;
+      const evaluations = await Promise.all(
+        tools.map(async (tool) => {
+          if (!isObject(tool) || typeof tool.name !== 'string') return undefined;
+          const text = jsonrpcWire.toolDefinitionText(tool);
+          const results = text === '' ? {} : await classifierSet.classify(undefined, text);
+          return current.evaluate(names, { ...base, tool: tool.name, classifiers: scoresOf(results) }, 'tools');
+        }),
+      );
+      const kept: unknown[] = [];
+      const stripped: string[] = [];
+      const flagged: Array<{ tool: string; policy?: string; rule?: string; detail?: string }> = [];
+      let worst: PolicyDecision | undefined;
+      for (let i = 0; i < tools.length; i++) {
+        const evaluation = evaluations[i];
+        const name = (tools[i] as { name?: unknown }).name as string;
+        if (!evaluation) {
+          kept.push(tools[i]);
+          continue;
+        }
+        count(evaluation.matches);
+        const d = evaluation.decision;
+        if (d.action === 'block' && m === 'strict') {
+          stripped.push(name);
+          if (withheld.size < maxWithheld || withheld.has(name)) withheld.set(name, d);
+        } else {
+          withheld.delete(name);
+          kept.push(tools[i]);
+          if (d.action === 'block' || d.action === 'flag') {
+            flagged.push({ tool: name, policy: d.policy, rule: d.rule, detail: d.detail });
+          }
+        }
+        if (d.action !== 'allow' && (!worst || (worst.action === 'flag' && d.action === 'block'))) worst = d;
+      }
+      if (stripped.length > 0) ctx.state.annotations.tools_withheld = stripped;
+      if (flagged.length > 0 && m !== 'audit') ctx.state.annotations.tools_flagged = flagged;
+      const concerned = [...stripped, ...flagged.map((f) => f.tool)];
+      record(
+        ctx,
+        worst
+          ? { ...worst, details: { ...worst.details, tools: concerned, withheld: stripped.length > 0 } }
+          : { action: 'allow', phase: 'tools' },
+      );
+      addLatency(ctx, started);
+      return stripped.length > 0 ? { ...response, result: { ...result, tools: kept } } : response;
     };
 
     function count(matches: RuleMatch[]): void {
@@ -276,7 +350,15 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       const m = mode(ctx);
       const current = store.current;
       const data = evaluationData(ctx, m, options.phase);
-      const { decision, matches } = current.evaluate(applicable(current, data.stype, ctx), data, options.phase);
+      const names = applicable(current, data.stype, ctx);
+      // A tool withheld from a listing is not callable by its name either (strict mode).
+      const refused = data.method === 'tools/call' && m === 'strict' ? withheld.get(data.tool ?? '') : undefined;
+      if (refused) {
+        record(ctx, refused);
+        addLatency(ctx, started);
+        throw blockError(refused);
+      }
+      const { decision, matches } = current.evaluate(names, data, options.phase);
       count(matches);
       record(ctx, decision);
       const flags = matches.filter((x) => x.action === 'flag');
@@ -311,9 +393,13 @@ export const policyPlugin = definePlugin<PolicyOptions>({
           ctx.state.jsonModified = true;
       }
       addLatency(ctx, started);
-      if (!(options.filter_list && m === 'strict' && data.method === 'tools/list')) return next();
+      const listing = data.method === 'tools/list';
+      const filter = options.filter_list && m === 'strict' && listing;
+      const inspect = listing && current.hasPhase(names, 'tools');
+      if (!filter && !inspect) return next();
       await next();
-      await mapRpcResponses(ctx, filterListing);
+      if (inspect) await mapRpcResponses(ctx, inspectListing);
+      if (filter) await mapRpcResponses(ctx, filterListing);
     }
 
     type AnswerCheck = Evaluation & { results: Record<string, ClassifierResult> };
@@ -336,9 +422,12 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       return { decision: evaluation.decision, matches: evaluation.matches, results };
     }
 
-    /** The egress check of a whole JSON answer: the body to send (the same object when unchanged). */
-    async function checkJsonAnswer(body: unknown, ctx: GatewayContext): Promise<unknown> {
-      const text = openaiWire.answerText(body);
+    /**
+     * The egress check of a whole JSON answer, read through its wire format's reader (`wire`):
+     * the body to send (the same object when unchanged).
+     */
+    async function checkJsonAnswer(body: unknown, ctx: GatewayContext, wire: AnswerWire): Promise<unknown> {
+      const text = wire.text(body);
       if (text === '') return body;
       const started = performance.now();
       // Through classify(), not classifySync: whole answers read in one turn are classified together.
@@ -349,14 +438,15 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       addLatency(ctx, started);
       if (mode(ctx) !== 'strict') return body;
       if (decision.action === 'block') throw blockError(decision);
-      if (decision.action === 'redact') {
-        if (redactSpans(matches, results).length > 0) {
-          const copy = structuredClone(body);
-          if (await openaiWire.maskAnswer(copy, (t) => maskWith(matches, t))) return copy;
-        }
+      if (decision.action === 'redact' && redactSpans(matches, results).length > 0) {
+        return wire.mask(body, (t) => maskWith(matches, t));
       }
       return body;
     }
+
+    /** A JSON-RPC answer (a tool's result, indirect prompt injection): its response, as checked. */
+    const checkRpcAnswer: RpcResponseMap = async (response, ctx) =>
+      (await checkJsonAnswer(response, ctx, rpcAnswers)) as Record<string, unknown>;
 
     /** Hold-backs per list of policies (the lists come from the policy set, which a reload replaces). */
     const holdbacks = new WeakMap<readonly string[], number>();
@@ -472,6 +562,13 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       const current = store.current;
       if (!current.hasPhase(applicable(current, ctx.state.stype?.id ?? null, ctx), 'egress')) return;
       const names = applicable(current, ctx.state.stype?.id ?? null, ctx);
+      // A JSON-RPC route: the response to a request (a JSON body, or the response event of a
+      // stream). A notification's or a response's answer carries none, and the messages a server
+      // sends on its own (a GET stream) are not read (docs/enforcement.md).
+      if (ctx.state.rpcKind !== undefined || ctx.state.dialect?.name === 'jsonrpc') {
+        if (ctx.state.rpcKind === 'request') await mapRpcResponses(ctx, checkRpcAnswer);
+        return;
+      }
       const answer = answerOf(ctx);
       if (!answer.hasBody) return;
       if (answer.isEventStream) {
@@ -480,7 +577,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       }
       const body = await answer.json();
       if (body === undefined) return;
-      const checked = await checkJsonAnswer(body, ctx);
+      const checked = await checkJsonAnswer(body, ctx, openaiAnswers);
       if (checked !== body) answer.setJson(checked);
     }
 
@@ -510,6 +607,26 @@ export const policyPlugin = definePlugin<PolicyOptions>({
 });
 
 export default [policyPlugin, policySetResource, policyApiPlugin];
+
+/** How the egress check reads and masks a whole answer of one wire format. */
+interface AnswerWire {
+  text(body: unknown): string;
+  /** The body with every text field masked: a copy, or the same object when nothing changed. */
+  mask(body: unknown, mask: (text: string) => Promise<string>): Promise<unknown>;
+}
+
+const openaiAnswers: AnswerWire = {
+  text: openaiWire.answerText,
+  async mask(body, mask) {
+    const copy = structuredClone(body);
+    return (await openaiWire.maskAnswer(copy, mask)) ? copy : body;
+  },
+};
+
+const rpcAnswers: AnswerWire = {
+  text: jsonrpcWire.responseText,
+  mask: (body, mask) => jsonrpcWire.maskResponse(body as Record<string, unknown>, mask),
+};
 
 function spansOf(results: Record<string, ClassifierResult>): Span[] {
   return Object.values(results).flatMap((r) => r.spans);

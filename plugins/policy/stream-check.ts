@@ -254,7 +254,7 @@ interface Held {
 /**
  * The hold-back variant: events are queued while their text is checked. A batch is released
  * once `holdback + scanEveryChars` characters wait: the window is scanned, then the oldest events
- * go out until only `holdback` characters remain held. A block drops everything still held (the
+ * go out, whole, while at least `holdback` characters remain held. A block drops everything still held (the
  * client never sees it); a redact masks the held parts of the matched spans; `[DONE]` scans and
  * releases the rest.
  */
@@ -297,36 +297,7 @@ class HeldCheck extends StreamCheckBase {
 
   #released(blocked: SseEvent[] | undefined): SseVerdict {
     if (blocked) return { events: blocked, end: true };
-    this.#splitAt(this.#heldChars - this.#holdback);
     return { events: this.#release(this.#holdback) };
-  }
-
-  /**
-   * Splits the held event that straddles `chars` characters from the start of the held text, so
-   * that exactly that much can be released: a chunk larger than the hold-back must not go out
-   * whole, or its end would be sent unchecked by what follows it.
-   */
-  #splitAt(chars: number): void {
-    let start = this.chars - this.#heldChars;
-    let before = 0;
-    for (let i = 0; i < this.#held.length; i++) {
-      const h = this.#held[i];
-      if (before + h.text.length > chars && before < chars && h.chunk) {
-        const cut = chars - before;
-        const first = sliceChunk(h.chunk, 0, cut, true);
-        const rest = sliceChunk(h.chunk, cut, h.text.length, false);
-        this.#held.splice(i, 1, this.#heldOf(h.event, first, start), this.#heldOf(h.event, rest, start + cut));
-        return;
-      }
-      before += h.text.length;
-      start += h.text.length;
-    }
-  }
-
-  /** A held piece of a chunk starting at absolute offset `start`, masked as the spans masked so far say. */
-  #heldOf(event: SseEvent, chunk: Record<string, unknown>, start: number): Held {
-    const masked = maskChunk(chunk, start, this.maskedSpans(), this.o.mask);
-    return { event: { ...event, data: JSON.stringify(masked ?? chunk) }, chunk, text: chunkText(chunk) };
   }
 
   #finish(tail: SseEvent[]): SseVerdict | Promise<SseVerdict> {
@@ -387,10 +358,17 @@ class HeldCheck extends StreamCheckBase {
     return end;
   }
 
-  /** Releases the oldest held events until at most `keep` characters stay held. */
+  /**
+   * Releases the oldest held events, whole, as long as at least `keep` characters stay held. An
+   * event that straddles the release point waits for the next scan (whole events only: cutting it
+   * there would cost a clone and an extra event per scan, for a few characters of latency).
+   */
   #release(keep: number): SseEvent[] {
     const out: SseEvent[] = [];
-    while (this.#held.length > 0 && (this.#heldChars > keep || this.#held[0].text === '')) {
+    while (
+      this.#held.length > 0 &&
+      (this.#held[0].text === '' || this.#heldChars - this.#held[0].text.length >= keep)
+    ) {
       const h = this.#held.shift() as Held;
       this.#heldChars -= h.text.length;
       out.push(h.event);
@@ -426,28 +404,6 @@ function maskPiece(
     .filter((sp) => sp.end > cut)
     .map((sp) => ({ ...sp, start: Math.max(0, sp.start - cut), end: sp.end - cut }));
   return mask(text.slice(cut), shifted);
-}
-
-/**
- * The part [from, to) of a chunk's text (offsets in its chunkText), in a chunk of the same shape.
- * The first part of a split carries no finish_reason; a later part no role.
- */
-function sliceChunk(chunk: Record<string, unknown>, from: number, to: number, first: boolean): Record<string, unknown> {
-  const part = mapChunkText(chunk, (field, offset) =>
-    field.slice(Math.max(0, from - offset), Math.max(0, to - offset)),
-  );
-  const choices = part.choices;
-  if (!Array.isArray(choices)) return part;
-  return {
-    ...part,
-    choices: choices.map((c: Record<string, unknown>) => {
-      if (first) return 'finish_reason' in c ? { ...c, finish_reason: null } : c;
-      const delta = c.delta as Record<string, unknown> | undefined;
-      if (!delta || !('role' in delta)) return c;
-      const { role: _role, ...rest } = delta;
-      return { ...c, delta: rest };
-    }),
-  };
 }
 
 /**

@@ -8,6 +8,7 @@ import {
   Answer,
   ClientAbort,
   type GatewayContext,
+  GatewayError,
   type HttpForwardResponse,
   type HttpUpstream,
   isUninspectable,
@@ -42,10 +43,15 @@ export async function proxyHttp(ctx: GatewayContext, upstream: HttpUpstream, o: 
   } finally {
     ClientAbort.unwatch(ctx.res);
   }
-  const init = { status: res.status, headers: upstreamResponseHeaders(res.headers) };
+  // upstreamResponseHeaders leaves lower-case names and no undefined value: adopted, not copied.
+  const init = { status: res.status, headers: upstreamResponseHeaders(res.headers), headersNormalised: true };
   try {
-    ctx.state.answer = new Answer(ctx, { ...init, body: await answerBody(ctx, res) });
+    const body = await answerBody(ctx, res);
+    ctx.state.answer = new Answer(ctx, { status: init.status, headers: init.headers, headersNormalised: true, body });
   } catch (err) {
+    // The upstream's deadline passed while the body was read: a timeout (504), not a cut-short answer.
+    const cause = (err as { cause?: unknown }).cause;
+    if (isUninspectable(err) && cause instanceof GatewayError && cause.kind === 'upstream_timeout') throw cause;
     // Cut short while read whole: the stages' readers refuse it, and it is never sent as a success.
     if (!isUninspectable(err)) throw err;
     ctx.state.answer = Answer.broken(ctx, init, err);
@@ -83,7 +89,10 @@ async function answerBody(
   return res.body;
 }
 
-/** Answers up to this size (by their Content-Length) are buffered rather than streamed. */
+/**
+ * Answers up to this size (by their Content-Length) are buffered rather than streamed; the same
+ * size as the upstreams' small answers, which must arrive whole within the response timeout.
+ */
 const bufferLimit = 64 * 1024;
 
 function isSmall(length: string | string[] | undefined): boolean {

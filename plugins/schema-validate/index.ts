@@ -6,14 +6,17 @@
  * `strict` rejects, `permissive` forwards and annotates/counts/logs, `audit` forwards and counts.
  */
 import {
+  Answer,
   definePlugin,
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
   jsonrpcWire,
   mapRpcResponses,
+  type PolicyDecision,
   type ResolvedSType,
   type RpcResponseMap,
+  recordDecision,
   type Violation,
 } from '../../runtime/index.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
@@ -29,6 +32,7 @@ export interface SchemaValidateOptions {
   validate_results: boolean;
   unknown_stype: 'allow' | 'reject';
   pin_check?: PinCheck;
+  argument_errors: 'jsonrpc' | 'tool-result';
 }
 
 const { messagePayload, toolCallOf } = jsonrpcWire;
@@ -67,6 +71,12 @@ export default definePlugin<SchemaValidateOptions>({
         default: 'allow',
         description: 'A message with no registered SType: pass it, or treat it as a schema failure.',
       },
+      argument_errors: {
+        enum: ['jsonrpc', 'tool-result'],
+        default: 'jsonrpc',
+        description:
+          'Strict mode, tools/call arguments that fail their schema: the error of the dialect (HTTP 422, -32602 with violations), or a tool result with isError: true that the model can read and correct (MCP 2025-11-25, SEP-1303).',
+      },
       pin_check: {
         enum: ['off', 'flag', 'enforce'],
         description:
@@ -95,11 +105,18 @@ export default definePlugin<SchemaValidateOptions>({
     });
 
     /** Rejects, or annotates and counts, a message that failed validation. */
-    function failRequest(ctx: GatewayContext, mode: Mode, stype: string, label: string, all: Violation[]): void {
+    /** Records a failed validation on the request and counts it; the violations kept (at most maxViolations). */
+    function recordFailure(ctx: GatewayContext, mode: Mode, label: string, all: Violation[]): Violation[] {
       const violations = all.slice(0, maxViolations);
       ctx.state.validation = { valid: false, violations };
       violationsTotal.inc({ stype: label, mode });
+      return violations;
+    }
+
+    function failRequest(ctx: GatewayContext, mode: Mode, stype: string, label: string, all: Violation[]): void {
+      const violations = recordFailure(ctx, mode, label, all);
       if (mode === 'strict') {
+        recordDecision(ctx, refusal(stype, all.length));
         const details: Record<string, unknown> = { stype, violations };
         if (all.length > maxViolations) details.violations_total = all.length;
         throw new GatewayError('validation_failed', 'Schema validation failed', { details });
@@ -131,6 +148,14 @@ export default definePlugin<SchemaValidateOptions>({
           { request_id: ctx.state.requestId, tools: names, action: pinMode === 'enforce' ? 'removed' : 'flagged' },
           'tool definitions changed since they were approved',
         );
+        // On record (the audit trail): a listing with tools whose definition changed since review.
+        recordDecision(ctx, {
+          action: pinMode === 'enforce' ? 'block' : 'flag',
+          phase: 'tools',
+          rule: 'tool-pinning',
+          detail: 'tool definitions changed since they were approved',
+          details: { stage: 'schema-validate', tools: names, withheld: pinMode === 'enforce' },
+        });
         if (pinMode !== 'enforce') return response;
         const drifted = new Set(names);
         const tools = result.tools.filter((t) => !(isObject(t) && drifted.has(t.name as string)));
@@ -149,6 +174,13 @@ export default definePlugin<SchemaValidateOptions>({
         observed: `sha256:${drift.observed}`,
       };
       if (pinMode === 'enforce') {
+        recordDecision(ctx, {
+          action: 'block',
+          phase: 'ingress',
+          rule: 'tool-pinning',
+          detail: driftDetail(drift),
+          details: { stage: 'schema-validate', tool: name },
+        });
         // The fixed JSON-RPC message, so that the body is exactly {policy, detail} (no extra reason).
         throw new GatewayError('policy_violation', 'Policy violation', {
           details: { policy: 'tool-pinning', detail: driftDetail(drift) },
@@ -220,7 +252,13 @@ export default definePlugin<SchemaValidateOptions>({
             ]);
           }
         } else if (outcome.valid) ctx.state.validation = { valid: true, violations: [] };
-        else failRequest(ctx, mode, stype.id, stype.id, outcome.violations);
+        else if (mode === 'strict' && options.argument_errors === 'tool-result' && toolCallOf(rpc) && 'id' in rpc) {
+          // Counted and recorded like any failure; answered as the tool's own error, not forwarded.
+          const violations = recordFailure(ctx, mode, stype.id, outcome.violations);
+          recordDecision(ctx, refusal(stype.id, outcome.violations.length, 'tool-result'));
+          ctx.state.answer = Answer.fromJson(ctx, toolError(rpc, stype.id, violations, outcome.violations.length));
+          return;
+        } else failRequest(ctx, mode, stype.id, stype.id, outcome.violations);
 
         await next();
 
@@ -257,4 +295,40 @@ function unknownId(rpc: JsonRpcRequest, registry: STypeRegistry): string {
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/**
+ * The answer to a tools/call whose arguments fail their schema, as a tool execution error (MCP
+ * 2025-11-25, SEP-1303): a result with `isError: true` whose text names each violation, so that
+ * the model can correct its call; the violations also in `_meta` for programs.
+ */
+function toolError(
+  rpc: JsonRpcRequest,
+  stype: string,
+  violations: Violation[],
+  total: number,
+): Record<string, unknown> {
+  const name = toolCallOf(rpc)?.name ?? 'the tool';
+  const lines = violations.map((v) => `${v.path}: ${v.message}`);
+  if (total > violations.length) lines.push(`(${total - violations.length} more)`);
+  return {
+    jsonrpc: '2.0',
+    id: rpc.id ?? null,
+    result: {
+      content: [{ type: 'text', text: `Invalid arguments for tool "${name}":\n${lines.join('\n')}` }],
+      isError: true,
+      _meta: { 'io.switchyard/validation': { stype, violations, violations_total: total } },
+    },
+  };
+}
+
+/** The decision of a strict schema refusal (for the audit trail: the SType and how many violations). */
+function refusal(stype: string, violations: number, answeredAs?: 'tool-result'): PolicyDecision {
+  return {
+    action: 'block',
+    phase: 'ingress',
+    rule: 'schema-validation',
+    detail: 'Schema validation failed',
+    details: { stage: 'schema-validate', stype, violations, ...(answeredAs ? { answered_as: answeredAs } : {}) },
+  };
 }

@@ -1,9 +1,9 @@
 /**
  * users: accounts and bearer tokens for any service. The `user-directory` resource (entity store,
- * scrypt, HS256 tokens) and the stages `user-create`, `user-token` (OAuth2 password flow),
- * `user-current` and `user-guard`.
+ * scrypt, HS256 tokens) and the stages `user-create`, `user-token` (OAuth2 password flow, login
+ * throttling), `user-current`, `user-activation` and `user-guard`.
  */
 import resource from './resource.ts';
-import { userCreate, userCurrent, userGuard, userToken } from './stage.ts';
+import { userActivation, userCreate, userCurrent, userGuard, userToken } from './stage.ts';
 
-export default [resource, userCreate, userToken, userCurrent, userGuard];
+export default [resource, userCreate, userToken, userCurrent, userActivation, userGuard];

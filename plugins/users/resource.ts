@@ -102,11 +102,21 @@ export default defineResource<UserDirectoryOptions, UserDirectory>({
       enabled: options.enabled ?? false,
       registration: options.registration ?? 'superuser',
       tokenTtlSeconds: ttl,
-      async register(input, requestId) {
+      async register(input, { requestId, creator } = {}) {
         const password_hash = await hashPassword(input.password, cost);
         const created = await writeQueue(db.store)(() =>
           db.store.transaction(
             async (tx) => {
+              // Who may create a user is decided here, with the count this transaction sees:
+              // checked before it, twenty simultaneous first sign-ups all passed as "the first".
+              const first = (await tx.count(type)) === 0;
+              if (!first && directory.registration === 'superuser' && !creator?.is_superuser) {
+                throw creator
+                  ? new GatewayError('forbidden', 'Not enough permissions')
+                  : new GatewayError('unauthorized', 'Not authenticated', {
+                      headers: { 'WWW-Authenticate': 'Bearer' },
+                    });
+              }
               if (await tx.getByKey(type, input.username)) {
                 throw new GatewayError('bad_request', 'Username already registered', {
                   details: { field: 'username' },
@@ -119,7 +129,6 @@ export default defineResource<UserDirectoryOptions, UserDirectory>({
               if (sameEmail.items.length > 0) {
                 throw new GatewayError('bad_request', 'Email already registered', { details: { field: 'email' } });
               }
-              const first = (await tx.count(type)) === 0;
               const data: StoredUser = { ...input, password_hash, is_active: true, is_superuser: first };
               return tx.create<StoredUser>(type, data, { key: input.username, requestId });
             },
@@ -141,8 +150,29 @@ export default defineResource<UserDirectoryOptions, UserDirectory>({
       async userForToken(token) {
         const claims = verifyToken(token, secret);
         if (!claims || !/^\d+$/.test(claims.sub)) return undefined;
-        const found = await db.store.get<StoredUser>(type, Number(claims.sub));
+        // getMany, not get: get answers from the store's read cache, which sees another
+        // process's writes only after a while; a revoked account must be refused at once.
+        const [found] = await db.store.getMany<StoredUser>(type, [Number(claims.sub)]);
         return found ? toPublic(found) : undefined;
+      },
+      async setActive(id, active, requestId) {
+        const updated = await writeQueue(db.store)(() =>
+          db.store.transaction(
+            async (tx) => {
+              const [found] = await tx.getMany<StoredUser>(type, [id]);
+              if (!found) return undefined;
+              if (found.data.is_active === active) return found;
+              return tx.update<StoredUser>(
+                type,
+                id,
+                { ...found.data, is_active: active },
+                { requestId, ifVersion: found.version },
+              );
+            },
+            { retries: 5 },
+          ),
+        );
+        return updated ? toPublic(updated) : undefined;
       },
       count: () => db.store.count(type),
     };

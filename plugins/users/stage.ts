@@ -6,10 +6,12 @@
  *   user-token    POST /token    OAuth2 password flow: form (or JSON) username + password →
  *                                {access_token, token_type: "bearer"}
  *   user-current  GET /users/me  the user of the bearer token
+ *   user-activation  POST /users/{user_id}/deactivate (or /activate), superusers only → the user
  *   user-guard    in front of a route: `require: user` (any active user) or `superuser`
  *
  * Statuses: no or bad token 401 (`WWW-Authenticate: Bearer`), wrong credentials 401, an
- * authenticated user without the permission 403, an inactive user 403.
+ * authenticated user without the permission 403, an inactive user 403, too many failed logins
+ * 429 (login-throttle.ts).
  */
 import { definePlugin, type GatewayContext, GatewayError, readBody, readJson } from '../../runtime/index.ts';
 import {
@@ -22,6 +24,7 @@ import {
 } from '../openapi/api.ts';
 import { type FieldSpecs, issue, validateBody, validationError } from '../records/api.ts';
 import type { PublicUser, UserDirectory } from './api.ts';
+import { LoginThrottle, type ThrottleOptions, throttleOptionsSchema } from './login-throttle.ts';
 
 declare module '../../runtime/index.ts' {
   interface GatewayState {
@@ -78,9 +81,13 @@ export const userCreate = definePlugin<{ users: string }>({
     const users = env.resource<UserDirectory>(options.users);
     return async (ctx) => {
       if (!users.enabled) throw notFound();
-      if (users.registration === 'superuser' && (await users.count()) > 0) {
-        const user = await currentUser(ctx, users, true);
-        if (!user?.is_superuser) throw forbidden();
+      // Who sends it (401 for a bad token). The rule itself (after the first user, superusers
+      // only) is checked again inside the creating transaction: this early check only keeps the
+      // order of answers (401 before 422) and refuses most requests before any hashing.
+      const creator = await currentUser(ctx, users, false);
+      if (users.registration === 'superuser' && !creator?.is_superuser && (await users.count()) > 0) {
+        if (!creator) throw unauthenticated();
+        throw forbidden();
       }
       const { value, issues } = validateBody(userFields, await readJson(ctx), 'create');
       if (typeof value.username === 'string' && !USERNAME.test(value.username))
@@ -95,17 +102,26 @@ export const userCreate = definePlugin<{ users: string }>({
       if (typeof value.email === 'string' && !EMAIL.test(value.email))
         issues.push(issue('value_error', ['body', 'email'], 'value is not a valid email address', value.email));
       if (issues.length > 0) throw validationError(issues);
-      ctx.body = await users.register(value as Parameters<UserDirectory['register']>[0], ctx.state.requestId);
+      ctx.body = await users.register(value as Parameters<UserDirectory['register']>[0], {
+        requestId: ctx.state.requestId,
+        creator,
+      });
     };
   },
 });
 
-export const userToken = definePlugin<{ users: string }>({
+export const userToken = definePlugin<{ users: string; throttle?: Partial<ThrottleOptions> }>({
   name: 'user-token',
   description: 'OAuth2 password flow: form-encoded (or JSON) username and password → {access_token, token_type}.',
-  options: { type: 'object', additionalProperties: false, required: ['users'], properties: { users: directoryOption } },
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['users'],
+    properties: { users: directoryOption, throttle: throttleOptionsSchema },
+  },
   create(options, env) {
     const users = env.resource<UserDirectory>(options.users);
+    const throttle = new LoginThrottle(options.throttle);
     return async (ctx) => {
       if (!users.enabled) throw notFound();
       let fields: Record<string, unknown>;
@@ -133,8 +149,14 @@ export const userToken = definePlugin<{ users: string }>({
           ),
         );
       if (issues.length > 0) throw validationError(issues);
+      // Refused before the password is checked: a throttled guess costs no scrypt either.
+      await throttle.check(username as string, ctx.ip);
       const user = await users.authenticate(username as string, password as string);
-      if (!user) throw unauthenticated('Incorrect username or password');
+      if (!user) {
+        await throttle.failed(username as string, ctx.ip);
+        throw unauthenticated('Incorrect username or password');
+      }
+      await throttle.succeeded(username as string);
       if (!user.is_active) throw forbidden('Inactive user');
       ctx.body = { access_token: users.issueToken(user), token_type: 'bearer' };
     };
@@ -150,6 +172,49 @@ export const userCurrent = definePlugin<{ users: string }>({
     return async (ctx) => {
       if (!users.enabled) throw notFound();
       ctx.body = await currentUser(ctx, users, true);
+    };
+  },
+});
+
+export const userActivation = definePlugin<{ users: string; active: boolean; id_param: string }>({
+  name: 'user-activation',
+  description:
+    "Deactivate (or activate) a user, superusers only: the user's tokens stop (or start) working at once; 404 when users are disabled.",
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['users', 'active'],
+    properties: {
+      users: directoryOption,
+      active: { type: 'boolean', description: 'false: deactivate; true: activate again.' },
+      id_param: { type: 'string', default: 'user_id', description: 'Path parameter holding the user id.' },
+    },
+  },
+  create(options, env) {
+    const users = env.resource<UserDirectory>(options.users);
+    const param = options.id_param ?? 'user_id';
+    return async (ctx) => {
+      if (!users.enabled) throw notFound();
+      const actor = await currentUser(ctx, users, true);
+      if (!actor?.is_superuser) throw forbidden();
+      const raw = String(ctx.params?.[param] ?? '');
+      if (!/^\d{1,15}$/.test(raw)) {
+        throw validationError([
+          issue(
+            'int_parsing',
+            ['path', param],
+            'Input should be a valid integer, unable to parse string as an integer',
+            raw,
+          ),
+        ]);
+      }
+      const id = Number(raw);
+      // Deactivating oneself would lock the last superuser out for good.
+      if (!options.active && id === actor.id)
+        throw new GatewayError('bad_request', 'Superusers cannot deactivate themselves');
+      const user = await users.setActive(id, options.active, ctx.state.requestId);
+      if (!user) throw new GatewayError('not_found', 'User not found');
+      ctx.body = user;
     };
   },
 });
@@ -268,6 +333,7 @@ describeStage('user-token', (raw, ctx) => {
         }),
         401: errorResponse('Incorrect username or password'),
         422: validationResponse,
+        429: errorResponse('Too many failed logins for this account or from this address (Retry-After)'),
       },
     },
   };
@@ -297,6 +363,32 @@ describeStage('user-guard', (raw, ctx) => {
       ...secured,
       description: superuser ? 'Needs a superuser.' : 'Needs a signed-in user.',
       responses: { 401: unauthorized, 403: errorResponse(superuser ? 'Not a superuser' : 'Inactive user') },
+    },
+  };
+});
+
+describeStage('user-activation', (raw, ctx) => {
+  if (!dir(raw, ctx).enabled) return { hide: true };
+  const o = raw as { active: boolean; id_param?: string };
+  return {
+    schemas: { ...validationSchemas, User: userSchema },
+    securitySchemes,
+    operation: {
+      tags: ['users'],
+      summary: o.active ? 'Activate user' : 'Deactivate user',
+      description: o.active
+        ? 'Superusers only. The user may log in again; tokens it still holds work again.'
+        : 'Superusers only. The user can no longer log in (403) and every token it holds is refused at once (403 Inactive user).',
+      parameters: [{ name: o.id_param ?? 'user_id', in: 'path', required: true, schema: { type: 'integer' } }],
+      responses: {
+        200: jsonResponse('The user', ref('User')),
+        400: errorResponse('Superusers cannot deactivate themselves'),
+        401: unauthorized,
+        403: errorResponse('Not a superuser'),
+        404: errorResponse('User not found'),
+        422: validationResponse,
+      },
+      ...secured,
     },
   };
 });

@@ -28,6 +28,11 @@ export interface AnswerInit {
   headers?: Record<string, HeaderValue | undefined>;
   /** The body as received: whole bytes, a stream still to read, or none. */
   body?: Buffer | Readable | null;
+  /**
+   * The headers' names are lower case and no value is undefined (as `upstreamResponseHeaders`
+   * leaves them): the object is adopted rather than copied, a copy per request saved.
+   */
+  headersNormalised?: boolean;
 }
 
 /**
@@ -64,10 +69,13 @@ export class Answer {
     init: AnswerInit,
   ) {
     this.status = init.status;
-    this.headers = {};
-    for (const name in init.headers) {
-      const value = init.headers[name];
-      if (value !== undefined) this.headers[name.toLowerCase()] = value;
+    if (init.headersNormalised && init.headers) this.headers = init.headers as Record<string, HeaderValue>;
+    else {
+      this.headers = {};
+      for (const name in init.headers) {
+        const value = init.headers[name];
+        if (value !== undefined) this.headers[name.toLowerCase()] = value;
+      }
     }
     const body = init.body ?? null;
     if (body instanceof Readable) this.#stream = body;
@@ -233,11 +241,12 @@ export class Answer {
     ctx.status = this.status;
     if (this.#decoded) ctx.remove('content-encoding');
     const changedLength = this.#replaced || this.#decoded || this.#filters !== undefined;
+    const res = ctx.res;
     for (const name in this.headers) {
-      if (ctx.res.hasHeader(name)) continue; // what a stage set wins
+      if (res.hasHeader(name)) continue; // what a stage set wins
       if (changedLength && name === 'content-length') continue;
       if (this.#decoded && name === 'content-encoding') continue;
-      ctx.set(name, this.headers[name]);
+      res.setHeader(name, this.headers[name]); // names and values as received (Koa's set would re-check them)
     }
     if (noBodyStatus.has(this.status)) {
       this.discard();

@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { commitAnswer, discardAnswer } from '../answer/answer.ts';
+import { discardBody, discardBound } from '../body.ts';
 import { GatewayError, toGatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
 import { latencyBuckets, requestsCounter } from '../observability/metrics.ts';
@@ -24,7 +25,17 @@ const zeroTraceId = '0'.repeat(32);
 
 export interface RequestCore {
   handle(graph: ServiceGraph, ctx: GatewayContext): Promise<void>;
+  /**
+   * Logs a request the service answered itself while stopping (503 at the drain deadline): its
+   * pipeline may never return before the process exits. It is not logged again when it does.
+   */
+  answeredAtStop(ctx: GatewayContext): void;
 }
+
+/** When a request started (process.hrtime), and whether its access line was written already. */
+const startedAt = Symbol('request started');
+const logged = Symbol('request logged');
+type Timed = GatewayContext & { [startedAt]?: bigint; [logged]?: boolean };
 
 export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog: boolean): RequestCore {
   const requests = requestsCounter(metrics);
@@ -42,9 +53,33 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
     labelNames: ['reason'] as const,
   });
 
+  const logRequest = (ctx: Timed, seconds: number) => {
+    ctx[logged] = true;
+    logger.info(
+      {
+        request_id: ctx.state.requestId,
+        method: ctx.method,
+        path: ctx.path,
+        route: ctx.state.route,
+        status: ctx.status,
+        duration_ms: Math.round(seconds * 1e6) / 1e3,
+        caller: ctx.state.caller?.id,
+      },
+      'request',
+    );
+  };
+
   return {
-    async handle(graph, ctx) {
+    answeredAtStop(ctx: Timed) {
+      const started = ctx[startedAt];
+      if (accessLog && started !== undefined && !ctx[logged]) {
+        logRequest(ctx, Number(process.hrtime.bigint() - started) / 1e9);
+      }
+    },
+
+    async handle(graph, ctx: Timed) {
       const started = process.hrtime.bigint();
+      ctx[startedAt] = started;
       const config = graph.loaded.config;
       const requestId = requestIdOf(ctx, config.request_id_header);
       ctx.set(config.request_id_header, requestId);
@@ -84,7 +119,15 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
         commitAnswer(ctx);
       } catch (err) {
         discardAnswer(ctx);
-        renderError(ctx, err, route, graph, logger);
+        const refused = toGatewayError(err);
+        // The client may still be sending the refused body: read it first, so the 413 reaches it.
+        if (
+          refused.kind === 'payload_too_large' &&
+          !(await discardBody(ctx.req, discardBound(config.limits.body_bytes)))
+        ) {
+          ctx.set('Connection', 'close');
+        }
+        renderError(ctx, refused, route, graph, logger);
       } finally {
         graph.inflight--;
         inflight.n--;
@@ -92,20 +135,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
         const routeId = ctx.state.route;
         requests.inc({ route: routeId, method: ctx.method, status: String(ctx.status) });
         duration.observe({ route: routeId, method: ctx.method }, seconds);
-        if (accessLog) {
-          logger.info(
-            {
-              request_id: requestId,
-              method: ctx.method,
-              path: ctx.path,
-              route: routeId,
-              status: ctx.status,
-              duration_ms: Math.round(seconds * 1e6) / 1e3,
-              caller: ctx.state.caller?.id,
-            },
-            'request',
-          );
-        }
+        if (accessLog && !ctx[logged]) logRequest(ctx, seconds);
       }
     },
   };
@@ -165,6 +195,8 @@ function renderError(
   if (gerr.kind === 'internal_error') {
     logger.error({ err: gerr.cause ?? err, request_id: ctx.state.requestId, route: ctx.state.route }, 'internal error');
   }
+  // Answered already (the 503 of a stop at its drain deadline): nothing to add, nothing to cut.
+  if (ctx.res.writableEnded) return;
   if (ctx.headerSent || !ctx.writable) {
     // Too late for an error body (a stream had started): cut the connection so the client sees it.
     ctx.req.socket.destroy();
@@ -175,8 +207,6 @@ function renderError(
   ctx.status = rendered.status;
   ctx.body = rendered.body;
   for (const [k, v] of Object.entries(gerr.headers ?? {})) ctx.set(k, v);
-  // Body not read (e.g. too large): close after answering so the client gets the status, not a reset.
-  if (gerr.kind === 'payload_too_large') ctx.set('Connection', 'close');
 }
 
 /** W3C trace context: keep the caller's trace id with a new span id, or start a new trace. */

@@ -6,20 +6,23 @@
  * the pipeline returned. A config that fails to load or build changes nothing.
  */
 import type { ServerResponse } from 'node:http';
+import { Server as NetServer } from 'node:net';
 import { extname, resolve } from 'node:path';
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import { collectDefaultMetrics } from 'prom-client';
+import { bodyNotInvited } from '../body.ts';
 import { exposedListeners } from '../config/exposure.ts';
 import { type LoadOptions, loadService } from '../config/load.ts';
 import { ConfigError, type ConfigProblem } from '../config/source.ts';
 import type { ServiceConfig } from '../config/types.ts';
+import { monitorEventLoop } from '../observability/event-loop.ts';
 import { createLogger, flushLogger, type LoggingOptions } from '../observability/logger.ts';
 import { createMetricsKit, type MetricsKit } from '../observability/metrics.ts';
 import type { HealthReport, ServiceInfo } from '../plugin.ts';
 import { createAdminApp } from '../server/admin.ts';
 import { ConnectionTracker } from '../server/connections.ts';
-import { createRequestCore } from '../server/handler.ts';
+import { createRequestCore, type RequestCore } from '../server/handler.ts';
 import {
   createListener,
   metricsEndpoint,
@@ -33,6 +36,7 @@ import { loadTlsMaterial } from '../server/tls.ts';
 import { createUpgradeHandler, type UpgradeHandler } from '../server/upgrade.ts';
 import type { GatewayContext } from '../state.ts';
 import { buildGraph, closeGraph, describeResources, graphHealth, type ServiceGraph } from './graph.ts';
+import { OpenExchanges } from './open-exchanges.ts';
 
 export interface ServiceRuntimeOptions extends LoadOptions {
   /** Use this logger instead of the one the config describes (tests). */
@@ -72,11 +76,16 @@ export class ServiceRuntime {
   private mainServer: Server | undefined;
   private upgrades: UpgradeHandler | undefined;
   private closing = false;
+  /** Stops `switchyard_event_loop_delay_seconds`'s monitor (observability/event-loop.ts). */
+  private stopLoopMonitor: (() => void) | undefined;
   private reloading: Promise<ReloadOutcome> | undefined;
   /** Responses not finished yet, per graph (a streamed body outlives its pipeline). */
   private readonly openResponses = new WeakMap<ServiceGraph, number>();
   /** Replaced graphs still draining; close() closes them too. */
   private readonly retired = new Set<ServiceGraph>();
+  /** Requests of the main listener not answered yet: what a stop answers at its deadline. */
+  private readonly exchanges = new OpenExchanges();
+  private core: RequestCore | undefined;
 
   private constructor(
     readonly file: string,
@@ -115,6 +124,7 @@ export class ServiceRuntime {
     const graph = await buildGraph(loaded, { logger, metrics, info });
     const runtime = new ServiceRuntime(loaded.file, options, logger, metrics, graph);
     runtime.tls = tls;
+    runtime.stopLoopMonitor = monitorEventLoop(metrics);
     info.reload = async () => {
       const outcome = await runtime.reload();
       return {
@@ -154,6 +164,7 @@ export class ServiceRuntime {
     // Access lines and request errors are the `http` component's (see observability/logger.ts).
     const httpLogger = this.logger.child({ target: 'http' });
     const core = createRequestCore(this.metrics, httpLogger, config.logging.access_log);
+    this.core = core;
     const app = new Koa();
     app.silent = true;
     // Behind a trusted load balancer, take the client address from X-Forwarded-For.
@@ -162,6 +173,7 @@ export class ServiceRuntime {
       // Pin the graph at arrival: a reload during this request does not affect it.
       const graph = this.graph;
       this.holdUntilSent(graph, ctx.res, this.connections.requestStarted(ctx.req.socket));
+      this.exchanges.add(ctx as unknown as GatewayContext, graph.dialect);
       await core.handle(graph, ctx as unknown as GatewayContext);
       respondWithStream(ctx);
     });
@@ -209,6 +221,7 @@ export class ServiceRuntime {
     this.openResponses.set(graph, (this.openResponses.get(graph) ?? 0) + 1);
     res.once('close', () => {
       this.openResponses.set(graph, (this.openResponses.get(graph) ?? 1) - 1);
+      this.exchanges.done(res);
       if (connection) connection.inFlight--;
     });
   }
@@ -233,6 +246,15 @@ export class ServiceRuntime {
     if (connections) {
       connections.attach(server, tls !== undefined);
       this.mainServer = server;
+      server.on('checkContinue', (req, res) => {
+        // `Expect: 100-continue` with a body declared over the limit: the 413 goes out instead of
+        // the 100, so the client never sends the body (it is not waited for, see discardBody).
+        if (Number(req.headers['content-length']) > this.graph.loaded.config.limits.body_bytes) {
+          bodyNotInvited.add(req);
+          res.setHeader('Connection', 'close');
+        } else res.writeContinue();
+        handler(req, res);
+      });
     }
     this.servers.push(server);
     return startListener(server, host, port);
@@ -346,28 +368,43 @@ export class ServiceRuntime {
   }
 
   /**
-   * Graceful stop: refuse new connections, let in-flight requests and the responses still
-   * streaming (on the current graph and on replaced ones still draining) finish, up to
-   * `limits.drain_timeout_ms`, then close everything.
+   * Graceful stop: every answer not started from now on says `Connection: close`; stop accepting
+   * connections; close idle connections after `lingerMs` (see below); let in-flight requests and
+   * the responses still streaming (on the current graph and on replaced ones still draining)
+   * finish, up to `limits.drain_timeout_ms`; answer what is left (503 in the dialect, see
+   * open-exchanges.ts); then close everything.
    */
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
-    const deadline = Date.now() + this.graph.loaded.config.limits.drain_timeout_ms;
-    const closed = this.servers.map(
-      (s) =>
-        new Promise<void>((resolve) => {
-          s.close(() => resolve());
-          s.closeIdleConnections();
-        }),
-    );
+    const started = Date.now();
+    const deadline = started + this.graph.loaded.config.limits.drain_timeout_ms;
+    this.exchanges.startDraining();
+    const closed = this.servers.map((s) => {
+      // A connection idle when the stop begins, or once its last answer (sent keep-alive before
+      // the stop) is done, stays open `lingerMs`: a request the client sent meanwhile is answered
+      // (with Connection: close) instead of meeting a closed socket and a reset.
+      s.keepAliveTimeout = lingerMs;
+      return stopListening(s);
+    });
+    const lingerEnd = started + lingerMs;
+    let idleClosed = false;
     const draining = () => this.busy(this.graph) || [...this.retired].some((g) => this.busy(g));
-    while (draining() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    while ((draining() || Date.now() < lingerEnd) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, Math.max(1, Math.min(25, deadline - Date.now()))));
+      if (!idleClosed && Date.now() >= lingerEnd) {
+        idleClosed = true;
+        for (const s of this.servers) s.closeIdleConnections();
+      }
+    }
+    const answered = await this.exchanges.answerRemaining((ctx) => this.core?.answeredAtStop(ctx));
+    if (answered > 0) this.logger.warn({ answered }, 'drain timeout: requests still open were answered 503 or ended');
     for (const s of this.servers) s.closeAllConnections();
     await this.upgrades?.shutdown();
     await Promise.all(closed);
     for (const g of [...this.retired]) await this.closeRetired(g);
     await closeGraph(this.graph);
+    this.stopLoopMonitor?.();
     this.logger.info('service stopped');
     await flushLogger(this.logger);
   }
@@ -416,6 +453,21 @@ export class ServiceRuntime {
     };
   }
 }
+
+/** How long a connection idle during a stop stays open for a request already on its way (ms). */
+const lingerMs = 100;
+
+/**
+ * Stops accepting connections, leaving the open ones alone. Node's http `close()` also closes the
+ * idle ones at once, which resets a request a client sent on one just then; here that waits for
+ * `lingerMs` (see close()).
+ */
+function stopListening(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    netServerClose.call(server, () => resolve());
+  });
+}
+const netServerClose = NetServer.prototype.close;
 
 function listenerWarnings(old: ServiceGraph, next: ServiceGraph): string[] {
   const a = old.loaded.config;

@@ -48,6 +48,13 @@ export interface Timeouts {
   responseMs: number;
 }
 
+export function timeoutError(upstream: string, timeoutMs: number, cause?: unknown): GatewayError {
+  return new GatewayError('upstream_timeout', `Upstream did not answer within ${timeoutMs} ms`, {
+    details: { upstream, timeout_ms: timeoutMs },
+    cause,
+  });
+}
+
 export function toUpstreamError(
   err: unknown,
   upstream: string,
@@ -66,10 +73,7 @@ export function toUpstreamError(
     });
   }
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
-    return new GatewayError('upstream_timeout', `Upstream did not answer within ${t.responseMs} ms`, {
-      details: { upstream, timeout_ms: t.responseMs },
-      cause: err,
-    });
+    return timeoutError(upstream, t.responseMs, err);
   }
   return new GatewayError('upstream_error', `Upstream request failed: ${describeFailure(err)}`, {
     details: { upstream, reason: describeFailure(err) },

@@ -7,8 +7,10 @@
 import { connect } from 'node:net';
 import type { Logger } from 'pino';
 import { Client, Pool } from 'undici';
+import { GatewayError } from '../errors.ts';
 import type { ResolvedHttpConfig } from './config.ts';
-import { describeFailure, isUnreachable, type Timeouts, toUpstreamError } from './http-errors.ts';
+import { Deadline, watchBodyIdle } from './deadline.ts';
+import { describeFailure, isUnreachable, type Timeouts, timeoutError, toUpstreamError } from './http-errors.ts';
 import { Readiness } from './readiness.ts';
 import type { HttpForwardRequest, HttpForwardResponse, HttpUpstream, UpstreamHealth } from './types.ts';
 
@@ -39,7 +41,8 @@ export class HttpUpstreamImpl implements HttpUpstream {
     const common = {
       connectTimeout: config.connect_timeout_ms,
       headersTimeout: config.timeout_ms,
-      bodyTimeout: config.body_timeout_ms,
+      // Enforced on a native timer (watchBodyIdle); undici's coarse one is only a backstop.
+      bodyTimeout: config.body_timeout_ms > 0 ? config.body_timeout_ms + backstopMs : 0,
       keepAliveTimeout: config.keep_alive_timeout_ms,
     };
     this.pool = new Pool(this.url.origin, { ...common, connections: config.connections });
@@ -79,18 +82,26 @@ export class HttpUpstreamImpl implements HttpUpstream {
       if (v !== undefined && !transportHeaders.has(k.toLowerCase())) headers[k] = v;
     }
     const timeouts = req.timeoutMs ? { ...this.timeouts, responseMs: req.timeoutMs } : this.timeouts;
+    const deadline = new Deadline(timeouts.responseMs, req.signal, () => timeoutError(this.name, timeouts.responseMs));
     try {
       const res = await this.pool.request({
         method: req.method as 'GET',
         path: this.resolvePath(req.path),
         headers,
         body: req.body ?? null,
-        signal: req.signal,
-        headersTimeout: timeouts.responseMs,
+        signal: deadline,
+        // The deadline above fires on time; undici's coarse timer is only a backstop.
+        headersTimeout: timeouts.responseMs + backstopMs,
       });
       this.state.up();
+      // A small answer is answered once its body is in: the deadline covers it (a hung body is a 504).
+      if (isSmallAnswer(res.headers)) res.body.once('close', () => deadline.clear());
+      else deadline.clear();
+      const bodyMs = this.config.body_timeout_ms;
+      if (bodyMs > 0) watchBodyIdle(res.body, bodyMs, () => bodyTimeoutError(this.name, bodyMs));
       return { status: res.statusCode, headers: res.headers, body: res.body };
     } catch (err) {
+      deadline.clear();
       if (isUnreachable(err)) this.state.down(describeFailure(err));
       throw toUpstreamError(err, this.name, timeouts, req.signal);
     }
@@ -128,6 +139,26 @@ export class HttpUpstreamImpl implements HttpUpstream {
     this.probeTimer = setTimeout(() => this.probe(), this.config.health_check.interval_ms);
     this.probeTimer.unref();
   }
+}
+
+const backstopMs = 1000;
+
+function bodyTimeoutError(upstream: string, ms: number): GatewayError {
+  return new GatewayError('upstream_timeout', `Upstream sent nothing of its answer for ${ms} ms`, {
+    details: { upstream, body_timeout_ms: ms },
+  });
+}
+
+/** Answers up to this size (by Content-Length, not event streams) must arrive whole within the response timeout. */
+export const smallAnswerBytes = 64 * 1024;
+
+function isSmallAnswer(headers: Record<string, string | string[] | undefined>): boolean {
+  const length = headers['content-length'];
+  if (typeof length !== 'string') return false;
+  const type = headers['content-type'];
+  if (typeof type === 'string' && type.toLowerCase().startsWith('text/event-stream')) return false;
+  const n = Number(length);
+  return n > 0 && n <= smallAnswerBytes;
 }
 
 function tcpConnect(url: URL, timeoutMs: number): Promise<void> {

@@ -9,6 +9,7 @@ import type { Readable } from 'node:stream';
 import { GatewayError } from '../errors.ts';
 import type { JsonRpcRequest } from '../state.ts';
 import { HttpUpstreamImpl } from './http.ts';
+import { toUpstreamError } from './http-errors.ts';
 import { sseData } from './sse.ts';
 import type { HttpForwardResponse, RpcCallOptions, RpcUpstream } from './types.ts';
 
@@ -111,7 +112,14 @@ export class JsonRpcHttpUpstream extends HttpUpstreamImpl implements RpcUpstream
           details: { upstream: this.name, timeout_ms: timeoutMs },
         });
       }
-      throw err;
+      if (err instanceof SessionExpired) throw err;
+      // The answer's body cut short or reset while it was read: an upstream failure (502), never a 500.
+      throw toUpstreamError(
+        err,
+        this.name,
+        { connectMs: this.config.connect_timeout_ms, responseMs: timeoutMs },
+        signal,
+      );
     } finally {
       // Stop an SSE stream that stays open after the answer; destroying it early is not an error.
       if (res && !res.body.readableEnded) res.body.on('error', () => {}).destroy();

@@ -60,11 +60,18 @@ export class StdioUpstream implements RpcUpstream {
   async call(message: JsonRpcRequest, options: RpcCallOptions = {}): Promise<Message | undefined> {
     const timeoutMs = options.timeoutMs ?? this.config.call_timeout_ms;
     if (!this.state.connected) {
-      // A child that is starting gets the call's time to finish its handshake; none at all fails fast.
-      if (!this.child) throw this.notRunning();
-      await this.ready(timeoutMs).catch(() => {
-        throw this.child ? timeoutError(this.name, timeoutMs) : this.notRunning();
-      });
+      // A child that is starting gets the call's time to finish its handshake; none at all fails
+      // fast, and so does a wait for a child that dies before it is up (502, not the whole timeout).
+      if (!this.child || !this.exited) throw this.notRunning();
+      const waited = await Promise.race([
+        this.ready(timeoutMs).then(
+          () => 'ready' as const,
+          () => 'timeout' as const,
+        ),
+        this.exited.then(() => 'exited' as const),
+      ]);
+      if (waited === 'exited' || (waited === 'timeout' && !this.child)) throw this.notRunning();
+      if (waited === 'timeout') throw timeoutError(this.name, timeoutMs);
     }
     return this.send(message as unknown as Message, timeoutMs, options.signal);
   }

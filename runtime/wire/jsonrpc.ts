@@ -43,3 +43,130 @@ export function messagePayload(rpc: RpcMessage): { payload: unknown; root: '$' |
   if (call) return { payload: call.arguments, root: '$.arguments' };
   return { payload: rpc.params ?? {}, root: '$' };
 }
+
+/** Bounds of the walk of one tool's schemas (a hostile listing costs time proportional to its size). */
+const definitionWalk = { depth: 32, entries: 20_000 } as const;
+
+/**
+ * The text a model reads in an MCP tool definition (a `tools/list` entry), joined with newlines:
+ * `name`, `title`, `description`, `annotations.title`, then of `inputSchema` and `outputSchema`
+ * every string at any depth (descriptions, titles, enum values, defaults, examples) and every
+ * property name. What lies beyond the walk's bound (32 levels, 20,000 keys and items) is read as
+ * its JSON text, so nothing in a definition goes unread.
+ */
+export function toolDefinitionText(tool: unknown): string {
+  if (!isObject(tool)) return '';
+  const out: string[] = [];
+  for (const key of ['name', 'title', 'description']) if (typeof tool[key] === 'string') out.push(tool[key]);
+  const annotations = tool.annotations;
+  if (isObject(annotations) && typeof annotations.title === 'string') out.push(annotations.title);
+  const budget = { entries: definitionWalk.entries };
+  const walk = (value: unknown, depth: number): void => {
+    if (typeof value === 'string') {
+      out.push(value);
+      return;
+    }
+    if (typeof value !== 'object' || value === null) return;
+    const entries = Array.isArray(value) ? value.length : Object.keys(value).length;
+    if (depth >= definitionWalk.depth || entries > budget.entries) {
+      out.push(JSON.stringify(value));
+      return;
+    }
+    budget.entries -= entries;
+    if (Array.isArray(value)) for (const item of value) walk(item, depth + 1);
+    else {
+      for (const [k, v] of Object.entries(value)) {
+        out.push(k);
+        walk(v, depth + 1);
+      }
+    }
+  };
+  walk(tool.inputSchema, 0);
+  walk(tool.outputSchema, 0);
+  return out.filter((t) => t !== '').join('\n');
+}
+
+/** A field of a response that a model reads: `holder[key]` is a string. */
+interface ResultField {
+  holder: Record<string, unknown> | unknown[];
+  key: string | number;
+  text: string;
+}
+
+/**
+ * The fields of a JSON-RPC response a model reads, in order: of an MCP tool result (or any
+ * result) each `content[]` item's `text` and its embedded `resource.text`, then every string
+ * value of `structuredContent` at any depth; of an error its `message` and every string value of
+ * its `data`. Bounded like toolDefinitionText: JSON
+ * beyond 32 levels or 20,000 entries is read as one field, its JSON text.
+ */
+function resultFields(response: unknown): ResultField[] {
+  const out: ResultField[] = [];
+  if (!isObject(response)) return out;
+  const budget = { entries: definitionWalk.entries };
+  const walk = (holder: Record<string, unknown> | unknown[], key: string | number, depth: number): void => {
+    const value = (holder as Record<string, unknown>)[key as string];
+    if (typeof value === 'string') {
+      out.push({ holder, key, text: value });
+      return;
+    }
+    if (typeof value !== 'object' || value === null) return;
+    const entries = Array.isArray(value) ? value.length : Object.keys(value).length;
+    if (depth >= definitionWalk.depth || entries > budget.entries) {
+      out.push({ holder, key, text: JSON.stringify(value) });
+      return;
+    }
+    budget.entries -= entries;
+    if (Array.isArray(value)) for (let i = 0; i < value.length; i++) walk(value, i, depth + 1);
+    else for (const k of Object.keys(value)) walk(value as Record<string, unknown>, k, depth + 1);
+  };
+  const result = response.result;
+  if (isObject(result)) {
+    if (Array.isArray(result.content)) {
+      for (const item of result.content) {
+        if (!isObject(item)) continue;
+        if (typeof item.text === 'string') out.push({ holder: item, key: 'text', text: item.text });
+        const resource = item.resource;
+        if (isObject(resource) && typeof resource.text === 'string') {
+          out.push({ holder: resource, key: 'text', text: resource.text });
+        }
+      }
+    }
+    walk(result, 'structuredContent', 0);
+  }
+  const error = response.error;
+  if (isObject(error)) {
+    if (typeof error.message === 'string') out.push({ holder: error, key: 'message', text: error.message });
+    walk(error, 'data', 0);
+  }
+  return out;
+}
+
+/** The text a model reads in a JSON-RPC response (resultFields), joined with newlines. */
+export function responseText(response: unknown): string {
+  return resultFields(response)
+    .map((f) => f.text)
+    .filter((t) => t !== '')
+    .join('\n');
+}
+
+/**
+ * A copy of the response with every field resultFields reads replaced by `mask(text)` (the
+ * response given is not changed); the same object when nothing changed. A field read as JSON text
+ * (beyond the walk's bound) is replaced by its masked text.
+ */
+export async function maskResponse(
+  response: Record<string, unknown>,
+  mask: (text: string) => string | Promise<string>,
+): Promise<Record<string, unknown>> {
+  const copy = structuredClone(response);
+  const fields = resultFields(copy);
+  const masked = await Promise.all(fields.map((f) => mask(f.text)));
+  let changed = false;
+  for (let i = 0; i < fields.length; i++) {
+    if (masked[i] === fields[i].text) continue;
+    changed = true;
+    (fields[i].holder as Record<string, unknown>)[fields[i].key as string] = masked[i];
+  }
+  return changed ? copy : response;
+}

@@ -11,7 +11,8 @@
  *
  * Requests (`requestText`, `maskRequest`), in this order:
  *   - every message of `messages` (MESSAGE FIELDS below), then
- *   - `prompt` (a string, or the strings of an array), `suffix`,
+ *   - `prompt` (a string, or the strings of an array), `suffix`, `prediction.content` (a string
+ *     or of each part its `text`),
  *   - `tools[]`: `function.name`, `function.description`, every string of `function.parameters`;
  *     `custom.name`, `custom.description`, every string of `custom.format`,
  *   - legacy `functions[]`: `name`, `description`, every string of `parameters`,
@@ -30,6 +31,14 @@
  * finally the error's `error.message` (or `error` when it is a string). JSON (not string)
  * arguments are read whole in answers as in requests; in chunks only strings are read (streamed
  * arguments are string fragments, and a chunk's fields are mapped one for one).
+ *
+ * Log probabilities spell the answer's text again, token by token (`logprobs.content[].token`,
+ * `logprobs.refusal[].token`, the completions API's `logprobs.tokens[]`, and every
+ * `top_logprobs` alternative). A whole answer's are read too, as one text per choice (its tokens
+ * concatenated, after the choice's other fields); masking anything in that text removes the
+ * choice's `logprobs` (a token list cannot be masked in place). In streamed chunks they are not
+ * read (the text they spell is the chunk's own), and a chunk whose text `mapChunkText` changes
+ * loses its `logprobs`: they would spell the text as it was.
  *
  * Bound: arbitrary JSON (tool parameters, schemas, JSON arguments) is walked at most 32 levels
  * deep and over at most 20,000 keys and items per body (`jsonWalkLimits`). What lies beyond is
@@ -52,13 +61,14 @@ function isObject(v: unknown): v is Json {
 
 /**
  * Receives the text fields of a body in their documented order. `holder[key]` is where a field
- * lives; `kind` says what it is: a string value, a property name inside walked JSON (`name`), or
- * JSON beyond the walk's bound read as its JSON text (`rest`).
+ * lives; `kind` says what it is: a string value, a property name inside walked JSON (`name`),
+ * JSON beyond the walk's bound read as its JSON text (`rest`), or the text a choice's `logprobs`
+ * spell (`spelled`: removed, not rewritten, when masked).
  */
 interface FieldVisitor {
   field(holder: Holder, key: string | number, text: string, kind: FieldKind): void;
 }
-type FieldKind = 'value' | 'name' | 'rest';
+type FieldKind = 'value' | 'name' | 'rest' | 'spelled';
 
 /** `holder[key]`, when it is a string. */
 function visitString(holder: Json, key: string, v: FieldVisitor): void {
@@ -173,6 +183,9 @@ function visitRequest(body: unknown, v: FieldVisitor): void {
     }
   }
   visitString(body, 'suffix', v);
+  // Predicted outputs: text the answer is built from (and sent to the backend like a prompt).
+  const prediction = body.prediction;
+  if (isObject(prediction)) visitMessage(prediction, v, budget);
   const tools = body.tools;
   if (Array.isArray(tools)) {
     for (const tool of tools) {
@@ -212,11 +225,49 @@ function visitChoices(body: unknown, v: FieldVisitor, budget: Budget | undefined
       if (isObject(choice.message)) visitMessage(choice.message, v, budget);
       if (isObject(choice.delta)) visitMessage(choice.delta, v, budget);
       visitString(choice, 'text', v);
+      if (budget) visitLogprobs(choice, v);
     }
   }
   const error = body.error;
   if (typeof error === 'string') v.field(body, 'error', error, 'value');
   else if (isObject(error)) visitString(error, 'message', v);
+}
+
+/**
+ * The text a choice's log probabilities spell: every token, and every alternative of
+ * `top_logprobs`, concatenated (the alternatives after the chosen tokens).
+ */
+function visitLogprobs(choice: Json, v: FieldVisitor): void {
+  const lp = choice.logprobs;
+  if (!isObject(lp)) return;
+  let chosen = '';
+  let alternatives = '';
+  const addAlternatives = (top: unknown) => {
+    if (Array.isArray(top)) {
+      for (const t of top) if (isObject(t) && typeof t.token === 'string') alternatives += t.token;
+    } else if (isObject(top)) {
+      for (const token in top) alternatives += token; // the completions API: { token: logprob }
+    }
+  };
+  for (const list of [lp.content, lp.refusal]) {
+    if (!Array.isArray(list)) continue;
+    for (const entry of list) {
+      if (!isObject(entry)) continue;
+      if (typeof entry.token === 'string') chosen += entry.token;
+      addAlternatives(entry.top_logprobs);
+    }
+  }
+  if (Array.isArray(lp.tokens)) for (const t of lp.tokens) if (typeof t === 'string') chosen += t;
+  if (Array.isArray(lp.top_logprobs)) for (const top of lp.top_logprobs) addAlternatives(top);
+  const text = alternatives === '' ? chosen : `${chosen}\n${alternatives}`;
+  if (text !== '') v.field(choice, 'logprobs', text, 'spelled');
+}
+
+/** Removes the log probabilities of every choice of a chunk or answer (they would spell text that was changed). */
+function dropLogprobs(body: Json): void {
+  const choices = body.choices;
+  if (!Array.isArray(choices)) return;
+  for (const choice of choices) if (isObject(choice) && choice.logprobs != null) choice.logprobs = null;
 }
 
 /** Collects the fields' texts, joined by a separator. Reused (no state survives a call). */
@@ -278,6 +329,7 @@ async function rewrite(slots: Slot[], mask: TextMask): Promise<boolean> {
     if (out === slot.text) continue;
     changed = true;
     if (slot.kind === 'value') (slot.holder as Json)[slot.key as string] = out;
+    else if (slot.kind === 'spelled') (slot.holder as Json)[slot.key as string] = null;
     else if (slot.kind === 'rest') (slot.holder as Json)[slot.key as string] = parseMasked(out);
     else {
       renames ??= new Map();
@@ -376,9 +428,12 @@ function onlyContent(d: Json): boolean {
 /** Hands each field to `fn` with its offset in the chunk's text, writing the result in its place. */
 class ChunkMapper implements FieldVisitor {
   offset = 0;
+  changed = false;
   constructor(private readonly fn: (text: string, offset: number) => string) {}
   field(holder: Holder, key: string | number, text: string): void {
-    (holder as Json)[key as string] = this.fn(text, this.offset);
+    const out = this.fn(text, this.offset);
+    if (out !== text) this.changed = true;
+    (holder as Json)[key as string] = out;
     this.offset += text.length;
   }
 }
@@ -393,6 +448,8 @@ export function mapChunkText(
   fn: (fieldText: string, offset: number) => string,
 ): Record<string, unknown> {
   const copy = structuredClone(chunk);
-  visitAnswer(copy, new ChunkMapper(fn));
+  const mapper = new ChunkMapper(fn);
+  visitAnswer(copy, mapper);
+  if (mapper.changed) dropLogprobs(copy);
   return copy;
 }

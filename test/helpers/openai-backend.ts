@@ -165,20 +165,22 @@ async function handle(
 
   if (body.stream === true) {
     const includeUsage = body.stream_options?.include_usage === true;
-    return streamAnswer(res, kind, meta, answer, includeUsage ? usage : undefined, options);
+    return streamAnswer(res, kind, meta, answer, includeUsage ? usage : undefined, options, body);
   }
   // Only when asked: even a 0 ms timer would add ~1 ms to every answer.
   if (options.firstTokenDelayMs) await sleep(options.firstTokenDelayMs);
   const content = [...answer.pieces(1 << 20)].join('');
+  const message = options.message?.(request) ?? { role: 'assistant', content, refusal: null, annotations: [] };
   const choice =
     kind === 'chat'
       ? {
           index: 0,
-          message: options.message?.(request) ?? { role: 'assistant', content, refusal: null, annotations: [] },
-          logprobs: null,
+          message,
+          logprobs:
+            body.logprobs === true ? chatLogprobs(typeof message.content === 'string' ? message.content : '') : null,
           finish_reason: 'stop',
         }
-      : { text: content, index: 0, logprobs: null, finish_reason: 'stop' };
+      : { text: content, index: 0, logprobs: completionLogprobs(body, content, 0), finish_reason: 'stop' };
   sendJson(res, 200, {
     ...meta,
     object: kind === 'chat' ? 'chat.completion' : 'text_completion',
@@ -237,22 +239,28 @@ async function streamAnswer(
   answer: Answer,
   usage: object | undefined,
   options: OpenAiBackendOptions,
+  body: Record<string, unknown>,
 ): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
   res.flushHeaders();
   const object = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
   // With include_usage every chunk carries `usage: null` except the last one.
   const extra = usage ? { usage: null } : {};
-  const chunk = (delta: string | { role?: string; content?: string }, finish: string | null) => ({
-    ...meta,
-    object,
-    choices: [
+  let sentChars = 0;
+  const chunk = (delta: string | { role?: string; content?: string }, finish: string | null) => {
+    const text = typeof delta === 'string' ? delta : (delta.content ?? '');
+    const choice =
       kind === 'chat'
-        ? { index: 0, delta, logprobs: null, finish_reason: finish }
-        : { text: delta, index: 0, logprobs: null, finish_reason: finish },
-    ],
-    ...extra,
-  });
+        ? {
+            index: 0,
+            delta,
+            logprobs: body.logprobs === true && text !== '' ? chatLogprobs(text) : null,
+            finish_reason: finish,
+          }
+        : { text: delta, index: 0, logprobs: completionLogprobs(body, text, sentChars), finish_reason: finish };
+    sentChars += text.length;
+    return { ...meta, object, choices: [choice], ...extra };
+  };
 
   // Only when asked: even a 0 ms timer would add ~1 ms to every answer.
   if (options.firstTokenDelayMs) await sleep(options.firstTokenDelayMs);
@@ -268,6 +276,49 @@ async function streamAnswer(
   if (!(await send(res, chunk(kind === 'chat' ? {} : '', 'stop')))) return;
   if (usage && !(await send(res, { ...meta, object, choices: [], usage }))) return;
   res.end('data: [DONE]\n\n');
+}
+
+/** A text as tokens of up to four characters (code points), as a tokenizer might cut it. */
+function tokensOf(text: string): string[] {
+  const chars = Array.from(text);
+  const tokens: string[] = [];
+  for (let i = 0; i < chars.length; i += 4) tokens.push(chars.slice(i, i + 4).join(''));
+  return tokens;
+}
+
+/** A chat choice's `logprobs` (asked with `logprobs: true`): each token, its UTF-8 bytes, one alternative. */
+function chatLogprobs(text: string): Record<string, unknown> {
+  return {
+    content: tokensOf(text).map((token) => ({
+      token,
+      logprob: -0.01,
+      bytes: [...Buffer.from(token)],
+      top_logprobs: [{ token, logprob: -0.01, bytes: [...Buffer.from(token)] }],
+    })),
+    refusal: null,
+  };
+}
+
+/** A completion choice's `logprobs` (asked with `logprobs: <n>`): tokens, their offsets, alternatives. */
+function completionLogprobs(
+  body: Record<string, unknown>,
+  text: string,
+  offset: number,
+): Record<string, unknown> | null {
+  if (typeof body.logprobs !== 'number' || text === '') return null;
+  const tokens = tokensOf(text);
+  const offsets: number[] = [];
+  let at = offset;
+  for (const t of tokens) {
+    offsets.push(at);
+    at += t.length;
+  }
+  return {
+    tokens,
+    token_logprobs: tokens.map(() => -0.01),
+    top_logprobs: tokens.map((t) => ({ [t]: -0.01 })),
+    text_offset: offsets,
+  };
 }
 
 /** Writes one event, waiting for the socket to drain; false once the client has gone. */

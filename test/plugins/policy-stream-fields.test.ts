@@ -128,7 +128,7 @@ describe('streamed egress over every text field of a chunk', () => {
             }
             return;
           }
-          // A hold-back may split a chunk where the release stops: every piece has the shape of an
+          // Held chunks go out whole (masked where a span lies): every chunk has the shape of an
           // answer chunk and carries text only in fields that answer chunks of that shape carried.
           const shapes = new Map<string, Set<number>>();
           for (const c of chunks) {
@@ -160,7 +160,7 @@ describe('streamed egress over every text field of a chunk', () => {
     );
   });
 
-  it('property (hold-back 32, chunks up to 4x longer): chunks are split so that nothing unchecked goes out', async () => {
+  it('property (hold-back 32, chunks up to 4x longer): a chunk straddling the release point waits, so nothing unchecked goes out', async () => {
     const big = fc.tuple(answer, fc.integer({ min: 1, max: 128 })).map(([text, cut]) => {
       const chunks: Record<string, unknown>[] = [];
       for (let i = 0; i < text.length; i += cut) chunks.push(chunkOf('content', text.slice(i, i + cut), 0));

@@ -347,7 +347,7 @@ describe('policy in a service (shipped registry)', () => {
     pipeline:
       - jsonrpc-parse: {}
       - stype-resolve: { registry: registry }
-      - policy: ${JSON.stringify({ registry: 'registry', files: ['callers.yaml'], ...options })}
+      - policy: ${JSON.stringify({ registry: 'registry', classifiers: 'classifiers', files: ['callers.yaml'], ...options })}
       - proxy: { upstream: everything }`;
     const yaml = `
 service: policy-test
@@ -363,6 +363,9 @@ upstreams:
   everything: ${everythingStdioYaml}
 resources:
   registry: ${shippedRegistryYaml}
+  classifiers:
+    type: classifier-set
+    classifiers: [{ name: prompt_injection, type: pattern, detectors: [prompt_injection, jailbreak] }]
 routes:${route('/strict', 'strict')}${route('/permissive', 'permissive')}${route('/unfiltered', 'strict', { filter_list: false })}
 `;
     svc = await startService(writeServiceFile(yaml, dir));

@@ -141,7 +141,7 @@ describe('shipped registry', () => {
         .policies()
         .map((p) => p.name)
         .sort(),
-    ).toEqual(['default', 'deny-env-disclosure']);
+    ).toEqual(['default', 'deny-env-disclosure', 'tool-poisoning', 'tool-result-injection']);
     type Rule = { id: string; phase: string; when: jsonLogic.RulesLogic; action: string; detail: string };
     const rules = registry.policies().flatMap((p) => (p.rules as Rule[]).map((r) => ({ ...r, policy: p.name })));
     const denied = (data: Record<string, unknown>) =>
@@ -166,7 +166,9 @@ describe('shipped registry', () => {
     expect(denied(call('trigger-long-running-operation', { duration: 3600 }))).toEqual([
       'default/cap-long-running-duration',
     ]);
-    for (const r of rules) expect(r.phase).toBe('ingress');
+    // Tool calls are decided at ingress; tool definitions (phase tools) and results (egress) apart.
+    const phases: Record<string, string> = { 'tool-poisoning': 'tools', 'tool-result-injection': 'egress' };
+    for (const r of rules) expect(r.phase).toBe(phases[r.policy] ?? 'ingress');
     for (const r of registry.list()) for (const name of r.policies) expect(registry.policy(name), name).toBeDefined();
   });
 

@@ -92,3 +92,59 @@ describe('messagePayload', () => {
     expect(messagePayload({ method: 'sum', params: [1, 2] })).toEqual({ payload: [1, 2], root: '$' });
   });
 });
+
+describe('what a model reads in a response and a tool definition', () => {
+  const { maskResponse, responseText, toolDefinitionText } = jsonrpcWire;
+
+  it('reads content text of any type, embedded resources, structuredContent strings and an error', () => {
+    const response = {
+      jsonrpc: '2.0',
+      id: 1,
+      result: {
+        content: [
+          { type: 'TEXT', text: 'a' },
+          { type: 'resource', resource: { uri: 'file:///x', text: 'b' } },
+          { type: 'image', data: 'AAAA' },
+        ],
+        structuredContent: { deep: [{ note: 'c' }], n: 3 },
+      },
+    };
+    expect(responseText(response)).toBe('a\nb\nc');
+    expect(responseText({ jsonrpc: '2.0', id: 1, error: { code: 1, message: 'd', data: { why: 'e' } } })).toBe('d\ne');
+  });
+
+  it('masks a copy, field by field; the same object when nothing changes', async () => {
+    const response = {
+      jsonrpc: '2.0',
+      id: 1,
+      result: { content: [{ type: 'text', text: 'x SECRET y' }], structuredContent: { s: 'SECRET' } },
+    };
+    const masked = await maskResponse(response, (t) => t.replaceAll('SECRET', '[M]'));
+    expect(masked).toEqual({
+      jsonrpc: '2.0',
+      id: 1,
+      result: { content: [{ type: 'text', text: 'x [M] y' }], structuredContent: { s: '[M]' } },
+    });
+    expect(response.result.structuredContent.s).toBe('SECRET');
+    expect(await maskResponse(response, (t) => t)).toBe(response);
+  });
+
+  it('a tool definition: name, title, description and every string and property name of its schemas', () => {
+    const text = toolDefinitionText({
+      name: 'n',
+      title: 't',
+      description: 'd',
+      annotations: { title: 'a' },
+      inputSchema: { type: 'object', properties: { city: { description: 'p', enum: ['e'] } } },
+      outputSchema: { description: 'o' },
+    });
+    for (const part of ['n', 't', 'd', 'a', 'city', 'p', 'e', 'o']) expect(text.split('\n')).toContain(part);
+  });
+
+  it('JSON beyond the walk bound is still read, as its JSON text', () => {
+    let deep: Record<string, unknown> = { description: 'HIDDEN' };
+    for (let i = 0; i < 40; i++) deep = { nested: deep };
+    expect(toolDefinitionText({ name: 'n', inputSchema: deep })).toContain('HIDDEN');
+    expect(responseText({ jsonrpc: '2.0', id: 1, result: { structuredContent: deep } })).toContain('HIDDEN');
+  });
+});

@@ -152,6 +152,9 @@ const requestSite: fc.Arbitrary<{ message?: Build; top?: Build }> = fc.oneof(
     .tuple(wrap, fc.array(text, { maxLength: 2 }), fc.array(text, { maxLength: 2 }))
     .map(([w, a, b]) => ({ top: (m: string) => ({ prompt: [...a, w(m), ...b] }) })),
   wrap.map((w) => ({ top: (m: string) => ({ prompt: 'def f(', suffix: w(m) }) })),
+  fc.tuple(wrap, fc.boolean(), partType).map(([w, parts, type]) => ({
+    top: (m: string) => ({ prediction: { type: 'content', content: parts ? [{ type, text: w(m) }] : w(m) } }),
+  })),
   fc.tuple(wrap, fc.constantFrom('name', 'description'), partType).map(([w, f, type]) => ({
     top: (m: string) => ({
       tools: [{ type, function: { name: 'get_weather', description: 'Weather.', parameters: {}, [f]: w(m) } }],
@@ -587,5 +590,44 @@ describe('streamed chunks', () => {
     expect(chunkText({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })).toBe('');
     expect(chunkText({ choices: [], usage: { total_tokens: 3 } })).toBe('');
     expect(chunkText('data')).toBe('');
+  });
+});
+
+describe('log probabilities', () => {
+  const lp = (tokens: string[]) => ({
+    content: tokens.map((token) => ({ token, logprob: -0.1, bytes: [...Buffer.from(token)], top_logprobs: [] })),
+    refusal: null,
+  });
+
+  it('a whole answer reads the text they spell after the message; masking it removes them, and only then', async () => {
+    const body = {
+      choices: [
+        { index: 0, message: { role: 'assistant', content: 'hi Q7' }, logprobs: lp(['hi ', 'Q7', 'MARK', 'ERZ']) },
+        { index: 1, message: { role: 'assistant', content: 'clean' }, logprobs: lp(['cle', 'an']) },
+      ],
+    };
+    expect(answerText(body)).toBe('hi Q7\nhi Q7MARKERZ\nclean\nclean');
+    expect(await maskAnswer(body, mask)).toBe(true);
+    expect(body.choices[0].logprobs).toBeNull();
+    expect(body.choices[1].logprobs).toEqual(lp(['cle', 'an']));
+  });
+
+  it("the completions API's tokens and alternatives are read too", () => {
+    const body = {
+      choices: [
+        {
+          text: 'ab',
+          logprobs: { tokens: ['a', 'b'], token_logprobs: [-1, -1], top_logprobs: [{ a: -1, Q7MARKERZ: -2 }] },
+        },
+      ],
+    };
+    expect(answerText(body)).toContain(MARK);
+  });
+
+  it('a chunk whose text is changed loses its log probabilities; an unchanged one keeps them', () => {
+    const chunk = { choices: [{ index: 0, delta: { content: `x${MARK}` }, logprobs: lp(['x', MARK]) }] };
+    expect(chunkText(chunk)).toBe(`x${MARK}`); // not read twice in a stream
+    expect(mapChunkText(chunk, mask).choices).toEqual([{ index: 0, delta: { content: `x${MASKED}` }, logprobs: null }]);
+    expect(mapChunkText(chunk, (t) => t)).toEqual(chunk);
   });
 });

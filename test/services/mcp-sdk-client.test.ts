@@ -92,3 +92,55 @@ describe('MCP SDK client through the proxy to a streamable-HTTP upstream', () =>
   });
   exercise(() => svc.url);
 });
+
+describe('argument_errors: tool-result (MCP 2025-11-25, SEP-1303)', () => {
+  let svc: StartedService;
+  beforeAll(async () => {
+    svc = await startService(config, { warmupMs: 15000, env: { PROXY_ARGUMENT_ERRORS: 'tool-result' } });
+  });
+  afterAll(() => svc?.close());
+
+  it('invalid arguments come back as a tool error the model can read, not a protocol error', async () => {
+    const client = await connect(svc.url);
+    try {
+      const result = await client.callTool({ name: 'echo', arguments: { wrong: true } });
+      expect(result.isError).toBe(true);
+      const text = (result.content as Array<{ type: string; text: string }>)[0];
+      expect(text.type).toBe('text');
+      expect(text.text).toMatch(/^Invalid arguments for tool "echo":/);
+      expect(text.text).toContain('$.arguments');
+      expect(text.text).not.toContain('Echo:'); // the upstream was not called
+      const meta = (result._meta as Record<string, { stype: string; violations: unknown[] }>)[
+        'io.switchyard/validation'
+      ];
+      expect(meta.stype).toBe('everything.echo');
+      expect(meta.violations.length).toBeGreaterThan(0);
+      // A valid call still reaches the tool.
+      const ok = await client.callTool({ name: 'echo', arguments: { message: 'fine' } });
+      expect(ok.isError).toBeFalsy();
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('raw JSON-RPC: HTTP 200 with the tool error, counted as a schema violation', async () => {
+    const res = await fetch(`${svc.url}/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: {} } }),
+    });
+    expect(res.status).toBe(200);
+    const body = await res.json();
+    expect(body).toMatchObject({ jsonrpc: '2.0', id: 7, result: { isError: true } });
+    const metrics = await (await fetch(`${svc.metricsUrl}/metrics`)).text();
+    expect(metrics).toMatch(
+      /switchyard_schema_violations_total\{stype="everything\.echo",mode="strict"[,}][^ ]* [1-9]/,
+    );
+  });
+
+  it('a misspelt value is refused when the config loads', async () => {
+    await expect(startService(config, { env: { PROXY_ARGUMENT_ERRORS: 'tool-results' } })).rejects.toThrow(
+      /argument_errors/,
+    );
+  });
+});

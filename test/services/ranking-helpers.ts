@@ -22,6 +22,8 @@ export const backends = [
 
 export interface Ranking {
   svc: StartedService;
+  /** The environment it was started with (database path and table prefix included). */
+  env: Record<string, string>;
   url: string;
   get(path: string, headers?: Record<string, string>): Promise<Response>;
   send(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<Response>;
@@ -39,15 +41,14 @@ export interface Ranking {
 export async function startRanking(driver: 'sqlite' | 'postgres', env: Record<string, string> = {}): Promise<Ranking> {
   const prefix = `rank_${randomUUID().replace(/-/g, '').slice(0, 10)}_`;
   const dir = mkdtempSync(join(tmpdir(), 'ranking-'));
-  const svc = await startService(config, {
-    env: {
-      RANK_DB_DRIVER: driver,
-      RANK_DB_PATH: join(dir, 'ranking.db'),
-      RANK_DB_URL: PG_URL,
-      RANK_DB_PREFIX: prefix,
-      ...env,
-    },
-  });
+  const fullEnv = {
+    RANK_DB_DRIVER: driver,
+    RANK_DB_PATH: join(dir, 'ranking.db'),
+    RANK_DB_URL: PG_URL,
+    RANK_DB_PREFIX: prefix,
+    ...env,
+  };
+  const svc = await startService(config, { env: fullEnv });
   const send = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
     fetch(`${svc.url}${path}`, {
       method,
@@ -56,6 +57,7 @@ export async function startRanking(driver: 'sqlite' | 'postgres', env: Record<st
     });
   return {
     svc,
+    env: fullEnv,
     url: svc.url,
     get: (path, headers) => send('GET', path, undefined, headers),
     send,

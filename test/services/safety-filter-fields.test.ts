@@ -2,8 +2,9 @@
  * The safety filter (configs/safety-filter.yaml) checks every field a model reads, not only
  * message contents: a credential placed in any of them is refused before the backend sees it,
  * an e-mail address in any of them is masked in what the backend receives, and a whole answer's
- * tool-call arguments and refusal are checked like its content. Property-based over the field
- * (and the text around the value), through the real service and the OpenAI fixture backend.
+ * tool-call arguments and refusal are checked like its content, and log probabilities (which
+ * spell the answer again, token by token) never spell what was masked. Property-based over the
+ * field (and the text around the value), through the real service and the OpenAI fixture backend.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -74,6 +75,9 @@ const ingressFields: Record<string, Place> = {
   "an assistant message's refusal": (t) => chatWith({}, [user, { role: 'assistant', content: null, refusal: t }, user]),
   'response_format.json_schema description': (t) =>
     chatWith({ response_format: { type: 'json_schema', json_schema: { name: 'out', description: t, schema: {} } } }),
+  'prediction.content (predicted outputs)': (t) => chatWith({ prediction: { type: 'content', content: t } }),
+  'prediction.content parts': (t) =>
+    chatWith({ prediction: { type: 'content', content: [{ type: 'text', text: t }] } }),
   'completions suffix': (t) => ({
     path: '/v1/completions',
     body: { model: 'gpt-3.5-turbo-instruct', prompt: 'def weather(', suffix: t },
@@ -110,6 +114,14 @@ function answerFor(req: RecordedRequest): Record<string, unknown> | undefined {
   return m && text !== undefined ? egressFields[m[1]]?.(text) : undefined;
 }
 
+/** The assistant's text, asked by the user message `say <text>` (`{{key}}`, `{{mail}}` as above). */
+function replyFor(req: RecordedRequest): string {
+  const messages = req.body?.messages;
+  const last = Array.isArray(messages) ? messages.at(-1)?.content : req.body?.prompt;
+  const m = typeof last === 'string' ? /^say (.*)$/s.exec(last) : null;
+  return m ? m[1].replace('{{key}}', awsKey).replace('{{mail}}', email) : 'It is sunny along the coast today.';
+}
+
 let backend: OpenAiBackend;
 let svc: StartedService;
 
@@ -122,7 +134,7 @@ function post(path: string, body: unknown): Promise<Response> {
 }
 
 beforeAll(async () => {
-  backend = await startOpenAiBackend({ message: answerFor });
+  backend = await startOpenAiBackend({ message: answerFor, reply: replyFor, chunkSize: 5 });
   svc = await startService('configs/safety-filter.yaml', {
     env: {
       FILTER_BACKEND_URL: backend.url,
@@ -238,6 +250,110 @@ describe('egress: a whole answer is checked beyond its content', () => {
         expect(body.choices[0].message).toEqual(egressFields[name](wrap('[EMAIL]')));
       }),
       { numRuns: 15 },
+    );
+  });
+});
+
+/** Every text the log probabilities of a body spell: their tokens, and their UTF-8 bytes decoded. */
+function spelled(body: unknown): string {
+  const out: string[] = [];
+  const walk = (v: unknown, key?: string) => {
+    if (Array.isArray(v)) {
+      if (key === 'bytes') out.push(Buffer.from(v as number[]).toString('utf8'));
+      else if (key === 'tokens') out.push((v as string[]).join(''));
+      else {
+        for (const item of v) {
+          // The completions API's alternatives: { token: logprob }.
+          if (key === 'top_logprobs' && typeof item === 'object' && item !== null && !('token' in item)) {
+            out.push(Object.keys(item).join(''));
+          } else walk(item);
+        }
+      }
+    } else if (typeof v === 'object' && v !== null) {
+      for (const [k, item] of Object.entries(v)) {
+        if (k === 'token' && typeof item === 'string') out.push(item);
+        walk(item, k);
+      }
+    }
+  };
+  const choices = (body as { choices?: Array<{ logprobs?: unknown }> }).choices ?? [];
+  for (const c of choices) walk(c.logprobs);
+  return out.join('');
+}
+
+/** The events of an SSE body, parsed (`[DONE]` left out). */
+function events(text: string): Array<Record<string, unknown>> {
+  return text
+    .split('\n\n')
+    .map((block) => block.replace(/^data: /, ''))
+    .filter((data) => data !== '' && data !== '[DONE]')
+    .map((data) => JSON.parse(data));
+}
+
+describe('egress: log probabilities never spell what was masked', () => {
+  const chat = (text: string, extra: Body = {}) =>
+    post('/v1/chat/completions', {
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: `say ${text}` }],
+      logprobs: true,
+      top_logprobs: 1,
+      ...extra,
+    });
+
+  it('a clean answer keeps its log probabilities, spelling its content', async () => {
+    const res = await chat('sunny along the coast today');
+    expect(res.status).toBe(200);
+    const body = await res.json();
+    const tokens = body.choices[0].logprobs.content.map((t: { token: string }) => t.token).join('');
+    expect(tokens).toBe(body.choices[0].message.content);
+  });
+
+  it('property: a masked address is gone from the answer and from its log probabilities (chat and completions)', async () => {
+    await fc.assert(
+      fc.asyncProperty(around, fc.boolean(), async (wrap, completions) => {
+        const res = completions
+          ? await post('/v1/completions', {
+              model: 'gpt-3.5-turbo-instruct',
+              prompt: `say ${wrap('{{mail}}')}`,
+              logprobs: 1,
+            })
+          : await chat(wrap('{{mail}}'));
+        expect(res.status).toBe(200);
+        expect(res.headers.get('x-filter-decision')).toBe('redact');
+        const body = await res.json();
+        expect(JSON.stringify(body)).not.toContain(email);
+        expect(spelled(body)).not.toContain(email);
+        expect(body.choices[0].logprobs).toBeNull();
+      }),
+      { numRuns: 12 },
+    );
+  });
+
+  it("property: streamed, no chunk's log probabilities spell the address, and those kept spell their own chunk", async () => {
+    await fc.assert(
+      fc.asyncProperty(around, async (wrap) => {
+        const res = await chat(wrap('{{mail}}'), { stream: true });
+        expect(res.status).toBe(200);
+        const chunks = events(await res.text());
+        const content = chunks
+          .map((c) => (c.choices as Array<{ delta?: { content?: string } }>)[0]?.delta?.content ?? '')
+          .join('');
+        expect(content).toContain('[EMAIL]');
+        expect(content).not.toContain(email);
+        expect(chunks.map(spelled).join('')).not.toContain(email);
+        for (const c of chunks) {
+          const choice = (
+            c.choices as Array<{
+              delta?: { content?: string };
+              logprobs?: { content?: Array<{ token: string }> } | null;
+            }>
+          )[0];
+          if (choice?.logprobs?.content) {
+            expect(choice.logprobs.content.map((t) => t.token).join('')).toBe(choice.delta?.content);
+          }
+        }
+      }),
+      { numRuns: 12 },
     );
   });
 });

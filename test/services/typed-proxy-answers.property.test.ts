@@ -232,7 +232,8 @@ describe('typed proxy: answers that are not the response to the request never pa
     await check({ sse: false, fault: 'not_json', extra: 'none', writes: [] }, 'echo');
     const text = await (await fetch(`${svc.metricsUrl}/metrics`)).text();
     expect(text).toMatch(
-      /switchyard_answers_unchecked_total\{stage="jsonrpc:jsonrpc-parse",reason="invalid_json",outcome="refused"/,
+      // The first stage to read the answer refuses it: the egress policy (tool results), deepest of the readers.
+      /switchyard_answers_unchecked_total\{stage="jsonrpc:policy",reason="invalid_json",outcome="refused"/,
     );
   });
 });

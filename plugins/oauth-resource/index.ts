@@ -1,0 +1,228 @@
+/**
+ * An OAuth 2.1 protected resource, as the MCP authorization specification (revision 2025-11-25)
+ * asks of an MCP server: clients discover where to get a token from its metadata (RFC 9728),
+ * present an access token issued for this resource (RFC 8707 resource indicator: the token's
+ * audience), and the token stays here: it is never passed upstream (token passthrough is
+ * forbidden by the specification; the proxy forwards only the headers it names, and not
+ * `Authorization`).
+ *
+ *   - oauth-metadata: answers `GET /.well-known/oauth-protected-resource` (terminal).
+ *   - oauth-bearer: checks `Authorization: Bearer <JWT>` against the issuer's JWKS (fetched from
+ *     its metadata, cached and refetched when a new key id appears: jose's remote key set), with
+ *     issuer, audience, expiry (and not-before) and the scopes the route requires. A missing or
+ *     bad token is 401 with `WWW-Authenticate: Bearer resource_metadata="…", scope="…"`; a token
+ *     without a required scope is 403 `insufficient_scope`. Subject, client and scopes go to
+ *     `ctx.state.caller` for policies (`caller.attributes.scopes`).
+ */
+import { createRemoteJWKSet, type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
+import { definePlugin, type GatewayContext, GatewayError } from '../../runtime/index.ts';
+
+export interface OAuthResourceOptions {
+  /** false: the stage lets every request through (and the metadata route answers 404). */
+  enabled: boolean;
+  /** The resource's canonical URL (RFC 8707): the audience its tokens must carry. */
+  resource: string;
+  /** The authorization server's issuer identifier. */
+  issuer: string;
+  /** Where its signing keys are (default: `jwks_uri` of the issuer's RFC 8414 metadata). */
+  jwks_uri?: string;
+  /** Scopes every request needs. */
+  scopes: string[];
+  /** Accepted signature algorithms (never `none`). */
+  algorithms: string[];
+  /** Allowed clock skew, seconds. */
+  clock_tolerance_s: number;
+}
+
+const commonOptions = {
+  enabled: { type: 'boolean', default: true },
+  resource: {
+    type: 'string',
+    pattern: '^https?://',
+    description: "The resource's canonical URL: the audience of its tokens (RFC 8707).",
+  },
+  issuer: { type: 'string', pattern: '^https?://', description: "The authorization server's issuer identifier." },
+  scopes: {
+    type: 'array',
+    items: { type: 'string', minLength: 1 },
+    default: [],
+    description: 'Scopes every request needs.',
+  },
+} as const;
+
+/** `resource_metadata` URL: the well-known path of the resource's own origin and path (RFC 9728 §3.1). */
+function metadataUrl(resource: string): string {
+  const u = new URL(resource);
+  const path = u.pathname === '/' ? '' : u.pathname.replace(/\/$/, '');
+  return `${u.origin}/.well-known/oauth-protected-resource${path}`;
+}
+
+export const oauthMetadataPlugin = definePlugin<
+  Pick<OAuthResourceOptions, 'enabled' | 'resource' | 'issuer' | 'scopes'>
+>({
+  name: 'oauth-metadata',
+  description: 'Protected resource metadata (RFC 9728) for GET /.well-known/oauth-protected-resource (terminal).',
+  provides: ['answer'],
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['resource', 'issuer'],
+    properties: commonOptions,
+  },
+  create(options) {
+    const body = {
+      resource: options.resource,
+      authorization_servers: [options.issuer],
+      scopes_supported: options.scopes ?? [],
+      bearer_methods_supported: ['header'],
+    };
+    return async (ctx) => {
+      if (options.enabled === false) throw new GatewayError('not_found', 'Not found');
+      ctx.set('Cache-Control', 'max-age=300');
+      ctx.body = body;
+    };
+  },
+});
+
+export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
+  name: 'oauth-bearer',
+  description:
+    'OAuth 2.1 resource server: JWT access tokens checked against the issuer (JWKS), audience, expiry, scopes.',
+  provides: (o) => (o.enabled === false ? [] : ['caller']),
+  options: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['resource', 'issuer'],
+    properties: {
+      ...commonOptions,
+      jwks_uri: { type: 'string', pattern: '^https?://', description: "Default: the issuer metadata's jwks_uri." },
+      algorithms: {
+        type: 'array',
+        items: { enum: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] },
+        minItems: 1,
+        default: ['RS256', 'ES256', 'EdDSA'],
+      },
+      clock_tolerance_s: { type: 'integer', minimum: 0, maximum: 300, default: 30 },
+    },
+  },
+  create(options, env) {
+    const required = options.scopes ?? [];
+    const resourceMetadata = metadataUrl(options.resource);
+    const failures = env.metrics.counter({
+      name: 'switchyard_oauth_failures_total',
+      help: 'Requests refused by the OAuth resource server, by reason',
+      labelNames: ['reason'] as const,
+    });
+    let keys: ReturnType<typeof createRemoteJWKSet> | undefined;
+    async function keySet(): Promise<ReturnType<typeof createRemoteJWKSet>> {
+      if (keys) return keys;
+      const uri = options.jwks_uri ?? (await discoverJwksUri(options.issuer));
+      keys = createRemoteJWKSet(new URL(uri), {
+        cooldownDuration: 30_000,
+        cacheMaxAge: 600_000,
+        timeoutDuration: 5000,
+      });
+      return keys;
+    }
+
+    /** RFC 6750 §3 challenge: where the metadata is, the scopes needed, and what was wrong. */
+    function challenge(error?: 'invalid_token' | 'insufficient_scope', description?: string): string {
+      const parts = [`resource_metadata="${resourceMetadata}"`];
+      if (required.length > 0) parts.push(`scope="${required.join(' ')}"`);
+      if (error) parts.push(`error="${error}"`);
+      if (description) parts.push(`error_description="${description.replace(/["\\]/g, '')}"`);
+      return `Bearer ${parts.join(', ')}`;
+    }
+
+    function refuse(ctx: GatewayContext, reason: string, description?: string): never {
+      failures.inc({ reason });
+      env.logger.debug({ request_id: ctx.state.requestId, reason }, 'access token refused');
+      const error = reason === 'missing' ? undefined : 'invalid_token';
+      throw new GatewayError('unauthorized', description ?? 'A valid access token is required', {
+        headers: { 'WWW-Authenticate': challenge(error, description) },
+      });
+    }
+
+    return {
+      async handle(ctx, next) {
+        if (options.enabled === false) return next();
+        const raw = ctx.get('authorization').trim();
+        if (!raw) refuse(ctx, 'missing');
+        const match = /^Bearer[ \t]+([A-Za-z0-9._~+/-]+=*)$/i.exec(raw);
+        if (!match) refuse(ctx, 'malformed', 'The Authorization header must be Bearer <token>');
+        let payload: JWTPayload;
+        try {
+          ({ payload } = await jwtVerify(match[1], await keySet(), {
+            issuer: options.issuer,
+            audience: options.resource,
+            algorithms: options.algorithms ?? ['RS256', 'ES256', 'EdDSA'],
+            clockTolerance: options.clock_tolerance_s ?? 30,
+            requiredClaims: ['exp', 'sub'],
+          }));
+        } catch (err) {
+          if (err instanceof joseErrors.JWTExpired) refuse(ctx, 'expired', 'The access token has expired');
+          if (err instanceof joseErrors.JWTClaimValidationFailed) {
+            refuse(ctx, `claim_${err.claim}`, `The access token's ${err.claim} claim is not accepted`);
+          }
+          if (err instanceof joseErrors.JOSEError && !(err instanceof joseErrors.JWKSTimeout)) {
+            refuse(ctx, 'invalid', 'The access token is not valid');
+          }
+          // The issuer's keys could not be fetched: nothing can be checked (fail closed, 503).
+          failures.inc({ reason: 'keys_unavailable' });
+          throw new GatewayError('unavailable', "The authorization server's keys are unavailable", { cause: err });
+        }
+        const granted = scopesOf(payload);
+        const missing = required.filter((s) => !granted.includes(s));
+        if (missing.length > 0) {
+          failures.inc({ reason: 'insufficient_scope' });
+          throw new GatewayError('forbidden', `The access token lacks the scope ${missing.join(' ')}`, {
+            headers: { 'WWW-Authenticate': challenge('insufficient_scope') },
+            details: { missing_scopes: missing },
+          });
+        }
+        ctx.state.caller = {
+          id: String(payload.sub),
+          authenticated: true,
+          attributes: {
+            scopes: granted,
+            client_id: typeof payload.client_id === 'string' ? payload.client_id : (payload.azp ?? null),
+            issuer: payload.iss,
+          },
+        };
+        await next();
+      },
+      describe: () => ({ resource: options.resource, issuer: options.issuer, scopes: required }),
+    };
+  },
+});
+
+/** `scope` (space-separated, RFC 9068) or `scp` (an array, as some servers write it). */
+function scopesOf(payload: JWTPayload): string[] {
+  if (typeof payload.scope === 'string') return payload.scope.split(' ').filter(Boolean);
+  if (Array.isArray(payload.scp)) return payload.scp.filter((s): s is string => typeof s === 'string');
+  return [];
+}
+
+/** The issuer's `jwks_uri`, from its authorization server metadata (RFC 8414), else OpenID discovery. */
+async function discoverJwksUri(issuer: string): Promise<string> {
+  const base = issuer.replace(/\/$/, '');
+  const u = new URL(issuer);
+  const path = u.pathname === '/' ? '' : u.pathname.replace(/\/$/, '');
+  for (const url of [
+    `${u.origin}/.well-known/oauth-authorization-server${path}`,
+    `${base}/.well-known/openid-configuration`,
+  ]) {
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
+      if (!res.ok) continue;
+      const meta = (await res.json()) as { issuer?: string; jwks_uri?: string };
+      // RFC 8414 §3.3: the metadata must name the issuer it was fetched for.
+      if (meta.issuer === issuer && typeof meta.jwks_uri === 'string') return meta.jwks_uri;
+    } catch {
+      // try the next
+    }
+  }
+  throw new Error(`no jwks_uri found in the metadata of issuer ${issuer}`);
+}
+
+export default [oauthMetadataPlugin, oauthBearerPlugin];

@@ -1,0 +1,96 @@
+/**
+ * A fixture OAuth 2.1 authorization server that issues real signed tokens: RFC 8414 metadata, a
+ * JWKS, and a token endpoint for the client_credentials grant (client_secret_basic or _post) that
+ * puts the RFC 8707 `resource` in the token's audience. `mint` signs any claims, for the tokens a
+ * real server would never issue (expired, another audience, another key, `alg: none`).
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from 'jose';
+
+export interface OAuthServer {
+  issuer: string;
+  clientId: string;
+  clientSecret: string;
+  /** Tokens issued by the token endpoint, newest last. */
+  issued: string[];
+  mint(claims: JWTPayload, o?: { key?: 'own' | 'other'; kid?: string }): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function startOAuthServer(): Promise<OAuthServer> {
+  const own = await generateKeyPair('RS256');
+  const other = await generateKeyPair('RS256');
+  const jwk = { ...(await exportJWK(own.publicKey)), kid: 'key-1', alg: 'RS256', use: 'sig' };
+  const clientId = 'test-client';
+  const clientSecret = 'test-secret';
+  const issued: string[] = [];
+  let issuer = '';
+
+  const mint: OAuthServer['mint'] = (claims, o = {}) =>
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: 'RS256', kid: o.kid ?? 'key-1', typ: 'at+jwt' })
+      .sign(o.key === 'other' ? other.privateKey : own.privateKey);
+
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => {
+      body += c;
+    });
+    req.on('end', async () => {
+      const json = (status: number, value: unknown) => {
+        res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+        res.end(JSON.stringify(value));
+      };
+      const url = new URL(req.url ?? '/', issuer);
+      if (req.method === 'GET' && url.pathname === '/.well-known/oauth-authorization-server') {
+        return json(200, {
+          issuer,
+          authorization_endpoint: `${issuer}/authorize`,
+          token_endpoint: `${issuer}/token`,
+          jwks_uri: `${issuer}/jwks`,
+          grant_types_supported: ['client_credentials'],
+          token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+          response_types_supported: ['code'],
+          code_challenge_methods_supported: ['S256'],
+        });
+      }
+      if (req.method === 'GET' && url.pathname === '/jwks') return json(200, { keys: [jwk] });
+      if (req.method === 'POST' && url.pathname === '/token') {
+        const form = new URLSearchParams(body);
+        let id = form.get('client_id');
+        let secret = form.get('client_secret');
+        const basic = /^Basic (.+)$/.exec(req.headers.authorization ?? '');
+        if (basic) [id, secret] = Buffer.from(basic[1], 'base64').toString().split(':').map(decodeURIComponent);
+        if (id !== clientId || secret !== clientSecret) return json(401, { error: 'invalid_client' });
+        if (form.get('grant_type') !== 'client_credentials') return json(400, { error: 'unsupported_grant_type' });
+        const resource = form.get('resource');
+        if (!resource) return json(400, { error: 'invalid_target' });
+        const scope = form.get('scope') ?? '';
+        const now = Math.floor(Date.now() / 1000);
+        const token = await mint({
+          iss: issuer,
+          sub: `client:${clientId}`,
+          aud: resource,
+          client_id: clientId,
+          scope,
+          iat: now,
+          exp: now + 300,
+        });
+        issued.push(token);
+        return json(200, { access_token: token, token_type: 'Bearer', expires_in: 300, scope });
+      }
+      json(404, { error: 'not_found' });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    issuer,
+    clientId,
+    clientSecret,
+    issued,
+    mint,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
