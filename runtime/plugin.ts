@@ -43,6 +43,11 @@ export interface ServiceInfo {
    */
   exposed?: boolean;
   /**
+   * Requests this process refused before any pipeline ran (Host/Origin, no route: 404/405, over
+   * `limits.max_concurrent`: 503), counted by the request core; stages never see them.
+   */
+  refusedRequests?: number;
+  /**
    * Reloads the whole service as a transaction (as POST /admin/reload on the admin listener
    * does): the new graph is built and warmed, then swapped in; a config or data file that fails
    * to load changes nothing. Set once the service runs.

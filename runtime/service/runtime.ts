@@ -208,7 +208,7 @@ export class ServiceRuntime {
       this.info.ports.metrics = await this.serve(handler, config.metrics.host, config.metrics.port);
     }
     if (config.admin) {
-      const admin = createAdminApp(this, config.admin.token);
+      const admin = createAdminApp(this, config.admin.token, config.hosts);
       this.info.ports.admin = await this.serve(admin.callback(), config.admin.host, config.admin.port);
     }
   }
