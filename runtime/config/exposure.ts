@@ -33,16 +33,24 @@ export function exposedListeners(config: Listeners): Array<{ listener: string; h
   return out;
 }
 
-/** One problem per development default in effect on an exposed service, naming the variable to set. */
+/**
+ * One problem per development default in effect on a service that is exposed, or that turns on
+ * client authentication (`auth.enabled`: an operator who secures the API means the admin routes
+ * too), naming the variable to set.
+ */
 export function developmentCredentialProblems(
-  config: Listeners,
+  config: Listeners & { auth?: { enabled?: unknown } },
   defaults: DevelopmentDefault[],
 ): Array<{ path: ConfigPath; message: string }> {
   const exposed = exposedListeners(config);
-  if (exposed.length === 0) return [];
-  const where = exposed.map((e) => `${e.listener}.host ${e.host}`).join(', ');
+  const authOn = config.auth?.enabled === true || config.auth?.enabled === 'true';
+  if (exposed.length === 0 && !authOn) return [];
+  const why =
+    exposed.length > 0
+      ? `${exposed.map((e) => `${e.listener}.host ${e.host}`).join(', ')} binds beyond loopback`
+      : 'client authentication is on (auth.enabled)';
   return defaults.map((d) => ({
     path: d.path,
-    message: `${d.variable} is not set: its development default is for loopback only and ${where} binds beyond loopback; set ${d.variable}`,
+    message: `${d.variable} is not set: its development default is for an unauthenticated service on loopback only, and ${why}; set ${d.variable}`,
   }));
 }

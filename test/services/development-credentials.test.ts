@@ -23,6 +23,12 @@ describe('development credentials', () => {
     expect(config.listen.host).toBe('0.0.0.0');
   });
 
+  it('the datastore with client auth on refuses dev-admin-token too, naming DB_ADMIN_TOKEN', async () => {
+    await expect(
+      loadService(DATASTORE, { env: { DB_AUTH_ENABLED: 'true', DB_AUTH_TOKEN: 'client-secret' } }),
+    ).rejects.toThrow(/DB_ADMIN_TOKEN is not set: .*client authentication is on.*set DB_ADMIN_TOKEN/);
+  });
+
   it('an exposed metrics listener counts as exposure too', async () => {
     await expect(loadService(DATASTORE, { env: { DB_METRICS_HOST: '0.0.0.0' } })).rejects.toThrow(
       /DB_ADMIN_TOKEN.*metrics\.host 0\.0\.0\.0/,
