@@ -49,7 +49,10 @@ export function developmentCredentialProblems(
     exposed.length > 0
       ? `${exposed.map((e) => `${e.listener}.host ${e.host}`).join(', ')} binds beyond loopback`
       : 'client authentication is on (auth.enabled)';
-  return defaults.map((d) => ({
+  // One problem per variable, at its first use (a YAML alias repeats the value elsewhere).
+  const first = new Map<string, DevelopmentDefault>();
+  for (const d of defaults) if (!first.has(d.variable)) first.set(d.variable, d);
+  return [...first.values()].map((d) => ({
     path: d.path,
     message: `${d.variable} is not set: its development default is for an unauthenticated service on loopback only, and ${why}; set ${d.variable}`,
   }));
