@@ -84,12 +84,32 @@ function tooLarge(limit: number): GatewayError {
   });
 }
 
+const jsonType = /^application\/([a-z0-9.+-]*\+)?json$/;
+
 /**
- * Parses the body as JSON. Malformed JSON, non-UTF-8 bytes and nesting deeper than the limit are
+ * A JSON body must say so: `application/json` or `application/<x>+json`. What a cross-site page
+ * can send without a preflight (`text/plain`, a form, no type at all) is refused with 415, so that
+ * a browser never gets to post JSON to a service on another origin.
+ */
+export function requireJsonContentType(ctx: GatewayContext): void {
+  const type = (ctx.get('Content-Type').split(';')[0] ?? '').trim().toLowerCase();
+  if (!jsonType.test(type)) {
+    throw new GatewayError(
+      'unsupported_media_type',
+      type === ''
+        ? 'Content-Type must be application/json, got none'
+        : `Content-Type must be application/json, got "${type}"`,
+    );
+  }
+}
+
+/**
+ * Parses the body as JSON (refusing a body not declared as JSON, see requireJsonContentType). Malformed JSON, non-UTF-8 bytes and nesting deeper than the limit are
  * `parse_error` / `bad_request` GatewayErrors, never crashes.
  */
 export async function readJson(ctx: GatewayContext): Promise<unknown> {
   if (ctx.state.json !== undefined) return ctx.state.json;
+  requireJsonContentType(ctx);
   const raw = await readBody(ctx);
   if (!isUtf8(raw)) throw new GatewayError('parse_error', 'Request body is not valid UTF-8');
   const text = raw.toString('utf8');

@@ -6,7 +6,8 @@ export { Answer, type AnswerInit, answerOf, readWhole } from './answer/answer.ts
 export type { SseEvent, SseFilter, SseVerdict } from './answer/event-stream.ts';
 export { type OnUninspectable, uncheckedHeader } from './answer/guard.ts';
 export { isUninspectable, type UncheckedReason, UninspectableAnswer } from './answer/uninspectable.ts';
-export { jsonDepth, readBody, readJson, readJsonObject } from './body.ts';
+export { jsonDepth, readBody, readJson, readJsonObject, requireJsonContentType } from './body.ts';
+export { isLoopbackHost } from './config/exposure.ts';
 export { recordDecision } from './decisions.ts';
 export type { Dialect, RenderedError } from './dialects.ts';
 export type { ErrorKind, GatewayErrorOptions } from './errors.ts';

@@ -38,6 +38,16 @@ export interface ServiceInfo {
   mainUrl?: string;
   startedAt: Date;
   /**
+   * True when a listener of this service binds beyond loopback: development credentials (keys in
+   * clear, `${VAR:~default}`) are refused then (see docs/configuration.md).
+   */
+  exposed?: boolean;
+  /**
+   * Requests this process refused before any pipeline ran (Host/Origin, no route: 404/405, over
+   * `limits.max_concurrent`: 503), counted by the request core; stages never see them.
+   */
+  refusedRequests?: number;
+  /**
    * Reloads the whole service as a transaction (as POST /admin/reload on the admin listener
    * does): the new graph is built and warmed, then swapped in; a config or data file that fails
    * to load changes nothing. Set once the service runs.

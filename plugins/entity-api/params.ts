@@ -9,6 +9,7 @@ import {
   type GatewayContext,
   GatewayError,
   type QueryOptions,
+  requireJsonContentType,
 } from '../../runtime/index.ts';
 
 export const TYPE_PATTERN = /^[a-z][a-z0-9_]{0,63}$/;
@@ -243,21 +244,9 @@ export function createKey(params: Map<string, string>): string | undefined {
   return key;
 }
 
-const JSON_TYPE = /^application\/([a-z0-9.+-]*\+)?json$/;
-/** What fetch (a string body) and `curl -d` send by default: read as JSON too. */
-const DEFAULT_TYPES = new Set(['text/plain', 'application/x-www-form-urlencoded']);
-
-/**
- * Refuses a body declared as something else than JSON (415: XML, a form upload...). No
- * Content-Type, or the defaults clients send without being told, are read as JSON.
- */
+/** Refuses a body not declared as JSON (415), the runtime's rule for every JSON API. */
 export function requireJsonType(ctx: GatewayContext): void {
-  const type = ctx.get('Content-Type').split(';')[0]!.trim().toLowerCase();
-  if (type !== '' && !JSON_TYPE.test(type) && !DEFAULT_TYPES.has(type)) {
-    throw new GatewayError('unsupported_media_type', `Content-Type must be application/json, got "${type}"`, {
-      details: { header: 'Content-Type' },
-    });
-  }
+  requireJsonContentType(ctx);
 }
 
 /**

@@ -12,7 +12,7 @@
  * count). `limit_from` takes the limit per request from the request state (a caller attribute
  * such as a tenant's requests per minute), `limit` (else the resource's limit) when absent.
  */
-import { definePlugin, stateFieldOf } from '../../runtime/index.ts';
+import { definePlugin, type GatewayContext, stateFieldOf } from '../../runtime/index.ts';
 import { compileKey, compileLimitPath } from './keys.ts';
 import { createLimiter, type Limiter, rateLimitedError, rateLimitHeaders } from './limiter.ts';
 import { type LimiterConfig, limiterOptions, limiterProperties } from './options.ts';
@@ -23,6 +23,7 @@ export interface RateLimitOptions extends Omit<LimiterConfig, 'limit'> {
   limit_from?: string;
   key?: string;
   headers: boolean;
+  skip_paths?: string[];
 }
 
 export default definePlugin<RateLimitOptions>({
@@ -65,6 +66,12 @@ export default definePlugin<RateLimitOptions>({
           '`header:<name>` (else the ip). Default: the caller id when authenticated, else the ip.',
       },
       headers: { type: 'boolean', default: true, description: 'Send X-RateLimit-* headers' },
+      skip_paths: {
+        type: 'array',
+        items: { type: 'string' },
+        default: ['/health'],
+        description: 'Exact request paths never counted nor limited (health checks must not use the quota)',
+      },
     },
   },
   async create(options, env) {
@@ -83,7 +90,11 @@ export default definePlugin<RateLimitOptions>({
     const windowSeconds = limiter.windowSeconds;
     const fallbackLimit = options.limit ?? limiter.limit;
     const limitFrom = options.limit_from ? compileLimitPath(options.limit_from) : undefined;
-    const clientKey = compileKey(options.key);
+    const clientOf = compileKey(options.key);
+    // An inline limiter counts per route (as documented); a shared `limiter:` resource counts a
+    // client across every route that names it (e.g. a tenant's requests per minute).
+    const clientKey = options.limiter ? clientOf : (ctx: GatewayContext) => `${ctx.state.route}|${clientOf(ctx)}`;
+    const skip = new Set(options.skip_paths ?? ['/health']);
     const sendHeaders = options.headers ?? true;
     const decisions = env.metrics.counter({
       name: 'switchyard_rate_limit_decisions_total',
@@ -93,6 +104,7 @@ export default definePlugin<RateLimitOptions>({
 
     return {
       async handle(ctx, next) {
+        if (skip.has(ctx.path)) return next();
         const limit = limitFrom?.(ctx) ?? fallbackLimit;
         const result = await limiter.consume(clientKey(ctx), limit);
         decisions.inc({ decision: result.allowed ? 'allowed' : 'limited', store: result.store });

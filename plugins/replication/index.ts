@@ -15,7 +15,7 @@
  * `read_only` naming the primary), follows the feed, applies every change in order exactly once,
  * and reports its lag as metrics and in its health.
  */
-import { defineResource, type EntityStore, type HealthReport } from '../../runtime/index.ts';
+import { defineResource, type EntityStore, type HealthReport, isLoopbackHost } from '../../runtime/index.ts';
 import { serveFeed } from './feed-server.ts';
 import { Follower } from './follower.ts';
 
@@ -28,6 +28,7 @@ interface ReplicationOptions {
   bind: string;
   primary: string;
   token: string;
+  require_token: boolean;
   batch: number;
   wait_ms: number;
   poll_ms: number;
@@ -58,6 +59,12 @@ export default defineResource<ReplicationOptions>({
         type: 'string',
         default: '',
         description: 'Shared secret: the primary requires it, replicas send it (Bearer). Empty: none.',
+      },
+      require_token: {
+        type: 'boolean',
+        default: false,
+        description:
+          'Primary: refuse to start without `token` even on a loopback bind; set it when the API requires authentication (the feed serves every change). Beyond loopback a token is always required.',
       },
       batch: { type: 'integer', minimum: 1, maximum: 5000, default: 1000, description: 'Changes per fetch.' },
       wait_ms: { type: 'integer', minimum: 0, maximum: 30000, default: 10000, description: 'Long-poll wait.' },
@@ -111,6 +118,16 @@ export default defineResource<ReplicationOptions>({
 
     if (role === 'primary') {
       const [host, port] = splitHostPort(options.bind);
+      // The feed serves every change (every field of every entity): it is never more open than
+      // the API, and never open beyond loopback.
+      if (!token && (options.require_token || !isLoopbackHost(host))) {
+        const why = options.require_token
+          ? 'the API requires authentication'
+          : `bind ${options.bind} is beyond loopback`;
+        throw new Error(
+          `replication: the change feed needs a token (\`token\`, DB_REPLICATION_TOKEN in the datastore) because ${why}; replicas send the same one`,
+        );
+      }
       const release = await serveFeed({ host, port }, { store, token, pollMs: options.poll_ms });
       env.logger.info({ bind: options.bind }, 'replication: primary, serving the change feed');
       return {

@@ -9,9 +9,10 @@
  *   <prefix>_request_duration_seconds     histogram
  *
  * `error` counts every request that did not succeed, as clients see it (a refused query, a version
- * conflict, an internal failure alike); server faults alone are `switchyard_requests_total` with a
- * 5xx `status`. Requests refused before any pipeline runs (no route: 404/405; over
- * `limits.max_concurrent`: 503) are not seen by a stage, so they are counted there only.
+ * conflict, an internal failure alike), including those refused before any pipeline ran (Host or
+ * Origin refused: 403, no route: 404/405, over `limits.max_concurrent`: 503), which no stage
+ * sees: those are read from ServiceInfo.refusedRequests at scrape time. Server faults alone are
+ * `switchyard_requests_total` with a 5xx `status`.
  * Connection figures come from ServiceInfo.connections at scrape time: nothing per request.
  */
 import { definePlugin, latencyBuckets } from '../../runtime/index.ts';
@@ -65,10 +66,16 @@ export default definePlugin<Options>({
         counted = total;
       },
     });
+    let refusedCounted = service.refusedRequests ?? 0;
     const requests = env.metrics.counter({
       name: `${prefix}_requests_total`,
-      help: 'Requests answered, by outcome: ok (status < 400) or error (4xx, 5xx)',
+      help: 'Requests answered, by outcome: ok (status < 400) or error (4xx, 5xx, refused before routing included)',
       labelNames: ['status'] as const,
+      collect() {
+        const refused = service.refusedRequests ?? 0;
+        if (refused > refusedCounted) this.labels('error').inc(refused - refusedCounted);
+        refusedCounted = refused;
+      },
     });
     const duration = env.metrics.histogram({
       name: `${prefix}_request_duration_seconds`,

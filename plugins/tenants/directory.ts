@@ -19,6 +19,8 @@ export interface DirectoryDeps {
   logger: Logger;
   /** Where `{ env: VAR }` keys are read (the process environment). */
   environment: NodeJS.ProcessEnv;
+  /** A listener binds beyond loopback: keys in clear (development only) are refused. */
+  exposed?: boolean;
 }
 
 export function buildDirectory(specs: TenantSpec[], deps: DirectoryDeps): TenantDirectory {
@@ -54,6 +56,11 @@ export function buildDirectory(specs: TenantSpec[], deps: DirectoryDeps): Tenant
     });
   }
 
+  if (inClear.length > 0 && deps.exposed) {
+    throw new Error(
+      `tenant API keys in clear (development only) for ${inClear.map((t) => `"${t}"`).join(', ')} while the service listens beyond loopback: use { sha256: <hex digest> } or { env: VAR }`,
+    );
+  }
   if (inClear.length > 0) {
     deps.logger.warn(
       { tenants: inClear },

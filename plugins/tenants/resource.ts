@@ -48,6 +48,7 @@ export default defineResource<Options, TenantDirectory>({
       upstream: (name) => env.upstream(name),
       logger: env.logger,
       environment: process.env,
+      exposed: env.service.exposed,
     });
     const count = directory.list().length;
     env.logger.info({ tenants: count, ...(file ? { file } : {}) }, 'tenants loaded');

@@ -12,7 +12,8 @@ import { type Catalog, loadCatalog } from '../catalog.ts';
 import type { Mode } from '../mode.ts';
 import type { OnError } from '../service/pipeline.ts';
 import { canonicalJson, sha256Hex } from '../util/hash.ts';
-import { type InterpolationProblem, interpolate } from './interpolate.ts';
+import { developmentCredentialProblems } from './exposure.ts';
+import { type DevelopmentDefault, type InterpolationProblem, interpolate } from './interpolate.ts';
 import { checkNeeds } from './needs.ts';
 import { applyOverride, parseOverride } from './overrides.ts';
 import { DeclaredNames, referenceKeyword } from './references.ts';
@@ -99,7 +100,8 @@ export async function loadService(file: string, options: LoadOptions = {}): Prom
   }
 
   const interpolationProblems: InterpolationProblem[] = [];
-  let value = interpolate(source.value, variables, interpolationProblems);
+  const developmentDefaults: DevelopmentDefault[] = [];
+  let value = interpolate(source.value, variables, interpolationProblems, [], developmentDefaults);
   for (const p of interpolationProblems) report(p.path, p.message);
   for (const spec of options.set ?? []) {
     try {
@@ -115,6 +117,8 @@ export async function loadService(file: string, options: LoadOptions = {}): Prom
     throw new ConfigError(problems);
   }
   const raw = value as Record<string, unknown>;
+  for (const p of developmentCredentialProblems(raw, developmentDefaults)) report(p.path, p.message);
+  if (problems.length > 0) throw new ConfigError(problems);
   const configDir = dirname(path);
   let catalog: Catalog;
   try {

@@ -57,6 +57,29 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
         description:
           'Only in the template of a settings file: a JSON Schema of the settings it takes (types, defaults, no unknown keys).',
       },
+      hosts: {
+        type: 'object',
+        additionalProperties: false,
+        default: {},
+        description:
+          'DNS rebinding and cross-site protection: the Host and Origin values the main and admin listeners accept (see docs/configuration.md). Loopback names and IP addresses are always accepted as Host.',
+        properties: {
+          allow: {
+            type: 'array',
+            items: { type: 'string', pattern: '^(\\*|[A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\])$' },
+            default: [],
+            description:
+              'Host names (any port) accepted besides loopback names and IP addresses, e.g. api.example.com; "*" accepts any Host.',
+          },
+          origins: {
+            type: 'array',
+            items: { type: 'string', pattern: '^(\\*|https?://[^/]+)$' },
+            default: [],
+            description:
+              'Origins (scheme://host[:port]) accepted besides loopback pages and the request\'s own origin; "*" accepts any Origin.',
+          },
+        },
+      },
       listen: {
         ...listener,
         description: 'The main listener.',

@@ -39,6 +39,8 @@ export interface ServiceConfig {
   listen: MainListenerConfig;
   metrics?: ListenerConfig & { path: string; enabled?: boolean };
   admin?: ListenerConfig & { token?: string };
+  /** Host and Origin names the listeners accept (runtime/server/host-check.ts). */
+  hosts: { allow: string[]; origins: string[] };
   dialect: string;
   mode?: Mode;
   request_id_header: string;

@@ -6,6 +6,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Koa from 'koa';
+import { checkHostAndOrigin, type HostPolicy } from './host-check.ts';
 
 export interface AdminTarget {
   /** What is running now (GET /admin/config). */
@@ -21,11 +22,18 @@ export interface AdminTarget {
   health(): Promise<{ ok: boolean; checks: Record<string, unknown> }>;
 }
 
-export function createAdminApp(runtime: AdminTarget, token?: string): Koa {
+export function createAdminApp(runtime: AdminTarget, token?: string, hosts?: HostPolicy): Koa {
   const app = new Koa();
   app.silent = true;
   const expected = token ? digest(token) : undefined;
   app.use(async (ctx) => {
+    try {
+      checkHostAndOrigin(ctx.req.headers, hosts);
+    } catch (err) {
+      ctx.status = 403;
+      ctx.body = { error: 'forbidden', message: (err as Error).message, details: {} };
+      return;
+    }
     if (expected) {
       const given = /^Bearer (.+)$/i.exec(ctx.get('authorization'))?.[1] ?? '';
       if (!timingSafeEqual(digest(given), expected)) {

@@ -12,6 +12,7 @@ import { latencyBuckets, requestsCounter } from '../observability/metrics.ts';
 import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
 import type { GatewayContext } from '../state.ts';
 import { randomHex } from '../util/random-hex.ts';
+import { checkHostAndOrigin } from './host-check.ts';
 
 const safeRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -97,9 +98,11 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
         annotations: {},
       };
       let route: CompiledRoute | undefined;
+      let pipelineRan = false;
       graph.inflight++;
       inflight.n++;
       try {
+        checkHostAndOrigin(ctx.req.headers, config.hosts);
         route = findRoute(graph, ctx);
         ctx.state.route = route.id;
         ctx.state.mode = route.mode;
@@ -110,6 +113,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
             headers: { 'Retry-After': '1' },
           });
         }
+        pipelineRan = true;
         await route.handle(ctx, async () => {
           if (ctx.body === undefined && ctx.status === 404 && !ctx.state.answer) {
             throw new GatewayError('internal_error', 'The route pipeline produced no response (no terminal stage)');
@@ -131,6 +135,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
       } finally {
         graph.inflight--;
         inflight.n--;
+        if (!pipelineRan) graph.info.refusedRequests = (graph.info.refusedRequests ?? 0) + 1;
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         const routeId = ctx.state.route;
         requests.inc({ route: routeId, method: ctx.method, status: String(ctx.status) });

@@ -27,6 +27,7 @@ import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
 import { type BuiltStage, composePipeline } from '../service/pipeline.ts';
 import type { GatewayContext, Stage } from '../state.ts';
 import { findRoute, requestIdOf } from './handler.ts';
+import { checkHostAndOrigin } from './host-check.ts';
 
 /** How long shutdown waits for connections asked to close before destroying them. */
 const shutdownGraceMs = 2000;
@@ -170,9 +171,11 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
       const ctx = app.createContext(req, new ServerResponse(req)) as unknown as GatewayContext;
       let route: CompiledRoute | undefined;
       try {
+        checkHostAndOrigin(req.headers, graph.loaded.config.hosts);
         route = findRoute(graph, ctx);
       } catch {
-        // 404 / 405: the request core answers them as for any request.
+        // A refused Host/Origin (cross-site WebSocket), 404 / 405: the request core answers them
+        // as for any request.
       }
       const stage = route?.stages.find((s) => s.instance.upgrade);
       if (route && stage) {

@@ -12,6 +12,7 @@ import Koa from 'koa';
 import type { Logger } from 'pino';
 import { collectDefaultMetrics } from 'prom-client';
 import { bodyNotInvited } from '../body.ts';
+import { exposedListeners } from '../config/exposure.ts';
 import { type LoadOptions, loadService } from '../config/load.ts';
 import { ConfigError, type ConfigProblem } from '../config/source.ts';
 import type { ServiceConfig } from '../config/types.ts';
@@ -118,6 +119,7 @@ export class ServiceRuntime {
       configDir: loaded.configDir,
       ports: {},
       startedAt: new Date(),
+      exposed: exposedListeners(config).length > 0,
     };
     const graph = await buildGraph(loaded, { logger, metrics, info });
     const runtime = new ServiceRuntime(loaded.file, options, logger, metrics, graph);
@@ -206,7 +208,7 @@ export class ServiceRuntime {
       this.info.ports.metrics = await this.serve(handler, config.metrics.host, config.metrics.port);
     }
     if (config.admin) {
-      const admin = createAdminApp(this, config.admin.token);
+      const admin = createAdminApp(this, config.admin.token, config.hosts);
       this.info.ports.admin = await this.serve(admin.callback(), config.admin.host, config.admin.port);
     }
   }

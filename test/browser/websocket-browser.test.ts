@@ -61,6 +61,8 @@ describe.skipIf(missing !== undefined)('safety filter WebSocket in headless Chro
 
   it('streams the answer with the key offered as a subprotocol, and refuses a wrong key', async () => {
     if (context.pages().length === 0) await context.newPage();
+    // A page of the service's own origin: a blank page's opaque Origin (`null`) is refused.
+    await context.pages()[0].goto(`${svc.url}/health`);
     const url = `${svc.url.replace('http', 'ws')}/v1/chat/stream`;
     const ok = await chatInPage(url, 'sk-dev-local-0001', 'hello from Chromium');
     expect(ok.protocol).toBe('chat');

@@ -283,9 +283,14 @@ describe.each(drivers)('entity API on $name', ({ name, skip, env }) => {
       },
       { c: ['reserved field', 'POST', '/v1/entities/item', { version: 9 }], status: 400, names: { field: 'version' } },
       { c: ['not JSON', 'POST', '/v1/entities/item', '<a/>', { 'content-type': 'application/xml' }], status: 415 },
+      // What a cross-site page can post without a preflight is refused, JSON or not.
       {
         c: ['a form', 'POST', '/v1/entities/item', 'name=x', { 'content-type': 'application/x-www-form-urlencoded' }],
-        status: 400,
+        status: 415,
+      },
+      {
+        c: ['JSON as text/plain', 'POST', '/v1/entities/item', '{"name":"x"}', { 'content-type': 'text/plain' }],
+        status: 415,
       },
       { c: ['too large', 'POST', '/v1/entities/item', huge], status: 413 },
       { c: ['array replace', 'PUT', at, '[]'], status: 400 },
@@ -599,11 +604,19 @@ routes:
   afterAll(() => svc?.close());
 
   it('refuses unconditional writes with 428 and accepts conditional ones', async () => {
-    const created = await fetch(`${svc.url}/e/note`, { method: 'POST', body: JSON.stringify({ text: 'a' }) });
+    const created = await fetch(`${svc.url}/e/note`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ text: 'a' }),
+    });
     expect(created.status).toBe(201);
     const { id } = await created.json();
     const write = (method: string, headers: Record<string, string> = {}) =>
-      fetch(`${svc.url}/e/note/${id}`, { method, headers, body: method === 'DELETE' ? undefined : '{"text":"b"}' });
+      fetch(`${svc.url}/e/note/${id}`, {
+        method,
+        headers: { 'content-type': 'application/json', ...headers },
+        body: method === 'DELETE' ? undefined : '{"text":"b"}',
+      });
     for (const method of ['PUT', 'PATCH', 'DELETE']) {
       const res = await write(method);
       expect(res.status, method).toBe(428);

@@ -263,6 +263,7 @@ describe('rate-limit options schema', () => {
       redis_url: 'redis://127.0.0.1:6379',
       insurance: true,
       headers: true,
+      skip_paths: ['/health'],
     });
   });
 

@@ -21,12 +21,12 @@ describe('server-metrics', () => {
     for (const path of ['/ok', '/ok', '/slow', '/conflict', '/broken', '/admin/status']) {
       await (await fetch(`${svc.url}${path}`)).arrayBuffer();
     }
-    await (await fetch(`${svc.url}/not-routed`)).arrayBuffer(); // 404 before any pipeline: not seen
+    await (await fetch(`${svc.url}/not-routed`)).arrayBuffer(); // 404 before any pipeline: an error too
     const text = await scrape();
     expect(text).toContain('# TYPE db_server_requests_total counter');
     expect(sample(text, 'db_server_requests_total{status="ok"')).toBe(3);
-    // 409, 503 and the 401 that ops-api threw
-    expect(sample(text, 'db_server_requests_total{status="error"')).toBe(3);
+    // 409, 503, the 401 that ops-api threw and the unrouted 404 (no duration: no pipeline timed it)
+    expect(sample(text, 'db_server_requests_total{status="error"')).toBe(4);
     expect(text).toContain('# TYPE db_server_request_duration_seconds histogram');
     expect(sample(text, 'db_server_request_duration_seconds_count')).toBe(6);
     // /slow waits 600 ms

@@ -6,6 +6,8 @@ import { type StartedService, startService } from '../../runtime/testing.ts';
 
 const fixtures = join(import.meta.dirname, '../fixtures');
 
+const json = { 'content-type': 'application/json' };
+
 describe('a service started from its config', () => {
   let svc: StartedService;
   let dir: string;
@@ -56,7 +58,11 @@ describe('a service started from its config', () => {
   });
 
   it('answers 413 to a body over the limit, and the client receives the status', async () => {
-    const res = await fetch(`${svc.url}/echo`, { method: 'POST', body: JSON.stringify({ x: 'y'.repeat(5000) }) });
+    const res = await fetch(`${svc.url}/echo`, {
+      method: 'POST',
+      headers: json,
+      body: JSON.stringify({ x: 'y'.repeat(5000) }),
+    });
     expect(res.status).toBe(413);
     expect(await res.json()).toMatchObject({ error: 'payload_too_large' });
   });
@@ -68,17 +74,30 @@ describe('a service started from its config', () => {
         c.close();
       },
     });
-    const res = await fetch(`${svc.url}/echo`, { method: 'POST', body: chunks, duplex: 'half' } as RequestInit);
+    const res = await fetch(`${svc.url}/echo`, {
+      method: 'POST',
+      headers: json,
+      body: chunks,
+      duplex: 'half',
+    } as RequestInit);
     expect(res.status).toBe(413);
   });
 
   it('rejects malformed JSON and too deep nesting with 400, never 500', async () => {
-    const bad = await fetch(`${svc.url}/echo`, { method: 'POST', body: '{"a":' });
+    const bad = await fetch(`${svc.url}/echo`, { method: 'POST', headers: json, body: '{"a":' });
     expect(bad.status).toBe(400);
-    const deep = await fetch(`${svc.url}/echo`, { method: 'POST', body: '['.repeat(20) + ']'.repeat(20) });
+    const deep = await fetch(`${svc.url}/echo`, {
+      method: 'POST',
+      headers: json,
+      body: '['.repeat(20) + ']'.repeat(20),
+    });
     expect(deep.status).toBe(400);
     expect((await deep.json()).message).toMatch(/nesting/);
-    const latin1 = await fetch(`${svc.url}/echo`, { method: 'POST', body: Buffer.from([0x7b, 0xff, 0x7d]) });
+    const latin1 = await fetch(`${svc.url}/echo`, {
+      method: 'POST',
+      headers: json,
+      body: Buffer.from([0x7b, 0xff, 0x7d]),
+    });
     expect(latin1.status).toBe(400);
   });
 

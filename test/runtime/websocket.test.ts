@@ -71,8 +71,12 @@ function connect(url: string, headers: Record<string, string> = auth): Promise<C
 }
 
 /** What a client whose handshake is not accepted receives: the HTTP status and body. */
-function refusedHandshake(url: string, path: string): Promise<{ status: number; body: string }> {
-  const ws = new WebSocket(`${url.replace('http', 'ws')}${path}`);
+function refusedHandshake(
+  url: string,
+  path: string,
+  options: WebSocket.ClientOptions = {},
+): Promise<{ status: number; body: string }> {
+  const ws = new WebSocket(`${url.replace('http', 'ws')}${path}`, options);
   return new Promise((resolve, reject) => {
     ws.on('open', () => reject(new Error('handshake accepted')));
     ws.on('error', () => {});
@@ -154,6 +158,22 @@ describe('websocket-bridge in front of a streaming chat route', () => {
     client.send(chat('fine'));
     expect((await client.answer()).at(-1)).toMatchObject({ done: true });
     client.ws.close();
+  });
+
+  it('a cross-site page (foreign Origin) cannot open the socket: 403 at the handshake', async () => {
+    const refused = await refusedHandshake(svc.url, '/v1/chat/stream', {
+      headers: auth,
+      origin: 'https://evil.example.com',
+    });
+    expect(refused.status).toBe(403);
+    expect(refused.body).toContain('Origin');
+    // The same handshake from a loopback page is accepted.
+    const ws = new WebSocket(`${svc.url.replace('http', 'ws')}/v1/chat/stream`, {
+      headers: auth,
+      origin: 'http://localhost:3000',
+    });
+    await once(ws, 'open');
+    ws.close();
   });
 
   it('a rejected token gets the 401 body as a frame, then the socket closes with 1008', async () => {

@@ -130,3 +130,55 @@ describe('datastore replication (two processes)', () => {
     await until(async () => (await lagChanges(replica)) === 0, 10_000);
   }, 90_000);
 });
+
+describe('the change feed is never more open than the API', () => {
+  // A primary that cannot start exits with the reason on stderr.
+  async function refusal(env: Record<string, string>): Promise<string> {
+    const child = spawn(process.execPath, ['bin/switchyard.js', 'serve', 'configs/datastore.toml'], {
+      env: {
+        ...process.env,
+        DB_SERVER_PORT: '0',
+        DB_METRICS_ENABLED: 'false',
+        DB_STORAGE_PATH: join(dir, `refused-${children.length}.db`),
+        DB_REPLICATION_ROLE: 'primary',
+        DB_REPLICATION_BIND: `127.0.0.1:${await freePort()}`,
+        DB_REPLICATION_TOKEN: '',
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    let out = '';
+    child.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr?.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).not.toBe(0);
+    return out;
+  }
+
+  it('with API auth on and no DB_REPLICATION_TOKEN, the primary refuses to start', async () => {
+    const out = await refusal({ DB_AUTH_ENABLED: 'true', DB_AUTH_TOKEN: 'api-secret', DB_ADMIN_TOKEN: 'a' });
+    expect(out).toMatch(/DB_REPLICATION_TOKEN.*the API requires authentication/);
+  }, 30_000);
+
+  it('on a bind beyond loopback without DB_REPLICATION_TOKEN, the primary refuses to start', async () => {
+    const out = await refusal({ DB_REPLICATION_BIND: `0.0.0.0:${await freePort()}` });
+    expect(out).toMatch(/DB_REPLICATION_TOKEN.*beyond loopback/);
+  }, 30_000);
+
+  it('with a token, the feed refuses a request without it', async () => {
+    const feedPort = await freePort();
+    await startNode('authed-primary', {
+      DB_REPLICATION_ROLE: 'primary',
+      DB_REPLICATION_BIND: `127.0.0.1:${feedPort}`,
+      DB_AUTH_ENABLED: 'true',
+      DB_AUTH_TOKEN: 'api-secret',
+      DB_ADMIN_TOKEN: 'a',
+    });
+    expect((await get(`http://127.0.0.1:${feedPort}/v1/changes?after=0`)).status).toBe(401);
+  }, 40_000);
+});

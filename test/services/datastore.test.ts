@@ -5,6 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -175,6 +176,27 @@ describe('the running datastore', () => {
     const allowed =
       /^(db_entity_count non-histogram and non-summary metrics should not have "_count" suffix|nodejs_active_\w+_total non-counter metrics should not have "_total" suffix)$/;
     expect(findings.filter((line) => !allowed.test(line))).toEqual([]);
+  });
+
+  it('counts every failed request as db_server_requests_total{status="error"}, refused before routing included', async () => {
+    const errors = async () => {
+      const text = await (await fetch(`${svc.metricsUrl}/prom`)).text();
+      return Number(/^db_server_requests_total\{[^}]*status="error"[^}]*\} (\d+)/m.exec(text)?.[1] ?? 0);
+    };
+    const before = await errors();
+    expect((await fetch(`${svc.url}/no/such/route`)).status).toBe(404);
+    expect((await fetch(`${svc.url}/health`, { method: 'DELETE' })).status).toBe(405);
+    const rebinding = await new Promise<number>((resolve, reject) => {
+      const { port } = new URL(svc.url);
+      request({ host: '127.0.0.1', port, path: '/health', headers: { host: 'evil.example.com' } }, (r) => {
+        r.resume();
+        resolve(r.statusCode ?? 0);
+      })
+        .on('error', reject)
+        .end();
+    });
+    expect(rebinding).toBe(403);
+    expect(await errors()).toBe(before + 3);
   });
 
   it('requires a bearer token on entity calls with DB_AUTH_ENABLED=true, not on probes or admin routes', async () => {

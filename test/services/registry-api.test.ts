@@ -82,7 +82,12 @@ describe('registry API', () => {
   });
 
   it('validates: 200 for valid and invalid, 404 for unknown', async () => {
-    const post = (b: unknown) => fetch(`${svc.url}/api/validate`, { method: 'POST', body: JSON.stringify(b) });
+    const post = (b: unknown) =>
+      fetch(`${svc.url}/api/validate`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(b),
+      });
     const ok = await (await post({ stype: 'everything.echo', payload: { message: 'x' } })).json();
     expect(ok).toMatchObject({ valid: true, stype: 'everything.echo' });
     const badRes = await post({ stype: 'everything.echo', payload: { message: 5 } });

@@ -270,4 +270,24 @@ describe('typed-message proxy: auth, rate limit and upstream timeout from config
     expect(Number(limited.res.headers.get('x-ratelimit-reset'))).toBeGreaterThan(Date.now() / 1000 - 1);
     expect(limited.res.headers.get('x-ratelimit-remaining')).toBe('0');
   });
+
+  it('health checks are never limited nor counted; each route has its own counter', async () => {
+    // Runs after the test above used up the quota of POST /.
+    for (let i = 0; i < 8; i++) {
+      const health = await fetch(`${svc.url}/health`);
+      expect(health.status).toBe(200);
+      expect(health.headers.get('x-ratelimit-limit')).toBeNull();
+    }
+    expect((await rpc(svc.url, call('echo', { message: 'still' }), { 'x-proxy-token': 's3cret-token' })).status).toBe(
+      429,
+    );
+    // POST /validate counts on its own: its first request is allowed, with the full quota left.
+    const validate = await fetch(`${svc.url}/validate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-proxy-token': 's3cret-token' },
+      body: JSON.stringify(call('echo', { message: 'x' })),
+    });
+    expect(validate.status).not.toBe(429);
+    expect(validate.headers.get('x-ratelimit-remaining')).toBe('4');
+  });
 });
