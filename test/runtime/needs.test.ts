@@ -22,7 +22,7 @@ const testStages = join(import.meta.dirname, '../fixtures/test-stages.ts');
 const provide = {
   rpc: 'jsonrpc-envelope or jsonrpc-parse provide it; put one of them before this stage',
   stype: 'stype-resolve provides it; put it before this stage',
-  caller: 'auth, tenant-auth or user-guard provide it; put one of them before this stage',
+  caller: 'auth, oauth-bearer, tenant-auth or user-guard provide it; put one of them before this stage',
   searchResults: 'web-search provides it; put it before this stage',
 };
 const after = (plugin: string, at: string) =>
