@@ -92,6 +92,10 @@ upstreams:
   everything: ${everythingStdioYaml}
 resources:
   registry: ${shippedRegistryYaml}
+  # The shipped registry's tool-poisoning policy reads tool definitions through classifiers.
+  classifiers:
+    type: classifier-set
+    classifiers: [{ name: prompt_injection, type: pattern, detectors: [prompt_injection, jailbreak] }]
 pipeline:
   - response-headers:
       set:
@@ -107,7 +111,7 @@ routes:
       - stype-resolve: { registry: registry }
       - schema-validate: { registry: registry }
       - qom-score: { registry: registry, profile: default }
-      - policy: { registry: registry }
+      - policy: { registry: registry, classifiers: classifiers }
       - proxy: { upstream: everything }
 `;
     svc = await startService(writeServiceFile(yaml));
