@@ -1,5 +1,5 @@
 /**
- * A small pool of extraction workers (extract-worker.ts) so that HTML → text never runs on the
+ * A small pool of extraction workers (extract-worker.mjs) so that HTML → text never runs on the
  * event loop. Pages queue in arrival order and go to the first idle worker, started on demand up
  * to `workers`. A page's time (`timeoutMs`) starts when a worker is ready for it; past it, or when
  * the caller gives up (its signal aborts), the worker is terminated, which is the only way to stop
@@ -8,9 +8,15 @@
  * returning their memory.
  */
 import { Worker } from 'node:worker_threads';
-import type { ExtractReply, ExtractRequest } from './extract-worker.ts';
 
 const WORKER_ENTRY = new URL('./extract-worker.mjs', import.meta.url);
+
+/** What extract-worker.mjs is sent, and answers. */
+interface ExtractRequest {
+  id: number;
+  html: string;
+}
+type ExtractReply = { id: number; title: string; text: string } | { id: number; error: string } | { ready: true };
 
 export interface ExtractPoolOptions {
   workers: number;
