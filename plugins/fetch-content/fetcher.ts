@@ -56,7 +56,7 @@ export const fetcherDefaults: FetcherConfig = {
   extract_max_chars: 1024 * 1024,
   extract_workers: 2,
   extract_max_heap_mb: 256,
-  extract_idle_ms: 30_000,
+  extract_idle_ms: 5000,
 };
 
 export interface ResolvedAddress {
