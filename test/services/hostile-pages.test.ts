@@ -146,6 +146,16 @@ describe('embedding service, POST /v1/process', () => {
     expect((await process(`${siteUrl}/bees`)).body.error).toBeNull();
   });
 
+  it('/v1/embed refuses a batch over max_total_chars with 413 naming the limit', async () => {
+    const res = await fetch(`${svc.url}/v1/embed`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ text: Array.from({ length: 21 }, (_, i) => `${i} ${'w'.repeat(99_990)}`) }),
+    });
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as { error: string }).error).toContain('the limit (max_total_chars) is 2000000');
+  });
+
   it('logs the failed page without its query string or fragment', () => {
     const failures = logLines.map((line) => JSON.parse(line)).filter((e) => e.msg === 'process: fetch failed');
     expect(failures.map((e) => e.url).sort()).toEqual([`${siteUrl}/big`, `${siteUrl}/divs`]);
