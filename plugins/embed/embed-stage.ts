@@ -3,7 +3,7 @@
  * `input_type` (`passage` by default, or `query`) picks the model's prefix where it has one
  * (E5, Nomic, mxbai); it is this service's addition to the seed's body.
  */
-import { definePlugin, readJsonObject } from '../../runtime/index.ts';
+import { definePlugin, GatewayError, readJsonObject } from '../../runtime/index.ts';
 import type { InputType } from './api.ts';
 import { passThrough } from './errors.ts';
 import { readInputType, readTexts, rejectUnknownFields, resolveConfig } from './request.ts';
@@ -12,10 +12,14 @@ import { type SharedOptions, sharedContext, sharedProperties } from './stage-opt
 interface EmbedStageOptions extends SharedOptions {
   max_texts?: number;
   max_text_chars?: number;
+  max_total_chars?: number;
+  max_inflight_chars?: number;
   input_type?: InputType;
 }
 
-export const EMBED_LIMITS = { maxTexts: 2048, maxTextChars: 100_000 };
+export const EMBED_LIMITS = { maxTexts: 2048, maxTextChars: 100_000, maxTotalChars: 2_000_000 };
+/** Characters being embedded at once by one stage (all its requests together). */
+export const DEFAULT_MAX_INFLIGHT_CHARS = 8_000_000;
 
 export default definePlugin<EmbedStageOptions>({
   name: 'embed',
@@ -37,6 +41,19 @@ export default definePlugin<EmbedStageOptions>({
         default: EMBED_LIMITS.maxTextChars,
         description: 'Characters per text (413 above); within it, texts are truncated to the model’s token limit.',
       },
+      max_total_chars: {
+        type: 'integer',
+        minimum: 1,
+        default: EMBED_LIMITS.maxTotalChars,
+        description: 'Characters of all texts of a request together (413 above): bounds the memory one request holds.',
+      },
+      max_inflight_chars: {
+        type: 'integer',
+        minimum: 1,
+        default: DEFAULT_MAX_INFLIGHT_CHARS,
+        description:
+          'Characters of all requests being embedded at once (503 overloaded, Retry-After: 1, above): bounds the memory of a burst.',
+      },
       input_type: { enum: ['passage', 'query'], default: 'passage', description: 'Default input type.' },
     },
   },
@@ -45,7 +62,10 @@ export default definePlugin<EmbedStageOptions>({
     const limits = {
       maxTexts: options.max_texts ?? EMBED_LIMITS.maxTexts,
       maxTextChars: options.max_text_chars ?? EMBED_LIMITS.maxTextChars,
+      maxTotalChars: options.max_total_chars ?? EMBED_LIMITS.maxTotalChars,
     };
+    const maxInflight = options.max_inflight_chars ?? DEFAULT_MAX_INFLIGHT_CHARS;
+    let inflight = 0;
     return {
       async handle(ctx) {
         const body = await readJsonObject(ctx);
@@ -53,14 +73,34 @@ export default definePlugin<EmbedStageOptions>({
         const config = resolveConfig(body.config, shared.defaults, shared.models, shared.chunkingTypes());
         const texts = readTexts(body.text, limits);
         const inputType = readInputType(body.input_type, options.input_type ?? 'passage');
-        const vectors = await passThrough('Embedding failed', () =>
-          shared.models.embed(config.embedding_model, texts, { inputType }),
-        );
+        const chars = texts.reduce((sum, text) => sum + text.length, 0);
+        // A request alone within max_total_chars always gets in when nothing else runs.
+        if (inflight > 0 && inflight + chars > maxInflight) {
+          throw new GatewayError(
+            'overloaded',
+            `The service is embedding ${inflight} characters already; the limit (max_inflight_chars) is ${maxInflight}: retry shortly`,
+            { headers: { 'Retry-After': '1' } },
+          );
+        }
+        inflight += chars;
+        let vectors: number[][];
+        try {
+          vectors = await passThrough('Embedding failed', () =>
+            shared.models.embed(config.embedding_model, texts, { inputType }),
+          );
+        } finally {
+          inflight -= chars;
+        }
         ctx.status = 200;
         ctx.type = 'application/json';
         ctx.body = JSON.stringify(vectors);
       },
-      describe: () => ({ ...limits, defaults: shared.defaults }),
+      describe: () => ({
+        ...limits,
+        maxInflightChars: maxInflight,
+        inflightChars: inflight,
+        defaults: shared.defaults,
+      }),
     };
   },
 });

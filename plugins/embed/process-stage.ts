@@ -7,6 +7,7 @@
  * Identical requests that arrive while one is being computed wait for it instead of redoing it.
  */
 import { canonicalJson, definePlugin, GatewayError, readJsonObject, sha256Hex } from '../../runtime/index.ts';
+import { loggableUrl } from '../fetch-content/api.ts';
 import type { Chunker, ContentFetcher } from './api.ts';
 import { passThrough } from './errors.ts';
 import { CACHE_DEFAULTS, ProcessCache, type ProcessCacheOptions } from './process-cache.ts';
@@ -95,7 +96,8 @@ export default definePlugin<ProcessStageOptions>({
         ({ text } = await fetcher.fetchText(url, { signal: AbortSignal.timeout(fetchTimeoutMs) }));
       } catch (err) {
         scrapeFailures.inc();
-        env.logger.info({ url, err: (err as Error).message }, 'process: fetch failed');
+        // The query string may hold a token (?access_token=): logs get scheme, host and path only.
+        env.logger.info({ url: loggableUrl(url), err: (err as Error).message }, 'process: fetch failed');
         const failed: ProcessResult = { url, config, chunks: {}, embeddings: {}, error: SCRAPE_FAILED };
         return { body: JSON.stringify(failed), cacheable: false };
       }

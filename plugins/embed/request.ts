@@ -22,6 +22,8 @@ export const MAX_CHUNKING_SIZE = 100_000;
 export interface TextLimits {
   maxTexts: number;
   maxTextChars: number;
+  /** All texts of a request together, in characters. */
+  maxTotalChars: number;
 }
 
 const bad = (message: string) => new GatewayError('bad_request', message);
@@ -70,20 +72,28 @@ export function readTexts(value: unknown, limits: TextLimits): string[] {
   if (value.length > limits.maxTexts) {
     throw new GatewayError(
       'payload_too_large',
-      `text has ${value.length} items; the limit is ${limits.maxTexts} per request`,
+      `text has ${value.length} items; the limit (max_texts) is ${limits.maxTexts} per request`,
     );
   }
+  let total = 0;
   value.forEach((item, i) => {
     if (typeof item !== 'string') throw bad(`text[${i}] must be a string`);
     if (item.trim() === '') throw bad(`text[${i}] is empty`);
     if (item.length > limits.maxTextChars) {
       throw new GatewayError(
         'payload_too_large',
-        `text[${i}] has ${item.length} characters; the limit is ${limits.maxTextChars} per text ` +
+        `text[${i}] has ${item.length} characters; the limit (max_text_chars) is ${limits.maxTextChars} per text ` +
           "(texts are truncated to the model's token limit anyway)",
       );
     }
+    total += item.length;
   });
+  if (total > limits.maxTotalChars) {
+    throw new GatewayError(
+      'payload_too_large',
+      `text has ${total} characters in all; the limit (max_total_chars) is ${limits.maxTotalChars} per request: send fewer or shorter texts per request`,
+    );
+  }
   return value as string[];
 }
 

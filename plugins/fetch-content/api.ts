@@ -28,3 +28,6 @@ export interface ContentFetcher {
    */
   fetchText(url: string, options?: FetchTextOptions): Promise<FetchedContent>;
 }
+
+/** A page's URL as callers may log it: no query string, fragment or credentials (loggable-url.ts). */
+export { loggableUrl } from './loggable-url.ts';

@@ -16,7 +16,8 @@ import { deadline, GatewayError } from '../../runtime/index.ts';
 import { type AddressPolicy, createAddressPolicy } from './address-policy.ts';
 import type { ContentFetcher, FetchedContent, FetchTextOptions } from './api.ts';
 import { decodeText } from './decode.ts';
-import { htmlToText } from './extract.ts';
+import { ExtractFailedError, ExtractPool, ExtractTimeoutError } from './extract-pool.ts';
+import { loggableUrl } from './loggable-url.ts';
 import { readCapped, TooLargeError, UnsupportedEncodingError } from './read-body.ts';
 
 export interface FetcherConfig {
@@ -31,6 +32,16 @@ export interface FetcherConfig {
   max_bytes: number;
   max_redirects: number;
   user_agent: string;
+  /** Time allowed to turn one HTML page into text, in a worker thread. */
+  extract_timeout_ms: number;
+  /** HTML beyond this many characters is cut off before extraction. */
+  extract_max_chars: number;
+  /** Extraction worker threads at most. */
+  extract_workers: number;
+  /** Heap cap of each extraction worker. */
+  extract_max_heap_mb: number;
+  /** An idle extraction worker exits after this long. */
+  extract_idle_ms: number;
 }
 
 export const fetcherDefaults: FetcherConfig = {
@@ -41,6 +52,11 @@ export const fetcherDefaults: FetcherConfig = {
   max_bytes: 2 * 1024 * 1024,
   max_redirects: 5,
   user_agent: 'Mozilla/5.0 (compatible; Switchyard content-fetcher)',
+  extract_timeout_ms: 5000,
+  extract_max_chars: 1024 * 1024,
+  extract_workers: 2,
+  extract_max_heap_mb: 256,
+  extract_idle_ms: 5000,
 };
 
 export interface ResolvedAddress {
@@ -51,7 +67,15 @@ export interface ResolvedAddress {
 /** Host name → every address it resolves to. Injected by tests to play a rebinding DNS server. */
 export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>;
 
-export type FetchOutcome = 'ok' | 'refused' | 'bad_url' | 'timeout' | 'error' | 'too_large' | 'unsupported';
+export type FetchOutcome =
+  | 'ok'
+  | 'refused'
+  | 'bad_url'
+  | 'timeout'
+  | 'extract_timeout'
+  | 'error'
+  | 'too_large'
+  | 'unsupported';
 
 export interface FetcherHooks {
   resolve?: Resolver;
@@ -80,7 +104,7 @@ export function parseFetchUrl(input: string): URL {
     url = new URL(input);
   } catch {
     throw new GatewayError('bad_request', 'Invalid URL: expected an absolute http or https URL', {
-      details: { url: input },
+      details: { url: loggableUrl(input) },
     });
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
@@ -88,7 +112,7 @@ export function parseFetchUrl(input: string): URL {
       'bad_request',
       `Unsupported URL scheme "${url.protocol.slice(0, -1)}": only http and https`,
       {
-        details: { url: input },
+        details: { url: loggableUrl(input) },
       },
     );
   }
@@ -98,7 +122,18 @@ export function parseFetchUrl(input: string): URL {
   return url;
 }
 
-export function createContentFetcher(config: FetcherConfig, hooks: FetcherHooks = {}): ContentFetcher {
+export interface ClosableContentFetcher extends ContentFetcher {
+  /** Stops the extraction workers. */
+  close(): Promise<void>;
+}
+
+export function createContentFetcher(config: FetcherConfig, hooks: FetcherHooks = {}): ClosableContentFetcher {
+  const extractor = new ExtractPool({
+    workers: config.extract_workers,
+    timeoutMs: config.extract_timeout_ms,
+    maxHeapMb: config.extract_max_heap_mb,
+    idleMs: config.extract_idle_ms,
+  });
   const policy: AddressPolicy = createAddressPolicy(config.allow);
   const resolve = hooks.resolve ?? systemResolver;
 
@@ -115,12 +150,14 @@ export function createContentFetcher(config: FetcherConfig, hooks: FetcherHooks 
       } catch (err) {
         if (signal.aborted) throw err;
         throw new GatewayError('upstream_error', `Could not resolve host ${host}`, {
-          details: { url: url.href },
+          details: { url: loggableUrl(url) },
           cause: err,
         });
       }
       if (addresses.length === 0) {
-        throw new GatewayError('upstream_error', `Could not resolve host ${host}`, { details: { url: url.href } });
+        throw new GatewayError('upstream_error', `Could not resolve host ${host}`, {
+          details: { url: loggableUrl(url) },
+        });
       }
     }
     if (!policy.allowsHost(url.hostname, port)) {
@@ -130,7 +167,7 @@ export function createContentFetcher(config: FetcherConfig, hooks: FetcherHooks 
           throw new GatewayError(
             'forbidden',
             `Refusing to fetch ${url.host}: it resolves to a private, loopback or reserved address`,
-            { details: { url: url.href } },
+            { details: { url: loggableUrl(url) } },
           );
         }
       }
@@ -167,7 +204,7 @@ export function createContentFetcher(config: FetcherConfig, hooks: FetcherHooks 
         if (redirectStatuses.has(res.statusCode)) {
           discard(body);
           const location = header('location');
-          if (!location) throw upstream(`Redirect from ${url.href} has no Location`, url);
+          if (!location) throw upstream(`Redirect from ${loggableUrl(url)} has no Location`, url);
           if (hop >= config.max_redirects) {
             throw upstream(`Too many redirects (more than ${config.max_redirects})`, url);
           }
@@ -175,19 +212,26 @@ export function createContentFetcher(config: FetcherConfig, hooks: FetcherHooks 
           try {
             next = new URL(location, url);
           } catch {
-            throw upstream(`Redirect from ${url.href} to an invalid URL`, url);
+            throw upstream(`Redirect from ${loggableUrl(url)} to an invalid URL`, url);
           }
           if (next.protocol !== 'http:' && next.protocol !== 'https:') {
-            throw upstream(`Redirect from ${url.href} to an unsupported scheme "${next.protocol.slice(0, -1)}"`, url);
+            throw upstream(
+              `Redirect from ${loggableUrl(url)} to an unsupported scheme "${next.protocol.slice(0, -1)}"`,
+              url,
+            );
           }
           url = next;
           continue;
         }
         if (res.statusCode < 200 || res.statusCode > 299) {
           discard(body);
-          throw new GatewayError('upstream_error', `Fetching ${url.href} failed: the page answered ${res.statusCode}`, {
-            details: { url: url.href, status: res.statusCode },
-          });
+          throw new GatewayError(
+            'upstream_error',
+            `Fetching ${loggableUrl(url)} failed: the page answered ${res.statusCode}`,
+            {
+              details: { url: loggableUrl(url), status: res.statusCode },
+            },
+          );
         }
         const contentType = header('content-type');
         const mediaType = (contentType ?? '').split(';')[0].trim().toLowerCase();
@@ -196,7 +240,7 @@ export function createContentFetcher(config: FetcherConfig, hooks: FetcherHooks 
           throw new GatewayError(
             'unsupported_media_type',
             `Unsupported content type "${mediaType}": the fetcher reads text/html, application/xhtml+xml and text/plain`,
-            { details: { url: url.href, content_type: mediaType } },
+            { details: { url: loggableUrl(url), content_type: mediaType } },
           );
         }
         const declared = Number(header('content-length'));
@@ -209,12 +253,13 @@ export function createContentFetcher(config: FetcherConfig, hooks: FetcherHooks 
         const type = mediaType || (looksLikeHtml(bytes) ? 'text/html' : '');
         if (!type) {
           throw new GatewayError('unsupported_media_type', 'The page has no Content-Type and does not look like HTML', {
-            details: { url: url.href },
+            details: { url: loggableUrl(url) },
           });
         }
         const html = htmlTypes.has(type);
         const decoded = decodeText(bytes, contentType, html);
-        return { url: url.href, text: html ? extract(decoded, url) : decoded, contentType: type };
+        const text = html ? await extract(extractor, decoded, url, config, signal) : decoded;
+        return { url: url.href, text, contentType: type };
       } finally {
         agent.destroy().catch(() => {});
       }
@@ -222,6 +267,7 @@ export function createContentFetcher(config: FetcherConfig, hooks: FetcherHooks 
   }
 
   return {
+    close: () => extractor.close(),
     async fetchText(input: string, options: FetchTextOptions = {}): Promise<FetchedContent> {
       const started = performance.now();
       const limit = deadline(config.total_timeout_ms, options.signal);
@@ -247,7 +293,7 @@ function discard(body: Readable): void {
 }
 
 function upstream(message: string, url: URL): GatewayError {
-  return new GatewayError('upstream_error', message, { details: { url: url.href } });
+  return new GatewayError('upstream_error', message, { details: { url: loggableUrl(url) } });
 }
 
 function looksLikeHtml(bytes: Buffer): boolean {
@@ -256,14 +302,32 @@ function looksLikeHtml(bytes: Buffer): boolean {
   );
 }
 
-function extract(html: string, url: URL): string {
+/** HTML → text in a worker, its input cut to `extract_max_chars` (the start of a page holds its content). */
+async function extract(
+  pool: ExtractPool,
+  html: string,
+  url: URL,
+  config: FetcherConfig,
+  signal: AbortSignal,
+): Promise<string> {
+  const input = html.length > config.extract_max_chars ? html.slice(0, config.extract_max_chars) : html;
   try {
-    return htmlToText(html).text;
+    return (await pool.run(input, signal)).text;
   } catch (err) {
-    throw new GatewayError('upstream_error', 'Could not extract text from the page', {
-      details: { url: url.href },
-      cause: err,
-    });
+    if (err instanceof ExtractTimeoutError) {
+      throw new GatewayError(
+        'upstream_timeout',
+        `Extracting the text of the page took longer than ${config.extract_timeout_ms} ms`,
+        { details: { url: loggableUrl(url), extract_timeout_ms: config.extract_timeout_ms }, code: 'extract_timeout' },
+      );
+    }
+    if (err instanceof ExtractFailedError) {
+      throw new GatewayError('upstream_error', `Could not extract text from the page: ${err.message}`, {
+        details: { url: loggableUrl(url) },
+        cause: err,
+      });
+    }
+    throw err; // the fetch's own deadline or the caller's signal: reported by toFetchError
   }
 }
 
@@ -313,7 +377,7 @@ function toFetchError(
   caller?: AbortSignal,
 ): GatewayError {
   if (err instanceof GatewayError) return err;
-  const details = { url: input };
+  const details = { url: loggableUrl(input) };
   if (err instanceof TooLargeError) {
     return new GatewayError('payload_too_large', `The page is larger than ${config.max_bytes} bytes`, {
       details: { ...details, limit_bytes: config.max_bytes },
@@ -354,7 +418,7 @@ function outcomeOf(err: GatewayError): FetchOutcome {
     case 'bad_request':
       return 'bad_url';
     case 'upstream_timeout':
-      return 'timeout';
+      return err.code === 'extract_timeout' ? 'extract_timeout' : 'timeout';
     case 'payload_too_large':
       return 'too_large';
     case 'unsupported_media_type':

@@ -7,6 +7,7 @@
  *       type: content-fetcher
  *       allow: [127.0.0.1:8999, 10.20.0.0/16]   # exceptions to the private-address refusal
  *       max_bytes: 2097152
+ *       extract_timeout_ms: 5000   # HTML → text runs in worker threads, terminated past this
  */
 import { defineResource, latencyBuckets } from '../../runtime/index.ts';
 import type { ContentFetcher } from './api.ts';
@@ -45,6 +46,35 @@ export default defineResource<FetcherOptions, ContentFetcher>({
       },
       max_redirects: { type: 'integer', minimum: 0, maximum: 20, default: fetcherDefaults.max_redirects },
       user_agent: { type: 'string', minLength: 1, default: fetcherDefaults.user_agent },
+      extract_timeout_ms: ms(
+        fetcherDefaults.extract_timeout_ms,
+        'Time allowed to turn one HTML page into text (in a worker thread, terminated past it): the page then fails as a timeout.',
+      ),
+      extract_max_chars: {
+        type: 'integer',
+        minimum: 1024,
+        default: fetcherDefaults.extract_max_chars,
+        description:
+          'HTML beyond this many characters is cut off before extraction (the text comes from the start of the page).',
+      },
+      extract_workers: {
+        type: 'integer',
+        minimum: 1,
+        maximum: 16,
+        default: fetcherDefaults.extract_workers,
+        description: 'Worker threads that extract text from HTML, at most; pages beyond them wait in order.',
+      },
+      extract_max_heap_mb: {
+        type: 'integer',
+        minimum: 32,
+        maximum: 4096,
+        default: fetcherDefaults.extract_max_heap_mb,
+        description: 'Heap cap of each extraction worker: a page that needs more fails, its worker is replaced.',
+      },
+      extract_idle_ms: ms(
+        fetcherDefaults.extract_idle_ms,
+        'An idle extraction worker exits after this long (its memory returned).',
+      ),
     },
   },
   create(options, env) {
@@ -53,7 +83,7 @@ export default defineResource<FetcherOptions, ContentFetcher>({
     const config: FetcherConfig = { ...fetcherDefaults, ...options, allow };
     const fetches = env.metrics.counter({
       name: 'switchyard_fetch_content_total',
-      help: 'Pages fetched by the content fetcher, by outcome (ok, refused, bad_url, timeout, error, too_large, unsupported)',
+      help: 'Pages fetched by the content fetcher, by outcome (ok, refused, bad_url, timeout, extract_timeout, error, too_large, unsupported)',
       labelNames: ['outcome'] as const,
     });
     const duration = env.metrics.histogram({
@@ -74,7 +104,11 @@ export default defineResource<FetcherOptions, ContentFetcher>({
       total_timeout_ms: config.total_timeout_ms,
       max_bytes: config.max_bytes,
       max_redirects: config.max_redirects,
+      extract_timeout_ms: config.extract_timeout_ms,
+      extract_max_chars: config.extract_max_chars,
+      extract_workers: config.extract_workers,
+      extract_max_heap_mb: config.extract_max_heap_mb,
     };
-    return { value: fetcher, describe: () => described };
+    return { value: fetcher, describe: () => described, close: () => fetcher.close() };
   },
 });

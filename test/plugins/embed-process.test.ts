@@ -71,7 +71,12 @@ beforeAll(async () => {
   processServer = await serveStages([process.handle], { dialect: plainDialect });
   const impatient = await stage(processStage, { fetch_timeout_ms: 50 });
   impatientServer = await serveStages([impatient.handle], { dialect: plainDialect });
-  const embed = await stage(embedStage, { chunker: 'chunker', max_texts: 5, max_text_chars: 1000 });
+  const embed = await stage(embedStage, {
+    chunker: 'chunker',
+    max_texts: 5,
+    max_text_chars: 1000,
+    max_total_chars: 3000,
+  });
   embedServer = await serveStages([embed.handle], { dialect: plainDialect });
 });
 
@@ -247,11 +252,16 @@ describe('embed', () => {
       [{ text: ['a', 3] }, 400, 'text[1] must be a string'],
       [{ text: ['a', ''] }, 400, 'text[1] is empty'],
       [{ text: ['  \n'] }, 400, 'text[0] is empty'],
-      [{ text: ['a', 'b', 'c', 'd', 'e', 'f'] }, 413, 'text has 6 items; the limit is 5 per request'],
+      [{ text: ['a', 'b', 'c', 'd', 'e', 'f'] }, 413, 'text has 6 items; the limit (max_texts) is 5 per request'],
       [
         { text: ['y'.repeat(1001)] },
         413,
-        "text[0] has 1001 characters; the limit is 1000 per text (texts are truncated to the model's token limit anyway)",
+        "text[0] has 1001 characters; the limit (max_text_chars) is 1000 per text (texts are truncated to the model's token limit anyway)",
+      ],
+      [
+        { text: Array.from({ length: 4 }, () => 'z'.repeat(900)) },
+        413,
+        'text has 3600 characters in all; the limit (max_total_chars) is 3000 per request',
       ],
       [{ text: ['a'], input_type: 'document' }, 400, 'input_type must be "query" or "passage"'],
       [{ text: ['a'], config: { embedding_model: 'Nope' } }, 400, 'Unsupported embedding model: Nope'],

@@ -3,6 +3,9 @@
  * main content and drops navigation, sidebars, footers and ads; the result is written out one
  * paragraph per block element, whitespace collapsed. A page Readability finds no article in (a
  * short page, a list page) falls back to the body without its obvious boilerplate elements.
+ *
+ * Plain JavaScript (types in extract.d.mts): it runs in extraction worker threads, which load it
+ * without the TypeScript loader (see extract-worker.mjs).
  */
 import { Readability } from '@mozilla/readability';
 import { parseHTML } from 'linkedom';
@@ -55,19 +58,14 @@ const skippedElements = new Set(['script', 'style', 'noscript', 'template', 'svg
 /** Removed before the fallback extraction: page furniture rather than content. */
 const boilerplate = 'nav, header, footer, aside, form, button, dialog, [role="navigation"], [aria-hidden="true"]';
 
-interface DomNode {
-  nodeType: number;
-  nodeName: string;
-  textContent: string | null;
-  childNodes: ArrayLike<DomNode>;
-}
-
 /**
  * The text of a DOM subtree, one paragraph per block, blank line between paragraphs. Iterative
  * (an explicit stack), so a deeply nested page cannot overflow the call stack.
  */
-export function blocksToText(root: DomNode): string {
-  const paragraphs: string[] = [];
+/** @param {import('./extract.d.mts').DomNode} root */
+export function blocksToText(root) {
+  /** @type {string[]} */
+  const paragraphs = [];
   let current = '';
   const flush = () => {
     const text = current.replace(/[ \t\r\n\f\u00a0]+/g, ' ').trim();
@@ -75,7 +73,8 @@ export function blocksToText(root: DomNode): string {
     current = '';
   };
   // Entries are nodes to visit, or `null` marking the end of a block element.
-  const stack: Array<DomNode | null> = [root];
+  /** @type {Array<import('./extract.d.mts').DomNode | null>} */
+  const stack = [root];
   while (stack.length > 0) {
     const node = stack.pop();
     if (node === null) {
@@ -111,13 +110,14 @@ export function blocksToText(root: DomNode): string {
 }
 
 /** Title and main text of an HTML page. */
-export function htmlToText(page: string): { title: string; text: string } {
+/** @param {string} page */
+export function htmlToText(page) {
   // linkedom builds no <html>/<body> around a bare fragment; the browser parser would.
   const html = /<html[\s>]/i.test(page) ? page : `<!doctype html><html><body>${page}</body></html>`;
   const { document } = parseHTML(html);
   const pageTitle = (document.title ?? '').replace(/\s+/g, ' ').trim();
   // Readability mutates the document it reads: the fallback parses the page again.
-  const article = new Readability(document as unknown as Document, { charThreshold: 200 }).parse();
+  const article = new Readability(document, { charThreshold: 200 }).parse();
   let title = pageTitle;
   let body = '';
   if (article?.content) {
@@ -127,7 +127,7 @@ export function htmlToText(page: string): { title: string; text: string } {
   if (!body) {
     const fresh = parseHTML(html).document;
     for (const el of fresh.querySelectorAll(boilerplate)) el.remove();
-    body = blocksToText((fresh.body ?? fresh) as unknown as DomNode);
+    body = blocksToText(fresh.body ?? fresh);
   }
   // Readability keeps or drops the <h1> depending on the page; the title is written once, first.
   const text = title && !body.startsWith(title) ? (body ? `${title}\n\n${body}` : title) : body;
