@@ -21,7 +21,7 @@ import {
   stateFieldOf,
 } from '../../runtime/index.ts';
 import type { Chunker } from '../chunk/api.ts';
-import type { ContentFetcher } from '../fetch-content/api.ts';
+import { type ContentFetcher, loggableUrl } from '../fetch-content/api.ts';
 import { httpProcessor } from './http-processor.ts';
 import { localProcessor } from './local-processor.ts';
 import { mapBounded } from './pool.ts';
@@ -186,7 +186,10 @@ export default definePlugin<FanOutOptions>({
               return chunks;
             } catch (err) {
               pages.inc({ route: ctx.state.route, outcome: 'failed' });
-              env.logger.debug({ url, err: (err as Error).message, request_id: ctx.state.requestId }, 'page failed');
+              env.logger.debug(
+                { url: loggableUrl(url), err: (err as Error).message, request_id: ctx.state.requestId },
+                'page failed',
+              );
               return undefined;
             } finally {
               limit.clear();
