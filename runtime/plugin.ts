@@ -106,6 +106,12 @@ export interface StageInstance {
   /** What this stage does, for the config-status endpoint and capabilities. */
   describe?(): Record<string, unknown>;
   /**
+   * True when the stage, as configured, does nothing (e.g. `enabled: false`): it is left out of
+   * the request path (it still describes itself), so a feature switched off costs no time per
+   * request. `handle` must then be a pass-through, as it is still what the stage means.
+   */
+  inactive?: boolean;
+  /**
    * Takes over an HTTP upgrade request (a WebSocket handshake) that matched this stage's route.
    * Only this hook runs for it, not the route's other stages. Resolve once the handshake is
    * answered (e.g. `101 Switching Protocols`); throw a GatewayError to refuse it, and the runtime

@@ -98,6 +98,7 @@ export default definePlugin<AuthOptions>({
         await next();
       },
       describe: () => ({ enabled, token_header: header, tokens: tokens?.count ?? 0, skip_paths: [...skip] }),
+      inactive: !enabled,
     };
   },
 });

@@ -191,7 +191,13 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
         };
         await next();
       },
-      describe: () => ({ resource: options.resource, issuer: options.issuer, scopes: required }),
+      describe: () => ({
+        enabled: options.enabled !== false,
+        resource: options.resource,
+        issuer: options.issuer,
+        scopes: required,
+      }),
+      inactive: options.enabled === false,
     };
   },
 });

@@ -197,7 +197,12 @@ async function compileRoute(
     match: compilePath(route.path, { decode: decodeURIComponent }),
     dialect: dialects[route.dialect ?? ''] ?? dialects.simple!,
     mode: route.mode ?? serviceMode,
-    handle: composePipeline(built, deps.metrics, deps.logger),
+    // Stages that do nothing as configured (inactive) are not on the request path.
+    handle: composePipeline(
+      built.filter((s) => !s.instance.inactive),
+      deps.metrics,
+      deps.logger,
+    ),
     stages: built,
   };
 }

@@ -67,3 +67,33 @@ routes:
     ]);
   });
 });
+
+describe('inactive stages', () => {
+  it('are off the request path, yet listed and described', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'sy-inactive-')), 'inactive.yaml');
+    writeFileSync(
+      file,
+      `service: inactive
+listen: { port: 0 }
+plugins: [${stages}]
+routes:
+  - id: off
+    match: { path: /off }
+    pipeline:
+      - test-fail: { inactive: true }
+      - test-echo: { text: reached }
+`,
+    );
+    const svc = await startService(file);
+    try {
+      const res = await fetch(`${svc.url}/off`);
+      expect(res.status).toBe(200);
+      expect((await res.json()).text).toBe('reached');
+      const stage = svc.runtime.graph.routes[0]?.stages[0];
+      expect(stage?.id).toBe('off:test-fail');
+      expect(stage?.instance.describe?.()).toEqual({ inactive: true });
+    } finally {
+      await svc.close();
+    }
+  });
+});
