@@ -195,6 +195,9 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       if (!classifierSet?.get(name)) throw new Error(`egress classifier "${name}" is not in the classifier set`);
     }
 
+    /** Per SType record, `options.policies` followed by the policies the record lists. */
+    const withListed = new WeakMap<object, readonly string[]>();
+
     /** Policies that apply to a message of this SType. */
     function applicable(current: PolicySet, stype: string | null, ctx?: GatewayContext): readonly string[] {
       if (selectFrom && ctx) {
@@ -202,9 +205,17 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         if (typeof selector === 'string') return current.select(selector);
       }
       if (!options.policies) return current.names;
-      const listed = stype ? (registry?.get(stype)?.policies ?? []) : [];
-      if (listed.length === 0) return options.policies;
-      return [...options.policies, ...listed.filter((n) => !options.policies?.includes(n))];
+      const record = stype ? registry?.get(stype) : undefined;
+      const listed = record?.policies ?? [];
+      if (!record || listed.length === 0) return options.policies;
+      // One list per SType record (frozen, replaced when the registry reloads): the same array on
+      // every request, so what is derived from it per list (hasPhase, hold-backs) is computed once.
+      let list = withListed.get(record);
+      if (!list) {
+        list = [...options.policies, ...listed.filter((n) => !options.policies?.includes(n))];
+        withListed.set(record, list);
+      }
+      return list;
     }
 
     /**
@@ -560,8 +571,8 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     async function egress(ctx: GatewayContext, next: Next): Promise<void> {
       await next();
       const current = store.current;
-      if (!current.hasPhase(applicable(current, ctx.state.stype?.id ?? null, ctx), 'egress')) return;
       const names = applicable(current, ctx.state.stype?.id ?? null, ctx);
+      if (!current.hasPhase(names, 'egress')) return;
       // A JSON-RPC route: the response to a request (a JSON body, or the response event of a
       // stream). A notification's or a response's answer carries none, and the messages a server
       // sends on its own (a GET stream) are not read (docs/enforcement.md).
