@@ -4,6 +4,8 @@
  * resolution, response hooks).
  */
 
+import { type Holder, jsonWalkLimits, walkJson } from './json-walk.ts';
+
 /** The part of a request these helpers read. */
 export interface RpcMessage {
   method: string;
@@ -44,9 +46,6 @@ export function messagePayload(rpc: RpcMessage): { payload: unknown; root: '$' |
   return { payload: rpc.params ?? {}, root: '$' };
 }
 
-/** Bounds of the walk of one tool's schemas (a hostile listing costs time proportional to its size). */
-const definitionWalk = { depth: 32, entries: 20_000 } as const;
-
 /**
  * The text a model reads in an MCP tool definition (a `tools/list` entry), joined with newlines:
  * `name`, `title`, `description`, `annotations.title`, then of `inputSchema` and `outputSchema`
@@ -60,35 +59,19 @@ export function toolDefinitionText(tool: unknown): string {
   for (const key of ['name', 'title', 'description']) if (typeof tool[key] === 'string') out.push(tool[key]);
   const annotations = tool.annotations;
   if (isObject(annotations) && typeof annotations.title === 'string') out.push(annotations.title);
-  const budget = { entries: definitionWalk.entries };
-  const walk = (value: unknown, depth: number): void => {
-    if (typeof value === 'string') {
-      out.push(value);
-      return;
-    }
-    if (typeof value !== 'object' || value === null) return;
-    const entries = Array.isArray(value) ? value.length : Object.keys(value).length;
-    if (depth >= definitionWalk.depth || entries > budget.entries) {
-      out.push(JSON.stringify(value));
-      return;
-    }
-    budget.entries -= entries;
-    if (Array.isArray(value)) for (const item of value) walk(item, depth + 1);
-    else {
-      for (const [k, v] of Object.entries(value)) {
-        out.push(k);
-        walk(v, depth + 1);
-      }
-    }
+  // One budget for both schemas (runtime/wire/json-walk.ts): a hostile definition costs its size.
+  const budget = { entries: jsonWalkLimits.entries };
+  const collect = (_holder: Holder, _key: string | number, text: string) => {
+    out.push(text);
   };
-  walk(tool.inputSchema, 0);
-  walk(tool.outputSchema, 0);
+  walkJson(tool, 'inputSchema', collect, budget, true);
+  walkJson(tool, 'outputSchema', collect, budget, true);
   return out.filter((t) => t !== '').join('\n');
 }
 
 /** A field of a response that a model reads: `holder[key]` is a string. */
 interface ResultField {
-  holder: Record<string, unknown> | unknown[];
+  holder: Holder;
   key: string | number;
   text: string;
 }
@@ -97,28 +80,15 @@ interface ResultField {
  * The fields of a JSON-RPC response a model reads, in order: of an MCP tool result (or any
  * result) each `content[]` item's `text` and its embedded `resource.text`, then every string
  * value of `structuredContent` at any depth; of an error its `message` and every string value of
- * its `data`. Bounded like toolDefinitionText: JSON
- * beyond 32 levels or 20,000 entries is read as one field, its JSON text.
+ * its `data`. Bounded like toolDefinitionText: JSON beyond the walk's bound is read as one field,
+ * its JSON text.
  */
 function resultFields(response: unknown): ResultField[] {
   const out: ResultField[] = [];
   if (!isObject(response)) return out;
-  const budget = { entries: definitionWalk.entries };
-  const walk = (holder: Record<string, unknown> | unknown[], key: string | number, depth: number): void => {
-    const value = (holder as Record<string, unknown>)[key as string];
-    if (typeof value === 'string') {
-      out.push({ holder, key, text: value });
-      return;
-    }
-    if (typeof value !== 'object' || value === null) return;
-    const entries = Array.isArray(value) ? value.length : Object.keys(value).length;
-    if (depth >= definitionWalk.depth || entries > budget.entries) {
-      out.push({ holder, key, text: JSON.stringify(value) });
-      return;
-    }
-    budget.entries -= entries;
-    if (Array.isArray(value)) for (let i = 0; i < value.length; i++) walk(value, i, depth + 1);
-    else for (const k of Object.keys(value)) walk(value as Record<string, unknown>, k, depth + 1);
+  const budget = { entries: jsonWalkLimits.entries };
+  const collect = (holder: Holder, key: string | number, text: string) => {
+    out.push({ holder, key, text });
   };
   const result = response.result;
   if (isObject(result)) {
@@ -132,12 +102,12 @@ function resultFields(response: unknown): ResultField[] {
         }
       }
     }
-    walk(result, 'structuredContent', 0);
+    walkJson(result, 'structuredContent', collect, budget, false);
   }
   const error = response.error;
   if (isObject(error)) {
     if (typeof error.message === 'string') out.push({ holder: error, key: 'message', text: error.message });
-    walk(error, 'data', 0);
+    walkJson(error, 'data', collect, budget, false);
   }
   return out;
 }

@@ -46,14 +46,15 @@
  * text: a hostile body costs a walk proportional to its size and never loses a field.
  */
 
+import { type Holder, jsonWalkLimits, type WalkBudget, walkJson } from './json-walk.ts';
+
 /** A callback that masks a text (returns it unchanged when there is nothing to mask). */
 export type TextMask = (text: string) => Promise<string> | string;
 
 /** The bounds of a walk of arbitrary JSON inside one body (see the module comment). */
-export const jsonWalkLimits = { depth: 32, entries: 20_000 } as const;
+export { jsonWalkLimits };
 
 type Json = Record<string, unknown>;
-type Holder = Json | unknown[];
 
 function isObject(v: unknown): v is Json {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -76,52 +77,19 @@ function visitString(holder: Json, key: string, v: FieldVisitor): void {
   if (typeof value === 'string') v.field(holder, key, value, 'value');
 }
 
-/** The remaining allowance of a walk of arbitrary JSON in one body. */
-interface Budget {
-  entries: number;
-}
-
-/** Every string of `holder[key]`: keys and string values, bounded by depth and by the budget. */
-function visitJson(holder: Holder, key: string | number, v: FieldVisitor, depth: number, budget: Budget): void {
-  const value = (holder as Json)[key as string];
-  if (typeof value === 'string') {
-    v.field(holder, key, value, 'value');
-    return;
-  }
-  if (typeof value !== 'object' || value === null) return;
-  if (Array.isArray(value)) {
-    if (depth >= jsonWalkLimits.depth || value.length > budget.entries) {
-      visitRest(holder, key, value, v);
-      return;
-    }
-    budget.entries -= value.length;
-    for (let i = 0; i < value.length; i++) visitJson(value, i, v, depth + 1, budget);
-    return;
-  }
-  const keys = Object.keys(value);
-  if (depth >= jsonWalkLimits.depth || keys.length > budget.entries) {
-    visitRest(holder, key, value, v);
-    return;
-  }
-  budget.entries -= keys.length;
-  for (const k of keys) {
-    v.field(value as Json, k, k, 'name');
-    visitJson(value as Json, k, v, depth + 1, budget);
-  }
-}
-
-function visitRest(holder: Holder, key: string | number, value: unknown, v: FieldVisitor): void {
-  v.field(holder, key, JSON.stringify(value), 'rest');
+/** Every string of `holder[key]`: keys and string values, bounded (runtime/wire/json-walk.ts). */
+function visitJson(holder: Holder, key: string | number, v: FieldVisitor, budget: WalkBudget): void {
+  walkJson(holder, key, (h, k, text, kind) => v.field(h, k, text, kind), budget, true);
 }
 
 /** A string field that may also come as JSON (arguments): read whole in requests. */
-function visitArgument(holder: Json, key: string, v: FieldVisitor, budget: Budget | undefined): void {
-  if (budget && typeof holder[key] === 'object') visitJson(holder, key, v, 0, budget);
+function visitArgument(holder: Json, key: string, v: FieldVisitor, budget: WalkBudget | undefined): void {
+  if (budget && typeof holder[key] === 'object') visitJson(holder, key, v, budget);
   else visitString(holder, key, v);
 }
 
 /** The MESSAGE FIELDS of a message, an answer's `message` or a chunk's `delta`. */
-function visitMessage(m: Json, v: FieldVisitor, budget: Budget | undefined): void {
+function visitMessage(m: Json, v: FieldVisitor, budget: WalkBudget | undefined): void {
   const content = m.content;
   if (typeof content === 'string') v.field(m, 'content', content, 'value');
   else if (Array.isArray(content)) {
@@ -161,15 +129,15 @@ function visitMessage(m: Json, v: FieldVisitor, budget: Budget | undefined): voi
 }
 
 /** A tool or function definition the model is shown: name, description, and its schema's strings. */
-function visitDefinition(d: Json, schemaKey: string, v: FieldVisitor, budget: Budget): void {
+function visitDefinition(d: Json, schemaKey: string, v: FieldVisitor, budget: WalkBudget): void {
   visitString(d, 'name', v);
   visitString(d, 'description', v);
-  visitJson(d, schemaKey, v, 0, budget);
+  visitJson(d, schemaKey, v, budget);
 }
 
 function visitRequest(body: unknown, v: FieldVisitor): void {
   if (!isObject(body)) return;
-  const budget: Budget = { entries: jsonWalkLimits.entries };
+  const budget: WalkBudget = { entries: jsonWalkLimits.entries };
   const messages = body.messages;
   if (Array.isArray(messages)) {
     for (const message of messages) if (isObject(message)) visitMessage(message, v, budget);
@@ -216,7 +184,7 @@ function visitWholeAnswer(body: unknown, v: FieldVisitor): void {
  * `budget` undefined: string fields only (streamed chunks, whose arguments are string fragments;
  * their fields are mapped one for one, never renamed).
  */
-function visitChoices(body: unknown, v: FieldVisitor, budget: Budget | undefined): void {
+function visitChoices(body: unknown, v: FieldVisitor, budget: WalkBudget | undefined): void {
   if (!isObject(body)) return;
   const choices = body.choices;
   if (Array.isArray(choices)) {
