@@ -130,6 +130,8 @@ interface Slot {
 export interface ClusterServiceInfo {
   name: string;
   ports: { main?: number; metrics?: number; admin?: number };
+  /** Hosts the primary's metrics and admin listeners bind. */
+  hosts: { metrics?: string; admin?: string };
 }
 
 export class ClusterPrimary {
@@ -175,7 +177,11 @@ export class ClusterPrimary {
 
   private async listen(): Promise<void> {
     for (const [i, { config }] of this.loaded.entries()) {
-      const info: ClusterServiceInfo = { name: config.service, ports: {} };
+      const info: ClusterServiceInfo = {
+        name: config.service,
+        ports: {},
+        hosts: { metrics: config.metrics?.host, admin: config.admin?.host },
+      };
       this.services.push(info);
       const kit = createMetricsKit();
       kit.registry.setDefaultLabels({ service: config.service });

@@ -11,6 +11,7 @@ export interface AuthOptions {
   token_header: string;
   tokens: TokenSpec[];
   skip_paths: string[];
+  accept_bearer: boolean;
 }
 
 export default definePlugin<AuthOptions>({
@@ -48,6 +49,13 @@ export default definePlugin<AuthOptions>({
           ],
         },
       },
+      accept_bearer: {
+        type: 'boolean',
+        default: false,
+        description:
+          'With a custom token_header: also accept the token as `Authorization: Bearer <token>` when that header is absent ' +
+          '(one admin scheme for every admin endpoint, the documented header still accepted)',
+      },
       skip_paths: {
         type: 'array',
         items: { type: 'string' },
@@ -60,6 +68,7 @@ export default definePlugin<AuthOptions>({
     const enabled = options.enabled ?? true;
     const header = options.token_header ?? 'Authorization';
     const bearer = header.toLowerCase() === 'authorization';
+    const alsoBearer = !bearer && options.accept_bearer === true;
     const skip = new Set(options.skip_paths ?? []);
     // Tokens are checked only when enabled: an unset ${TOKEN} must not break a disabled stage.
     const tokens = enabled ? compileTokens(options.tokens ?? []) : undefined;
@@ -84,10 +93,15 @@ export default definePlugin<AuthOptions>({
     return {
       async handle(ctx, next) {
         if (!tokens || skip.has(ctx.path)) return next();
-        const raw = ctx.get(header).trim();
+        let raw = ctx.get(header).trim();
+        let asBearer = bearer;
+        if (!raw && alsoBearer) {
+          raw = ctx.get('authorization').trim();
+          asBearer = true;
+        }
         if (!raw) reject('missing', ctx.state.requestId);
         let presented = raw;
-        if (bearer) {
+        if (asBearer) {
           const match = /^Bearer[ \t]+(\S.*)$/i.exec(raw);
           if (!match) reject('invalid', ctx.state.requestId);
           presented = match[1].trim();
@@ -97,7 +111,13 @@ export default definePlugin<AuthOptions>({
         ctx.state.caller = caller;
         await next();
       },
-      describe: () => ({ enabled, token_header: header, tokens: tokens?.count ?? 0, skip_paths: [...skip] }),
+      describe: () => ({
+        enabled,
+        token_header: header,
+        accept_bearer: alsoBearer,
+        tokens: tokens?.count ?? 0,
+        skip_paths: [...skip],
+      }),
       inactive: !enabled,
     };
   },

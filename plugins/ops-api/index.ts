@@ -1,6 +1,6 @@
 /**
  * ops-api: the operations endpoints of a service (terminal stage), behind an admin token
- * (`X-Admin-Token` by default). Mount it on a wildcard route, e.g.
+ * (`X-Admin-Token` by default, or `Authorization: Bearer`, the scheme of every admin endpoint). Mount it on a wildcard route, e.g.
  * `match: { method: GET, path: "/admin/*rest" }`; it answers, under `base_path` (`/admin`):
  *
  *   GET /admin/status                 version, uptime, connections against the maximum, memory, CPU
@@ -89,9 +89,11 @@ export default definePlugin<Options>({
 
     return {
       async handle(ctx) {
-        const presented = ctx.get(header);
+        const presented = presentedToken(ctx, header);
         if (presented === '') {
-          throw new GatewayError('unauthorized', `Missing token in header ${header}`, { details: { header } });
+          throw new GatewayError('unauthorized', `Missing token in header ${header} (or Authorization: Bearer)`, {
+            details: { header },
+          });
         }
         if (!matches(presented)) throw new GatewayError('unauthorized', 'Invalid token', { details: { header } });
         const endpoint = ctx.path.startsWith(`${base}/`) ? endpoints[ctx.path.slice(base.length)] : undefined;
@@ -131,4 +133,11 @@ function limitOf(ctx: GatewayContext): number {
     });
   }
   return Math.min(value, MAX_LIMIT);
+}
+
+/** The token in the configured header, else in `Authorization: Bearer <token>`; '' when neither. */
+function presentedToken(ctx: GatewayContext, header: string): string {
+  const own = header.toLowerCase() === 'authorization' ? '' : ctx.get(header);
+  if (own !== '') return own;
+  return /^Bearer[ \t]+(\S.*)$/i.exec(ctx.get('authorization').trim())?.[1]?.trim() ?? '';
 }

@@ -5,10 +5,12 @@
  * Exit status: 0 done; 1 no answer or a server failure (connection refused, timeout, 5xx);
  * 2 refused or wrong usage (bad arguments, 401/403 token, 404 no such endpoint or no store).
  */
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Agent, type Dispatcher, fetch } from 'undici';
 import { connectionsView, queryStatsView, slowQueriesView, statusView, storageStatsView } from './admin-views.ts';
+import { callService } from './http.ts';
+import { type CliIo, processIo } from './io.ts';
+import { findRun } from './run-registry.ts';
+import { resolveTarget } from './targets.ts';
 
 export const adminUsage = `usage:
   switchyard admin status                    version, uptime, connections against the maximum, memory, CPU
@@ -17,31 +19,21 @@ export const adminUsage = `usage:
   switchyard admin slow-queries [--limit N]  slow query shapes (default 10)
   switchyard admin connections               open client connections: requests and duration
 options:
-  --url URL      the service (default $SWITCHYARD_ADMIN_URL, else http://127.0.0.1:8080)
-  --token TOKEN  admin token, sent as X-Admin-Token (default $SWITCHYARD_ADMIN_TOKEN)
+  --service S    the service: a running service's name, or its config file (default: the running
+                 "datastore", else http://127.0.0.1:8080); a config file also gives the ops-api token
+  --url URL      the service's URL instead (default $SWITCHYARD_ADMIN_URL)
+  --token TOKEN  admin token, sent as Authorization: Bearer (default $SWITCHYARD_ADMIN_TOKEN)
   --ca FILE      CA certificate (PEM) to trust for an https URL
   --json         print the JSON answer as it is
 `;
 
+/** The seed's default port of the datastore, when no running datastore is recorded. */
 const DEFAULT_URL = 'http://127.0.0.1:8080';
-const TIMEOUT_MS = 10_000;
-
-interface Io {
-  out: (text: string) => void;
-  err: (text: string) => void;
-  env: Record<string, string | undefined>;
-}
-
-const processIo: Io = {
-  out: (t) => process.stdout.write(t),
-  err: (t) => process.stderr.write(t),
-  env: process.env,
-};
 
 type View = (body: never) => string;
 
 /** Runs `switchyard admin <args>`; resolves to the exit status. */
-export async function admin(args: string[], io: Io = processIo): Promise<number> {
+export async function admin(args: string[], io: CliIo = processIo): Promise<number> {
   let parsed: ReturnType<typeof parse>;
   try {
     parsed = parse(args);
@@ -58,34 +50,42 @@ export async function admin(args: string[], io: Io = processIo): Promise<number>
     io.err(`switchyard admin: ${target}\n${adminUsage}`);
     return 2;
   }
-
-  const base = (parsed.url ?? io.env.SWITCHYARD_ADMIN_URL ?? DEFAULT_URL).replace(/\/+$/, '');
-  const token = parsed.token ?? io.env.SWITCHYARD_ADMIN_TOKEN;
-  let url: URL;
-  try {
-    url = new URL(`${base}${target.path}`);
-  } catch {
-    io.err(`switchyard admin: not a URL: ${base}\n`);
+  const service = await serviceBase(parsed, io.env);
+  if (typeof service === 'string') {
+    io.err(`switchyard admin: ${service}\n`);
     return 2;
   }
-  let dispatcher: Dispatcher | undefined;
-  if (parsed.ca) {
-    try {
-      dispatcher = new Agent({ connect: { ca: readFileSync(parsed.ca) } });
-    } catch (err) {
-      io.err(`switchyard admin: cannot read --ca ${parsed.ca}: ${(err as NodeJS.ErrnoException).code ?? err}\n`);
-      return 2;
-    }
+  const token = parsed.token ?? io.env.SWITCHYARD_ADMIN_TOKEN ?? service.token;
+  let url: URL;
+  try {
+    url = new URL(`${service.base.replace(/\/+$/, '')}${target.path}`);
+  } catch {
+    io.err(`switchyard admin: not a URL: ${service.base}\n`);
+    return 2;
   }
-
-  const outcome = await call(url, token, dispatcher);
-  await dispatcher?.close();
-  if ('failure' in outcome) {
+  const outcome = await callService(url, {
+    token,
+    ca: parsed.ca,
+    notFoundHint: `no ops-api endpoint ${url.pathname} at ${url.origin}?`,
+  });
+  if (!outcome.ok) {
     io.err(`switchyard admin: ${outcome.failure}\n`);
     return outcome.exit;
   }
   io.out(parsed.json ? `${JSON.stringify(outcome.body, null, 2)}\n` : `${target.view(outcome.body as never)}\n`);
   return 0;
+}
+
+/** --url, else $SWITCHYARD_ADMIN_URL, else --service, else the running datastore, else :8080. */
+async function serviceBase(
+  p: ReturnType<typeof parse>,
+  env: Record<string, string | undefined>,
+): Promise<{ base: string; token?: string } | string> {
+  if (p.url !== undefined && p.service !== undefined) return 'give --url or --service, not both';
+  const url = p.url ?? (p.service === undefined ? env.SWITCHYARD_ADMIN_URL : undefined);
+  if (url !== undefined) return { base: url };
+  if (p.service !== undefined) return resolveTarget(p.service, 'ops', env);
+  return { base: findRun('datastore', env)?.url ?? DEFAULT_URL };
 }
 
 function parse(args: string[]) {
@@ -94,6 +94,7 @@ function parse(args: string[]) {
     allowPositionals: true,
     options: {
       url: { type: 'string' },
+      service: { type: 'string' },
       token: { type: 'string' },
       ca: { type: 'string' },
       json: { type: 'boolean' },
@@ -131,60 +132,4 @@ function endpoint(p: ReturnType<typeof parse>): { path: string; view: View } | s
     default:
       return `unknown command ${command}`;
   }
-}
-
-type Outcome = { body: unknown } | { failure: string; exit: 1 | 2 };
-
-async function call(url: URL, token: string | undefined, dispatcher: Dispatcher | undefined): Promise<Outcome> {
-  let res: Awaited<ReturnType<typeof fetch>>;
-  try {
-    res = await fetch(url, {
-      headers: { accept: 'application/json', ...(token ? { 'x-admin-token': token } : {}) },
-      signal: AbortSignal.timeout(TIMEOUT_MS),
-      dispatcher,
-    });
-  } catch (err) {
-    return { failure: `cannot reach ${url.origin}: ${networkReason(err)}`, exit: 1 };
-  }
-  const text = await res.text();
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    body = undefined;
-  }
-  if (res.ok) {
-    if (body === undefined)
-      return { failure: `${url.pathname}: the answer is not JSON (is this an ops-api?)`, exit: 1 };
-    return { body };
-  }
-  const message = errorMessage(body) ?? (text.trim().split('\n')[0] || res.statusText);
-  const hint =
-    res.status === 401 || res.status === 403
-      ? ' (give the admin token with --token or SWITCHYARD_ADMIN_TOKEN)'
-      : res.status === 404
-        ? ` (no ops-api endpoint ${url.pathname} at ${url.origin}?)`
-        : '';
-  return { failure: `${res.status} ${message}${hint}`, exit: res.status >= 500 ? 1 : 2 };
-}
-
-/** `message` of the error body the service's dialect writes (simple, plain or openai). */
-function errorMessage(body: unknown): string | undefined {
-  if (!body || typeof body !== 'object') return undefined;
-  const b = body as { message?: unknown; error?: unknown };
-  if (typeof b.message === 'string') return b.message;
-  if (typeof b.error === 'string') return b.error;
-  const nested = b.error as { message?: unknown } | undefined;
-  return typeof nested?.message === 'string' ? nested.message : undefined;
-}
-
-/** `connection refused`, `timed out after 10 s`… from a failed fetch. */
-function networkReason(err: unknown): string {
-  const e = err as Error & { cause?: { code?: string; message?: string } };
-  if (e.name === 'TimeoutError') return `no answer after ${TIMEOUT_MS / 1000} s`;
-  const code = e.cause?.code;
-  if (code === 'ECONNREFUSED') return 'connection refused (is the service running? check --url)';
-  if (code === 'ENOTFOUND') return 'unknown host';
-  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET') return 'connection closed by the server';
-  return e.cause?.message ?? e.message;
 }

@@ -1,17 +1,24 @@
 /**
- * `switchyard` command line: serve, validate, schema, admin.
+ * `switchyard` command line: serve, validate, schema, health, config, reload, ps, admin.
+ * Every command answers --help (exit 0); a wrong option or argument is one line and exit 2.
  */
 import cluster from 'node:cluster';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { loadCatalog } from '../catalog.ts';
 import { ClusterPrimary, runWorker } from '../cluster.ts';
 import { loadService } from '../config/load.ts';
 import { fullServiceSchema } from '../config/service-schema.ts';
 import { ConfigError, formatProblem } from '../config/source.ts';
 import { Gateway } from '../gateway.ts';
+import { localUrl } from '../server/listener.ts';
 import { admin } from './admin.ts';
+import { control } from './control.ts';
+import { processIo } from './io.ts';
+import { listRuns, type RunEntry, recordRun } from './run-registry.ts';
+import { renderTable } from './table.ts';
 
 const usage = `usage:
   switchyard serve <config...> [--set path=value ...]   run services
@@ -19,46 +26,103 @@ const usage = `usage:
       --watch            reload a service when its config file or directory changes
   switchyard validate <config...> [--set path=value]    check configs; exit 1 on any error
   switchyard schema [--out file]                         print the service config JSON Schema
-  switchyard admin <status|stats|slow-queries|connections> [--url URL] [--token T] [--json]
-                                                         diagnostics of a running service (admin --help)
+  switchyard ps                                          the services running on this machine, with their URLs
+  switchyard health <service> | config <service> | reload <service> [--data]
+                                                         the admin listener of a running service (health --help)
+  switchyard admin <status|stats|slow-queries|connections> [--service S | --url URL] [--token T] [--json]
+                                                         diagnostics of a running datastore (admin --help)
+  switchyard --version                                   the version
 `;
+
+const commandUsage: Record<string, string> = {
+  serve: `usage: switchyard serve <config...> [--set path=value ...] [--workers N|auto] [--watch]
+  Runs every service of the given config files in this process (or N worker processes).
+  --set path=value   override one config value, e.g. --set listen.port=0 (repeatable)
+  --workers N|auto   N worker processes sharing the listeners (node:cluster); auto: one per core
+  --watch            reload a service when its config file or directory changes
+`,
+  validate: `usage: switchyard validate <config...> [--set path=value ...]
+  Checks each config file as serve would (schema, plugin options, references, pipeline order)
+  without starting anything; exit 1 on any problem.
+`,
+  schema: `usage: switchyard schema [--out file]
+  Prints the JSON Schema of service configs (every plugin's options included), for editors.
+`,
+  ps: `usage: switchyard ps [--json]
+  The services \`switchyard serve\` runs on this machine (as this user): name, pid, URLs.
+`,
+};
+
+/** Options each command takes; anything else is refused with one line. */
+const commandOptions = {
+  serve: {
+    set: { type: 'string', multiple: true },
+    workers: { type: 'string' },
+    watch: { type: 'boolean' },
+  },
+  validate: { set: { type: 'string', multiple: true } },
+  schema: { out: { type: 'string' } },
+  ps: { json: { type: 'boolean' } },
+} as const;
 
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  // `admin` has options of its own (runtime/cli/admin.ts).
+  const io = processIo;
+  if (command === '--version' || command === '-v' || command === 'version') {
+    io.out(`switchyard ${version()}\n`);
+    return 0;
+  }
+  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+    io.out(usage);
+    return 0;
+  }
+  // These parse options of their own.
   if (command === 'admin') return admin(rest);
-  const { values, positionals } = parseArgs({
-    args: rest,
-    allowPositionals: true,
-    options: {
-      set: { type: 'string', multiple: true },
-      out: { type: 'string' },
-      help: { type: 'boolean' },
-      workers: { type: 'string' },
-      watch: { type: 'boolean' },
-    },
-  });
+  if (command === 'health' || command === 'config' || command === 'reload') return control(command, rest, io);
+  if (!(command in commandOptions)) {
+    return fail(`unknown command ${command}`);
+  }
+  const name = command as keyof typeof commandOptions;
+  let values: { set?: string[]; workers?: string; watch?: boolean; out?: string; json?: boolean; help?: boolean };
+  let positionals: string[];
+  try {
+    const options: ParseArgsConfig['options'] = { ...commandOptions[name], help: { type: 'boolean', short: 'h' } };
+    const parsed = parseArgs({ args: rest, allowPositionals: true, options });
+    values = parsed.values as typeof values;
+    positionals = parsed.positionals;
+  } catch (err) {
+    // parseArgs says e.g. "Unknown option '--port'. To specify a positional argument…": the first sentence.
+    return fail(`${command}: ${lowerFirst((err as Error).message.split('. ')[0] ?? '')}`, command);
+  }
+  if (values.help) {
+    io.out(commandUsage[name] ?? usage);
+    return 0;
+  }
   const set = values.set ?? [];
-  switch (command) {
+  switch (name) {
     case 'serve': {
-      if (positionals.length === 0) return fail('serve needs at least one config file');
+      if (positionals.length === 0) return fail('serve needs at least one config file', 'serve');
       if (cluster.isWorker) {
         // A worker forked by `serve --workers`: it reruns this command line (runtime/cluster.ts).
         await runWorker(positionals, { set }).catch(() => process.exit(1));
         return -1;
       }
       const workers = parseWorkers(values.workers);
-      if (workers === undefined) return fail('--workers takes a positive integer or "auto"');
+      if (workers === undefined) return fail('--workers takes a positive integer or "auto"', 'serve');
       if (workers > 0) {
         try {
           const primary = await ClusterPrimary.start(positionals, { set, workers, watch: values.watch });
           primary.handleSignals();
-          for (const s of primary.services) {
+          const runs: RunEntry[] = [];
+          for (const [i, s] of primary.services.entries()) {
             const p = s.ports;
+            const url = `http://127.0.0.1:${p.main}`;
             process.stderr.write(
-              `${s.name}: http://127.0.0.1:${p.main}${p.metrics ? `  metrics :${p.metrics}` : ''}${p.admin ? `  admin :${p.admin}` : ''}  (${workers} workers)\n`,
+              `${s.name}: ${url}${p.metrics ? `  metrics :${p.metrics}` : ''}${p.admin ? `  admin :${p.admin}` : ''}  (${workers} workers)\n`,
             );
+            runs.push(runEntry(s.name, positionals[i] ?? '', url, p, s.hosts));
           }
+          removeRunsAtExit(recordRun(runs));
           return -1;
         } catch (err) {
           return report(err);
@@ -67,19 +131,26 @@ export async function main(argv: string[]): Promise<number> {
       try {
         const gateway = await Gateway.start(positionals, { set, watch: values.watch });
         gateway.handleSignals();
+        const runs: RunEntry[] = [];
         for (const s of gateway.services) {
           const p = s.info.ports;
+          const url = s.info.mainUrl ?? '';
           process.stderr.write(
-            `${s.info.name}: ${s.info.mainUrl}${p.metrics ? `  metrics :${p.metrics}` : ''}${p.admin ? `  admin :${p.admin}` : ''}\n`,
+            `${s.info.name}: ${url}${p.metrics ? `  metrics :${p.metrics}` : ''}${p.admin ? `  admin :${p.admin}` : ''}\n`,
+          );
+          const config = s.graph.loaded.config;
+          runs.push(
+            runEntry(s.info.name, s.file, url, p, { metrics: config.metrics?.host, admin: config.admin?.host }),
           );
         }
+        removeRunsAtExit(recordRun(runs));
         return -1; // keep running
       } catch (err) {
         return report(err);
       }
     }
     case 'validate': {
-      if (positionals.length === 0) return fail('validate needs at least one config file');
+      if (positionals.length === 0) return fail('validate needs at least one config file', 'validate');
       let failed = false;
       for (const file of positionals) {
         try {
@@ -93,16 +164,63 @@ export async function main(argv: string[]): Promise<number> {
       return failed ? 1 : 0;
     }
     case 'schema': {
+      if (positionals.length > 0) return fail(`schema: unexpected argument ${positionals[0]}`, 'schema');
       const catalog = await loadCatalog();
       const text = `${JSON.stringify(fullServiceSchema(catalog.all()), null, 2)}\n`;
       if (values.out) writeFileSync(values.out, text);
       else process.stdout.write(text);
       return 0;
     }
-    default:
-      process.stdout.write(usage);
-      return command === undefined || command === 'help' || values.help ? 0 : 2;
+    case 'ps': {
+      const runs = listRuns();
+      if (values.json) io.out(`${JSON.stringify(runs, null, 2)}\n`);
+      else if (runs.length === 0) io.out('no service is running (as recorded by switchyard serve)\n');
+      else {
+        const rows = runs.map((r) => [r.service, String(r.pid), r.url, r.admin ?? '-', r.metrics ?? '-']);
+        io.out(
+          `${renderTable([{ title: 'SERVICE' }, { title: 'PID', align: 'right' }, { title: 'URL' }, { title: 'ADMIN' }, { title: 'METRICS' }], rows)}\n`,
+        );
+      }
+      return 0;
+    }
   }
+}
+
+function runEntry(
+  service: string,
+  file: string,
+  url: string,
+  ports: { metrics?: number; admin?: number },
+  hosts: { metrics?: string; admin?: string } = {},
+): RunEntry {
+  return {
+    service,
+    pid: process.pid,
+    config: resolve(file),
+    url,
+    ...(ports.admin ? { admin: localUrl(hosts.admin ?? '127.0.0.1', ports.admin) } : {}),
+    ...(ports.metrics ? { metrics: localUrl(hosts.metrics ?? '127.0.0.1', ports.metrics) } : {}),
+    started_at: new Date().toISOString(),
+  };
+}
+
+/** The registry entries go when the process ends, however it ends (signals end it via exit()). */
+function removeRunsAtExit(remove: () => void): void {
+  process.once('exit', remove);
+}
+
+function lowerFirst(text: string): string {
+  return text.charAt(0).toLowerCase() + text.slice(1);
+}
+
+let cachedVersion: string | undefined;
+
+/** The package version (package.json next to runtime/). */
+export function version(): string {
+  cachedVersion ??= (
+    JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+  ).version;
+  return cachedVersion;
 }
 
 /** 0 without --workers (one process); undefined when the value is not valid. */
@@ -113,8 +231,9 @@ function parseWorkers(value: string | undefined): number | undefined {
   return Number.isInteger(n) && n >= 1 ? n : undefined;
 }
 
-function fail(message: string): number {
-  process.stderr.write(`switchyard: ${message}\n${usage}`);
+/** One line on stderr, pointing at the command's help; exit status 2. */
+function fail(message: string, command?: string): number {
+  process.stderr.write(`switchyard: ${message} (see switchyard ${command ? `${command} ` : ''}--help)\n`);
   return 2;
 }
 

@@ -26,6 +26,12 @@ export interface TlsMaterial {
 }
 
 /** Starts a listener; resolves to the port it is bound to (useful with port 0). */
+/** How this machine reaches a listener bound to `host` (all interfaces: loopback). */
+export function localUrl(host: string, port: number, https = false): string {
+  const local = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  return `${https ? 'https' : 'http'}://${local.includes(':') ? `[${local}]` : local}:${port}`;
+}
+
 export async function startListener(server: Server, host: string, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);

@@ -25,6 +25,7 @@ import { ConnectionTracker, connectionLimitsOf } from '../server/connections.ts'
 import { createRequestCore, type RequestCore } from '../server/handler.ts';
 import {
   createListener,
+  localUrl,
   metricsEndpoint,
   type Server,
   startListener,
@@ -489,11 +490,6 @@ function listenerWarnings(old: ServiceGraph, next: ServiceGraph): string[] {
 }
 
 /** How this process reaches a listener bound to `host`: loopback when it listens on all interfaces. */
-function localUrl(host: string, port: number, https = false): string {
-  const local = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host;
-  return `${https ? 'https' : 'http'}://${local.includes(':') ? `[${local}]` : local}:${port}`;
-}
-
 function sameJson(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }

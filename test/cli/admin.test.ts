@@ -138,7 +138,9 @@ describe('switchyard admin', () => {
     );
     const missing = await cli(['status', '--url', svc.url]);
     expect(missing.code).toBe(2);
-    expect(missing.stderr).toMatch(/^switchyard admin: 401 Missing token in header X-Admin-Token \(give/);
+    expect(missing.stderr).toMatch(
+      /^switchyard admin: 401 Missing token in header X-Admin-Token \(or Authorization: Bearer\) \(give/,
+    );
     expect(missing.stderr.trimEnd().split('\n')).toHaveLength(1);
   });
 

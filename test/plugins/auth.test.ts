@@ -28,6 +28,29 @@ async function serve(options: Partial<AuthOptions>, env: PluginEnv = createTestE
 
 const proxyToken = { token_header: 'X-Proxy-Token', tokens: ['s3cret-token'] };
 
+describe('auth with a custom header and accept_bearer (one admin scheme)', () => {
+  const admin = { token_header: 'X-Admin-Token', tokens: ['adm1n-token'], accept_bearer: true };
+
+  it('takes the token from the header or from Authorization: Bearer', async () => {
+    const { get } = await serve(admin);
+    expect((await get('/', { 'X-Admin-Token': 'adm1n-token' })).status).toBe(200);
+    expect((await get('/', { Authorization: 'Bearer adm1n-token' })).status).toBe(200);
+  });
+
+  it('refuses a wrong Bearer token, a raw token in Authorization, and prefers a wrong header over a right Bearer', async () => {
+    const { get } = await serve(admin);
+    expect((await get('/', { Authorization: 'Bearer nope' })).status).toBe(401);
+    expect((await get('/', { Authorization: 'adm1n-token' })).status).toBe(401);
+    // The documented header decides when present: a wrong one is not rescued by another header.
+    expect((await get('/', { 'X-Admin-Token': 'nope', Authorization: 'Bearer adm1n-token' })).status).toBe(401);
+  });
+
+  it('without accept_bearer, Authorization is ignored', async () => {
+    const { get } = await serve({ ...admin, accept_bearer: false });
+    expect((await get('/', { Authorization: 'Bearer adm1n-token' })).status).toBe(401);
+  });
+});
+
 describe('auth with a custom header (X-Proxy-Token)', () => {
   it('refuses a request without the token: 401, clear body, no Bearer challenge', async () => {
     const { get } = await serve(proxyToken);
@@ -164,7 +187,13 @@ describe('auth options', () => {
   it('describes itself without revealing tokens', async () => {
     const { stage } = await serve({ ...proxyToken, skip_paths: ['/health'] });
     const described = stage.describe?.();
-    expect(described).toEqual({ enabled: true, token_header: 'X-Proxy-Token', tokens: 1, skip_paths: ['/health'] });
+    expect(described).toEqual({
+      enabled: true,
+      token_header: 'X-Proxy-Token',
+      accept_bearer: false,
+      tokens: 1,
+      skip_paths: ['/health'],
+    });
     expect(JSON.stringify(described)).not.toContain('s3cret');
   });
 });
@@ -175,7 +204,13 @@ describe('auth options schema', () => {
   it('fills in the defaults', () => {
     const options: Record<string, unknown> = { tokens: ['a'] };
     expect(validate(options)).toBe(true);
-    expect(options).toEqual({ enabled: true, token_header: 'Authorization', tokens: ['a'], skip_paths: [] });
+    expect(options).toEqual({
+      enabled: true,
+      token_header: 'Authorization',
+      tokens: ['a'],
+      accept_bearer: false,
+      skip_paths: [],
+    });
   });
 
   it('accepts strings and {name, token, attributes}; refuses unknown fields', () => {

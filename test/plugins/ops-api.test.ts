@@ -20,17 +20,20 @@ describe('ops-api', () => {
   });
   afterAll(() => svc?.close());
 
-  it('needs the admin token in X-Admin-Token', async () => {
+  it('needs the admin token in X-Admin-Token or Authorization: Bearer', async () => {
     const missing = await get('/admin/status', {});
     expect(missing.status).toBe(401);
     expect(await missing.json()).toMatchObject({
       error: 'unauthorized',
-      message: 'Missing token in header X-Admin-Token',
+      message: 'Missing token in header X-Admin-Token (or Authorization: Bearer)',
       details: { header: 'X-Admin-Token' },
     });
     const wrong = await get('/admin/status', { 'x-admin-token': `${token}x` });
     expect(wrong.status).toBe(401);
     expect((await wrong.json()).message).toBe('Invalid token');
+    expect((await get('/admin/status', { authorization: `Bearer ${token}` })).status).toBe(200);
+    expect((await get('/admin/status', { authorization: `Bearer ${token}x` })).status).toBe(401);
+    expect((await get('/admin/status', { authorization: token })).status).toBe(401);
     // Unknown admin paths are not revealed without the token either.
     expect((await get('/admin/nothing-here', {})).status).toBe(401);
   });
