@@ -196,7 +196,13 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
         default: {},
         properties: {
           level: { enum: ['trace', 'debug', 'info', 'warn', 'error', 'silent'], default: 'info' },
-          format: { enum: ['json', 'pretty', 'compact'], default: 'json' },
+          format: {
+            enum: ['auto', 'json', 'pretty', 'compact'],
+            default: 'auto',
+            description:
+              'auto: pretty on a terminal, json otherwise (a pipe, a file, a container); pretty and compact: one line a record. ' +
+              'LOG_FORMAT, when set, wins for every service of the process.',
+          },
           file: {
             type: 'string',
             description: 'Write logs to this file (relative to this file) instead of stdout; empty: stdout.',

@@ -60,7 +60,7 @@ export interface ServiceConfig {
   };
   logging: {
     level: string;
-    format: 'json' | 'pretty' | 'compact';
+    format: 'auto' | 'json' | 'pretty' | 'compact';
     file?: string;
     /** Rotate `file` at this size in MiB; 0: no rotation. */
     max_size_mb: number;

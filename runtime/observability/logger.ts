@@ -1,6 +1,7 @@
 /**
- * Structured logs with pino. Formats: `json` (one object a line), `pretty` (colourised, for a
- * terminal) and `compact` (one short line a record). Secrets and raw bodies are never logged:
+ * Structured logs with pino. Formats: `json` (one object a line), `pretty` (colourised, one line a
+ * record with its fields) and `compact` (one short line a record: a request is `METHOD path status
+ * duration`); `auto` is `pretty` on a terminal and `json` otherwise. Every format names the service. Secrets and raw bodies are never logged:
  * the redact list covers the usual credential headers.
  *
  * A `json` record carries `timestamp` (ISO 8601), `level` (`trace` … `error`), `target` (the
@@ -15,7 +16,8 @@ import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'p
 import pinoPretty from 'pino-pretty';
 import { createStream } from 'rotating-file-stream';
 
-export type LogFormat = 'json' | 'pretty' | 'compact';
+export type LogFormat = 'auto' | 'json' | 'pretty' | 'compact';
+export const LOG_FORMATS: readonly LogFormat[] = ['auto', 'json', 'pretty', 'compact'];
 
 export interface LoggingOptions {
   level?: string;
@@ -88,9 +90,9 @@ const fileStreams = new WeakMap<Logger, Writable[]>();
  */
 export function createLogger(options: LoggingOptions = {}, base: Record<string, unknown> = {}): Logger {
   const level = options.level ?? process.env.LOG_LEVEL ?? 'info';
-  const format = options.format ?? 'json';
-  const common: LoggerOptions = { level, base, redact, mixin: targetMixin as LoggerOptions['mixin'] };
   const file = options.file || undefined;
+  const format = concreteFormat(options.format ?? 'auto', file);
+  const common: LoggerOptions = { level, base, redact, mixin: targetMixin as LoggerOptions['mixin'] };
   if (file === undefined) {
     if (format === 'json') {
       return pino({ ...common, ...jsonFields }, pino.destination({ dest: 1, sync: false }));
@@ -114,12 +116,27 @@ export function createLogger(options: LoggingOptions = {}, base: Record<string, 
   return logger;
 }
 
-function prettyOptions(format: LogFormat) {
+/** `auto`: pretty for a person at a terminal, json for a pipe, a file or a log collector. */
+function concreteFormat(format: LogFormat, file: string | undefined): Exclude<LogFormat, 'auto'> {
+  if (format !== 'auto') return format;
+  return file === undefined && process.stdout.isTTY ? 'pretty' : 'json';
+}
+
+/** Fields of the access log record that compact spells as `METHOD path status duration`. */
+const requestFields = 'request_id,method,path,route,status,duration_ms,caller';
+
+function prettyOptions(format: 'pretty' | 'compact') {
   return {
     colorize: format === 'pretty',
-    singleLine: format === 'compact',
+    // One line a record in both: ~10 lines a request made a terminal unreadable under load.
+    singleLine: true,
     translateTime: 'SYS:HH:MM:ss.l',
-    ignore: format === 'compact' ? 'pid,hostname,service' : 'pid,hostname',
+    // The service and the component lead the message (seven services share one terminal).
+    messageFormat:
+      format === 'compact'
+        ? '{service} {if target}{target}: {end}{msg}{if method} {method} {path} {status} {duration_ms}ms{end}'
+        : '{service} {if target}{target}: {end}{msg}',
+    ignore: format === 'compact' ? `pid,hostname,service,target,${requestFields}` : 'pid,hostname,service,target',
   };
 }
 

@@ -201,3 +201,65 @@ describe('log rotation', () => {
     expect(() => createLogger({ file: join(dir, 'not-a-dir', 'x.log') })).toThrow(/cannot open log file/);
   });
 });
+
+describe('log formats for people and for collectors', () => {
+  const request = { request_id: 'r1', method: 'POST', path: '/v1/chat', route: 'chat', status: 200, duration_ms: 3.25 };
+
+  async function written(format: 'pretty' | 'compact' | 'auto' | 'json'): Promise<string[]> {
+    const file = join(mkdtempSync(join(tmpdir(), 'switchyard-fmt-')), 'out.log');
+    const logger = createLogger({ file, format }, { service: 'safety-filter' });
+    logger.child({ target: 'http' }).info(request, 'request');
+    logger.child({ target: 'runtime' }).info({ ports: { main: 8080 } }, 'service started');
+    await flushLogger(logger);
+    await new Promise((r) => setTimeout(r, 50));
+    return readFileSync(file, 'utf8').trimEnd().split('\n');
+  }
+
+  it('pretty and compact: one line a record, the service named on each', async () => {
+    for (const format of ['pretty', 'compact'] as const) {
+      const lines = await written(format);
+      expect(lines, format).toHaveLength(2);
+      for (const line of lines) expect(line, format).toMatch(/INFO: safety-filter (http|runtime): /);
+    }
+  });
+
+  it('compact spells a request as METHOD path status duration', async () => {
+    const [line] = await written('compact');
+    expect(line).toMatch(/INFO: safety-filter http: request POST \/v1\/chat 200 3\.25ms$/);
+  });
+
+  it('auto is json where no person reads (a file, a pipe)', async () => {
+    const [line] = await written('auto');
+    expect(JSON.parse(line ?? '')).toMatchObject({ service: 'safety-filter', target: 'http', message: 'request' });
+  });
+});
+
+describe('LOG_LEVEL and LOG_FORMAT', () => {
+  it('win over every service config, the datastore settings file included', async () => {
+    const { loggingOptions } = await import('../../runtime/service/runtime.ts');
+    const { loadService } = await import('../../runtime/config/load.ts');
+    for (const file of ['configs/datastore.toml', 'configs/ranking.yaml']) {
+      const { config, configDir } = await loadService(file, { env: {} });
+      expect(
+        loggingOptions(config.logging, configDir, undefined, { LOG_FORMAT: 'compact', LOG_LEVEL: 'debug' }),
+        file,
+      ).toMatchObject({
+        format: 'compact',
+        level: 'debug',
+      });
+      expect(loggingOptions(config.logging, configDir, undefined, {}), file).toMatchObject({
+        format: 'auto',
+        level: 'info',
+      });
+    }
+  });
+
+  it('a value that is not a choice stops the start, naming the variable', async () => {
+    const { loggingOptions } = await import('../../runtime/service/runtime.ts');
+    const logging = { level: 'info', format: 'auto' as const, max_size_mb: 0, max_files: 5, access_log: true };
+    expect(() => loggingOptions(logging, '.', undefined, { LOG_FORMAT: 'jsn' })).toThrow(
+      /LOG_FORMAT must be one of auto, json, pretty, compact, not "jsn"/,
+    );
+    expect(() => loggingOptions(logging, '.', undefined, { LOG_LEVEL: 'verbose' })).toThrow(/LOG_LEVEL must be one of/);
+  });
+});

@@ -21,7 +21,7 @@ describe('datastore settings', () => {
     expect(config.service).toBe('datastore');
     expect(config.listen).toMatchObject({ host: '127.0.0.1', port: 8080, tls: { cert: '', key: '' } });
     expect(config.metrics).toEqual({ enabled: true, host: '127.0.0.1', port: 9090, path: '/metrics' });
-    expect(config.logging).toMatchObject({ level: 'info', format: 'json', file: '', max_size_mb: 100, max_files: 5 });
+    expect(config.logging).toMatchObject({ level: 'info', format: 'auto', file: '', max_size_mb: 100, max_files: 5 });
     expect(config.resources.store).toMatchObject({
       type: 'entity-store',
       driver: 'sqlite',
