@@ -260,7 +260,7 @@ describeStage('elo-outcome', (raw, ctx) => {
   return {
     schemas: { ...validationSchemas, [name]: outcomes.schemas().record, [`${name}Create`]: outcomes.schemas().create },
     operation: {
-      tags: [`${name.toLowerCase()}s`],
+      tags: [outcomes.pluralTitle.replace(/[^A-Za-z0-9]/g, '').toLowerCase()],
       summary: `Create ${name}`,
       description:
         `Records the outcome, updates both Elo ratings (K = ${o.k_factor ?? 32}) and the bandit state, in one transaction. ` +

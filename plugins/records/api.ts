@@ -18,6 +18,8 @@ export { choiceParam, integerParam, stringParam } from './params.ts';
 export interface RecordType {
   /** Singular display name, e.g. `Entity` (messages, OpenAPI schema names). */
   title: string;
+  /** Plural display name, e.g. `Entities` (OpenAPI tags and list summaries). */
+  pluralTitle: string;
   /** The entity store's type name. */
   entityType: string;
   fields: FieldSpecs;

@@ -27,6 +27,7 @@ interface RecordTypeOptions {
   store: string;
   entity_type: string;
   title?: string;
+  plural_title?: string;
   fields: FieldSpecs;
   search: string[];
   timestamps: Array<'created_at' | 'updated_at'>;
@@ -90,6 +91,11 @@ export default defineResource<RecordTypeOptions, RecordType>({
       store: { type: 'string', 'x-ref': 'resource', description: 'An entity-store resource.' },
       entity_type: { type: 'string', pattern: '^[a-z][a-z0-9_]{0,63}$', description: "The store's type name." },
       title: { type: 'string', minLength: 1, description: 'Display name, e.g. Entity (default: the type name).' },
+      plural_title: {
+        type: 'string',
+        minLength: 1,
+        description: 'Plural display name, e.g. People (default: English rules on title: Entity → Entities).',
+      },
       fields: {
         type: 'object',
         description: 'Field name → declaration, in the order records show them.',
@@ -146,6 +152,7 @@ export default defineResource<RecordTypeOptions, RecordType>({
 
     const value: RecordType = {
       title,
+      pluralTitle: options.plural_title ?? pluralOf(title),
       entityType: options.entity_type,
       fields,
       search,
@@ -168,3 +175,13 @@ export default defineResource<RecordTypeOptions, RecordType>({
     return { value, describe: () => ({ entity_type: options.entity_type, fields: Object.keys(fields) }) };
   },
 });
+
+/**
+ * The regular English plural (Entity → Entities, Match → Matches, Key → Keys); irregular ones are
+ * the `plural_title` option's job.
+ */
+export function pluralOf(word: string): string {
+  if (/[^aeiou]y$/i.test(word)) return `${word.slice(0, -1)}ies`;
+  if (/(s|x|z|ch|sh)$/i.test(word)) return `${word}es`;
+  return `${word}s`;
+}

@@ -200,7 +200,8 @@ describeStage('record-api', (raw, ctx) => {
   const body = (schema: string) => ({ required: true, content: { 'application/json': { schema: ref(schema) } } });
   const one = jsonResponse(`The ${records.title.toLowerCase()}`, ref(name));
   const missing = errorResponse(`No ${records.title.toLowerCase()} with this id`);
-  const tags = [`${name.toLowerCase()}s`];
+  const plural = records.pluralTitle.replace(/[^A-Za-z0-9]/g, '');
+  const tags = [plural.toLowerCase()];
   switch (o.op) {
     case 'create':
       return {
@@ -273,9 +274,9 @@ describeStage('record-api', (raw, ctx) => {
         schemas,
         operation: {
           tags,
-          summary: `List ${name}s`,
+          summary: `List ${plural}`,
           parameters,
-          responses: { 200: jsonResponse(`${name}s`, { type: 'array', items: ref(name) }), 422: validationResponse },
+          responses: { 200: jsonResponse(plural, { type: 'array', items: ref(name) }), 422: validationResponse },
         },
       };
     }

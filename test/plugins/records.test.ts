@@ -117,3 +117,19 @@ describe('parameters', () => {
     ]);
   });
 });
+
+describe('plural display names', () => {
+  it('follows the regular English rules; irregular plurals are the plural_title option', async () => {
+    const { pluralOf } = await import('../../plugins/records/resource.ts');
+    const cases: Array<[string, string]> = [
+      ['Entity', 'Entities'],
+      ['Comparison', 'Comparisons'],
+      ['Match', 'Matches'],
+      ['Box', 'Boxes'],
+      ['Key', 'Keys'],
+      ['Day', 'Days'],
+      ['Address', 'Addresses'],
+    ];
+    for (const [one, many] of cases) expect(pluralOf(one), one).toBe(many);
+  });
+});

@@ -263,6 +263,12 @@ for (const { driver, skip } of backends) {
         expect(doc.paths[p], p).toBeDefined();
       }
       expect(Object.keys(doc.paths['/entities/{entity_id}']!).sort()).toEqual(['delete', 'get', 'patch', 'put']);
+      // Plurals as people write them (Swagger UI groups by tag and shows the summary).
+      const list = doc.paths['/entities/']!.get as unknown as { tags: string[]; summary: string };
+      expect(list).toMatchObject({ tags: ['entities'], summary: 'List Entities' });
+      const compare = doc.paths['/comparisons/']!.post as unknown as { tags: string[] };
+      expect(compare.tags).toEqual(['comparisons']);
+      expect(JSON.stringify(doc)).not.toMatch(/entitys|Entitys/);
       // Auth is off: the user routes are not documented.
       expect(doc.paths['/token']).toBeUndefined();
       expect(doc.paths['/openapi.json']).toBeUndefined();
