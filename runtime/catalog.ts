@@ -13,6 +13,10 @@ export interface Catalog {
   stage(name: string): PluginDefinition<Record<string, unknown>> | undefined;
   resource(type: string): ResourceDefinition<Record<string, unknown>> | undefined;
   all(): AnyDefinition[];
+  /** Names of the stage plugins, for "did you mean". */
+  stageNames(): Iterable<string>;
+  /** Types of the resources, for "did you mean". */
+  resourceTypes(): Iterable<string>;
 }
 
 const builtinDir = fileURLToPath(new URL('../plugins/', import.meta.url));
@@ -63,6 +67,8 @@ export async function loadCatalog(packages: string[] = [], fromDir = process.cwd
     stage: (name) => stages.get(name),
     resource: (type) => resources.get(type),
     all: () => defs,
+    stageNames: () => stages.keys(),
+    resourceTypes: () => resources.keys(),
   };
 }
 

@@ -27,6 +27,7 @@ import {
   formatPath,
   readConfigSource,
 } from './source.ts';
+import { didYouMean } from './suggest.ts';
 import type { RouteConfig, ServiceConfig, StageConfig } from './types.ts';
 
 export interface LoadOptions {
@@ -45,7 +46,15 @@ export interface LoadedService {
 }
 
 // passContext: option validators run with the config's DeclaredNames as `this` (for `x-ref`).
-const ajv = new Ajv2020({ allErrors: true, useDefaults: true, coerceTypes: true, strict: false, passContext: true });
+// verbose: errors carry their schema, for "did you mean" among the allowed names and values.
+const ajv = new Ajv2020({
+  allErrors: true,
+  useDefaults: true,
+  coerceTypes: true,
+  strict: false,
+  passContext: true,
+  verbose: true,
+});
 addFormats.default(ajv);
 ajv.addKeyword(referenceKeyword);
 const compiled = new WeakMap<object, ValidateFunction>();
@@ -68,8 +77,8 @@ export async function loadService(file: string, options: LoadOptions = {}): Prom
   const problems: ConfigProblem[] = [];
   const reportIn =
     (src: ConfigSource) =>
-    (at: ConfigPath, message: string, pathText = formatPath(at)) => {
-      const pos = src.locate(at);
+    (at: ConfigPath, message: string, pathText = formatPath(at), point: 'value' | 'key' = 'value') => {
+      const pos = src.locate(at, point);
       problems.push({ file: src.file, line: pos.line, column: pos.column, path: pathText, message });
     };
 
@@ -112,8 +121,17 @@ export async function loadService(file: string, options: LoadOptions = {}): Prom
     }
   }
 
+  // Every problem in one run: a service-level error does not hide those in plugin options below
+  // (the checks that follow only read what is there, and their own failure is not reported over
+  // the first problems).
   if (!validateService(value)) {
     for (const e of validateService.errors ?? []) reportAjv(e, [], report);
+    const found = problems.length;
+    try {
+      await checkPlugins(value as Record<string, unknown>, dirname(path), report);
+    } catch {
+      problems.splice(found);
+    }
     throw new ConfigError(problems);
   }
   const raw = value as Record<string, unknown>;
@@ -138,7 +156,24 @@ export async function loadService(file: string, options: LoadOptions = {}): Prom
   return { file: path, configDir, config, hash: `sha256:${sha256Hex(canonicalJson(value))}`, catalog };
 }
 
-type Report = (at: ConfigPath, message: string, pathText?: string) => void;
+type Report = (at: ConfigPath, message: string, pathText?: string, point?: 'value' | 'key') => void;
+
+/** The plugin-level checks alone (stage and resource options), for a file whose service-level shape failed. */
+async function checkPlugins(raw: Record<string, unknown>, configDir: string, report: Report): Promise<void> {
+  const catalog = await loadCatalog(Array.isArray(raw.plugins) ? (raw.plugins as string[]) : [], configDir);
+  const names = declaredNames(raw);
+  const stages = (list: unknown, at: ConfigPath) => {
+    if (!Array.isArray(list)) return;
+    list.forEach((item, i) => {
+      if (item && typeof item === 'object')
+        parseStage(item as Record<string, unknown>, [...at, i], catalog, names, report);
+    });
+  };
+  stages(raw.pipeline, ['pipeline']);
+  if (Array.isArray(raw.routes))
+    raw.routes.forEach((r, i) => stages((r as { pipeline?: unknown })?.pipeline, ['routes', i, 'pipeline']));
+  if (raw.resources && typeof raw.resources === 'object') checkResources(raw, catalog, names, report);
+}
 
 function reportAjv(e: ErrorObject, base: ConfigPath, report: Report): void {
   const at: ConfigPath = [
@@ -152,10 +187,18 @@ function reportAjv(e: ErrorObject, base: ConfigPath, report: Report): void {
   const params = e.params as Record<string, unknown>;
   let message = e.message ?? 'invalid';
   if (e.keyword === 'additionalProperties') {
-    at.push(String(params.additionalProperty));
-    message = 'unknown property';
-  } else if (e.keyword === 'enum') {
-    message = `must be one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    const name = String(params.additionalProperty);
+    at.push(name);
+    const known = Object.keys((e.parentSchema as { properties?: object } | undefined)?.properties ?? {});
+    message = `unknown property${didYouMean(name, known)}`;
+    report(at, message, undefined, 'key');
+    return;
+  }
+  if (e.keyword === 'enum') {
+    const allowed = params.allowedValues as unknown[];
+    const strings = allowed.filter((v): v is string => typeof v === 'string');
+    const hint = typeof e.data === 'string' ? didYouMean(e.data, strings) : '';
+    message = `must be one of ${allowed.map((v) => JSON.stringify(v)).join(', ')}${hint}`;
   } else if (e.keyword === 'required') {
     message = `missing required property "${params.missingProperty}"`;
   }
@@ -238,7 +281,12 @@ function parseStage(
   }
   const def = catalog.stage(stage.plugin);
   if (!def) {
-    report([...at, stage.plugin], `unknown plugin "${stage.plugin}"`);
+    report(
+      [...at, stage.plugin],
+      `unknown plugin "${stage.plugin}"${didYouMean(stage.plugin, catalog.stageNames())}`,
+      undefined,
+      'key',
+    );
     return { config: stage, invalid: true };
   }
   const options = (rest[stage.plugin] ?? {}) as Record<string, unknown>;
@@ -272,7 +320,8 @@ function checkResources(raw: Record<string, unknown>, catalog: Catalog, names: D
   for (const [name, block] of Object.entries((raw.resources as Record<string, Record<string, unknown>>) ?? {})) {
     const def = catalog.resource(String(block.type));
     if (!def) {
-      report(['resources', name, 'type'], `unknown resource type "${block.type}"`);
+      const hint = didYouMean(String(block.type), catalog.resourceTypes());
+      report(['resources', name, 'type'], `unknown resource type "${block.type}"${hint}`);
       continue;
     }
     const { type: _type, ...options } = block;

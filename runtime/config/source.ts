@@ -5,7 +5,8 @@
 import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
-import { LineCounter, parseDocument } from 'yaml';
+import { isMap, isScalar, LineCounter, parseDocument } from 'yaml';
+import { explainYamlError } from './yaml-errors.ts';
 
 export type ConfigPath = Array<string | number>;
 
@@ -18,12 +19,17 @@ export interface ConfigSource {
   file: string;
   text: string;
   value: unknown;
-  /** Position of the deepest node that exists along `path` (1-based line and column). */
-  locate(path: ConfigPath): Position;
+  /**
+   * Position of the deepest node that exists along `path` (1-based line and column); with
+   * `key`, of the key that names it (an unknown property is its key, not its value).
+   */
+  locate(path: ConfigPath, point?: 'value' | 'key'): Position;
 }
 
 export class ConfigError extends Error {
   constructor(readonly problems: ConfigProblem[]) {
+    // In file order, as an editor shows them.
+    problems.sort((a, b) => (a.file === b.file ? a.line - b.line || a.column - b.column : 0));
     super(problems.map(formatProblem).join('\n'));
     this.name = 'ConfigError';
   }
@@ -64,15 +70,26 @@ function parseYamlSource(file: string, text: string): ConfigSource {
   const lineCounter = new LineCounter();
   // merge: YAML `<<` merge keys, so that routes can share stage options through anchors.
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true, merge: true });
-  if (doc.errors.length > 0) {
-    throw new ConfigError(
-      doc.errors.map((e) => {
-        const pos = lineCounter.linePos(e.pos[0]);
-        return { file, line: pos.line, column: pos.col, path: '', message: e.message.split('\n')[0] ?? e.message };
-      }),
-    );
+  const error = doc.errors[0];
+  if (error) {
+    // The first error only: the ones after it are its echoes.
+    const p = explainYamlError(error, text, lineCounter);
+    throw new ConfigError([{ file, line: p.line, column: p.column, path: '', message: `YAML syntax: ${p.message}` }]);
   }
-  const locate = (path: ConfigPath): Position => {
+  const at = (offset: number): Position => {
+    const pos = lineCounter.linePos(offset);
+    return { line: pos.line, column: pos.col };
+  };
+  const locate = (path: ConfigPath, point: 'value' | 'key' = 'value'): Position => {
+    const last = path.at(-1);
+    if (point === 'key' && typeof last === 'string') {
+      const parent = doc.getIn(path.slice(0, -1), true);
+      if (isMap(parent)) {
+        const pair = parent.items.find((p) => isScalar(p.key) && p.key.value === last);
+        const range = (pair?.key as { range?: [number, number, number] } | undefined)?.range;
+        if (range) return at(range[0]);
+      }
+    }
     for (let n = path.length; n >= 0; n--) {
       const node = doc.getIn(path.slice(0, n), true) as { range?: [number, number, number] } | undefined;
       if (node && typeof node === 'object' && node.range) {

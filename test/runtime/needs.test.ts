@@ -218,18 +218,19 @@ pipeline:
   const at = (needle: string) => lineOf(text, needle);
   return {
     text,
+    // In file order.
     problems: [
-      {
-        line: at('  - policy:'),
-        column: 5,
-        path: 'pipeline[0].policy',
-        message: `needs "caller", which no earlier stage provides (${provide.caller})`,
-      },
       {
         // The shorthand block's position: its first key.
         line: at('  enabled: true'),
         column: 3,
         path: 'rate_limit.rate-limit',
+        message: `needs "caller", which no earlier stage provides (${provide.caller})`,
+      },
+      {
+        line: at('  - policy:'),
+        column: 5,
+        path: 'pipeline[0].policy',
         message: `needs "caller", which no earlier stage provides (${provide.caller})`,
       },
     ],
@@ -251,8 +252,18 @@ routes:
     pipeline: [{ respond: { body: {} } }]
 `;
 const modesProblems: Problem[] = [
-  { line: 3, column: 7, path: 'mode', message: 'must be one of "strict", "permissive", "audit"' },
-  { line: 6, column: 11, path: 'routes[0].mode', message: 'must be one of "strict", "permissive", "audit"' },
+  {
+    line: 3,
+    column: 7,
+    path: 'mode',
+    message: 'must be one of "strict", "permissive", "audit" (did you mean "strict"?)',
+  },
+  {
+    line: 6,
+    column: 11,
+    path: 'routes[0].mode',
+    message: 'must be one of "strict", "permissive", "audit" (did you mean "permissive"?)',
+  },
 ];
 const phaseText = `service: phases
 listen: { port: 0 }
@@ -264,7 +275,12 @@ routes:
       - respond: { body: {} }
 `;
 const phaseProblems: Problem[] = [
-  { line: 7, column: 43, path: 'routes[0].pipeline[0].policy.phase', message: 'must be one of "ingress", "egress"' },
+  {
+    line: 7,
+    column: 43,
+    path: 'routes[0].pipeline[0].policy.phase',
+    message: 'must be one of "ingress", "egress" (did you mean "egress"?)',
+  },
 ];
 
 const format = (file: string, p: Problem) => `${file}:${p.line}:${p.column}: ${p.path}: ${p.message}`;
@@ -349,7 +365,7 @@ describe('hot reload', () => {
           line: lineOf(strikt, 'strikt'),
           column: 7,
           path: 'mode',
-          message: 'must be one of "strict", "permissive", "audit"',
+          message: 'must be one of "strict", "permissive", "audit" (did you mean "strict"?)',
         },
       ],
     },
@@ -361,7 +377,7 @@ describe('hot reload', () => {
           line: lineOf(egres, 'egres'),
           column: 43,
           path: 'routes[1].pipeline[0].policy.phase',
-          message: 'must be one of "ingress", "egress"',
+          message: 'must be one of "ingress", "egress" (did you mean "egress"?)',
         },
       ],
     },
