@@ -170,8 +170,10 @@ async function checkPlugins(raw: Record<string, unknown>, configDir: string, rep
     });
   };
   stages(raw.pipeline, ['pipeline']);
-  if (Array.isArray(raw.routes))
-    raw.routes.forEach((r, i) => stages((r as { pipeline?: unknown })?.pipeline, ['routes', i, 'pipeline']));
+  if (Array.isArray(raw.routes)) {
+    for (const [i, r] of raw.routes.entries())
+      stages((r as { pipeline?: unknown })?.pipeline, ['routes', i, 'pipeline']);
+  }
   if (raw.resources && typeof raw.resources === 'object') checkResources(raw, catalog, names, report);
 }
 
