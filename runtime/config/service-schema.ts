@@ -2,9 +2,11 @@
  * JSON Schema of a service config file. Stage options are checked separately against each
  * plugin's own schema; `fullServiceSchema` merges them in for editors (schemas/service.schema.json).
  */
+
 import { enforcementModes } from '../mode.ts';
 import type { AnyDefinition, JsonSchema } from '../plugin.ts';
 import { upstreamConfigSchema } from '../upstreams/create.ts';
+import { editorSchema } from './editor-schema.ts';
 
 const listener = {
   type: 'object',
@@ -300,5 +302,5 @@ export function fullServiceSchema(definitions: AnyDefinition[]): JsonSchema {
     type: 'object',
     additionalProperties: { anyOf: resources },
   };
-  return schema;
+  return editorSchema(schema) as JsonSchema;
 }
