@@ -21,12 +21,13 @@ export class Gateway {
 
   static async start(files: string[], options: GatewayOptions = {}): Promise<Gateway> {
     const { watch, ...runtimeOptions } = options;
-    const services: ServiceRuntime[] = [];
-    try {
-      for (const file of files) services.push(await Runtime.start(file, runtimeOptions));
-    } catch (err) {
+    // In parallel: one slow service (a model to load, an upstream to probe) delays no other.
+    const started = await Promise.allSettled(files.map((file) => Runtime.start(file, runtimeOptions)));
+    const services = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed) {
       await Promise.allSettled(services.map((s) => s.close()));
-      throw err;
+      throw failed.reason;
     }
     const gateway = new Gateway(services);
     if (watch) gateway.watch();

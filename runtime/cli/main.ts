@@ -129,14 +129,20 @@ export async function main(argv: string[]): Promise<number> {
         }
       }
       try {
+        const began = performance.now();
         const gateway = await Gateway.start(positionals, { set, watch: values.watch });
         gateway.handleSignals();
         const runs: RunEntry[] = [];
-        for (const s of gateway.services) {
+        // The ready banner: every service, where it answers, and whether all it needs is there.
+        const states = await Promise.all(gateway.services.map((s) => stateOf(s)));
+        const seconds = ((performance.now() - began) / 1000).toFixed(1);
+        const count = gateway.services.length;
+        process.stderr.write(`switchyard ${version()}: ${count} service${count === 1 ? '' : 's'} up in ${seconds} s\n`);
+        for (const [i, s] of gateway.services.entries()) {
           const p = s.info.ports;
           const url = s.info.mainUrl ?? '';
           process.stderr.write(
-            `${s.info.name}: ${url}${p.metrics ? `  metrics :${p.metrics}` : ''}${p.admin ? `  admin :${p.admin}` : ''}\n`,
+            `${s.info.name}: ${url}${p.metrics ? `  metrics :${p.metrics}` : ''}${p.admin ? `  admin :${p.admin}` : ''}  ${states[i]}\n`,
           );
           const config = s.graph.loaded.config;
           runs.push(
@@ -183,6 +189,21 @@ export async function main(argv: string[]): Promise<number> {
       }
       return 0;
     }
+  }
+}
+
+/** `ok`, or `degraded: upstream:llm (connection refused), …` from the service's health checks. */
+async function stateOf(service: Gateway['services'][number]): Promise<string> {
+  try {
+    const { ok, checks } = await service.health();
+    if (ok) return 'ok';
+    const bad = Object.entries(checks).filter(([, c]) => !c.ok);
+    // A stage's check repeats its upstream's or resource's: name those, stages only when alone.
+    const own = bad.filter(([name]) => !name.startsWith('stage:'));
+    const failing = (own.length > 0 ? own : bad).map(([name, c]) => `${name} (${c.error ?? c.status})`);
+    return `degraded: ${failing.join(', ')}`;
+  } catch (err) {
+    return `health unknown: ${(err as Error).message}`;
   }
 }
 

@@ -152,18 +152,25 @@ export class ServiceRuntime {
     return runtime;
   }
 
+  /**
+   * Waits (at most warmupMs) until each upstream's first check has an outcome: a child process
+   * finishes its handshake, an HTTP upstream answers or refuses. An absent one is reported at
+   * once and keeps being probed; health shows it.
+   */
   private async warm(graph: ServiceGraph): Promise<void> {
     const ms = this.options.warmupMs ?? 5000;
-    const results = await Promise.allSettled([...graph.upstreams.values()].map((u) => u.upstream.ready(ms)));
-    results.forEach((r, i) => {
-      if (r.status === 'rejected') {
-        const name = [...graph.upstreams.keys()][i];
+    await Promise.allSettled(
+      [...graph.upstreams.values()].map(({ upstream: u }) => (u.checked ? u.checked(ms) : u.ready(ms))),
+    );
+    for (const [name, { upstream }] of graph.upstreams) {
+      const health = upstream.health();
+      if (!health.connected) {
         this.logger.warn(
-          { upstream: name, err: r.reason },
-          'upstream not ready yet; serving anyway, health reports it',
+          { upstream: name, reason: health.error },
+          'upstream not reachable yet; serving anyway, probing in the background (health reports it)',
         );
       }
-    });
+    }
   }
 
   private async listen(): Promise<void> {

@@ -66,6 +66,10 @@ export class HttpUpstreamImpl implements HttpUpstream {
     return this.state.wait(timeoutMs);
   }
 
+  checked(timeoutMs: number): Promise<void> {
+    return this.state.waitChecked(timeoutMs);
+  }
+
   /** Path and query appended to the base path; `/` means the base path itself. */
   resolvePath(path: string): string {
     const q = path.indexOf('?');

@@ -20,6 +20,12 @@ export interface UpstreamBase {
   health(): UpstreamHealth;
   /** Resolves once the upstream is usable, or rejects after `timeoutMs`. */
   ready(timeoutMs?: number): Promise<void>;
+  /**
+   * Resolves once the first check has an outcome, up or down (at most `timeoutMs`): what a start
+   * waits for, so that an absent upstream costs one refused connection, not the whole timeout.
+   * Without it the start waits for ready().
+   */
+  checked?(timeoutMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
