@@ -20,12 +20,14 @@ export interface Catalog {
 }
 
 const builtinDir = fileURLToPath(new URL('../plugins/', import.meta.url));
+/** `.ts` when running the sources (tsx), `.js` when running the compiled build (dist/). */
+const moduleExtension = import.meta.url.endsWith('.js') ? '.js' : '.ts';
 let builtins: Promise<AnyDefinition[]> | undefined;
 
 async function loadBuiltins(): Promise<AnyDefinition[]> {
   const defs: AnyDefinition[] = [];
   for (const entry of readdirSync(builtinDir).sort()) {
-    const index = join(builtinDir, entry, 'index.ts');
+    const index = join(builtinDir, entry, `index${moduleExtension}`);
     try {
       if (!statSync(index).isFile()) continue;
     } catch {

@@ -25,11 +25,12 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Tokenizer } from '@huggingface/tokenizers';
+import * as ort from 'onnxruntime-node';
 import pino from 'pino';
 import { FeatureExtractor, parseFeatureScheme } from '../../plugins/classify/ml/features.ts';
 import { createMlClassifier } from '../../plugins/classify/ml/index.ts';
 import type { ModelClassifier } from '../../plugins/classify/ml/model-classifier.ts';
-import { createSession, DEFAULT_INTRA_OP_THREADS, ort } from '../../plugins/classify/ml/onnx-session.ts';
+import { createSession, DEFAULT_INTRA_OP_THREADS } from '../../plugins/classify/ml/onnx-session.ts';
 import { generateTinyBert } from '../../scripts/models/generate-tiny-bert.ts';
 import { loadExamples } from '../../scripts/models/injection-dataset.ts';
 

@@ -1,6 +1,13 @@
-// Entry point of a Bradley–Terry fit worker thread: worker threads do not inherit the tsx loader
-// of the main thread (bin/switchyard.js, vitest), so register it here before loading the TypeScript.
-import { register } from 'tsx/esm/api';
+// Entry point of a worker thread. Worker threads do not inherit the main thread's tsx loader
+// (bin/switchyard.js, vitest): next to the compiled fit-worker.js (dist/, npm run build) this runs
+// it; in the sources it registers tsx first and runs fit-worker.ts.
+import { existsSync } from 'node:fs';
 
-register();
-await import('./fit-worker.ts');
+const compiled = new URL('./fit-worker.js', import.meta.url);
+if (existsSync(compiled)) {
+  await import(compiled.href);
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('./fit-worker.ts');
+}

@@ -9,7 +9,7 @@
  * vectors, [batch, dim] row-major, so only batch × dim floats cross back.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import * as ort from 'onnxruntime-node';
+import type * as Ort from 'onnxruntime-node';
 import type { Pooling } from './api.ts';
 import { normalizeRows, pool } from './pooling.ts';
 
@@ -38,7 +38,16 @@ const OUTPUT_PREFERENCE = ['last_hidden_state', 'token_embeddings', 'sentence_em
 
 async function start(config: WorkerConfig): Promise<void> {
   const port = parentPort!;
-  let session: ort.InferenceSession;
+  let ort: typeof Ort;
+  try {
+    // Optional dependency (~290 MB): loaded only where a model is used.
+    ort = (await import('onnxruntime-node')) as typeof Ort;
+  } catch (err) {
+    const message = `onnxruntime-node is not installed (an optional dependency that embedding models need: npm install onnxruntime-node): ${(err as Error).message}`;
+    port.postMessage({ type: 'failed', error: message });
+    return;
+  }
+  let session: Ort.InferenceSession;
   try {
     session = await ort.InferenceSession.create(config.file, {
       executionProviders: ['cpu'],
@@ -64,7 +73,7 @@ async function start(config: WorkerConfig): Promise<void> {
 
   port.on('message', async (request: RunRequest) => {
     try {
-      const { vectors, dim } = await run(session, inputs, output, config, request);
+      const { vectors, dim } = await run(ort, session, inputs, output, config, request);
       port.postMessage({ id: request.id, vectors, dim } satisfies RunReply, [vectors.buffer as ArrayBuffer]);
     } catch (err) {
       port.postMessage({ id: request.id, error: (err as Error).message } satisfies RunReply);
@@ -73,14 +82,15 @@ async function start(config: WorkerConfig): Promise<void> {
 }
 
 async function run(
-  session: ort.InferenceSession,
+  ort: typeof Ort,
+  session: Ort.InferenceSession,
   inputs: string[],
   output: string,
   config: WorkerConfig,
   { ids, mask, batch, length }: RunRequest,
 ): Promise<{ vectors: Float32Array; dim: number }> {
   const dims = [batch, length];
-  const feeds: Record<string, ort.Tensor> = {};
+  const feeds: Record<string, Ort.Tensor> = {};
   for (const name of inputs) {
     if (name === 'input_ids') feeds[name] = new ort.Tensor('int64', ids, dims);
     else if (name === 'attention_mask') feeds[name] = new ort.Tensor('int64', mask, dims);

@@ -3,7 +3,7 @@
  * Every command answers --help (exit 0); a wrong option or argument is one line and exit 2.
  */
 import cluster from 'node:cluster';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
@@ -236,11 +236,13 @@ function lowerFirst(text: string): string {
 
 let cachedVersion: string | undefined;
 
-/** The package version (package.json next to runtime/). */
+/** The package version (package.json above runtime/, or above dist/runtime/ in the compiled build). */
 export function version(): string {
-  cachedVersion ??= (
-    JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
-  ).version;
+  if (cachedVersion === undefined) {
+    const here = new URL('../../package.json', import.meta.url);
+    const file = existsSync(here) ? here : new URL('../../../package.json', import.meta.url);
+    cachedVersion = (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version;
+  }
   return cachedVersion;
 }
 

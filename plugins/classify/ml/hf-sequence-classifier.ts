@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { type MemoizableModel, memoizeWordEncoding } from '../../../lib/tokenizers/word-memo.ts';
 import { ModelClassifier } from './model-classifier.ts';
 import { modelDirectory, readJson, requireFile } from './model-files.ts';
-import { createSession, ort } from './onnx-session.ts';
+import { createSession, loadOrt, type Ort } from './onnx-session.ts';
 import {
   combineWindows,
   labelIndices,
@@ -48,7 +48,9 @@ interface TokenizerConfig {
 }
 
 export class HfSequenceClassifier extends ModelClassifier {
-  private session: ort.InferenceSession | undefined;
+  private session: Ort.InferenceSession | undefined;
+  /** The runtime's module, once a session is loaded (tensors are made with it). */
+  private ort: typeof Ort | undefined;
   private windows: TokenWindows | undefined;
   private labels: string[] = [];
   private positive: Set<number> | null = null;
@@ -99,6 +101,7 @@ export class HfSequenceClassifier extends ModelClassifier {
     });
 
     const session = await createSession(modelFile, this.options.intraOpThreads);
+    this.ort = await loadOrt();
     const unknown = session.inputNames.filter((n) => !KNOWN_INPUTS.has(n));
     if (!session.inputNames.includes('input_ids') || unknown.length > 0) {
       await session.release();
@@ -156,12 +159,12 @@ export class HfSequenceClassifier extends ModelClassifier {
       }
     }
     const dims = [batch, length];
-    const feeds: Record<string, ort.Tensor> = {};
+    const feeds: Record<string, Ort.Tensor> = {};
     for (const name of this.inputs) {
-      if (name === 'input_ids') feeds[name] = new ort.Tensor('int64', ids, dims);
-      else if (name === 'attention_mask') feeds[name] = new ort.Tensor('int64', mask, dims);
-      else if (name === 'token_type_ids') feeds[name] = new ort.Tensor('int64', zeros, dims);
-      else feeds[name] = new ort.Tensor('int64', positionIds(batch, length), dims);
+      if (name === 'input_ids') feeds[name] = new (this.ort as typeof Ort).Tensor('int64', ids, dims);
+      else if (name === 'attention_mask') feeds[name] = new (this.ort as typeof Ort).Tensor('int64', mask, dims);
+      else if (name === 'token_type_ids') feeds[name] = new (this.ort as typeof Ort).Tensor('int64', zeros, dims);
+      else feeds[name] = new (this.ort as typeof Ort).Tensor('int64', positionIds(batch, length), dims);
     }
     const output = (await this.session.run(feeds, [this.outputName]))[this.outputName];
     const width = output.dims[output.dims.length - 1];

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { FeatureExtractor, parseFeatureScheme } from './features.ts';
 import { ModelClassifier } from './model-classifier.ts';
 import { modelDirectory, readJson, requireFile } from './model-files.ts';
-import { createSession, ort } from './onnx-session.ts';
+import { createSession, loadOrt, type Ort } from './onnx-session.ts';
 import { labelIndices, type Prediction, predictionFromProbabilities } from './probabilities.ts';
 
 export interface LinearFeaturesOptions {
@@ -21,7 +21,9 @@ export interface LinearFeaturesOptions {
 }
 
 export class LinearFeaturesClassifier extends ModelClassifier {
-  private session: ort.InferenceSession | undefined;
+  private session: Ort.InferenceSession | undefined;
+  /** The runtime's module, once a session is loaded (tensors are made with it). */
+  private ort: typeof Ort | undefined;
   private extractor: FeatureExtractor | undefined;
   private labels: string[] = [];
   private positive: Set<number> | null = null;
@@ -52,6 +54,7 @@ export class LinearFeaturesClassifier extends ModelClassifier {
     this.positive = labelIndices(this.options.positiveLabels, labels, `model "${this.options.model}"`);
     this.extractor = new FeatureExtractor(scheme);
     const session = await createSession(modelFile, this.options.intraOpThreads);
+    this.ort = await loadOrt();
     this.inputName = session.inputNames[0];
     this.outputName = session.outputNames.includes('probabilities') ? 'probabilities' : session.outputNames[0];
     this.session = session;
@@ -67,7 +70,9 @@ export class LinearFeaturesClassifier extends ModelClassifier {
     texts.forEach((text, i) => {
       extractor.extract(text, features, i * dimension);
     });
-    const feeds = { [this.inputName]: new ort.Tensor('float32', features, [texts.length, dimension]) };
+    const feeds = {
+      [this.inputName]: new (this.ort as typeof Ort).Tensor('float32', features, [texts.length, dimension]),
+    };
     const output = (await session.run(feeds, [this.outputName]))[this.outputName];
     if (output.dims.length !== 2 || output.dims[1] !== this.labels.length) {
       throw new Error(
