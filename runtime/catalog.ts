@@ -17,7 +17,12 @@ export interface Catalog {
   stageNames(): Iterable<string>;
   /** Types of the resources, for "did you mean". */
   resourceTypes(): Iterable<string>;
+  /** Where a definition comes from: `plugins/<folder>` or the package a config names. */
+  origin(def: AnyDefinition): string;
 }
+
+/** The folder or package each definition was loaded from (`switchyard plugins`). */
+const origins = new WeakMap<object, string>();
 
 const builtinDir = fileURLToPath(new URL('../plugins/', import.meta.url));
 /** `.ts` when running the sources (tsx), `.js` when running the compiled build (dist/). */
@@ -46,6 +51,7 @@ function asDefinitions(value: unknown, from: string): AnyDefinition[] {
     if (!def || (def.kind !== 'stage' && def.kind !== 'resource')) {
       throw new Error(`${from}: default export is not a plugin definition (use definePlugin or defineResource)`);
     }
+    origins.set(def, from);
   }
   return list as AnyDefinition[];
 }
@@ -71,6 +77,7 @@ export async function loadCatalog(packages: string[] = [], fromDir = process.cwd
     all: () => defs,
     stageNames: () => stages.keys(),
     resourceTypes: () => resources.keys(),
+    origin: (def) => origins.get(def) ?? '?',
   };
 }
 

@@ -17,6 +17,7 @@ import { localUrl } from '../server/listener.ts';
 import { admin } from './admin.ts';
 import { control } from './control.ts';
 import { processIo } from './io.ts';
+import { plugins } from './plugins.ts';
 import { listRuns, type RunEntry, recordRun } from './run-registry.ts';
 import { renderTable } from './table.ts';
 
@@ -27,6 +28,7 @@ const usage = `usage:
   switchyard validate <config...> [--set path=value]    check configs; exit 1 on any error
   switchyard schema [--out file]                         print the service config JSON Schema
   switchyard ps                                          the services running on this machine, with their URLs
+  switchyard plugins [<name>]                            plugins and resource types: folder, options, needs/provides
   switchyard health <service> | config <service> | reload <service> [--data]
                                                          the admin listener of a running service (health --help)
   switchyard admin <status|stats|slow-queries|connections> [--service S | --url URL] [--token T] [--json]
@@ -79,6 +81,7 @@ export async function main(argv: string[]): Promise<number> {
   // These parse options of their own.
   if (command === 'admin') return admin(rest);
   if (command === 'health' || command === 'config' || command === 'reload') return control(command, rest, io);
+  if (command === 'plugins') return plugins(rest, io);
   if (!(command in commandOptions)) {
     return fail(`unknown command ${command}`);
   }
