@@ -6,7 +6,15 @@ import { plugins } from '../../runtime/cli/plugins.ts';
 async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const io: CliIo = { out: (t) => void (out += t), err: (t) => void (err += t), env: {} };
+  const io: CliIo = {
+    out: (t) => {
+      out += t;
+    },
+    err: (t) => {
+      err += t;
+    },
+    env: {},
+  };
   const code = await plugins(args, io);
   return { code, out, err };
 }
