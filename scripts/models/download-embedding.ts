@@ -10,12 +10,16 @@
  *
  * DIR defaults to $EMBED_MODELS_DIR, else models/embeddings of this repository (where
  * configs/embedding.yaml looks). HF_ENDPOINT changes the hub's address (a mirror). Files are
- * written as `<file>.part` and renamed when complete. Where the hub cannot be reached, it stops
- * with the list of files to copy by hand and where to put them; the service never downloads.
+ * written as `<file>.part` and renamed when complete, after their checksum matches the one the hub
+ * sends (`X-Linked-Etag`: SHA-256 of a large file; `ETag`: git blob SHA-1 of a small one); a file
+ * the hub sends no checksum for is reported as not verified. Progress is printed in bytes. Where the
+ * hub cannot be reached, it stops with the list of files to copy by hand and where to put them;
+ * the service never downloads.
  */
+import { createHash } from 'node:crypto';
 import { createWriteStream, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream } from 'node:stream/web';
 import { parseArgs } from 'node:util';
@@ -26,6 +30,34 @@ export const DEFAULT_MODELS_DIR = resolve(import.meta.dirname, '../../models/emb
 const CONNECT_TIMEOUT_MS = 20_000;
 
 export class DownloadError extends Error {}
+
+const usage = `usage: npx tsx scripts/models/download-embedding.ts <Name...> | --all | --list  [--dir DIR] [--force]
+  Downloads embedding models (plugins/embed/model-cards.ts) from the Hugging Face hub into DIR
+  (default $EMBED_MODELS_DIR, else models/embeddings), checking each file's checksum.
+  --list    the model names
+  --all     every model
+  --force   download files that are already there again
+  HF_ENDPOINT sets the hub's address (a mirror).
+`;
+
+/** MiB with one decimal, for progress lines. */
+function mib(bytes: number): string {
+  return `${(bytes / 1048576).toFixed(1)} MiB`;
+}
+
+/**
+ * What the hub says the file's checksum is: `X-Linked-Etag` is the SHA-256 of a file stored in
+ * LFS (model weights), `ETag` the git blob SHA-1 of a small file. Undefined when it says neither.
+ */
+export function expectedChecksum(headers: Headers): { algorithm: 'sha256' | 'git-sha1'; hex: string } | undefined {
+  const clean = (v: string | null) => v?.replace(/^W\//, '').replace(/"/g, '').toLowerCase();
+  const linked = clean(headers.get('x-linked-etag'));
+  if (linked && /^[0-9a-f]{64}$/.test(linked)) return { algorithm: 'sha256', hex: linked };
+  const etag = clean(headers.get('etag'));
+  if (etag && /^[0-9a-f]{64}$/.test(etag)) return { algorithm: 'sha256', hex: etag };
+  if (etag && /^[0-9a-f]{40}$/.test(etag)) return { algorithm: 'git-sha1', hex: etag };
+  return undefined;
+}
 
 /** Files of a card: required ones (graph, external weights, tokenizer), then optional ones. */
 export function cardFiles(card: ModelCard): { required: string[]; optional: string[] } {
@@ -73,30 +105,67 @@ export async function downloadModel(
     }
     mkdirSync(dirname(path), { recursive: true });
     const part = `${path}.part`;
+    const total = Number(response.headers.get('content-length')) || undefined;
+    const expected = expectedChecksum(response.headers);
+    const sha256 = createHash('sha256');
+    const chunks: Buffer[] = []; // for the git blob hash of a small file only
+    let received = 0;
+    let reported = Date.now();
+    const meter = new Transform({
+      transform(chunk: Buffer, _enc, done) {
+        received += chunk.length;
+        sha256.update(chunk);
+        if (expected?.algorithm === 'git-sha1') chunks.push(chunk);
+        if (Date.now() - reported >= 2000) {
+          reported = Date.now();
+          log(
+            `  ${file}: ${mib(received)}${total ? ` of ${mib(total)} (${Math.floor((100 * received) / total)}%)` : ''}`,
+          );
+        }
+        done(null, chunk);
+      },
+    });
     try {
       // The timeout above covers the answer's start; the body of a large file takes what it takes.
-      await pipeline(Readable.fromWeb(response.body as ReadableStream), createWriteStream(part));
+      await pipeline(Readable.fromWeb(response.body as ReadableStream), meter, createWriteStream(part));
     } catch (err) {
       rmSync(part, { force: true });
       throw new DownloadError(`download of ${url} failed (${(err as Error).message}): ${byHand()}`);
     }
+    let verified = 'not verified (the hub sent no checksum)';
+    if (expected) {
+      const actual =
+        expected.algorithm === 'sha256'
+          ? sha256.digest('hex')
+          : createHash('sha1').update(`blob ${received}\0`).update(Buffer.concat(chunks)).digest('hex');
+      if (actual !== expected.hex) {
+        rmSync(part, { force: true });
+        throw new DownloadError(
+          `${url}: checksum mismatch (${expected.algorithm} ${actual}, the hub says ${expected.hex}); nothing was kept: ${byHand()}`,
+        );
+      }
+      verified = `${expected.algorithm} verified`;
+    }
     renameSync(part, path);
     written.push(path);
-    log(`  ${file}: written`);
+    log(`  ${file}: written, ${mib(received)}, ${verified}`);
   }
   return written;
 }
 
 async function main(): Promise<number> {
-  const { values, positionals } = parseArgs({
-    allowPositionals: true,
-    options: {
-      dir: { type: 'string' },
-      all: { type: 'boolean', default: false },
-      list: { type: 'boolean', default: false },
-      force: { type: 'boolean', default: false },
-    },
-  });
+  let parsed: ReturnType<typeof parseOptions>;
+  try {
+    parsed = parseOptions();
+  } catch (err) {
+    console.error(`download-embedding: ${(err as Error).message.split('. ')[0]}\n${usage}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    process.stdout.write(usage);
+    return 0;
+  }
   if (values.list) {
     for (const c of MODEL_CARDS)
       console.log(`${c.name.padEnd(26)} ${c.repo}/${c.file}  (${c.dimension}, ${c.pooling})`);
@@ -104,7 +173,7 @@ async function main(): Promise<number> {
   }
   const names = values.all ? MODEL_CARDS.map((c) => c.name) : positionals;
   if (names.length === 0) {
-    console.error('usage: download-embedding.ts <Name...> | --all | --list  [--dir DIR] [--force]');
+    console.error(usage.trimEnd());
     return 2;
   }
   const unknown = names.filter((n) => !MODEL_CARDS.some((c) => c.name === n));
@@ -126,6 +195,19 @@ async function main(): Promise<number> {
     }
   }
   return 0;
+}
+
+function parseOptions() {
+  return parseArgs({
+    allowPositionals: true,
+    options: {
+      dir: { type: 'string' },
+      all: { type: 'boolean', default: false },
+      list: { type: 'boolean', default: false },
+      force: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) process.exitCode = await main();

@@ -5,6 +5,7 @@
  * code 1 and says which files to put where.
  */
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -27,6 +28,8 @@ let source: TinyModel;
 let hub: Server;
 let hubUrl: string;
 const requests: string[] = [];
+/** A wrong SHA-256 the stand-in hub announces for the model file, when set. */
+let lie: string | undefined;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'embed-download-'));
@@ -47,8 +50,14 @@ beforeAll(async () => {
       res.end('Entry not found');
       return;
     }
-    res.writeHead(200, { 'content-type': 'application/octet-stream' });
-    res.end(readFileSync(file));
+    const body = readFileSync(file);
+    // As the hub does: an LFS file's SHA-256 in X-Linked-Etag, a small file's git blob SHA-1 in ETag.
+    const checksum =
+      req.url?.endsWith('.onnx') === true
+        ? { 'x-linked-etag': `"${lie ?? createHash('sha256').update(body).digest('hex')}"` }
+        : { etag: `"${createHash('sha1').update(`blob ${body.length}\0`).update(body).digest('hex')}"` };
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': body.length, ...checksum });
+    res.end(body);
   });
   hubUrl = await listenLocal(hub);
 });
@@ -59,6 +68,30 @@ afterAll(() => {
 });
 
 describe('download-embedding', () => {
+  it('checks every file against the checksum the hub sends, and keeps nothing that differs', async () => {
+    const modelsDir = join(dir, 'checked');
+    const lines: string[] = [];
+    await downloadModel(card, { dir: modelsDir, endpoint: hubUrl, log: (l) => lines.push(l) });
+    expect(lines).toContainEqual(expect.stringMatching(/onnx\/model\.onnx: written, \d+\.\d MiB, sha256 verified$/));
+    expect(lines).toContainEqual(expect.stringMatching(/tokenizer\.json: written, \d+\.\d MiB, git-sha1 verified$/));
+
+    lie = 'a'.repeat(64);
+    try {
+      const other = join(dir, 'lied-to');
+      await expect(downloadModel(card, { dir: other, endpoint: hubUrl })).rejects.toThrow(/checksum mismatch/);
+      expect(existsSync(join(other, 'BGESmallENV15', 'onnx', 'model.onnx'))).toBe(false);
+      expect(existsSync(join(other, 'BGESmallENV15', 'onnx', 'model.onnx.part'))).toBe(false);
+    } finally {
+      lie = undefined;
+    }
+  });
+
+  it('--help answers with the usage, exit 0', () => {
+    const run = spawnSync(process.execPath, ['--import', 'tsx', SCRIPT, '--help'], { encoding: 'utf8' });
+    expect(run.status).toBe(0);
+    expect(run.stdout).toMatch(/^usage: /);
+  });
+
   it('writes the repository’s files under <dir>/<Name>/ and the model loads from there', async () => {
     const modelsDir = join(dir, 'models');
     const written = await downloadModel(card, { dir: modelsDir, endpoint: hubUrl });
