@@ -344,9 +344,14 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     function blockError(decision: PolicyDecision): GatewayError {
       const policy = decision.policy as string;
       const detail = decision.detail as string;
+      const scopes = decision.details?.required_scopes;
       if (!options.block_error) {
-        // The fixed JSON-RPC message: the seed's body is exactly {policy, detail}.
-        return new GatewayError('policy_violation', 'Policy violation', { details: { policy, detail } });
+        // The fixed JSON-RPC message: the seed's body is exactly {policy, detail} (and the scopes
+        // that would lift a rule's block, when it names them: an oauth-bearer stage turns them
+        // into a 403 insufficient_scope challenge).
+        return new GatewayError('policy_violation', 'Policy violation', {
+          details: { policy, detail, ...(scopes ? { required_scopes: scopes } : {}) },
+        });
       }
       return new GatewayError('policy_violation', detail, {
         code: options.block_error.code,
