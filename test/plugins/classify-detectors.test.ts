@@ -535,7 +535,9 @@ describe('hidden text', () => {
   ];
 
   it('property: ordinary multilingual and emoji text is never hidden text', () => {
-    const piece = fc.oneof(fc.constantFrom(...EMOJI), fc.constantFrom(...WORDS), fc.string({ maxLength: 8 }));
+    // Random ASCII without brackets: `<|x|>` or `[INST]` by chance would be markup.
+    const ascii = fc.string({ maxLength: 8 }).filter((s) => !/[<[]/.test(s));
+    const piece = fc.oneof(fc.constantFrom(...EMOJI), fc.constantFrom(...WORDS), ascii);
     fc.assert(
       fc.property(fc.array(fc.tuple(piece, fc.constantFrom(' ', '', '\n', ', ')), { maxLength: 20 }), (parts) => {
         const text = parts.map(([p, sep]) => p + sep).join('');
