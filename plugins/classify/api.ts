@@ -22,6 +22,13 @@ export interface ClassifierResult {
   spans: Span[];
   latency_ms: number;
   detail?: Record<string, unknown>;
+  /**
+   * Text the classified input hid from a human reader, decoded by a detector (the ASCII Unicode
+   * tag characters spell, the bytes a run of variation selectors carries): a few short strings,
+   * so that an audit record shows what was hidden. Absent when nothing was decoded. The only part
+   * of the input a result may carry (spans are offsets, `detail` never holds text).
+   */
+  evidence?: string[];
 }
 
 export interface ClassifierInfo {

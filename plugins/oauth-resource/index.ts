@@ -12,10 +12,12 @@
  *     issuer, audience, expiry (and not-before) and the scopes the route requires. A missing or
  *     bad token is 401 with `WWW-Authenticate: Bearer resource_metadata="…", scope="…"`; a token
  *     without a required scope is 403 `insufficient_scope`. Subject, client and scopes go to
- *     `ctx.state.caller` for policies (`caller.attributes.scopes`).
+ *     `ctx.state.caller` for policies (`caller.attributes.scopes`); a refusal further down that
+ *     names the scopes which would lift it (a policy rule's `scopes`) becomes 403
+ *     `insufficient_scope` with those scopes in the challenge (step-up).
  */
 import { createRemoteJWKSet, type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
-import { definePlugin, type GatewayContext, GatewayError } from '../../runtime/index.ts';
+import { definePlugin, type GatewayContext, GatewayError, isGatewayError } from '../../runtime/index.ts';
 
 export interface OAuthResourceOptions {
   /** false: the stage lets every request through (and the metadata route answers 404). */
@@ -126,9 +128,13 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
     }
 
     /** RFC 6750 §3 challenge: where the metadata is, the scopes needed, and what was wrong. */
-    function challenge(error?: 'invalid_token' | 'insufficient_scope', description?: string): string {
+    function challenge(
+      error?: 'invalid_token' | 'insufficient_scope',
+      description?: string,
+      scopes: readonly string[] = required,
+    ): string {
       const parts = [`resource_metadata="${resourceMetadata}"`];
-      if (required.length > 0) parts.push(`scope="${required.join(' ')}"`);
+      if (scopes.length > 0) parts.push(`scope="${scopes.join(' ')}"`);
       if (error) parts.push(`error="${error}"`);
       if (description) parts.push(`error_description="${description.replace(/["\\]/g, '')}"`);
       return `Bearer ${parts.join(', ')}`;
@@ -140,6 +146,40 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
       const error = reason === 'missing' ? undefined : 'invalid_token';
       throw new GatewayError('unauthorized', description ?? 'A valid access token is required', {
         headers: { 'WWW-Authenticate': challenge(error, description) },
+      });
+    }
+
+    /**
+     * A refusal further down that names the scopes which would lift it (a policy rule's `scopes`,
+     * `details.required_scopes`) and that this token lacks: the MCP authorization specification's
+     * answer to a request made with too little scope, 403 with `WWW-Authenticate: Bearer
+     * error="insufficient_scope", scope="…"` naming every scope the request needs (the route's and
+     * the rule's), so that a client can obtain a token that has them and retry (step-up). The body
+     * stays the refusal's own (for JSON-RPC, the policy error with the request's id).
+     */
+    function withScopeChallenge(err: unknown, granted: readonly string[]): unknown {
+      if (!isGatewayError(err) || (err.kind !== 'policy_violation' && err.kind !== 'forbidden')) return err;
+      const wanted = err.details?.required_scopes;
+      if (!Array.isArray(wanted) || !wanted.every((s) => typeof s === 'string')) return err;
+      const lacking = wanted.filter((s) => !granted.includes(s));
+      if (lacking.length === 0) return err;
+      failures.inc({ reason: 'insufficient_scope' });
+      const scopes = [...new Set([...required, ...wanted])];
+      return new GatewayError(err.kind, err.message, {
+        details: err.details,
+        code: err.code,
+        extra: err.extra,
+        status: 403,
+        headers: {
+          ...err.headers,
+          'WWW-Authenticate': challenge(
+            'insufficient_scope',
+            `This request needs the scope ${lacking.join(' ')}`,
+            scopes,
+          ),
+        },
+        rpcId: err.rpcId,
+        cause: err,
       });
     }
 
@@ -189,7 +229,11 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
             issuer: payload.iss,
           },
         };
-        await next();
+        try {
+          await next();
+        } catch (err) {
+          throw withScopeChallenge(err, granted);
+        }
       },
       describe: () => ({
         enabled: options.enabled !== false,

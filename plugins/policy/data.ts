@@ -83,6 +83,18 @@ export function scoresOf(
   return out;
 }
 
+/**
+ * The hidden text classifiers decoded (ClassifierResult.evidence), for the decision's audit
+ * record: at most 4 strings, undefined when there is none.
+ */
+export function evidenceOf(results: Record<string, { evidence?: string[] }> | undefined): string[] | undefined {
+  const out: string[] = [];
+  for (const r of Object.values(results ?? {})) {
+    for (const e of r.evidence ?? []) if (out.length < 4 && !out.includes(e)) out.push(e);
+  }
+  return out.length > 0 ? out : undefined;
+}
+
 /** The same request seen as a `tools/call` of `tool` with no arguments (to filter tools/list). */
 export function asToolCall(
   base: EvaluationData,

@@ -18,6 +18,8 @@ export interface RuleMatch {
   verb: string;
   detail: string;
   regulation?: string;
+  /** OAuth scopes that would lift the block (the rule's `scopes`). */
+  scopes?: string[];
   /** Highest score among the classifiers the rule reads (0 when it reads none). */
   score: number;
   /** Classifiers whose spans a redact rule masks. */
@@ -131,6 +133,7 @@ function matchOf(policy: Policy, rule: PolicyRule, data: unknown): RuleMatch {
     verb: rule.verb,
     detail: rule.detail,
     regulation: rule.regulation,
+    ...(rule.scopes ? { scopes: rule.scopes } : {}),
     score: scoreOf(rule.classifiers, data),
     redact: rule.redact,
   };
@@ -154,6 +157,10 @@ function decisionOf(m: RuleMatch, phase: string, matches: RuleMatch[]): PolicyDe
     detail: m.detail,
     phase,
     ...(m.regulation ? { regulation: m.regulation } : {}),
-    details: { score: m.score, rules: matches.map((x) => x.rule) },
+    details: {
+      score: m.score,
+      rules: matches.map((x) => x.rule),
+      ...(m.scopes && m.action === 'block' ? { required_scopes: m.scopes } : {}),
+    },
   };
 }

@@ -14,6 +14,9 @@
  *       regulation: GDPR          # optional tag, carried to the decision and the audit trail
  *       redact: [pii]             # redact rules: classifiers whose spans are masked
  *                                 # (default: those the condition reads, `classifiers.<name>...`)
+ *       scopes: [mcp:tools:write] # block rules: OAuth scopes that would lift the refusal; the
+ *                                 # error names them (`required_scopes`), and an oauth-bearer
+ *                                 # stage before this one answers 403 insufficient_scope
  *
  * A file holds one document, a list of them, `{policies: [...]}`, or several YAML documents.
  * Every problem is reported with the file, the policy and the rule id.
@@ -47,6 +50,8 @@ export interface PolicyRule {
   verb: string;
   detail: string;
   regulation?: string;
+  /** OAuth scopes that would lift this block: named in its error, for the client to ask for. */
+  scopes?: string[];
   /** Classifiers the condition reads (`classifiers.<name>...`): the rule's score is their highest. */
   classifiers: string[];
   /** Classifiers whose spans a `redact` rule masks. */
@@ -83,6 +88,7 @@ const ruleSchema = {
     message: { type: 'string' },
     regulation: { type: 'string', minLength: 1 },
     redact: { type: 'array', items: { type: 'string', minLength: 1 } },
+    scopes: { type: 'array', minItems: 1, items: { type: 'string', pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$' } },
   },
 };
 
@@ -151,6 +157,7 @@ export function compilePolicy(doc: unknown, source: string): Policy {
         description ??
         `rule "${id}" of policy "${valid.name}"`,
       regulation: r.regulation as string | undefined,
+      scopes: r.scopes as string[] | undefined,
       classifiers,
       redact: (r.redact as string[] | undefined) ?? classifiers,
       readsCall: vars.some((v) => typeof v !== 'string' || /^(arguments|params|body)(\.|$)/.test(v)),

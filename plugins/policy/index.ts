@@ -36,7 +36,7 @@ import type { ClassifierResult, ClassifierSet, Span } from '../classify/api.ts';
 import { redact } from '../classify/api.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
 import { policyApiPlugin } from './api-stage.ts';
-import { asToolCall, evaluationData, isObject, scoresOf } from './data.ts';
+import { asToolCall, evaluationData, evidenceOf, isObject, scoresOf } from './data.ts';
 import { blocksEveryCall, type Evaluation, type PolicySet, type RuleMatch } from './engine.ts';
 import { policySetResource } from './resource.ts';
 import { PolicyStore } from './store.ts';
@@ -273,12 +273,19 @@ export const policyPlugin = definePlugin<PolicyOptions>({
           if (!isObject(tool) || typeof tool.name !== 'string') return undefined;
           const text = jsonrpcWire.toolDefinitionText(tool);
           const results = text === '' ? {} : await classifierSet.classify(undefined, text);
-          return current.evaluate(names, { ...base, tool: tool.name, classifiers: scoresOf(results) }, 'tools');
+          const evaluation = current.evaluate(
+            names,
+            { ...base, tool: tool.name, classifiers: scoresOf(results) },
+            'tools',
+          );
+          return { ...evaluation, evidence: evidenceOf(results) };
         }),
       );
       const kept: unknown[] = [];
       const stripped: string[] = [];
       const flagged: Array<{ tool: string; policy?: string; rule?: string; detail?: string }> = [];
+      /** What the withheld or flagged tools hid from a human reader, decoded (ClassifierResult.evidence). */
+      const hidden: Record<string, string[]> = {};
       let worst: PolicyDecision | undefined;
       for (let i = 0; i < tools.length; i++) {
         const evaluation = evaluations[i];
@@ -287,6 +294,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
           kept.push(tools[i]);
           continue;
         }
+        if (evaluation.decision.action !== 'allow' && evaluation.evidence) hidden[name] = evaluation.evidence;
         count(evaluation.matches);
         const d = evaluation.decision;
         if (d.action === 'block' && m === 'strict') {
@@ -307,7 +315,15 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       record(
         ctx,
         worst
-          ? { ...worst, details: { ...worst.details, tools: concerned, withheld: stripped.length > 0 } }
+          ? {
+              ...worst,
+              details: {
+                ...worst.details,
+                tools: concerned,
+                withheld: stripped.length > 0,
+                ...(Object.keys(hidden).length > 0 ? { hidden } : {}),
+              },
+            }
           : { action: 'allow', phase: 'tools' },
       );
       addLatency(ctx, started);
@@ -328,9 +344,14 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     function blockError(decision: PolicyDecision): GatewayError {
       const policy = decision.policy as string;
       const detail = decision.detail as string;
+      const scopes = decision.details?.required_scopes;
       if (!options.block_error) {
-        // The fixed JSON-RPC message: the seed's body is exactly {policy, detail}.
-        return new GatewayError('policy_violation', 'Policy violation', { details: { policy, detail } });
+        // The fixed JSON-RPC message: the seed's body is exactly {policy, detail} (and the scopes
+        // that would lift a rule's block, when it names them: an oauth-bearer stage turns them
+        // into a 403 insufficient_scope challenge).
+        return new GatewayError('policy_violation', 'Policy violation', {
+          details: { policy, detail, ...(scopes ? { required_scopes: scopes } : {}) },
+        });
       }
       return new GatewayError('policy_violation', detail, {
         code: options.block_error.code,
@@ -445,7 +466,8 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       const results = await (classifierSet as ClassifierSet).classify(egressNames, text);
       const { decision, matches } = evaluateAnswer(ctx, results);
       count(matches);
-      record(ctx, decision);
+      const hidden = decision.action === 'allow' ? undefined : evidenceOf(results);
+      record(ctx, hidden ? { ...decision, details: { ...decision.details, hidden } } : decision);
       addLatency(ctx, started);
       if (mode(ctx) !== 'strict') return body;
       if (decision.action === 'block') throw blockError(decision);

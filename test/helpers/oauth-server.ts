@@ -3,6 +3,8 @@
  * JWKS, and a token endpoint for the client_credentials grant (client_secret_basic or _post) that
  * puts the RFC 8707 `resource` in the token's audience. `mint` signs any claims, for the tokens a
  * real server would never issue (expired, another audience, another key, `alg: none`).
+ * `clients` registers more clients, each with the scopes it may be granted (a request for another
+ * is refused with `invalid_scope`, RFC 6749 §5.2); the default client may get any scope.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -18,12 +20,19 @@ export interface OAuthServer {
   close(): Promise<void>;
 }
 
-export async function startOAuthServer(): Promise<OAuthServer> {
+export interface OAuthClient {
+  secret: string;
+  /** The scopes this client may be granted (default: any). */
+  scopes?: string[];
+}
+
+export async function startOAuthServer(o: { clients?: Record<string, OAuthClient> } = {}): Promise<OAuthServer> {
   const own = await generateKeyPair('RS256');
   const other = await generateKeyPair('RS256');
   const jwk = { ...(await exportJWK(own.publicKey)), kid: 'key-1', alg: 'RS256', use: 'sig' };
   const clientId = 'test-client';
   const clientSecret = 'test-secret';
+  const clients: Record<string, OAuthClient> = { [clientId]: { secret: clientSecret }, ...o.clients };
   const issued: string[] = [];
   let issuer = '';
 
@@ -62,17 +71,20 @@ export async function startOAuthServer(): Promise<OAuthServer> {
         let secret = form.get('client_secret');
         const basic = /^Basic (.+)$/.exec(req.headers.authorization ?? '');
         if (basic) [id, secret] = Buffer.from(basic[1], 'base64').toString().split(':').map(decodeURIComponent);
-        if (id !== clientId || secret !== clientSecret) return json(401, { error: 'invalid_client' });
+        const client = id ? clients[id] : undefined;
+        if (!client || secret !== client.secret) return json(401, { error: 'invalid_client' });
         if (form.get('grant_type') !== 'client_credentials') return json(400, { error: 'unsupported_grant_type' });
         const resource = form.get('resource');
         if (!resource) return json(400, { error: 'invalid_target' });
         const scope = form.get('scope') ?? '';
+        const refused = scope.split(' ').filter((s) => s && client.scopes && !client.scopes.includes(s));
+        if (refused.length > 0) return json(400, { error: 'invalid_scope', error_description: refused.join(' ') });
         const now = Math.floor(Date.now() / 1000);
         const token = await mint({
           iss: issuer,
-          sub: `client:${clientId}`,
+          sub: `client:${id}`,
           aud: resource,
-          client_id: clientId,
+          client_id: id,
           scope,
           iat: now,
           exp: now + 300,

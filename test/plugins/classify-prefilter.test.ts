@@ -133,6 +133,27 @@ const FRAGMENTS = [
   '\n',
   '\n  ',
   '\t',
+  // Hidden text: tag characters, a flag, invisible characters, bidi controls, markup, comments.
+  '\u{E0049}\u{E0067}\u{E006E}',
+  '\u{1F3F4}\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}',
+  '\u{1F3F4}',
+  '\u{E007F}',
+  '\u200b',
+  '\u200d',
+  '\ufe0f',
+  '\u{E0100}',
+  '\u00ad',
+  '\u202e',
+  '\u202c',
+  '\u2067',
+  '\u2069',
+  '\u2029',
+  '<IMPORTANT>',
+  '</system>',
+  '<|channel|>',
+  '<!--',
+  '-->',
+  'assistant',
 ];
 
 const token = fc.oneof(
@@ -215,7 +236,13 @@ describe('prefilters find what the plain search finds', () => {
   });
 
   it('the classifiers of the safety filter, and one of everything', () => {
-    const specs = [['pii'], ['secrets'], ['prompt_injection', 'jailbreak'], ['pii', 'secrets', 'prompt_injection']];
+    const specs = [
+      ['pii'],
+      ['secrets'],
+      ['prompt_injection', 'jailbreak'],
+      ['pii', 'secrets', 'prompt_injection'],
+      ['hidden_text'],
+    ];
     const pairs = specs.map((detectors) => {
       const spec = { name: 'c', type: 'pattern' as const, detectors };
       return [new PatternClassifier(spec), new PatternClassifier(spec, { reference: true })] as const;

@@ -225,6 +225,56 @@ const template = fc
   .tuple(fc.constantFrom(...TEMPLATES), fc.nat(8))
   .map(([t, blanks]) => (t.startsWith('\n') ? `\n${' '.repeat(blanks)}${t.slice(1)}` : t));
 
+/** Unicode tag characters spelling `ascii` (ASCII smuggling). */
+const tags = (ascii: string) => [...ascii].map((c) => String.fromCodePoint(0xe0000 + c.charCodeAt(0))).join('');
+const FLAG = '\u{1F3F4}';
+/** Hidden text: tag runs (after a flag base or not), invisible runs, bidi controls, markup, comments. */
+const hidden = fc.oneof(
+  fc
+    .tuple(fc.boolean(), run(`${LOWER}${DIGITS} .!~/`, 1, 300), fc.boolean())
+    .map(([flag, ascii, cancel]) => `${flag ? FLAG : ''}${tags(ascii)}${cancel ? '\u{E007F}' : ''}`),
+  fc.constantFrom(`${FLAG}${tags('gbsct')}\u{E007F}`, `${FLAG}${tags('ustx')}\u{E007F}`, `${FLAG}${tags('gbs')}`),
+  fc
+    .array(
+      fc.constantFrom('\u200b', '\u200c', '\u200d', '\u2060', '\ufeff', '\ufe0f', '\u{E0100}', '\u{E01EF}', '\u00ad'),
+      {
+        minLength: 1,
+        maxLength: 400,
+      },
+    )
+    .map((a) => a.join('')),
+  fc
+    .array(
+      fc.constantFrom(
+        '\u202a',
+        '\u202b',
+        '\u202c',
+        '\u202d',
+        '\u202e',
+        '\u2066',
+        '\u2067',
+        '\u2068',
+        '\u2069',
+        'x',
+        '\n',
+      ),
+      {
+        maxLength: 12,
+      },
+    )
+    .map((a) => a.join('')),
+  fc.constantFrom(
+    '<IMPORTANT>',
+    '</system-reminder>',
+    '<|channel|>',
+    '[INST]',
+    `<system ${'a'.repeat(32)}=${'b'.repeat(64)}>`,
+  ),
+  fc
+    .tuple(run(`${LOWER} `, 0, 1200), fc.constantFrom('assistant', 'do not tell', 'note'), fc.boolean())
+    .map(([text, word, closed]) => `<!-- ${text.slice(0, 600)} ${word} ${text.slice(600)}${closed ? ' -->' : ''}`),
+);
+
 const noise = fc.oneof(
   fc.string({ maxLength: 20 }),
   fc.constantFrom('the', 'key', 'call me at', 'mail', 'token:', 'Bearer', '@', '-----END ', '\n', 'eyJ'),
@@ -243,6 +293,7 @@ const value = fc.oneof(
   assignment,
   phrase,
   template,
+  hidden,
   noise,
 );
 const separator = fc.constantFrom('', ' ', '\n', ', ', '\t', '\u200b', ': ', '\n\n');
@@ -288,6 +339,7 @@ describe('no span longer than declared', () => {
       ['pii', 'secrets', 'prompt_injection', 'jailbreak'],
       ['email', 'phone', 'credit_card', 'iban'], // overlapping numbers merge across detectors
       ['jwt', 'bearer_token', 'generic_secret'],
+      ['hidden_text'],
     ];
     const classifiers = specs.map(
       (detectors, i) => new PatternClassifier({ name: `c${i}`, type: 'pattern', detectors }),
@@ -375,6 +427,11 @@ const AT_MAX: Record<string, { text: string; value: string }> = (() => {
     bearer_token: { text: `Authorization: Bearer ${bearerValue}`, value: bearerValue },
     generic_secret: { text: `password=${secretValue}`, value: secretValue },
     chat_template_tokens: whole('        ######    [developer instructions]    :'),
+    unicode_tags: { text: `x ${tags('a'.repeat(256))} y`, value: tags('a'.repeat(256)) },
+    invisible_run: { text: `x${'\u200b'.repeat(512)}y`, value: '\u200b'.repeat(512) },
+    bidi_control: { text: 'abc \u202e def', value: '\u202e' },
+    instruction_markup: whole(`</    administrator_instructions ${'a'.repeat(32)}=${'b'.repeat(64)}    />`),
+    hidden_comment: whole(`<!-- assistant ${'a'.repeat(1024 - 18)}-->`),
   };
   for (const [id, text] of Object.entries(phraseOf)) out[id] = whole(stretched(text, detector(id).maxSpanChars));
   return out;
@@ -408,6 +465,9 @@ describe('a longer value of a detector without a length limit is found in pieces
     bearer_token: (v) => `${v}=`,
     ignore_instructions: (v) => `${v[0]}\u200b${v.slice(1)}`,
     restriction_removal: (v) => `${v[0]}\u200b${v.slice(1)}`,
+    unicode_tags: (v) => `${v}\u{E0061}`,
+    invisible_run: (v) => `${v}\u200b`,
+    hidden_comment: (v) => `${v.slice(0, -3)}a-->`,
   };
   it.each(Object.keys(longer))('%s', (id) => {
     const d = detector(id);
@@ -541,7 +601,7 @@ const detectTexts = fc
     fc.tuple(
       fc.oneof(
         ...[email, phone, digitRuns, card, ibans, nationalIds, providerKeys, jwt, pem, bearer, assignment],
-        ...[phrase, phrase, template, noise, edgeJwt, edgePem, edgeBearer, edgeKeys, edgeEmail],
+        ...[phrase, phrase, template, hidden, noise, edgeJwt, edgePem, edgeBearer, edgeKeys, edgeEmail],
       ),
       separator,
     ),
@@ -630,6 +690,7 @@ describe('detectChars of a classifier: the score on the cut text', () => {
       weights: { phone: 0.99, jwt: 0.3, bearer_token: 1, email: 0.2 },
     },
     { detectors: ['email', 'phone', 'credit_card', 'iban'], weights: { credit_card: 0.1 } },
+    { detectors: ['hidden_text'] },
   ];
   const classifiers = specs.map(
     (spec, i) => [spec, new PatternClassifier({ name: `c${i}`, type: 'pattern', labels: LABELS, ...spec })] as const,

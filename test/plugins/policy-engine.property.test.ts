@@ -113,3 +113,31 @@ describe('policy engine', () => {
     );
   });
 });
+
+describe('scopes on a rule (what would lift a block: an oauth-bearer stage puts them in its challenge)', () => {
+  const doc = (scopes: unknown) => ({
+    name: 'scoped',
+    rules: [{ id: 'need-write', when: { '==': [{ var: 'tool' }, 'w'] }, action: 'deny', scopes }],
+  });
+
+  it('a block names them in its decision; another tool, nothing', () => {
+    const set = new PolicySet([compilePolicy(doc(['mcp:tools:write']), 'test')]);
+    expect(set.evaluate(set.names, { tool: 'w' }, 'ingress').decision.details).toMatchObject({
+      required_scopes: ['mcp:tools:write'],
+    });
+    expect(set.evaluate(set.names, { tool: 'r' }, 'ingress').decision.details?.required_scopes).toBeUndefined();
+  });
+
+  it('property: only RFC 6749 scope tokens are accepted (nothing that could break out of the header)', () => {
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 12 }), (scope) => {
+        const valid = /^[\x21\x23-\x5B\x5D-\x7E]+$/.test(scope);
+        const load = () => compilePolicy(doc([scope]), 'test');
+        if (valid) expect(load).not.toThrow();
+        else expect(load).toThrow(/scopes/);
+      }),
+      { numRuns: 300, examples: [['a"b'], ['a b'], ['a\\b'], ['mcp:tools\r\nX: y']] },
+    );
+    expect(() => compilePolicy(doc([]), 'test')).toThrow(/scopes/);
+  });
+});

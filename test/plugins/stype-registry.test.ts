@@ -141,7 +141,7 @@ describe('shipped registry', () => {
         .policies()
         .map((p) => p.name)
         .sort(),
-    ).toEqual(['default', 'deny-env-disclosure', 'tool-poisoning', 'tool-result-injection']);
+    ).toEqual(['default', 'deny-env-disclosure', 'tool-poisoning', 'tool-result-injection', 'tool-scopes']);
     type Rule = { id: string; phase: string; when: jsonLogic.RulesLogic; action: string; detail: string };
     const rules = registry.policies().flatMap((p) => (p.rules as Rule[]).map((r) => ({ ...r, policy: p.name })));
     const denied = (data: Record<string, unknown>) =>

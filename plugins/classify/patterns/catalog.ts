@@ -4,7 +4,9 @@
  */
 import type { Detector, Family } from './detector.ts';
 import { FAMILIES } from './detector.ts';
+import { hiddenUnicodeDetectors } from './hidden-unicode.ts';
 import { injectionDetectors } from './injection.ts';
+import { instructionMarkupDetectors } from './instruction-markup.ts';
 import { jailbreakDetectors } from './jailbreak.ts';
 import { piiDetectors } from './pii.ts';
 import { secretDetectors } from './secrets.ts';
@@ -14,6 +16,8 @@ export const DETECTORS: readonly Detector[] = [
   ...secretDetectors,
   ...injectionDetectors,
   ...jailbreakDetectors,
+  ...hiddenUnicodeDetectors,
+  ...instructionMarkupDetectors,
 ];
 
 /** Labels a classifier reports by default: when a family's detectors fire, and when nothing does. */
@@ -22,6 +26,7 @@ export const FAMILY_LABELS: Record<Family, { positive: string; negative: string 
   secrets: { positive: 'secret', negative: 'clean' },
   prompt_injection: { positive: 'injection', negative: 'benign' },
   jailbreak: { positive: 'jailbreak', negative: 'benign' },
+  hidden_text: { positive: 'hidden_text', negative: 'clean' },
 };
 
 /** Names accepted in a `detectors:` list: the families, then every detector id. */

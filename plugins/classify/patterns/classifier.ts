@@ -9,7 +9,7 @@
  *   matches push the score towards 1.
  * - label: the positive label when score ≥ threshold (configured, or that of the family of the
  *   strongest detector, ties going to the first in catalog order: pii, secret, injection,
- *   jailbreak), the negative one otherwise
+ *   jailbreak, hidden_text), the negative one otherwise
  *   (configured, or that of the first selected family: clean or benign).
  * - confidence: score for a positive label, 1 - score for a negative one.
  * - maxSpanChars: the longest span of its detectors. Overlapping findings are merged into one
@@ -117,8 +117,10 @@ export class PatternClassifier implements Classifier {
     const fired: Record<string, { score: number; matches: number }> = {};
     const scores = new Map<Detector, number>();
     const matches = new Map<Detector, number>();
+    const evidence: string[] = [];
     for (const f of withoutNested(found)) {
       spans.push({ start: f.start, end: f.end, label: f.label });
+      if (f.evidence !== undefined && evidence.length < MAX_EVIDENCE) evidence.push(f.evidence);
       scores.set(f.detector, Math.max(scores.get(f.detector) ?? 0, f.weight));
       const first = f.whole === undefined || f.start === f.whole.start; // a long match counts once, not per piece
       if (first) matches.set(f.detector, (matches.get(f.detector) ?? 0) + 1);
@@ -147,9 +149,13 @@ export class PatternClassifier implements Classifier {
       spans: cutSpans(mergeSpans(spans, text.length), this.maxSpanChars),
       latency_ms: round(performance.now() - started, 3),
       detail: { threshold: this.#threshold, detectors: fired },
+      ...(evidence.length > 0 ? { evidence } : {}),
     };
   }
 }
+
+/** Decoded hidden text kept per result (the first ones, in text order): enough for an audit. */
+const MAX_EVIDENCE = 4;
 
 type Found = Finding & { detector: Detector };
 

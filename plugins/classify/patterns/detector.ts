@@ -7,7 +7,7 @@
  */
 import { type Normalized, normalizeForPhrases } from './normalize.ts';
 
-export const FAMILIES = ['pii', 'secrets', 'prompt_injection', 'jailbreak'] as const;
+export const FAMILIES = ['pii', 'secrets', 'prompt_injection', 'jailbreak', 'hidden_text'] as const;
 export type Family = (typeof FAMILIES)[number];
 
 /** A span found by a detector, with how strongly this one match indicates the family (0..1). */
@@ -22,7 +22,16 @@ export interface Finding {
    * whole match, so that the classifier judges it as one (a match inside it is still nested).
    */
   whole?: { start: number; end: number };
+  /**
+   * What the match hides from a human reader, decoded (the ASCII that Unicode tag characters spell,
+   * the bytes variation selectors carry), at most EVIDENCE_CHARS: the one piece of the text a
+   * result carries, so that an audit shows what was hidden (ClassifierResult.evidence).
+   */
+  evidence?: string;
 }
+
+/** The longest evidence a finding carries (a longer payload is cut, with `…`). */
+export const EVIDENCE_CHARS = 200;
 
 export interface Detector {
   /** Unique across families, e.g. `email`, `aws_access_key`, `ignore_instructions`. */
