@@ -132,6 +132,33 @@ describe('pii detectors', () => {
     }
   });
 
+  it('a digit group before or after a card does not hide it', () => {
+    for (const [text, card] of [
+      ['4111 1111 1111 1111 1', '4111 1111 1111 1111'],
+      ['7 4111 1111 1111 1111', '4111 1111 1111 1111'],
+      ['4554233793591123 1', '4554233793591123'],
+      ['4111-1111-1111-1111-22', '4111-1111-1111-1111'],
+      ['12 5555 5555 5555 4444 9', '5555 5555 5555 4444'],
+    ]) {
+      expect(found('credit_card', `card: ${text}.`), text).toEqual([[card, 'CREDIT_CARD']]);
+    }
+    fc.assert(
+      fc.property(
+        fc.constantFrom('4111111111111111', '5555555555554444', '6011111111111117', '4554233793591123'),
+        fc.constantFrom(' ', '-'),
+        fc.stringMatching(/^\d{1,3}$/),
+        fc.boolean(),
+        (digits, sep, extra, before) => {
+          const card = digits.match(/.{4}/g)!.join(sep);
+          const text = before ? `${extra}${sep}${card}` : `${card}${sep}${extra}`;
+          // Found, and the finding covers the card (with the extra group when that is a card too).
+          const spans = found('credit_card', `paid with ${text} today`).map(([span]) => span);
+          expect(spans.some((span) => span.includes(card))).toBe(true);
+        },
+      ),
+    );
+  });
+
   it('IBAN with country length and mod-97', () => {
     for (const iban of [
       'DE89 3704 0044 0532 0130 00',

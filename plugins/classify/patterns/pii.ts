@@ -164,15 +164,38 @@ const creditCard: Detector = {
   description: 'Payment card number: 13-19 digits (spaces or dashes allowed), a known issuer range, Luhn check.',
   maxSpanChars: 19 + 18, // 19 digits, a separator between each two
   detectChars: 19 + 18, // the whole number: length and Luhn digit
-  find: (view) => findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, isCard, fromDigit(view, 0)),
-  reference: (view) => findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, isCard),
+  find: (view) => findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, cardIn, fromDigit(view, 0)),
+  reference: (view) => findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, cardIn),
 };
 
-function isCard(m: RegExpExecArray): boolean {
-  const separators = new Set(m[0].replace(/\d/g, ''));
+/**
+ * The card in a candidate digit run: the whole run, else the longest run of whole digit groups
+ * that is one, so that a trailing or leading group ("4111 1111 1111 1111 1") cannot hide a card
+ * (the candidate regex is greedy: its 17 digits fail the check and it would not backtrack). At
+ * most 19 groups: a bounded number of windows per candidate, linear overall.
+ */
+function cardIn(m: RegExpExecArray): { start: number; end: number } | false {
+  const groups: Array<{ start: number; end: number }> = [];
+  const run = /\d+/g;
+  for (let g = run.exec(m[0]); g !== null; g = run.exec(m[0]))
+    groups.push({ start: g.index, end: g.index + g[0].length });
+  let best: { start: number; end: number } | undefined;
+  for (let i = 0; i < groups.length; i++) {
+    for (let j = groups.length - 1; j >= i; j--) {
+      const start = groups[i]!.start;
+      const end = groups[j]!.end;
+      if (best && end - start <= best.end - best.start) break;
+      if (isCard(m[0].slice(start, end))) best = { start, end };
+    }
+  }
+  return best ? { start: m.index + best.start, end: m.index + best.end } : false;
+}
+
+function isCard(text: string): boolean {
+  const separators = new Set(text.replace(/\d/g, ''));
   if (separators.size > 1) return false;
-  const digits = m[0].replace(/\D/g, '');
-  return CARD_ISSUER.test(digits) && luhnValid(digits);
+  const digits = text.replace(/\D/g, '');
+  return digits.length >= 13 && digits.length <= 19 && CARD_ISSUER.test(digits) && luhnValid(digits);
 }
 
 // ---------------------------------------------------------------- IBAN
