@@ -1,0 +1,250 @@
+/**
+ * Session isolation (issue 17): the typed proxy, started from configs/typed-proxy.yaml with its
+ * stdio MCP reference server, runs one child per client session. Two official SDK clients get
+ * different sessions and different children; neither can cancel the other's calls nor see the
+ * resources the other stored; DELETE and idleness reap a child; the cap answers 503.
+ */
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type StartedService, startService } from '../../runtime/testing.ts';
+import { until } from '../helpers/servers.ts';
+
+const config = join(import.meta.dirname, '../../configs/typed-proxy.yaml');
+const MAX = 3;
+
+interface Session {
+  client: Client;
+  transport: StreamableHTTPClientTransport;
+  id: string;
+}
+
+const open: Session[] = [];
+
+async function connect(url: string): Promise<Session> {
+  const client = new Client({ name: 'sessions-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(`${url}/`));
+  await client.connect(transport);
+  const session = { client, transport, id: transport.sessionId as string };
+  open.push(session);
+  return session;
+}
+
+/** Ends the session (DELETE) and the client. */
+async function end(s: Session): Promise<void> {
+  open.splice(open.indexOf(s), 1);
+  await s.transport.terminateSession().catch(() => {});
+  await s.client.close();
+}
+
+/** A raw JSON-RPC POST as an MCP client sends it after initialize. */
+async function post(url: string, body: unknown, session?: string) {
+  const res = await fetch(`${url}/`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-06-18',
+      ...(session ? { 'mcp-session-id': session } : {}),
+    },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}
+
+async function upstreamDetail(svc: StartedService) {
+  const status = (await (await fetch(`${svc.adminUrl}/admin/config`)).json()) as {
+    upstreams: Array<{ detail: { pid: number; session_pids: number[] }; sessions: { live: number; max: number } }>;
+  };
+  return status.upstreams[0]!;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function metric(svc: StartedService, pattern: RegExp): Promise<number> {
+  const text = await (await fetch(`${svc.metricsUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => pattern.test(l));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+const gzipData = (name: string) => ({
+  name: 'gzip-file-as-resource',
+  arguments: { name, data: 'data:text/plain;base64,aGVsbG8gd29ybGQ=', outputType: 'resourceLink' },
+});
+
+describe('typed proxy, stdio upstream: one child per client session', () => {
+  let svc: StartedService;
+  beforeAll(async () => {
+    svc = await startService(config, {
+      warmupMs: 15000,
+      set: [`upstreams.everything.max_sessions=${MAX}`],
+    });
+  });
+  afterEach(async () => {
+    for (const s of [...open]) await end(s);
+  });
+  afterAll(() => svc?.close());
+
+  it('two SDK clients get different session ids and different children', async () => {
+    const own = (await upstreamDetail(svc)).detail.pid;
+    const a = await connect(svc.url);
+    const b = await connect(svc.url);
+    expect(a.id).toMatch(/^[\x21-\x7e]+$/); // visible ASCII, as the transport requires
+    expect(b.id).not.toBe(a.id);
+    const detail = await upstreamDetail(svc);
+    expect(detail.sessions).toMatchObject({ live: 2, max: MAX });
+    const pids = detail.detail.session_pids;
+    expect(new Set(pids).size).toBe(2);
+    expect(pids).not.toContain(own);
+    for (const pid of pids) expect(alive(pid)).toBe(true);
+    // Each is a working MCP session.
+    for (const s of [a, b]) {
+      const result = await s.client.callTool({ name: 'echo', arguments: { message: s.id } });
+      expect((result.content as Array<{ text: string }>)[0]?.text).toContain(s.id);
+    }
+    const health = await (await fetch(`${svc.url}/health`)).json();
+    expect(health).toMatchObject({ status: 'healthy', sessions: { mode: 'per-client', live: 2, max: MAX } });
+    expect(await metric(svc, /^switchyard_upstream_sessions\{.*upstream="everything"/)).toBe(2);
+  });
+
+  it("client B's guessed cancellations do not cancel client A's call", async () => {
+    const a = await connect(svc.url);
+    const b = await connect(svc.url);
+    const dropped = /^switchyard_upstream_notifications_dropped_total\{.*method="notifications\/cancelled"/;
+    const droppedBefore = await metric(svc, dropped);
+    const call = a.client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1.5, steps: 3 } });
+    await new Promise((r) => setTimeout(r, 200)); // A's call is in flight
+    // Every small id A's client may have used, as a number and as a string.
+    const guesses = Array.from({ length: 30 }, (_, i) => [i, String(i)]).flat();
+    for (const requestId of guesses) {
+      const res = await post(
+        svc.url,
+        { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId } },
+        b.id,
+      );
+      expect(res.status).toBe(202);
+    }
+    const result = await call;
+    expect((result.content as Array<{ text: string }>)[0]?.text).toMatch(/Long running operation completed/);
+    expect((await metric(svc, dropped)) - droppedBefore).toBe(guesses.length);
+  });
+
+  it('a resource stored in A’s session is neither listed nor readable in B’s', async () => {
+    const a = await connect(svc.url);
+    const b = await connect(svc.url);
+    const stored = await a.client.callTool(gzipData('only-for-a.txt.gz'));
+    const link = (stored.content as Array<{ type: string; uri: string }>)[0]!;
+    expect(link).toMatchObject({ type: 'resource_link', uri: 'demo://resource/session/only-for-a.txt.gz' });
+    const listA = await a.client.listResources();
+    expect(listA.resources.map((r) => r.uri)).toContain(link.uri);
+    const listB = await b.client.listResources();
+    expect(listB.resources.map((r) => r.uri)).not.toContain(link.uri);
+    await expect(b.client.readResource({ uri: link.uri })).rejects.toThrow(/not found|Resource/i);
+    const readA = await a.client.readResource({ uri: link.uri });
+    expect(readA.contents[0]?.uri).toBe(link.uri);
+  });
+
+  it('DELETE ends the session and reaps its child; the id is then unknown (404)', async () => {
+    const a = await connect(svc.url);
+    const before = (await upstreamDetail(svc)).detail.session_pids;
+    expect(before).toHaveLength(1);
+    const pid = before[0]!;
+    const del = await fetch(`${svc.url}/`, { method: 'DELETE', headers: { 'mcp-session-id': a.id } });
+    expect(del.status).toBe(204);
+    open.splice(open.indexOf(a), 1);
+    await until(() => !alive(pid), 5000);
+    expect((await upstreamDetail(svc)).sessions.live).toBe(0);
+    const after = await post(svc.url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, a.id);
+    expect(after.status).toBe(404);
+    expect(after.body.error).toMatchObject({ code: -32000, message: expect.stringMatching(/Unknown or expired/) });
+    await a.client.close();
+  });
+
+  it('an MCP client without its session id gets 400, an unknown id 404 (JSON-RPC errors)', async () => {
+    const missing = await post(svc.url, { jsonrpc: '2.0', id: 5, method: 'tools/list' });
+    expect(missing.status).toBe(400);
+    expect(missing.body).toMatchObject({ jsonrpc: '2.0', id: 5, error: { code: -32000 } });
+    expect(missing.body.error.message).toMatch(/Mcp-Session-Id header required/);
+    const unknown = await post(svc.url, { jsonrpc: '2.0', id: 6, method: 'tools/list' }, 'no-such-session');
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toMatchObject({ id: 6, error: { code: -32000 } });
+  });
+
+  it(`the ${MAX + 1}th live session gets a clear 503, counted`, async () => {
+    const refused = /^switchyard_upstream_sessions_refused_total\{.*upstream="everything"/;
+    const before = await metric(svc, refused);
+    for (let i = 0; i < MAX; i++) await connect(svc.url);
+    const res = await post(svc.url, {
+      jsonrpc: '2.0',
+      id: 'init',
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'one-too-many', version: '1' } },
+    });
+    expect(res.status).toBe(503);
+    expect(res.body).toMatchObject({ jsonrpc: '2.0', id: 'init', error: { code: -32000 } });
+    expect(res.body.error.message).toMatch(/Too many MCP sessions: 3 of 3 .*max_sessions/);
+    expect(res.body.error.data).toMatchObject({ upstream: 'everything', live: MAX, max_sessions: MAX });
+    // The SDK client sees it too.
+    await expect(connect(svc.url)).rejects.toThrow(/Too many MCP sessions/);
+    expect((await metric(svc, refused)) - before).toBe(2);
+    expect((await upstreamDetail(svc)).detail.session_pids).toHaveLength(MAX);
+    // Ending one makes room.
+    await end(open[0]!);
+    await connect(svc.url);
+  });
+
+  it('plain JSON-RPC clients (no session, no MCP-Protocol-Version) still reach the gateway’s own server', async () => {
+    const res = await fetch(`${svc.url}/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 9,
+        method: 'tools/call',
+        params: { name: 'echo', arguments: { message: 'seed' } },
+      }),
+    });
+    expect(res.status).toBe(200);
+    expect((await res.json()).result.content[0].text).toContain('seed');
+    expect((await upstreamDetail(svc)).sessions.live).toBe(0);
+  });
+});
+
+describe('typed proxy, stdio upstream: idle sessions are reaped', () => {
+  let svc: StartedService;
+  beforeAll(async () => {
+    svc = await startService(config, {
+      warmupMs: 15000,
+      set: ['upstreams.everything.max_sessions=2', 'upstreams.everything.session_idle_timeout_ms=800'],
+    });
+  });
+  afterAll(async () => {
+    for (const s of [...open]) await end(s);
+    await svc?.close();
+  });
+
+  it('a session idle past session_idle_timeout_ms loses its child; one in use keeps it', async () => {
+    const idle = await connect(svc.url);
+    const busy = await connect(svc.url);
+    const [pidIdle, pidBusy] = (await upstreamDetail(svc)).detail.session_pids;
+    // `busy` keeps calling; a long call in flight counts as use too.
+    const call = busy.client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 2, steps: 2 } });
+    await until(() => !alive(pidIdle!), 5000);
+    expect(alive(pidBusy!)).toBe(true);
+    await call;
+    expect((await upstreamDetail(svc)).sessions.live).toBe(1);
+    const gone = await post(svc.url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, idle.id);
+    expect(gone.status).toBe(404);
+    open.splice(open.indexOf(idle), 1);
+    await idle.client.close();
+  });
+});
