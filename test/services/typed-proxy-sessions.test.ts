@@ -248,3 +248,63 @@ describe('typed proxy, stdio upstream: idle sessions are reaped', () => {
     await idle.client.close();
   });
 });
+
+describe('typed proxy, stdio upstream, sessions: shared (stateless servers)', () => {
+  let svc: StartedService;
+  beforeAll(async () => {
+    svc = await startService(config, {
+      warmupMs: 15000,
+      set: [
+        'upstreams.everything.sessions=shared',
+        'upstreams.everything.max_sessions=2',
+        'upstreams.everything.call_timeout_ms=4000',
+      ],
+    });
+  });
+  afterEach(async () => {
+    for (const s of [...open]) await end(s);
+  });
+  afterAll(async () => {
+    for (const s of [...open]) await end(s);
+    await svc?.close();
+  });
+
+  it('one child for all; the same request ids from two clients get their own answers', async () => {
+    const a = await connect(svc.url);
+    const b = await connect(svc.url);
+    expect(a.id).not.toBe(b.id);
+    const detail = await upstreamDetail(svc);
+    expect(detail.sessions).toMatchObject({ mode: 'shared', live: 2, max: 2 });
+    expect(detail.detail.session_pids).toEqual([]);
+    // Both SDK clients number their requests alike: concurrent calls carry the same ids.
+    const [ra, rb] = await Promise.all(
+      [a, b].map((s) =>
+        Promise.all([1, 2, 3].map((n) => s.client.callTool({ name: 'echo', arguments: { message: `${s.id}-${n}` } }))),
+      ),
+    );
+    for (const [s, results] of [
+      [a, ra],
+      [b, rb],
+    ] as const) {
+      results.forEach((r, i) => expect((r.content as Array<{ text: string }>)[0]?.text).toBe(`Echo: ${s.id}-${i + 1}`));
+    }
+  });
+
+  it("B's guessed cancellations are dropped, A's call completes; B's own cancellation still reaches the server", async () => {
+    const a = await connect(svc.url);
+    const b = await connect(svc.url);
+    const longCall = { name: 'trigger-long-running-operation', arguments: { duration: 1.5, steps: 3 } };
+    const call = a.client.callTool(longCall);
+    // B's own long call, by raw POST with an id of its choosing.
+    const own = post(svc.url, { jsonrpc: '2.0', id: 'mine', method: 'tools/call', params: longCall }, b.id);
+    await new Promise((r) => setTimeout(r, 200));
+    for (const requestId of Array.from({ length: 20 }, (_, i) => [i, String(i)]).flat()) {
+      await post(svc.url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId } }, b.id);
+    }
+    await post(svc.url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'mine' } }, b.id);
+    const result = await call;
+    expect((result.content as Array<{ text: string }>)[0]?.text).toMatch(/Long running operation completed/);
+    // The server dropped B's cancelled call without an answer: the gateway times out (504), not 200.
+    expect((await own).status).toBe(504);
+  });
+});
