@@ -286,7 +286,8 @@ describe('typed proxy, stdio upstream, sessions: shared (stateless servers)', ()
       [a, ra],
       [b, rb],
     ] as const) {
-      results.forEach((r, i) => expect((r.content as Array<{ text: string }>)[0]?.text).toBe(`Echo: ${s.id}-${i + 1}`));
+      const texts = results.map((r) => (r.content as Array<{ text: string }>)[0]?.text);
+      expect(texts).toEqual([1, 2, 3].map((n) => `Echo: ${s.id}-${n}`));
     }
   });
 
