@@ -4,12 +4,16 @@
  * different sessions and different children; neither can cancel the other's calls nor see the
  * resources the other stored; DELETE and idleness reap a child; the cap answers 503.
  */
+
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type StartedService, startService } from '../../runtime/testing.ts';
-import { until } from '../helpers/servers.ts';
+import { freePort, startEverythingHttp, stop, until } from '../helpers/servers.ts';
 
 const config = join(import.meta.dirname, '../../configs/typed-proxy.yaml');
 const MAX = 3;
@@ -307,5 +311,91 @@ describe('typed proxy, stdio upstream, sessions: shared (stateless servers)', ()
     expect((result.content as Array<{ text: string }>)[0]?.text).toMatch(/Long running operation completed/);
     // The server dropped B's cancelled call without an answer: the gateway times out (504), not 200.
     expect((await own).status).toBe(504);
+  });
+});
+
+describe('typed proxy, streamable-HTTP upstream: each client session is its own upstream session', () => {
+  let svc: StartedService;
+  let upstream: ChildProcess;
+  beforeAll(async () => {
+    const port = await freePort();
+    upstream = await startEverythingHttp(port);
+    svc = await startService(config, {
+      warmupMs: 15000,
+      set: [`upstreams.everything={kind: jsonrpc, url: "http://127.0.0.1:${port}/mcp", protocol: mcp}`],
+    });
+  });
+  afterAll(async () => {
+    for (const s of [...open]) await end(s);
+    await svc?.close();
+    if (upstream) await stop(upstream);
+  });
+
+  it('two concurrent SDK clients: different sessions, each sees only the resource it stored', async () => {
+    const [a, b] = await Promise.all([connect(svc.url), connect(svc.url)]);
+    expect(a.id).toBeTruthy();
+    expect(b.id).toBeTruthy();
+    expect(a.id).not.toBe(b.id);
+    const [storedA, storedB] = await Promise.all([
+      a.client.callTool(gzipData('a-http.txt.gz')),
+      b.client.callTool(gzipData('b-http.txt.gz')),
+    ]);
+    const uriA = (storedA.content as Array<{ uri: string }>)[0]!.uri;
+    const uriB = (storedB.content as Array<{ uri: string }>)[0]!.uri;
+    const [listA, listB] = await Promise.all([a.client.listResources(), b.client.listResources()]);
+    expect(listA.resources.map((r) => r.uri)).toContain(uriA);
+    expect(listA.resources.map((r) => r.uri)).not.toContain(uriB);
+    expect(listB.resources.map((r) => r.uri)).toContain(uriB);
+    expect(listB.resources.map((r) => r.uri)).not.toContain(uriA);
+    await expect(b.client.readResource({ uri: uriA })).rejects.toThrow(/not found|Resource/i);
+    // A long call of A's completes while B sends guessed cancellations in its own session.
+    const call = a.client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 2 } });
+    await new Promise((r) => setTimeout(r, 150));
+    for (const requestId of [0, 1, 2, 3, 4, 5, 6]) {
+      await post(svc.url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId } }, b.id);
+    }
+    expect(((await call).content as Array<{ text: string }>)[0]?.text).toMatch(/completed/);
+  });
+});
+
+describe('typed proxy, stdio upstream: a reload that changes the upstream reaps the old sessions', () => {
+  const root = join(import.meta.dirname, '../..');
+  const dir = mkdtempSync(join(tmpdir(), 'sessions-reload-'));
+  const file = join(dir, 'typed-proxy.yaml');
+  let svc: StartedService;
+  beforeAll(async () => {
+    writeFileSync(file, readFileSync(config, 'utf8'));
+    svc = await startService(file, {
+      warmupMs: 15000,
+      env: { PROXY_AUDIT_PATH: join(dir, 'audit.db') },
+      set: [`upstreams.everything.cwd=${root}`, `resources.registry.dir=${join(root, 'configs/registry')}`],
+    });
+  });
+  afterAll(async () => {
+    for (const s of [...open]) await end(s);
+    await svc?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('children of the old config are gone after the swap; their session ids answer 404', async () => {
+    const a = await connect(svc.url);
+    const [pid] = (await upstreamDetail(svc)).detail.session_pids;
+    expect(alive(pid!)).toBe(true);
+    // An unchanged upstream is reused (its sessions survive a reload)...
+    expect((await svc.runtime.reload()).ok).toBe(true);
+    expect(alive(pid!)).toBe(true);
+    expect((await post(svc.url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, a.id)).status).toBe(200);
+    // ...a changed one replaces it, and the old one's children are reaped.
+    writeFileSync(file, readFileSync(file, 'utf8').replace('protocol: mcp', 'protocol: mcp\n    max_sessions: 4'));
+    const outcome = await svc.runtime.reload();
+    expect(outcome).toMatchObject({ ok: true, changed: true });
+    await until(() => !alive(pid!), 5000);
+    expect((await upstreamDetail(svc)).sessions).toMatchObject({ live: 0, max: 4 });
+    expect((await post(svc.url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, a.id)).status).toBe(404);
+    open.splice(open.indexOf(a), 1);
+    await a.client.close();
+    // A new session works on the new config.
+    const b = await connect(svc.url);
+    expect((await b.client.listTools()).tools.length).toBeGreaterThan(0);
   });
 });
