@@ -386,11 +386,13 @@ describe('typed proxy, stdio upstream: a reload that changes the upstream reaps 
     expect(alive(pid!)).toBe(true);
     expect((await post(svc.url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, a.id)).status).toBe(200);
     // ...a changed one replaces it, and the old one's children are reaped.
-    writeFileSync(file, readFileSync(file, 'utf8').replace('protocol: mcp', 'protocol: mcp\n    max_sessions: 4'));
+    const source = readFileSync(file, 'utf8');
+    expect(source).toContain('session_idle_timeout_ms: 300000');
+    writeFileSync(file, source.replace('session_idle_timeout_ms: 300000', 'session_idle_timeout_ms: 299000'));
     const outcome = await svc.runtime.reload();
     expect(outcome).toMatchObject({ ok: true, changed: true });
     await until(() => !alive(pid!), 5000);
-    expect((await upstreamDetail(svc)).sessions).toMatchObject({ live: 0, max: 4 });
+    expect((await upstreamDetail(svc)).sessions).toMatchObject({ live: 0 });
     expect((await post(svc.url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, a.id)).status).toBe(404);
     open.splice(open.indexOf(a), 1);
     await a.client.close();
