@@ -173,6 +173,20 @@ describe('typed proxy, stdio upstream: one child per client session', () => {
     await a.client.close();
   });
 
+  it('a session whose child dies is over: 404, and the gateway’s own child is untouched', async () => {
+    const a = await connect(svc.url);
+    const { detail } = await upstreamDetail(svc);
+    const [pid] = detail.session_pids;
+    process.kill(pid!, 'SIGKILL');
+    await until(async () => (await upstreamDetail(svc)).sessions.live === 0, 5000);
+    const res = await post(svc.url, { jsonrpc: '2.0', id: 3, method: 'tools/list' }, a.id);
+    expect(res.status).toBe(404);
+    expect((await upstreamDetail(svc)).detail.pid).toBe(detail.pid);
+    expect((await fetch(`${svc.url}/health`)).status).toBe(200);
+    open.splice(open.indexOf(a), 1);
+    await a.client.close();
+  });
+
   it('an MCP client without its session id gets 400, an unknown id 404 (JSON-RPC errors)', async () => {
     const missing = await post(svc.url, { jsonrpc: '2.0', id: 5, method: 'tools/list' });
     expect(missing.status).toBe(400);
@@ -245,7 +259,6 @@ describe('typed proxy, stdio upstream: idle sessions are reaped', () => {
     await until(() => !alive(pidIdle!), 5000);
     expect(alive(pidBusy!)).toBe(true);
     await call;
-    expect((await upstreamDetail(svc)).sessions.live).toBe(1);
     const gone = await post(svc.url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, idle.id);
     expect(gone.status).toBe(404);
     open.splice(open.indexOf(idle), 1);
