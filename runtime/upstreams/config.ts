@@ -36,6 +36,8 @@ export interface StdioUpstreamConfig {
   max_sessions?: number;
   /** A client session with no request for this long is ended (its child reaped). */
   session_idle_timeout_ms?: number;
+  /** per-client: children started ahead of the next initialize, so a session's start is not waited for. */
+  spare_sessions?: number;
 }
 
 export type UpstreamConfig = HttpUpstreamConfig | StdioUpstreamConfig;
@@ -76,6 +78,7 @@ export function stdioDefaults(c: StdioUpstreamConfig): ResolvedStdioConfig {
     sessions: c.sessions ?? 'per-client',
     max_sessions: c.max_sessions ?? 16,
     session_idle_timeout_ms: c.session_idle_timeout_ms ?? 300_000,
+    spare_sessions: c.spare_sessions ?? 0,
   };
 }
 
@@ -134,6 +137,13 @@ const stdioSchema = {
     session_idle_timeout_ms: {
       ...ms(300000, 100),
       description: 'A client session with no request for this long is ended (its child reaped).',
+    },
+    spare_sessions: {
+      type: 'integer',
+      minimum: 0,
+      maximum: 8,
+      default: 0,
+      description: 'per-client: children kept started ahead of the next initialize (hides the start-up time).',
     },
   },
 };

@@ -28,6 +28,7 @@ export class StdioUpstream implements RpcUpstream {
   readonly sessions?: RpcSessions;
   private readonly own: StdioChild;
   private readonly live = new Map<string, ClientSession>();
+  private spares: Array<{ holder: { session?: string }; child: StdioChild }> = [];
   private readonly sweeper?: NodeJS.Timeout;
   private readonly count?: (n: number) => void;
   private readonly refused?: () => void;
@@ -76,6 +77,7 @@ export class StdioUpstream implements RpcUpstream {
       const idle = config.session_idle_timeout_ms;
       this.sweeper = setInterval(() => this.sweep(), Math.min(Math.max(idle / 4, 50), 30_000));
       this.sweeper.unref();
+      if (config.sessions === 'per-client') this.refillSpares();
     }
   }
 
@@ -86,7 +88,7 @@ export class StdioUpstream implements RpcUpstream {
     const pids = [...this.live.values()].flatMap((s) => (s.child?.pid === undefined ? [] : [s.child.pid]));
     return {
       ...h,
-      detail: { ...h.detail, session_pids: pids },
+      detail: { ...h.detail, session_pids: pids, spare_pids: this.spares.flatMap((s) => s.child.pid ?? []) },
       sessions: { mode: this.config.sessions, live: this.live.size, max: this.config.max_sessions },
     };
   }
@@ -115,7 +117,8 @@ export class StdioUpstream implements RpcUpstream {
     this.closed = true;
     clearInterval(this.sweeper);
     const ids = [...this.live.keys()];
-    await Promise.all([this.own.close(), ...ids.map((id) => this.endSession(id, 'upstream closed', false))]);
+    const spares = this.spares.splice(0).map((s) => s.child.close());
+    await Promise.all([this.own.close(), ...spares, ...ids.map((id) => this.endSession(id, 'upstream closed', false))]);
   }
 
   private async openSession(): Promise<string> {
@@ -140,13 +143,9 @@ export class StdioUpstream implements RpcUpstream {
     this.count?.(this.live.size);
     if (this.config.sessions === 'per-client') {
       const started = performance.now();
-      const child = new StdioChild(this.name, this.config, this.logger.child({ session: id }), {
-        restart: false,
-        handshake: false, // the client's own initialize is the handshake
-        onEnded: (reason) => void this.endSession(id, reason),
-        onDropped: (method) => this.dropped?.(method),
-      });
+      const child = this.takeSpare(id) ?? this.spawnChild({ session: id });
       session.child = child;
+      this.refillSpares();
       try {
         await child.started(this.config.call_timeout_ms);
       } catch (err) {
@@ -161,6 +160,40 @@ export class StdioUpstream implements RpcUpstream {
       );
     }
     return id;
+  }
+
+  /**
+   * A session's child, not restarted when it dies: that ends its session (`holder.session`) or,
+   * while it is a spare, just drops it.
+   */
+  private spawnChild(holder: { session?: string }): StdioChild {
+    const logger = holder.session ? this.logger.child({ session: holder.session }) : this.logger;
+    const child: StdioChild = new StdioChild(this.name, this.config, logger, {
+      restart: false,
+      handshake: false, // the client's own initialize is the handshake
+      onEnded: (reason) => {
+        if (holder.session !== undefined) void this.endSession(holder.session, reason);
+        else this.spares = this.spares.filter((s) => s.child !== child);
+      },
+      onDropped: (method) => this.dropped?.(method),
+    });
+    return child;
+  }
+
+  /** A spare child already started (spare_sessions), bound to session `id` from now on. */
+  private takeSpare(id: string): StdioChild | undefined {
+    const spare = this.spares.shift();
+    if (!spare) return undefined;
+    spare.holder.session = id;
+    return spare.child;
+  }
+
+  /** Keeps spare_sessions children started ahead of the next initialize (a spare's start is not on its path). */
+  private refillSpares(): void {
+    while (!this.closed && this.spares.length < this.config.spare_sessions) {
+      const holder: { session?: string } = {};
+      this.spares.push({ holder, child: this.spawnChild(holder) });
+    }
   }
 
   /** Ends a session and reaps its child; false when there was no such session. */

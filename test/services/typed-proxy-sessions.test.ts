@@ -60,7 +60,10 @@ async function post(url: string, body: unknown, session?: string) {
 
 async function upstreamDetail(svc: StartedService) {
   const status = (await (await fetch(`${svc.adminUrl}/admin/config`)).json()) as {
-    upstreams: Array<{ detail: { pid: number; session_pids: number[] }; sessions: { live: number; max: number } }>;
+    upstreams: Array<{
+      detail: { pid: number; session_pids: number[]; spare_pids: number[] };
+      sessions: { live: number; max: number };
+    }>;
   };
   return status.upstreams[0]!;
 }
@@ -242,12 +245,28 @@ describe('typed proxy, stdio upstream: idle sessions are reaped', () => {
   beforeAll(async () => {
     svc = await startService(config, {
       warmupMs: 15000,
-      set: ['upstreams.everything.max_sessions=2', 'upstreams.everything.session_idle_timeout_ms=800'],
+      set: [
+        'upstreams.everything.max_sessions=2',
+        'upstreams.everything.session_idle_timeout_ms=800',
+        'upstreams.everything.spare_sessions=1',
+      ],
     });
   });
   afterAll(async () => {
     for (const s of [...open]) await end(s);
     await svc?.close();
+  });
+
+  it('spare_sessions: a session takes the child started ahead of it, and a new spare is started', async () => {
+    await until(async () => (await upstreamDetail(svc)).detail.spare_pids.length === 1, 5000);
+    const [spare] = (await upstreamDetail(svc)).detail.spare_pids;
+    const a = await connect(svc.url);
+    const { detail } = await upstreamDetail(svc);
+    expect(detail.session_pids).toEqual([spare]);
+    expect(detail.spare_pids).toHaveLength(1);
+    expect(detail.spare_pids[0]).not.toBe(spare);
+    await end(a);
+    await until(() => !alive(spare!), 5000);
   });
 
   it('a session idle past session_idle_timeout_ms loses its child; one in use keeps it', async () => {

@@ -24,6 +24,7 @@ describe('upstream config schema', () => {
       sessions: 'per-client',
       max_sessions: 16,
       session_idle_timeout_ms: 300000,
+      spare_sessions: 0,
     });
     expect(check({ kind: 'jsonrpc', url: 'http://127.0.0.1:1/mcp', health_check: {} }).config).toEqual({
       kind: 'jsonrpc',
