@@ -13,6 +13,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type StartedService, startService } from '../../runtime/testing.ts';
+import { openChain } from '../fixtures/audit-helpers.ts';
 import { freePort, startEverythingHttp, stop, until } from '../helpers/servers.ts';
 
 const config = join(import.meta.dirname, '../../configs/typed-proxy.yaml');
@@ -88,11 +89,16 @@ const gzipData = (name: string) => ({
   arguments: { name, data: 'data:text/plain;base64,aGVsbG8gd29ybGQ=', outputType: 'resourceLink' },
 });
 
+const auditDir = mkdtempSync(join(tmpdir(), 'sessions-audit-'));
+afterAll(() => rmSync(auditDir, { recursive: true, force: true }));
+
 describe('typed proxy, stdio upstream: one child per client session', () => {
   let svc: StartedService;
+  const auditPath = join(auditDir, 'audit.db');
   beforeAll(async () => {
     svc = await startService(config, {
       warmupMs: 15000,
+      env: { PROXY_AUDIT_PATH: auditPath },
       set: [`upstreams.everything.max_sessions=${MAX}`],
     });
   });
@@ -158,6 +164,18 @@ describe('typed proxy, stdio upstream: one child per client session', () => {
     await expect(b.client.readResource({ uri: link.uri })).rejects.toThrow(/not found|Resource/i);
     const readA = await a.client.readResource({ uri: link.uri });
     expect(readA.contents[0]?.uri).toBe(link.uri);
+  });
+
+  it('the audit trail records a refusal with the session id the proxy issued', async () => {
+    const a = await connect(svc.url);
+    await expect(a.client.callTool({ name: 'echo', arguments: { wrong: true } })).rejects.toThrow(/422|Schema/);
+    const chain = await openChain({ backend: 'sqlite', path: auditPath });
+    try {
+      const { records } = await chain.value.query({ limit: 1000 });
+      expect(records.some((r) => r.rule === 'schema-validation' && r.details.session === a.id)).toBe(true);
+    } finally {
+      await chain.close?.();
+    }
   });
 
   it('DELETE ends the session and reaps its child; the id is then unknown (404)', async () => {
@@ -245,6 +263,7 @@ describe('typed proxy, stdio upstream: idle sessions are reaped', () => {
   beforeAll(async () => {
     svc = await startService(config, {
       warmupMs: 15000,
+      env: { PROXY_AUDIT_PATH: join(auditDir, 'audit-1.db') },
       set: [
         'upstreams.everything.max_sessions=2',
         'upstreams.everything.session_idle_timeout_ms=800',
@@ -290,6 +309,7 @@ describe('typed proxy, stdio upstream, sessions: shared (stateless servers)', ()
   beforeAll(async () => {
     svc = await startService(config, {
       warmupMs: 15000,
+      env: { PROXY_AUDIT_PATH: join(auditDir, 'audit-2.db') },
       set: [
         'upstreams.everything.sessions=shared',
         'upstreams.everything.max_sessions=2',
@@ -354,6 +374,7 @@ describe('typed proxy, streamable-HTTP upstream: each client session is its own 
     upstream = await startEverythingHttp(port);
     svc = await startService(config, {
       warmupMs: 15000,
+      env: { PROXY_AUDIT_PATH: join(auditDir, 'audit-3.db') },
       set: [`upstreams.everything={kind: jsonrpc, url: "http://127.0.0.1:${port}/mcp", protocol: mcp}`],
     });
   });
