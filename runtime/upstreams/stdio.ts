@@ -13,6 +13,7 @@ import { GatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
 import type { JsonRpcRequest } from '../state.ts';
 import type { ResolvedStdioConfig } from './config.ts';
+import { SharedSubscriptions } from './shared-subscriptions.ts';
 import { StdioChild } from './stdio-child.ts';
 import type { RpcCallOptions, RpcSessions, RpcUpstream, UpstreamHealth } from './types.ts';
 
@@ -29,6 +30,8 @@ export class StdioUpstream implements RpcUpstream {
   private readonly own: StdioChild;
   private readonly live = new Map<string, ClientSession>();
   private spares: Array<{ holder: { session?: string }; child: StdioChild }> = [];
+  /** shared: who subscribed to what, so that no client unsubscribes another (shared-subscriptions.ts). */
+  private readonly subscriptions?: SharedSubscriptions;
   private readonly sweeper?: NodeJS.Timeout;
   private readonly count?: (n: number) => void;
   private readonly refused?: () => void;
@@ -78,6 +81,7 @@ export class StdioUpstream implements RpcUpstream {
       this.sweeper = setInterval(() => this.sweep(), Math.min(Math.max(idle / 4, 50), 30_000));
       this.sweeper.unref();
       if (config.sessions === 'per-client') this.refillSpares();
+      else this.subscriptions = new SharedSubscriptions();
     }
   }
 
@@ -99,18 +103,41 @@ export class StdioUpstream implements RpcUpstream {
 
   async call(message: JsonRpcRequest, options: RpcCallOptions = {}): Promise<Record<string, unknown> | undefined> {
     const id = options.session;
-    if (id === undefined) return this.own.call(message, { ...options, owner: undefined });
+    if (id === undefined) return this.callShared(message, sessionless, () => this.own.call(message, options));
     const session = this.live.get(id);
     if (!session) throw unknownSession();
     session.lastUsed = Date.now();
     session.inFlight++;
     try {
       const child = session.child ?? this.own;
-      return await child.call(message, { timeoutMs: options.timeoutMs, signal: options.signal, owner: id });
+      const send = () => child.call(message, { timeoutMs: options.timeoutMs, signal: options.signal, owner: id });
+      return await (session.child ? send() : this.callShared(message, id, send));
     } finally {
       session.inFlight--;
       session.lastUsed = Date.now();
     }
+  }
+
+  /** A call on the shared child: subscription calls are arbitrated between its clients first. */
+  private async callShared(
+    message: JsonRpcRequest,
+    owner: string,
+    send: () => Promise<Record<string, unknown> | undefined>,
+  ): Promise<Record<string, unknown> | undefined> {
+    const step = message.id === undefined ? undefined : this.subscriptions?.step(message as never, owner);
+    if (step === 'answer') return { jsonrpc: '2.0', id: message.id, result: {} };
+    const response = await send().catch((err) => {
+      if (step === 'forward') this.undoSubscription(message, owner);
+      throw err;
+    });
+    if (step === 'forward' && response?.error !== undefined) this.undoSubscription(message, owner);
+    return response;
+  }
+
+  /** The server refused a subscribe (or unsubscribe): the counts go back to what it holds. */
+  private undoSubscription(message: JsonRpcRequest, owner: string): void {
+    const reverse = message.method === 'resources/subscribe' ? 'resources/unsubscribe' : 'resources/subscribe';
+    this.subscriptions?.step({ method: reverse, params: message.params }, owner);
   }
 
   async close(): Promise<void> {
@@ -204,6 +231,17 @@ export class StdioUpstream implements RpcUpstream {
     // After a reload the new upstream of the same name owns the gauge: a closed one leaves it.
     if (count && !this.closed) this.count?.(this.live.size);
     this.logger.info({ session: id, reason }, 'session ended');
+    // shared: what only this client subscribed to ends at the server too.
+    for (const uri of this.subscriptions?.release(id) ?? []) {
+      if (this.closed) break;
+      const unsubscribe = {
+        jsonrpc: '2.0' as const,
+        id: `release-${id}`,
+        method: 'resources/unsubscribe',
+        params: { uri },
+      };
+      this.own.call(unsubscribe).catch(() => {});
+    }
     await session.child?.close();
     return true;
   }
@@ -215,6 +253,9 @@ export class StdioUpstream implements RpcUpstream {
     }
   }
 }
+
+/** The owner of calls from clients without a session (they share one, anonymous). */
+const sessionless = '';
 
 function unknownSession(): GatewayError {
   return new GatewayError('not_found', 'Unknown or expired MCP session: initialize a new one', {
