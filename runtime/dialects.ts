@@ -58,7 +58,9 @@ const simpleCode: Record<ErrorKind, string> = {
 export const jsonRpcDialect: Dialect = {
   name: 'jsonrpc',
   render(err, rpcId) {
-    const rpc = rpcErrors[err.kind];
+    const rpc =
+      rpcErrors[err.kind] ??
+      (err.rpcCode === undefined ? undefined : { code: err.rpcCode, status: defaultStatus[err.kind] });
     if (!rpc) return simpleDialect.render(err);
     return {
       status: err.status ?? rpc.status,

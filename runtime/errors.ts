@@ -61,6 +61,12 @@ export interface GatewayErrorOptions {
   headers?: Record<string, string>;
   /** Id of the JSON-RPC request this error answers, when known before `ctx.state.rpc` is set. */
   rpcId?: string | number | null;
+  /**
+   * In the jsonrpc dialect, write this transport-level error as a JSON-RPC error object with this
+   * code (and its own status) rather than `{error, message, details}`: errors an MCP client reads
+   * as JSON-RPC, such as its session's (as the MCP SDK servers answer them, code -32000).
+   */
+  rpcCode?: number;
   cause?: unknown;
 }
 
@@ -89,6 +95,7 @@ export class GatewayError extends Error {
   readonly status?: number;
   readonly headers?: Record<string, string>;
   readonly rpcId?: string | number | null;
+  readonly rpcCode?: number;
 
   constructor(kind: ErrorKind, message: string, options: GatewayErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -100,6 +107,7 @@ export class GatewayError extends Error {
     this.status = options.status;
     this.headers = options.headers;
     this.rpcId = options.rpcId;
+    this.rpcCode = options.rpcCode;
   }
 }
 

@@ -88,7 +88,9 @@ export type {
   HttpForwardResponse,
   HttpUpstream,
   RpcCallOptions,
+  RpcSessions,
   RpcUpstream,
+  SessionMode,
   Upstream,
   UpstreamHealth,
 } from './upstreams/types.ts';

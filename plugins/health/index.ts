@@ -44,6 +44,8 @@ export default definePlugin<HealthOptions>({
         ...(upstream ? { upstream: 'connected' } : {}),
         ...(options.include_uptime ? { uptime_seconds: Math.floor((Date.now() - started) / 1000) } : {}),
         version: env.service.version,
+        // An upstream that keeps client sessions (stdio MCP): how many are live, of how many allowed.
+        ...(h?.sessions ? { sessions: h.sessions } : {}),
       };
     };
   },

@@ -112,7 +112,8 @@ export default definePlugin<ProxyOptions>({
         return async (ctx) => {
           const started = performance.now();
           try {
-            await proxyRpc(ctx, rpc, options.timeout_ms);
+            // The typed-send route (via: call) speaks for the gateway: its own server session.
+            await proxyRpc(ctx, rpc, options.timeout_ms, via === 'call' ? undefined : rpc.sessions);
           } finally {
             timer.observe((performance.now() - started) / 1000);
           }

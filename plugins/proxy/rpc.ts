@@ -2,37 +2,86 @@
  * Proxying to an RPC upstream (a stdio child): the gateway is the HTTP end of the MCP
  * streamable-HTTP transport. POST carries one JSON-RPC message; requests answer 200 JSON,
  * notifications (and client responses, which the gateway already handled) 202 with no body.
- * There is no server-to-client stream: GET and DELETE answer 405, which MCP clients accept.
+ * There is no server-to-client stream: GET answers 405, which MCP clients accept.
+ *
+ * An upstream that keeps client sessions (a stdio MCP server) gets them managed here, as the
+ * transport specifies: `initialize` opens one and its answer carries the `Mcp-Session-Id`; later
+ * requests must carry it (400 without it from an MCP client, 404 once it is unknown or expired)
+ * and DELETE ends it. A request with neither the session header nor `MCP-Protocol-Version` is a
+ * plain JSON-RPC client's (the seed's `POST /`): it goes to the gateway's own server session.
  */
 import {
   Answer,
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
+  type RpcSessions,
   type RpcUpstream,
   readJson,
 } from '../../runtime/index.ts';
 
-export async function proxyRpc(ctx: GatewayContext, upstream: RpcUpstream, timeoutMs?: number): Promise<void> {
+/** `sessions: false` (the typed-send route, `via: call`): always the gateway's own session. */
+export async function proxyRpc(
+  ctx: GatewayContext,
+  upstream: RpcUpstream,
+  timeoutMs?: number,
+  sessions: RpcSessions | undefined = upstream.sessions,
+): Promise<void> {
+  const sessionId = sessions ? ctx.get('mcp-session-id') || undefined : undefined;
+  if (sessions && ctx.method === 'DELETE') return endSession(ctx, sessions, sessionId);
   if (ctx.method !== 'POST') {
-    throw new GatewayError('method_not_allowed', 'This endpoint accepts JSON-RPC messages by POST only', {
-      headers: { Allow: 'POST' },
-    });
+    const allow = sessions ? 'POST, DELETE' : 'POST';
+    throw new GatewayError('method_not_allowed', `This endpoint accepts ${allow}`, { headers: { Allow: allow } });
   }
   const rpc = ctx.state.rpc ?? (await parseMessage(ctx));
+  let session: string | undefined;
+  if (sessions && rpc?.method === 'initialize') session = await sessions.open();
+  else if (sessionId !== undefined) {
+    if (!sessions?.has(sessionId)) throw unknownSession();
+    session = sessionId;
+  } else if (sessions && ctx.get('mcp-protocol-version')) throw sessionRequired();
   if (!rpc) return accepted(ctx);
   const abort = new AbortController();
   const onClose = () => abort.abort();
   ctx.res.once('close', onClose);
   let response: Record<string, unknown> | undefined;
   try {
-    response = await upstream.call(rpc, { timeoutMs, signal: abort.signal });
+    response = await upstream.call(rpc, { timeoutMs, signal: abort.signal, session });
+  } catch (err) {
+    if (rpc.method === 'initialize' && session) await sessions?.end(session);
+    throw err;
   } finally {
     ctx.res.off('close', onClose);
+  }
+  if (rpc.method === 'initialize' && session) {
+    // A refused initialize opens nothing.
+    if (!response || response.error !== undefined) await sessions?.end(session);
+    else ctx.set('Mcp-Session-Id', session);
   }
   if (!response) return accepted(ctx);
   // The response message is the answer: the stages' answer phase reads it (already parsed).
   ctx.state.answer = Answer.fromJson(ctx, response);
+}
+
+async function endSession(ctx: GatewayContext, sessions: RpcSessions, id: string | undefined): Promise<void> {
+  if (id === undefined) throw sessionRequired();
+  if (!(await sessions.end(id))) throw unknownSession();
+  ctx.body = null;
+  ctx.status = 204;
+}
+
+function sessionRequired(): GatewayError {
+  return new GatewayError('bad_request', 'Mcp-Session-Id header required: use the one the initialize answer carried', {
+    code: 'session_required',
+    rpcCode: -32000,
+  });
+}
+
+function unknownSession(): GatewayError {
+  return new GatewayError('not_found', 'Unknown or expired MCP session: initialize a new one', {
+    code: 'session_not_found',
+    rpcCode: -32000,
+  });
 }
 
 /** 202 with no body (Koa turns a null body into 204 unless the status is set afterwards). */

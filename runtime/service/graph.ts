@@ -85,6 +85,7 @@ export async function buildGraph(loaded: LoadedService, deps: BuildDeps): Promis
       const upstream = createUpstream(name, upstreamConfig as never, {
         logger: logger.child({ upstream: name }),
         configDir: loaded.configDir,
+        metrics,
       });
       upstreams.set(name, { upstream, key });
     }

@@ -30,6 +30,14 @@ export interface StdioUpstreamConfig {
   restart?: { initial_delay_ms?: number; max_delay_ms?: number };
   protocol?: RpcProtocol;
   call_timeout_ms?: number;
+  /** MCP only: `per-client` (default) runs one child per client session; `shared` one for all. */
+  sessions?: 'per-client' | 'shared';
+  /** Cap on live client sessions (per-client: children besides the gateway's own). */
+  max_sessions?: number;
+  /** A client session with no request for this long is ended (its child reaped). */
+  session_idle_timeout_ms?: number;
+  /** per-client: children started ahead of the next initialize, so a session's start is not waited for. */
+  spare_sessions?: number;
 }
 
 export type UpstreamConfig = HttpUpstreamConfig | StdioUpstreamConfig;
@@ -67,6 +75,10 @@ export function stdioDefaults(c: StdioUpstreamConfig): ResolvedStdioConfig {
     restart: { initial_delay_ms: c.restart?.initial_delay_ms ?? 200, max_delay_ms: c.restart?.max_delay_ms ?? 10000 },
     protocol: c.protocol ?? 'mcp',
     call_timeout_ms: c.call_timeout_ms ?? 30000,
+    sessions: c.sessions ?? 'per-client',
+    max_sessions: c.max_sessions ?? 16,
+    session_idle_timeout_ms: c.session_idle_timeout_ms ?? 300_000,
+    spare_sessions: c.spare_sessions ?? 0,
   };
 }
 
@@ -113,6 +125,26 @@ const stdioSchema = {
     },
     protocol: { enum: ['mcp', 'jsonrpc'], default: 'mcp' },
     call_timeout_ms: ms(30000),
+    sessions: {
+      enum: ['per-client', 'shared'],
+      default: 'per-client',
+      description:
+        'MCP client sessions: `per-client` runs one child per session (spawned at initialize, ' +
+        'bound to the Mcp-Session-Id the gateway issues); `shared` (stateless servers) runs one for ' +
+        "all and scopes each client's request ids and notifications to its own calls.",
+    },
+    max_sessions: { ...ms(16), description: 'Live client sessions allowed (503 beyond).' },
+    session_idle_timeout_ms: {
+      ...ms(300000, 100),
+      description: 'A client session with no request for this long is ended (its child reaped).',
+    },
+    spare_sessions: {
+      type: 'integer',
+      minimum: 0,
+      maximum: 8,
+      default: 0,
+      description: 'per-client: children kept started ahead of the next initialize (hides the start-up time).',
+    },
   },
 };
 

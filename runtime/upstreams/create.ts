@@ -3,6 +3,7 @@
  */
 import { isAbsolute, resolve } from 'node:path';
 import type { Logger } from 'pino';
+import type { MetricsKit } from '../observability/metrics.ts';
 import { httpDefaults, stdioDefaults, type UpstreamConfig } from './config.ts';
 import { HttpUpstreamImpl } from './http.ts';
 import { JsonRpcHttpUpstream } from './jsonrpc-http.ts';
@@ -16,6 +17,8 @@ export interface UpstreamDeps {
   logger: Logger;
   /** Directory of the service's config file; a relative stdio `cwd` resolves against it. */
   configDir: string;
+  /** The service's metrics (a stdio upstream counts its client sessions). */
+  metrics?: MetricsKit;
 }
 
 export function createUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {
@@ -23,7 +26,7 @@ export function createUpstream(name: string, config: UpstreamConfig, deps: Upstr
     case 'stdio': {
       const resolved = stdioDefaults(config);
       if (resolved.cwd && !isAbsolute(resolved.cwd)) resolved.cwd = resolve(deps.configDir, resolved.cwd);
-      return new StdioUpstream(name, resolved, deps.logger);
+      return new StdioUpstream(name, resolved, deps.logger, deps.metrics);
     }
     case 'jsonrpc':
       return new JsonRpcHttpUpstream(name, httpDefaults(config), deps.logger);

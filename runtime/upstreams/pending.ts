@@ -10,6 +10,7 @@ type Message = Record<string, unknown>;
 
 interface Pending {
   callerId: JsonRpcId;
+  ownerKey?: string;
   resolve(message: Message): void;
   reject(err: unknown): void;
   cleanup(): void;
@@ -20,11 +21,18 @@ export interface AddOptions {
   signal?: AbortSignal;
   /** Called with the wire id when the call times out or is aborted (to send a cancellation). */
   onGiveUp?(wireId: number): void;
+  /**
+   * The client session the call belongs to: a notification from that session naming the caller's
+   * id (`notifications/cancelled`) is translated to this wire id, and one from any other is not.
+   */
+  owner?: string;
 }
 
 export class PendingCalls {
   private nextId = 1;
   private readonly calls = new Map<string, Pending>();
+  /** (owner, caller id) -> wire id of that owner's call in flight. */
+  private readonly owned = new Map<string, number>();
 
   constructor(private readonly upstream: string) {}
 
@@ -38,7 +46,9 @@ export class PendingCalls {
     const key = String(wireId);
     const response = new Promise<Message>((resolve, reject) => {
       const giveUp = (err: GatewayError) => {
-        if (!this.calls.delete(key)) return;
+        const call = this.calls.get(key);
+        if (!call) return;
+        this.forget(key, call);
         cleanup();
         options.onGiveUp?.(wireId);
         reject(err);
@@ -58,7 +68,9 @@ export class PendingCalls {
         clearTimeout(timer);
         options.signal?.removeEventListener('abort', onAbort);
       };
-      this.calls.set(key, { callerId, resolve, reject, cleanup });
+      const ownerKey = options.owner === undefined ? undefined : ownedKey(options.owner, callerId);
+      if (ownerKey !== undefined) this.owned.set(ownerKey, wireId);
+      this.calls.set(key, { callerId, ownerKey, resolve, reject, cleanup });
       if (options.signal?.aborted) onAbort();
     });
     return { wireId, response };
@@ -69,7 +81,7 @@ export class PendingCalls {
     const key = String(message.id);
     const call = this.calls.get(key);
     if (!call) return false;
-    this.calls.delete(key);
+    this.forget(key, call);
     call.cleanup();
     call.resolve({ ...message, id: call.callerId });
     return true;
@@ -78,9 +90,27 @@ export class PendingCalls {
   rejectAll(err: unknown): void {
     const calls = [...this.calls.values()];
     this.calls.clear();
+    this.owned.clear();
     for (const call of calls) {
       call.cleanup();
       call.reject(err);
     }
   }
+
+  /** The wire id of `owner`'s call `callerId` still in flight, if there is one. */
+  wireIdOf(owner: string, callerId: unknown): number | undefined {
+    if (typeof callerId !== 'string' && typeof callerId !== 'number') return undefined;
+    return this.owned.get(ownedKey(owner, callerId));
+  }
+
+  private forget(key: string, call: Pending): void {
+    this.calls.delete(key);
+    // Only if it still names this call (a later call of the owner may have reused the id).
+    if (call.ownerKey !== undefined && this.owned.get(call.ownerKey) === Number(key)) this.owned.delete(call.ownerKey);
+  }
+}
+
+/** Numbers and strings are distinct ids (1 is not "1"). */
+function ownedKey(owner: string, callerId: JsonRpcId): string {
+  return `${owner}\u0000${typeof callerId}:${String(callerId)}`;
 }

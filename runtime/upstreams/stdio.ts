@@ -1,232 +1,265 @@
 /**
- * `stdio` upstreams: a JSON-RPC (or MCP) server run as a child process, newline-delimited JSON
- * on stdin/stdout. Wire ids are remapped so concurrent callers never collide. When the child dies
- * its in-flight calls fail with upstream_error and it is restarted with exponential backoff;
- * health() is connected only while it runs (and, for MCP, once its initialize handshake is done).
+ * `stdio` upstreams: a JSON-RPC (or MCP) server run as child processes (stdio-child.ts). The
+ * gateway's own child is always there (health, the gateway's own calls, sessionless JSON-RPC
+ * clients) and restarted when it dies. MCP clients get sessions of their own: with
+ * `sessions: per-client` each session runs its own child, so no client can see or cancel another's
+ * calls, resources or subscriptions; with `sessions: shared` they share the gateway's child and
+ * only their request ids and notifications are scoped. Sessions end on DELETE, when idle past
+ * `session_idle_timeout_ms`, when their child dies, and with the upstream (reload, stop).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.ts';
+import type { MetricsKit } from '../observability/metrics.ts';
 import type { JsonRpcRequest } from '../state.ts';
 import type { ResolvedStdioConfig } from './config.ts';
-import { clientInfo, MCP_PROTOCOL_VERSION } from './jsonrpc-http.ts';
-import { PendingCalls } from './pending.ts';
-import { Readiness } from './readiness.ts';
-import type { RpcCallOptions, RpcUpstream, UpstreamHealth } from './types.ts';
+import { SharedSubscriptions } from './shared-subscriptions.ts';
+import { StdioChild } from './stdio-child.ts';
+import type { RpcCallOptions, RpcSessions, RpcUpstream, UpstreamHealth } from './types.ts';
 
-type Message = Record<string, unknown>;
-
-/** A child that stayed up this long is considered healthy again: backoff starts over. */
-const STABLE_AFTER_MS = 30_000;
-const KILL_GRACE_MS = 2000;
+interface ClientSession {
+  /** Its own child (per-client); undefined while spawning and in shared mode. */
+  child?: StdioChild;
+  lastUsed: number;
+  inFlight: number;
+}
 
 export class StdioUpstream implements RpcUpstream {
   readonly kind = 'stdio';
-  private readonly logger: Logger;
-  private readonly pending: PendingCalls;
-  private readonly state: Readiness;
-  private child?: ChildProcess;
-  private spawnedAt = 0;
-  private restarts = 0;
-  private failures = 0;
-  private restartTimer?: NodeJS.Timeout;
+  readonly sessions?: RpcSessions;
+  private readonly own: StdioChild;
+  private readonly live = new Map<string, ClientSession>();
+  private spares: Array<{ holder: { session?: string }; child: StdioChild }> = [];
+  /** shared: who subscribed to what, so that no client unsubscribes another (shared-subscriptions.ts). */
+  private readonly subscriptions?: SharedSubscriptions;
+  private readonly sweeper?: NodeJS.Timeout;
+  private readonly count?: (n: number) => void;
+  private readonly refused?: () => void;
+  private readonly dropped?: (method: string) => void;
   private closed = false;
-  private exited?: Promise<void>;
 
   constructor(
     readonly name: string,
     private readonly config: ResolvedStdioConfig,
-    logger: Logger,
+    private readonly logger: Logger,
+    metrics?: MetricsKit,
   ) {
-    this.logger = logger; // bound to the upstream by the service graph
-    this.pending = new PendingCalls(name);
-    this.state = new Readiness(name, this.logger);
-    this.start();
+    if (metrics) {
+      const labels = { upstream: name };
+      const gauge = metrics.gauge({
+        name: 'switchyard_upstream_sessions',
+        help: 'Live MCP client sessions of a stdio upstream (per-client: one child each)',
+        labelNames: ['upstream'] as const,
+      });
+      this.count = (n) => gauge.set(labels, n);
+      const refusedTotal = metrics.counter({
+        name: 'switchyard_upstream_sessions_refused_total',
+        help: 'MCP client sessions refused because max_sessions were live (503)',
+        labelNames: ['upstream'] as const,
+      });
+      this.refused = () => refusedTotal.inc(labels);
+      const droppedTotal = metrics.counter({
+        name: 'switchyard_upstream_notifications_dropped_total',
+        help: "Client notifications dropped because they named no request of the client's own",
+        labelNames: ['upstream', 'method'] as const,
+      });
+      this.dropped = (method) => droppedTotal.inc({ upstream: name, method });
+    }
+    this.own = new StdioChild(name, config, logger, {
+      restart: true,
+      handshake: true,
+      onDropped: (method) => this.dropped?.(method),
+    });
+    if (config.protocol === 'mcp') {
+      this.sessions = {
+        mode: config.sessions,
+        open: () => this.openSession(),
+        has: (id) => this.live.has(id),
+        end: (id) => this.endSession(id, 'deleted by the client'),
+      };
+      const idle = config.session_idle_timeout_ms;
+      this.sweeper = setInterval(() => this.sweep(), Math.min(Math.max(idle / 4, 50), 30_000));
+      this.sweeper.unref();
+      if (config.sessions === 'per-client') this.refillSpares();
+      else this.subscriptions = new SharedSubscriptions();
+    }
   }
 
   health(): UpstreamHealth {
+    const h = this.own.health();
+    if (!this.sessions) return h;
+    // Pids, not session ids: an id is what lets a client act in its session.
+    const pids = [...this.live.values()].flatMap((s) => (s.child?.pid === undefined ? [] : [s.child.pid]));
     return {
-      connected: this.state.connected,
-      error: this.state.error,
-      detail: { pid: this.child?.pid, restarts: this.restarts, in_flight: this.pending.size },
+      ...h,
+      detail: { ...h.detail, session_pids: pids, spare_pids: this.spares.flatMap((s) => s.child.pid ?? []) },
+      sessions: { mode: this.config.sessions, live: this.live.size, max: this.config.max_sessions },
     };
   }
 
-  ready(timeoutMs = 10000): Promise<void> {
-    return this.state.wait(timeoutMs);
+  ready(timeoutMs?: number): Promise<void> {
+    return this.own.ready(timeoutMs);
   }
 
-  async call(message: JsonRpcRequest, options: RpcCallOptions = {}): Promise<Message | undefined> {
-    const timeoutMs = options.timeoutMs ?? this.config.call_timeout_ms;
-    if (!this.state.connected) {
-      // A child that is starting gets the call's time to finish its handshake; none at all fails
-      // fast, and so does a wait for a child that dies before it is up (502, not the whole timeout).
-      if (!this.child || !this.exited) throw this.notRunning();
-      const waited = await Promise.race([
-        this.ready(timeoutMs).then(
-          () => 'ready' as const,
-          () => 'timeout' as const,
-        ),
-        this.exited.then(() => 'exited' as const),
-      ]);
-      if (waited === 'exited' || (waited === 'timeout' && !this.child)) throw this.notRunning();
-      if (waited === 'timeout') throw timeoutError(this.name, timeoutMs);
+  async call(message: JsonRpcRequest, options: RpcCallOptions = {}): Promise<Record<string, unknown> | undefined> {
+    const id = options.session;
+    if (id === undefined) return this.callShared(message, sessionless, () => this.own.call(message, options));
+    const session = this.live.get(id);
+    if (!session) throw unknownSession();
+    session.lastUsed = Date.now();
+    session.inFlight++;
+    try {
+      const child = session.child ?? this.own;
+      const send = () => child.call(message, { timeoutMs: options.timeoutMs, signal: options.signal, owner: id });
+      return await (session.child ? send() : this.callShared(message, id, send));
+    } finally {
+      session.inFlight--;
+      session.lastUsed = Date.now();
     }
-    return this.send(message as unknown as Message, timeoutMs, options.signal);
+  }
+
+  /** A call on the shared child: subscription calls are arbitrated between its clients first. */
+  private async callShared(
+    message: JsonRpcRequest,
+    owner: string,
+    send: () => Promise<Record<string, unknown> | undefined>,
+  ): Promise<Record<string, unknown> | undefined> {
+    const step = message.id === undefined ? undefined : this.subscriptions?.step(message as never, owner);
+    if (step === 'answer') return { jsonrpc: '2.0', id: message.id, result: {} };
+    const response = await send().catch((err) => {
+      if (step === 'forward') this.undoSubscription(message, owner);
+      throw err;
+    });
+    if (step === 'forward' && response?.error !== undefined) this.undoSubscription(message, owner);
+    return response;
+  }
+
+  /** The server refused a subscribe (or unsubscribe): the counts go back to what it holds. */
+  private undoSubscription(message: JsonRpcRequest, owner: string): void {
+    const reverse = message.method === 'resources/subscribe' ? 'resources/unsubscribe' : 'resources/subscribe';
+    this.subscriptions?.step({ method: reverse, params: message.params }, owner);
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    clearTimeout(this.restartTimer);
-    this.pending.rejectAll(new GatewayError('upstream_error', 'Upstream closed', { details: { upstream: this.name } }));
-    const child = this.child;
-    if (!child || !this.exited) return;
-    child.kill('SIGTERM');
-    const killer = setTimeout(() => child.kill('SIGKILL'), KILL_GRACE_MS);
-    killer.unref();
-    await this.exited;
-    clearTimeout(killer);
+    clearInterval(this.sweeper);
+    const ids = [...this.live.keys()];
+    const spares = this.spares.splice(0).map((s) => s.child.close());
+    await Promise.all([this.own.close(), ...spares, ...ids.map((id) => this.endSession(id, 'upstream closed', false))]);
   }
 
-  private send(message: Message, timeoutMs: number, signal?: AbortSignal): Promise<Message | undefined> {
-    if (message.id === undefined) {
-      this.write(message);
-      return Promise.resolve(undefined);
-    }
-    const { wireId, response } = this.pending.add(message.id as string | number | null, {
-      timeoutMs,
-      signal,
-      onGiveUp: (id) => this.cancel(id),
-    });
-    this.write({ ...message, id: wireId });
-    return response;
-  }
-
-  private write(message: Message): void {
-    const stdin = this.child?.stdin;
-    if (!stdin || stdin.destroyed || !stdin.writable) throw this.notRunning();
-    stdin.write(`${JSON.stringify(message)}\n`);
-  }
-
-  /** Tells an MCP server to stop working on a call nobody waits for any more. */
-  private cancel(wireId: number): void {
-    if (this.config.protocol !== 'mcp') return;
-    try {
-      this.write({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: wireId } });
-    } catch {
-      // the child is gone: nothing to cancel
-    }
-  }
-
-  private start(): void {
-    const { command, args, env, cwd } = this.config;
-    const child = spawn(command, args, { cwd, env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
-    this.child = child;
-    this.spawnedAt = Date.now();
-    // Until it is up, health keeps saying why the previous child ended.
-    if (this.restarts === 0) this.state.down('starting');
-    let resolveExit: () => void = () => {};
-    this.exited = new Promise((resolve) => {
-      resolveExit = resolve;
-    });
-    let ended = false;
-    const onEnd = (reason: string) => {
-      if (ended) return;
-      ended = true;
-      resolveExit();
-      this.onExit(child, reason);
-    };
-    child.once('spawn', () => this.onSpawn(child));
-    child.once('error', (err) => onEnd(`failed to start: ${err.message}`));
-    child.once('exit', (code, signal) =>
-      onEnd(signal ? `child killed by ${signal}` : `child exited with code ${code}`),
-    );
-    child.stdin?.on('error', (err) => this.logger.debug({ err }, 'child stdin error'));
-    createInterface({ input: child.stdout! }).on('line', (line) => this.onLine(line));
-    createInterface({ input: child.stderr! }).on('line', (line) => this.logger.debug({ stderr: line }, 'child stderr'));
-  }
-
-  private async onSpawn(child: ChildProcess): Promise<void> {
-    this.logger.info({ pid: child.pid, command: this.config.command }, 'upstream child started');
-    if (this.config.protocol !== 'mcp') return this.state.up();
-    try {
-      const answer = await this.send(
+  private async openSession(): Promise<string> {
+    if (this.closed) throw new GatewayError('unavailable', 'Upstream closed', { details: { upstream: this.name } });
+    const max = this.config.max_sessions;
+    if (this.live.size >= max) {
+      this.refused?.();
+      throw new GatewayError(
+        'unavailable',
+        `Too many MCP sessions: ${max} of ${max} (max_sessions of upstream "${this.name}") are live; ` +
+          'end one (DELETE with its Mcp-Session-Id) or retry later',
         {
-          jsonrpc: '2.0',
-          id: 0,
-          method: 'initialize',
-          params: { protocolVersion: MCP_PROTOCOL_VERSION, capabilities: {}, clientInfo },
+          details: { upstream: this.name, live: this.live.size, max_sessions: max },
+          headers: { 'Retry-After': '5' },
+          rpcCode: -32000,
         },
-        this.config.call_timeout_ms,
       );
-      if (answer?.error) throw new Error(`initialize failed: ${JSON.stringify(answer.error)}`);
-      this.write({ jsonrpc: '2.0', method: 'notifications/initialized' });
-      if (this.child === child) this.state.up();
-    } catch (err) {
-      if (this.child !== child || this.closed) return;
-      this.state.down(`MCP initialize handshake failed: ${(err as Error).message}`);
-      child.kill('SIGKILL'); // restarted by the exit handler
     }
-  }
-
-  private onLine(line: string): void {
-    if (line.trim() === '') return;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(line);
-    } catch {
-      this.logger.debug({ line: line.slice(0, 200) }, 'non-JSON output from child');
-      return;
-    }
-    for (const msg of Array.isArray(parsed) ? parsed : [parsed]) {
-      if (typeof msg !== 'object' || msg === null) continue;
-      this.onMessage(msg as Message);
-    }
-  }
-
-  private onMessage(msg: Message): void {
-    if (typeof msg.method === 'string') {
-      if (msg.id === undefined) {
-        this.logger.debug({ method: msg.method }, 'notification from child ignored');
-        return;
+    const id = randomUUID();
+    const session: ClientSession = { lastUsed: Date.now(), inFlight: 0 };
+    this.live.set(id, session); // the slot is taken before the spawn: concurrent opens respect the cap
+    this.count?.(this.live.size);
+    if (this.config.sessions === 'per-client') {
+      const started = performance.now();
+      const child = this.takeSpare(id) ?? this.spawnChild({ session: id });
+      session.child = child;
+      this.refillSpares();
+      try {
+        await child.started(this.config.call_timeout_ms);
+      } catch (err) {
+        await this.endSession(id, 'child did not start');
+        throw new GatewayError('upstream_error', `Session child did not start: ${(err as Error).message}`, {
+          details: { upstream: this.name },
+        });
       }
-      // A request from the server (roots/list, sampling...): the gateway offers no client features.
-      this.write({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });
-      return;
+      this.logger.info(
+        { session: id, pid: child.pid, spawn_ms: Math.round(performance.now() - started) },
+        'session opened',
+      );
     }
-    if (!this.pending.settle(msg)) this.logger.debug({ id: msg.id }, 'response for no pending call');
+    return id;
   }
 
-  private onExit(child: ChildProcess, reason: string): void {
-    if (this.child !== child) return;
-    this.child = undefined;
-    this.state.down(reason);
-    this.pending.rejectAll(
-      new GatewayError('upstream_error', `Upstream process ended: ${reason}`, { details: { upstream: this.name } }),
-    );
-    if (this.closed) return;
-    if (Date.now() - this.spawnedAt > STABLE_AFTER_MS) this.failures = 0;
-    const { initial_delay_ms, max_delay_ms } = this.config.restart;
-    const delay = Math.min(initial_delay_ms * 2 ** this.failures, max_delay_ms);
-    this.failures++;
-    this.logger.warn({ reason, restart_in_ms: delay }, 'upstream child ended');
-    this.restartTimer = setTimeout(() => {
-      this.restarts++;
-      this.start();
-    }, delay);
-    this.restartTimer.unref();
-  }
-
-  private notRunning(): GatewayError {
-    return new GatewayError('upstream_error', `Upstream is not running: ${this.state.error ?? 'unknown'}`, {
-      details: { upstream: this.name },
+  /**
+   * A session's child, not restarted when it dies: that ends its session (`holder.session`) or,
+   * while it is a spare, just drops it.
+   */
+  private spawnChild(holder: { session?: string }): StdioChild {
+    const logger = holder.session ? this.logger.child({ session: holder.session }) : this.logger;
+    const child: StdioChild = new StdioChild(this.name, this.config, logger, {
+      restart: false,
+      handshake: false, // the client's own initialize is the handshake
+      onEnded: (reason) => {
+        if (holder.session !== undefined) void this.endSession(holder.session, reason);
+        else this.spares = this.spares.filter((s) => s.child !== child);
+      },
+      onDropped: (method) => this.dropped?.(method),
     });
+    return child;
+  }
+
+  /** A spare child already started (spare_sessions), bound to session `id` from now on. */
+  private takeSpare(id: string): StdioChild | undefined {
+    const spare = this.spares.shift();
+    if (!spare) return undefined;
+    spare.holder.session = id;
+    return spare.child;
+  }
+
+  /** Keeps spare_sessions children started ahead of the next initialize (a spare's start is not on its path). */
+  private refillSpares(): void {
+    while (!this.closed && this.spares.length < this.config.spare_sessions) {
+      const holder: { session?: string } = {};
+      this.spares.push({ holder, child: this.spawnChild(holder) });
+    }
+  }
+
+  /** Ends a session and reaps its child; false when there was no such session. */
+  private async endSession(id: string, reason: string, count = true): Promise<boolean> {
+    const session = this.live.get(id);
+    if (!session) return false;
+    this.live.delete(id);
+    // After a reload the new upstream of the same name owns the gauge: a closed one leaves it.
+    if (count && !this.closed) this.count?.(this.live.size);
+    this.logger.info({ session: id, reason }, 'session ended');
+    // shared: what only this client subscribed to ends at the server too.
+    for (const uri of this.subscriptions?.release(id) ?? []) {
+      if (this.closed) break;
+      const unsubscribe = {
+        jsonrpc: '2.0' as const,
+        id: `release-${id}`,
+        method: 'resources/unsubscribe',
+        params: { uri },
+      };
+      this.own.call(unsubscribe).catch(() => {});
+    }
+    await session.child?.close();
+    return true;
+  }
+
+  private sweep(): void {
+    const before = Date.now() - this.config.session_idle_timeout_ms;
+    for (const [id, s] of this.live) {
+      if (s.inFlight === 0 && s.lastUsed < before) void this.endSession(id, 'idle');
+    }
   }
 }
 
-function timeoutError(upstream: string, timeoutMs: number): GatewayError {
-  return new GatewayError('upstream_timeout', `Upstream did not answer within ${timeoutMs} ms`, {
-    details: { upstream, timeout_ms: timeoutMs },
+/** The owner of calls from clients without a session (they share one, anonymous). */
+const sessionless = '';
+
+function unknownSession(): GatewayError {
+  return new GatewayError('not_found', 'Unknown or expired MCP session: initialize a new one', {
+    code: 'session_not_found',
+    rpcCode: -32000,
   });
 }

@@ -12,7 +12,12 @@ export interface UpstreamHealth {
   /** Why the upstream is not connected (last error), when it is not. */
   error?: string;
   detail?: Record<string, unknown>;
+  /** Client sessions of an upstream that keeps them (stdio MCP servers): live count and cap. */
+  sessions?: { mode: SessionMode; live: number; max: number };
 }
+
+/** `per-client`: one server (child) per client session; `shared`: one for all, ids scoped per client. */
+export type SessionMode = 'per-client' | 'shared';
 
 export interface UpstreamBase {
   name: string;
@@ -60,6 +65,24 @@ export interface RpcCallOptions {
   signal?: AbortSignal;
   timeoutMs?: number;
   headers?: Record<string, string>;
+  /**
+   * The client session (an id from `sessions.open()`) the message belongs to. Without it the
+   * message goes to the gateway's own server session, as a sessionless client's.
+   */
+  session?: string;
+}
+
+/**
+ * Client sessions an RPC upstream keeps for the MCP clients of the gateway: the gateway issues
+ * the `Mcp-Session-Id` at `initialize` (open), requires it afterwards (has) and ends it on DELETE.
+ */
+export interface RpcSessions {
+  readonly mode: SessionMode;
+  /** Starts a session (per-client: spawns its server); throws 503 `unavailable` at the cap. */
+  open(): Promise<string>;
+  has(id: string): boolean;
+  /** False when there was no such session. */
+  end(id: string): Promise<boolean>;
 }
 
 /**
@@ -69,6 +92,8 @@ export interface RpcCallOptions {
  */
 export interface RpcUpstream extends UpstreamBase {
   call(message: JsonRpcRequest, options?: RpcCallOptions): Promise<Record<string, unknown> | undefined>;
+  /** Present when the upstream keeps client sessions (a stdio MCP server). */
+  sessions?: RpcSessions;
 }
 
 export type Upstream = UpstreamBase | HttpUpstream | RpcUpstream;

@@ -277,12 +277,13 @@ describe('proxy stage: stdio upstream (reference server)', () => {
     expect(await res.text()).toBe('');
   });
 
-  it('answers 405 with Allow: POST to GET and DELETE', async () => {
-    for (const method of ['GET', 'DELETE']) {
-      const res = await fetch(url, { method, headers: { accept: 'text/event-stream' } });
-      expect(res.status).toBe(405);
-      expect(res.headers.get('allow')).toBe('POST');
-    }
+  it('answers 405 with Allow to GET (no server stream), 400 to a DELETE naming no session', async () => {
+    const get = await fetch(url, { headers: { accept: 'text/event-stream' } });
+    expect(get.status).toBe(405);
+    expect(get.headers.get('allow')).toBe('POST, DELETE');
+    const del = await fetch(url, { method: 'DELETE' });
+    expect(del.status).toBe(400);
+    expect((await del.json()).error.message).toMatch(/Mcp-Session-Id header required/);
   });
 
   it('refuses a body that is not a JSON-RPC message', async () => {

@@ -21,6 +21,10 @@ describe('upstream config schema', () => {
       command: 'node',
       protocol: 'mcp',
       call_timeout_ms: 30000,
+      sessions: 'per-client',
+      max_sessions: 16,
+      session_idle_timeout_ms: 300000,
+      spare_sessions: 0,
     });
     expect(check({ kind: 'jsonrpc', url: 'http://127.0.0.1:1/mcp', health_check: {} }).config).toEqual({
       kind: 'jsonrpc',
@@ -33,6 +37,17 @@ describe('upstream config schema', () => {
       health_check: { interval_ms: 2000 },
       protocol: 'jsonrpc',
     });
+  });
+
+  it('rejects a misspelt session mode or a cap below one, naming the field', () => {
+    const misspelt = check({ kind: 'stdio', command: 'node', sessions: 'per_client' });
+    expect(misspelt.ok).toBe(false);
+    expect(misspelt.errors.join('\n')).toMatch(/\/sessions must be equal to one of the allowed values/);
+    const cap = check({ kind: 'stdio', command: 'node', max_sessions: 0 });
+    expect(cap.errors.join('\n')).toMatch(/\/max_sessions must be >= 1/);
+    const idle = check({ kind: 'stdio', command: 'node', session_idle_timeout_ms: 'soon' });
+    expect(idle.errors.join('\n')).toMatch(/\/session_idle_timeout_ms must be integer/);
+    expect(check({ kind: 'stdio', command: 'node', sessions: 'shared', max_sessions: 2 }).ok).toBe(true);
   });
 
   it('rejects unknown kinds, missing fields and fields of another kind', () => {
