@@ -94,6 +94,8 @@ export class ConnectionTracker {
   private refusedPerClient = 0;
   private reclaimed = 0;
   private bodyStalled = 0;
+  /** Date.now() of the last connection accepted (0: none yet). */
+  lastAcceptedAt = 0;
   private servers: Server[] = [];
   private sweeper: NodeJS.Timeout | undefined;
 
@@ -191,6 +193,7 @@ export class ConnectionTracker {
   private accept(socket: Socket): void {
     this.total++;
     const now = Date.now();
+    this.lastAcceptedAt = now;
     const record: ConnectionRecord = {
       client: clientOf(socket),
       connectedAt: now,

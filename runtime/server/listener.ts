@@ -19,6 +19,19 @@ export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffe
 /** An HTTP or HTTPS listener: both have the keep-alive settings and connection controls used here. */
 export type Server = HttpServer | HttpsServer;
 
+/**
+ * Where a main listener gets its connections when it does not listen itself: in a cluster
+ * worker, from the primary, which accepts them (runtime/cluster-connections.ts).
+ */
+export interface ConnectionSource {
+  /** The port the connections are accepted on. */
+  port: number;
+  /** Delivers the connections to `server` from now on (its 'connection' event). */
+  attach(server: Server): void;
+  /** Asks that no more be delivered; resolves once none will come. */
+  stop(): Promise<void>;
+}
+
 /** PEM certificate chain and private key of an HTTPS listener. */
 export interface TlsMaterial {
   cert: Buffer;
