@@ -16,6 +16,7 @@ import { exposedListeners } from '../config/exposure.ts';
 import { type LoadOptions, loadService } from '../config/load.ts';
 import { ConfigError, type ConfigProblem } from '../config/source.ts';
 import type { ServiceConfig } from '../config/types.ts';
+import { connectionCounters } from '../observability/connection-metrics.ts';
 import { monitorEventLoop } from '../observability/event-loop.ts';
 import { createLogger, flushLogger, type LoggingOptions } from '../observability/logger.ts';
 import { createMetricsKit, type MetricsKit } from '../observability/metrics.ts';
@@ -99,7 +100,10 @@ export class ServiceRuntime {
   ) {
     this.graph = graph;
     this.info = graph.info;
-    this.connections = new ConnectionTracker(connectionLimitsOf(graph.loaded.config.limits));
+    this.connections = new ConnectionTracker(
+      connectionLimitsOf(graph.loaded.config.limits),
+      connectionCounters(metrics),
+    );
     this.info.connections = () => this.connections.snapshot();
   }
 
