@@ -27,6 +27,7 @@ import {
   formatPath,
   readConfigSource,
 } from './source.ts';
+import { listsFromStrings } from './string-lists.ts';
 import type { RouteConfig, ServiceConfig, StageConfig } from './types.ts';
 
 export interface LoadOptions {
@@ -112,6 +113,7 @@ export async function loadService(file: string, options: LoadOptions = {}): Prom
     }
   }
 
+  value = listsFromStrings(value);
   if (!validateService(value)) {
     for (const e of validateService.errors ?? []) reportAjv(e, [], report);
     throw new ConfigError(problems);
