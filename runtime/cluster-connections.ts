@@ -19,7 +19,7 @@
  */
 import type { Worker } from 'node:cluster';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
-import type { ConnectionSource, Server } from './server/listener.ts';
+import { type ConnectionSource, type Server, startConnectionChecks } from './server/listener.ts';
 
 export type ConnectionMessage =
   | { sy: 'conn'; service: number }
@@ -168,6 +168,8 @@ export function handedConnections(
       port,
       attach(s) {
         server = s;
+        // It never listens: without this, no header deadline and no idle-connection closing.
+        startConnectionChecks(s, s.headersTimeout);
       },
       stop() {
         stopped ??= new Promise<void>((resolve) => {
