@@ -21,6 +21,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Server, Socket } from 'node:net';
 import type { ServiceConfig } from '../config/types.ts';
 import type { ConnectionCounters } from '../observability/connection-metrics.ts';
+import { type Server as HttpServer, startConnectionChecks } from './listener.ts';
 
 export interface ClientConnection {
   /** Remote `address:port` of the TCP connection (`[v6]:port` for IPv6); not X-Forwarded-For. */
@@ -136,12 +137,15 @@ export class ConnectionTracker {
     this.startSweeping();
   }
 
-  /** New limits (after a reload): apply to connections accepted from now on. */
+  /** New limits (after a reload): apply to connections accepted from now on (headers: to every request). */
   setLimits(limits: ConnectionLimits): void {
+    const headersChanged = limits.headersMs !== this.limits.headersMs;
     this.limits = limits;
     for (const s of this.servers) {
       s.maxConnections = limits.max;
       (s as Server & { headersTimeout: number }).headersTimeout = limits.headersMs;
+      // Checked at the pace the new bound needs.
+      if (headersChanged) startConnectionChecks(s as HttpServer, limits.headersMs);
     }
     this.stopSweeping();
     if (this.servers.length > 0) this.startSweeping();

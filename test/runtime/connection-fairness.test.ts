@@ -342,7 +342,7 @@ describe('connection refusal metrics', () => {
 });
 
 describe('connection limits on reload', () => {
-  it('a reload applies new header timeout and per-client cap to new connections', async () => {
+  it('a reload applies new header timeout (checked at the pace it needs) and per-client cap to new connections', async () => {
     const file = writeServiceFile(yaml.replace(`header_timeout_ms: ${headerTimeoutMs}`, 'header_timeout_ms: 20000'));
     const svc = await startService(file);
     try {
@@ -363,6 +363,20 @@ describe('connection limits on reload', () => {
         expect(ms).toBeGreaterThanOrEqual(450);
         expect(ms).toBeLessThan(20000 / 4);
       }
+
+      // Connections opened a quarter of a second apart (from addresses of their own: the cap is
+      // 2 now): checked every second (the pace of the old 20 s bound), one of them would live
+      // past 1.2 s; checked every 125 ms, none does.
+      const staggered: Array<Promise<number>> = [];
+      for (const address of ['127.0.0.11', '127.0.0.12', '127.0.0.13', '127.0.0.14']) {
+        const s = await rawSocket(port, address);
+        s.socket.write('GET /health HTTP/1.1\r\n');
+        staggered.push(s.closedAfterMs);
+        await sleep(250);
+      }
+      const longest = Math.max(...(await Promise.all(staggered)));
+      expect(longest).toBeGreaterThanOrEqual(450);
+      expect(longest).toBeLessThan(1050);
     } finally {
       await svc.close();
     }
