@@ -1,8 +1,9 @@
 /**
  * `switchyard serve --workers N`: one host, several cores. A node:cluster primary forks N
- * workers; each worker runs every service of the command line (a Gateway). The main listeners
- * are shared by the cluster module, which hands each new connection to the next worker
- * (round-robin). The metrics and admin listeners run in the primary only:
+ * workers; each worker runs every service of the command line (a Gateway). The primary accepts
+ * the main listeners' connections and hands each to the next worker (round-robin), stopping in
+ * an order that resets none (runtime/cluster-connections.ts). The metrics and admin listeners
+ * run in the primary only:
  *
  * - `GET /metrics` asks every worker for its registry (JSON) and answers the sum
  *   (prom-client's AggregatorRegistry.aggregate: counters and histograms add up, gauges too,
@@ -20,6 +21,7 @@ import cluster, { type Worker } from 'node:cluster';
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
+import { ConnectionDispatch, type ConnectionMessage, handedConnections } from './cluster-connections.ts';
 import { type LoadedService, loadService } from './config/load.ts';
 import { Gateway } from './gateway.ts';
 import { createLogger } from './observability/logger.ts';
@@ -37,7 +39,11 @@ type Message =
   | { sy: 'reply'; id: number; value?: unknown; error?: string }
   | { sy: 'ready'; services: Array<{ name: string; ports: Record<string, number | undefined> }> }
   | { sy: 'failed'; error: string }
-  | { sy: 'shutdown' };
+  | { sy: 'shutdown' }
+  | ConnectionMessage;
+
+/** Environment variable telling a worker the main listeners' ports (JSON array, in file order). */
+const mainPortsVariable = 'SWITCHYARD_CLUSTER_MAIN_PORTS';
 
 const callTimeoutMs: Record<Op, number> = {
   status: 5000,
@@ -140,6 +146,8 @@ export class ClusterPrimary {
   private readonly servers: Server[] = [];
   private readonly watchers: ConfigWatcher[] = [];
   private readonly metrics: MetricsKit[] = [];
+  /** Per service: its main listener, which hands connections to the workers. */
+  private readonly dispatch: ConnectionDispatch[] = [];
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -187,6 +195,9 @@ export class ClusterPrimary {
       kit.registry.setDefaultLabels({ service: config.service });
       this.metrics.push(kit);
       const keepAlive = config.limits.keep_alive_timeout_ms;
+      const dispatch = new ConnectionDispatch(i, config.limits.max_connections);
+      this.dispatch.push(dispatch);
+      info.ports.main = await dispatch.listen(config.listen.host, config.listen.port);
       if (config.metrics && config.metrics.enabled !== false) {
         const handler = metricsEndpoint(config.metrics.path, () => this.clusterMetrics(i));
         info.ports.metrics = await this.serve(
@@ -223,7 +234,7 @@ export class ClusterPrimary {
 
   /** Forks the slot's worker; resolves when it serves, rejects if it fails to start. */
   private fork(slot: Slot): Promise<void> {
-    const worker = cluster.fork();
+    const worker = cluster.fork({ [mainPortsVariable]: JSON.stringify(this.services.map((s) => s.ports.main)) });
     slot.worker = worker;
     slot.ready = false;
     slot.startedAt = Date.now();
@@ -232,10 +243,7 @@ export class ClusterPrimary {
         if (!isMessage(m)) return;
         if (m.sy === 'ready') {
           slot.ready = true;
-          for (const [i, s] of m.services.entries()) {
-            const info = this.services[i];
-            if (info && s.ports.main !== undefined) info.ports.main = s.ports.main;
-          }
+          for (const d of this.dispatch) d.add(worker);
           this.logger.info({ worker_id: worker.id, pid: worker.process.pid }, 'worker ready');
           done();
           resolve();
@@ -266,6 +274,7 @@ export class ClusterPrimary {
     const slot = this.slotOf(worker);
     if (!slot) return;
     if (m.sy === 'reply') slot.calls.settle(m);
+    else if (m.sy === 'stop-accepting') this.dispatch[m.service]?.stopAccepting(worker);
     else if (m.sy === 'request' && m.op === 'reload-all') {
       // A reload asked from a worker (the reload-api stage): reload that service everywhere.
       void reply(
@@ -282,6 +291,7 @@ export class ClusterPrimary {
     const slot = this.slotOf(worker);
     if (!slot) return;
     slot.calls.failAll(`worker ${worker.id} exited`);
+    for (const d of this.dispatch) d.remove(worker);
     slot.worker = undefined;
     slot.ready = false;
     if (this.closing) return;
@@ -405,9 +415,14 @@ export class ClusterPrimary {
     }
   }
 
-  /** Drains every worker (each stops as on SIGTERM), then closes the primary's listeners. */
+  /**
+   * Stops accepting connections, drains every worker (each stops as on SIGTERM), then closes the
+   * primary's other listeners.
+   */
   close(): Promise<void> {
     this.closing ??= (async () => {
+      // First: a worker finishes its drain only once told that no more connections come.
+      for (const d of this.dispatch) d.close();
       for (const w of this.watchers) w.close();
       for (const slot of this.slots) clearTimeout(slot.restartTimer);
       const drainMs = Math.max(...this.loaded.map((l) => l.config.limits.drain_timeout_ms));
@@ -481,9 +496,21 @@ export async function runWorker(files: string[], options: { set?: string[] }): P
   const send = (m: Message) => {
     if (process.connected) process.send?.(m);
   };
+  // The main listeners' connections, from the primary (listening before the gateway starts: the
+  // primary sends some only after 'ready', but their messages must never meet no listener).
+  const ports = JSON.parse(process.env[mainPortsVariable] ?? '[]') as number[];
+  const handed = handedConnections(ports, send);
+  const onConnectionMessage = (m: unknown, handle: unknown) => handed.receive(m, handle);
+  process.on('message', onConnectionMessage);
+  process.on('disconnect', () => handed.primaryGone());
   let gateway: Gateway;
   try {
-    gateway = await Gateway.start(files, { set: options.set, listeners: 'main', worker: worker.id });
+    gateway = await Gateway.start(files, {
+      set: options.set,
+      listeners: 'main',
+      worker: worker.id,
+      acceptFrom: handed.sources,
+    });
   } catch (err) {
     // Wait until the message is out: the caller exits right after.
     await new Promise<void>((resolve) => {

@@ -4,13 +4,16 @@
  * reloaded when its config (or a file in its directory) changes. For several processes on one
  * host, see runtime/cluster.ts (`serve --workers N`), whose workers each run a Gateway.
  */
+import type { ConnectionSource } from './server/listener.ts';
 import type { ReloadOutcome, ServiceRuntime, ServiceRuntimeOptions } from './service/runtime.ts';
 import { ServiceRuntime as Runtime } from './service/runtime.ts';
 import { type ConfigWatcher, watchConfig } from './service/watch.ts';
 
-export interface GatewayOptions extends ServiceRuntimeOptions {
+export interface GatewayOptions extends Omit<ServiceRuntimeOptions, 'acceptFrom'> {
   /** Reload a service when its config file or a file in its directory changes. */
   watch?: boolean;
+  /** Per service (in file order): where its main listener's connections come from (cluster workers). */
+  acceptFrom?: ConnectionSource[];
 }
 
 export class Gateway {
@@ -20,9 +23,11 @@ export class Gateway {
   private constructor(readonly services: ServiceRuntime[]) {}
 
   static async start(files: string[], options: GatewayOptions = {}): Promise<Gateway> {
-    const { watch, ...runtimeOptions } = options;
+    const { watch, acceptFrom, ...runtimeOptions } = options;
     // In parallel: one slow service (a model to load, an upstream to probe) delays no other.
-    const started = await Promise.allSettled(files.map((file) => Runtime.start(file, runtimeOptions)));
+    const started = await Promise.allSettled(
+      files.map((file, i) => Runtime.start(file, { ...runtimeOptions, acceptFrom: acceptFrom?.[i] })),
+    );
     const services = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
     const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) {

@@ -125,11 +125,13 @@ export const userToken = definePlugin<{ users: string; throttle?: Partial<Thrott
     return async (ctx) => {
       if (!users.enabled) throw notFound();
       let fields: Record<string, unknown>;
-      if (ctx.is('application/json')) {
-        fields = (await readJson(ctx)) as Record<string, unknown>;
-      } else {
+      if (ctx.is('application/x-www-form-urlencoded')) {
         const form = new URLSearchParams((await readBody(ctx)).toString('utf8'));
         fields = Object.fromEntries(form);
+      } else {
+        // JSON, and only JSON besides the OAuth2 form: a `text/plain` body that reads as a form, or
+        // a body with no type, is what a page on another site posts without a preflight (415).
+        fields = (await readJson(ctx)) as Record<string, unknown>;
       }
       const spec: FieldSpecs = {
         username: { type: 'string', required: true, max_length: 256 },

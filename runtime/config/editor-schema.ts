@@ -23,8 +23,28 @@ const MAP = ['properties', 'patternProperties', '$defs', 'definitions'];
 /** Annotations kept on the outside of a wrapped scalar, for hover text and completion. */
 const ANNOTATIONS = ['description', 'title', 'default', 'examples', 'deprecated', 'markdownDescription'];
 
-export function editorSchema(schema: Schema): Schema {
-  return visit(schema);
+/**
+ * `listPaths`: lists the loader also takes as one string (runtime/config/string-lists.ts, e.g.
+ * `hosts.allow: "${HOSTS_ALLOW:-}"`), accepted as a string here too.
+ */
+export function editorSchema(schema: Schema, listPaths: ReadonlyArray<readonly string[]> = []): Schema {
+  const out = visit(schema);
+  for (const path of listPaths) {
+    let parent: Schema | undefined = out;
+    for (const key of path.slice(0, -1)) parent = (parent?.properties as Record<string, Schema> | undefined)?.[key];
+    const props = parent?.properties as Record<string, Schema> | undefined;
+    const last = path.at(-1) as string;
+    const list = props?.[last];
+    if (props && list) {
+      const { description, default: fallback, ...rest } = list;
+      props[last] = {
+        description,
+        default: fallback,
+        anyOf: [rest, { type: 'string', description: 'The list as one string: comma- or space-separated, or JSON.' }],
+      };
+    }
+  }
+  return out;
 }
 
 function visit(node: unknown): Schema {

@@ -28,6 +28,7 @@ import {
   readConfigSource,
 } from './source.ts';
 import { didYouMean } from './suggest.ts';
+import { listsFromStrings } from './string-lists.ts';
 import type { RouteConfig, ServiceConfig, StageConfig } from './types.ts';
 
 export interface LoadOptions {
@@ -121,6 +122,7 @@ export async function loadService(file: string, options: LoadOptions = {}): Prom
     }
   }
 
+  value = listsFromStrings(value);
   // Every problem in one run: a service-level error does not hide those in plugin options below
   // (the checks that follow only read what is there, and their own failure is not reported over
   // the first problems).

@@ -7,6 +7,7 @@ import { enforcementModes } from '../mode.ts';
 import type { AnyDefinition, JsonSchema } from '../plugin.ts';
 import { upstreamConfigSchema } from '../upstreams/create.ts';
 import { editorSchema } from './editor-schema.ts';
+import { listPaths } from './string-lists.ts';
 
 const listener = {
   type: 'object',
@@ -302,5 +303,5 @@ export function fullServiceSchema(definitions: AnyDefinition[]): JsonSchema {
     type: 'object',
     additionalProperties: { anyOf: resources },
   };
-  return editorSchema(schema) as JsonSchema;
+  return editorSchema(schema, listPaths) as JsonSchema;
 }

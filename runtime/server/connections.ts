@@ -20,6 +20,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Server, Socket } from 'node:net';
 import type { ServiceConfig } from '../config/types.ts';
+import type { ConnectionCounters } from '../observability/connection-metrics.ts';
+import { type Server as HttpServer, startConnectionChecks } from './listener.ts';
 
 export interface ClientConnection {
   /** Remote `address:port` of the TCP connection (`[v6]:port` for IPv6); not X-Forwarded-For. */
@@ -45,6 +47,8 @@ export interface ConnectionsSnapshot {
   reclaimed: number;
   /** Connections cut because a request body stalled. */
   body_stalled: number;
+  /** Connections closed (408) because their headers did not arrive in time. */
+  header_timeouts: number;
   max: number;
   max_per_client: number;
   clients: ClientConnection[];
@@ -94,10 +98,17 @@ export class ConnectionTracker {
   private refusedPerClient = 0;
   private reclaimed = 0;
   private bodyStalled = 0;
+  private headerTimeouts = 0;
+  /** Date.now() of the last connection accepted (0: none yet). */
+  lastAcceptedAt = 0;
   private servers: Server[] = [];
   private sweeper: NodeJS.Timeout | undefined;
 
-  constructor(private limits: ConnectionLimits) {}
+  /** `counters`: the same events as Prometheus counters (observability/connection-metrics.ts). */
+  constructor(
+    private limits: ConnectionLimits,
+    private readonly counters?: ConnectionCounters,
+  ) {}
 
   /**
    * Tracks the connections of `server`. For a TLS server the tracked socket is the TLS socket
@@ -115,6 +126,7 @@ export class ConnectionTracker {
     // Node ≥ 18.6 emits 'drop' for a connection refused over maxConnections.
     server.on('drop', () => {
       this.refused++;
+      this.counters?.refused('max_connections');
     });
     server.on('request', (req: IncomingMessage) => this.receiving(req));
     server.on('upgrade', (req: IncomingMessage) => {
@@ -125,12 +137,15 @@ export class ConnectionTracker {
     this.startSweeping();
   }
 
-  /** New limits (after a reload): apply to connections accepted from now on. */
+  /** New limits (after a reload): apply to connections accepted from now on (headers: to every request). */
   setLimits(limits: ConnectionLimits): void {
+    const headersChanged = limits.headersMs !== this.limits.headersMs;
     this.limits = limits;
     for (const s of this.servers) {
       s.maxConnections = limits.max;
       (s as Server & { headersTimeout: number }).headersTimeout = limits.headersMs;
+      // Checked at the pace the new bound needs.
+      if (headersChanged) startConnectionChecks(s as HttpServer, limits.headersMs);
     }
     this.stopSweeping();
     if (this.servers.length > 0) this.startSweeping();
@@ -165,6 +180,7 @@ export class ConnectionTracker {
       refused_per_client: this.refusedPerClient,
       reclaimed: this.reclaimed,
       body_stalled: this.bodyStalled,
+      header_timeouts: this.headerTimeouts,
       max: this.limits.max,
       max_per_client: this.limits.perClient,
       clients,
@@ -177,6 +193,7 @@ export class ConnectionTracker {
     const count = this.perAddress.get(address) ?? 0;
     if (count >= this.limits.perClient) {
       this.refusedPerClient++;
+      this.counters?.refused('per_client');
       socket.destroy();
       return;
     }
@@ -191,6 +208,7 @@ export class ConnectionTracker {
   private accept(socket: Socket): void {
     this.total++;
     const now = Date.now();
+    this.lastAcceptedAt = now;
     const record: ConnectionRecord = {
       client: clientOf(socket),
       connectedAt: now,
@@ -202,6 +220,12 @@ export class ConnectionTracker {
     };
     this.open.set(socket, record);
     socket.once('close', () => this.open.delete(socket));
+    // Node answers 408 to headers over `headersTimeout` and destroys the socket with this error.
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ERR_HTTP_REQUEST_TIMEOUT') return;
+      this.headerTimeouts++;
+      this.counters?.closed('header_timeout');
+    });
     this.reclaimIdle();
   }
 
@@ -218,6 +242,7 @@ export class ConnectionTracker {
       if (excess <= 0) break;
       if (r.requests === 0 || r.inFlight > 0 || r.upgraded) continue;
       this.reclaimed++;
+      this.counters?.closed('idle_reclaimed');
       excess--;
       socket.destroy();
     }
@@ -260,6 +285,7 @@ export class ConnectionTracker {
       }
       if (now - r.progressAt >= this.limits.bodyIdleMs) {
         this.bodyStalled++;
+        this.counters?.closed('body_stalled');
         r.receiving = undefined;
         socket.destroy();
       }

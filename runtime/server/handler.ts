@@ -53,6 +53,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
     help: 'Requests refused before their pipeline ran, by reason',
     labelNames: ['reason'] as const,
   });
+  const hostRefused = (header: 'host' | 'origin') => rejected.inc({ reason: `${header}_not_allowed` });
 
   const logRequest = (ctx: Timed, seconds: number) => {
     ctx[logged] = true;
@@ -102,7 +103,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
       graph.inflight++;
       inflight.n++;
       try {
-        checkHostAndOrigin(ctx.req.headers, config.hosts);
+        checkHostAndOrigin(ctx.req.headers, config.hosts, hostRefused);
         route = findRoute(graph, ctx);
         ctx.state.route = route.id;
         ctx.state.mode = route.mode;

@@ -52,10 +52,14 @@ function isAddress(name: string): boolean {
   return isIP(name.startsWith('[') ? name.slice(1, -1) : name) !== 0;
 }
 
-/** Throws 403 `forbidden` when the request's Host or Origin is not accepted by `policy`. */
+/**
+ * Throws 403 `forbidden` when the request's Host or Origin is not accepted by `policy`
+ * (`onRefused` is told which, for the metrics).
+ */
 export function checkHostAndOrigin(
   headers: { host?: string; origin?: string | string[] },
   policy: HostPolicy = { allow: [], origins: [] },
+  onRefused?: (header: 'host' | 'origin') => void,
 ): void {
   const c = compile(policy);
   const host = headers.host;
@@ -63,6 +67,7 @@ export function checkHostAndOrigin(
   if (host !== undefined && !c.anyHost) {
     const name = hostName(host);
     if (name === undefined || !(isLoopbackName(name) || isAddress(name) || c.hosts.has(name))) {
+      onRefused?.('host');
       throw new GatewayError('forbidden', `Host ${JSON.stringify(host.slice(0, 100))} is not allowed (hosts.allow)`);
     }
   }
@@ -74,5 +79,6 @@ export function checkHostAndOrigin(
   const originHost = m?.[1];
   const name = originHost === undefined ? undefined : hostName(originHost);
   if (name !== undefined && (isLoopbackName(name) || originHost === host?.trim().toLowerCase())) return;
+  onRefused?.('origin');
   throw new GatewayError('forbidden', `Origin ${JSON.stringify(value.slice(0, 100))} is not allowed (hosts.origins)`);
 }

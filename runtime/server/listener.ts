@@ -19,6 +19,19 @@ export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffe
 /** An HTTP or HTTPS listener: both have the keep-alive settings and connection controls used here. */
 export type Server = HttpServer | HttpsServer;
 
+/**
+ * Where a main listener gets its connections when it does not listen itself: in a cluster
+ * worker, from the primary, which accepts them (runtime/cluster-connections.ts).
+ */
+export interface ConnectionSource {
+  /** The port the connections are accepted on. */
+  port: number;
+  /** Delivers the connections to `server` from now on (its 'connection' event). */
+  attach(server: Server): void;
+  /** Asks that no more be delivered; resolves once none will come. */
+  stop(): Promise<void>;
+}
+
 /** PEM certificate chain and private key of an HTTPS listener. */
 export interface TlsMaterial {
   cert: Buffer;
@@ -72,10 +85,7 @@ export function createListener(
 ): Server {
   const { keepAliveMs, headersMs } =
     typeof timeouts === 'number' ? { keepAliveMs: timeouts, headersMs: defaultHeadersTimeoutMs } : timeouts;
-  // Node checks header deadlines on this interval (30 s by default, which let a slowloris socket
-  // live up to 30 s past its deadline); fixed at creation, so a reload's new bound is checked at
-  // the old pace.
-  const options = { connectionsCheckingInterval: Math.min(1000, Math.max(100, Math.floor(headersMs / 4))) };
+  const options = { connectionsCheckingInterval: headerCheckInterval(headersMs) };
   const server: Server = tls
     ? createHttpsServer({ ...options, cert: tls.cert, key: tls.key }, handler)
     : createServer(options, handler);
@@ -89,6 +99,29 @@ export function createListener(
   server.requestTimeout = 0;
   if (onUpgrade) server.on('upgrade', onUpgrade);
   return server;
+}
+
+/**
+ * How often Node checks header deadlines for a bound of `headersMs`: its default (30 s) let a
+ * slowloris socket live up to 30 s past its deadline.
+ */
+export function headerCheckInterval(headersMs: number): number {
+  return Math.min(1000, Math.max(100, Math.floor(headersMs / 4)));
+}
+
+/**
+ * (Re)starts Node's per-connection checks of an HTTP server: header deadlines, and the list of
+ * connections `closeIdleConnections()` / `closeAllConnections()` work on. Node starts them only
+ * on the server's 'listening' event, with the interval read then: a server fed connections from
+ * elsewhere (a cluster worker's, see cluster-connections.ts) never listens, and would have neither;
+ * a reload's new `header_timeout_ms` would be checked at the old pace. Emitting 'listening' runs
+ * Node's own setup again (it keeps the connection list and replaces the timer); nothing else here
+ * listens to that event after the start.
+ */
+export function startConnectionChecks(server: Server, headersMs: number): void {
+  (server as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval =
+    headerCheckInterval(headersMs);
+  server.emit('listening');
 }
 
 /** `GET`/`HEAD <path>` answers the Prometheus text `produce` gives; anything else is 404. */

@@ -21,6 +21,7 @@ import type { Duplex } from 'node:stream';
 import type Koa from 'koa';
 import type { Logger } from 'pino';
 import { GatewayError, toGatewayError } from '../errors.ts';
+import { connectionCounters } from '../observability/connection-metrics.ts';
 import { type MetricsKit, requestsCounter, stageFailuresCounter } from '../observability/metrics.ts';
 import type { UpgradedConnection } from '../plugin.ts';
 import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
@@ -54,6 +55,7 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
   const { app, logger, metrics } = deps;
   const requests = requestsCounter(metrics);
   const failures = stageFailuresCounter(metrics);
+  const counters = connectionCounters(metrics);
   const openGauge = metrics.gauge({
     name: 'switchyard_upgraded_connections',
     help: 'Upgraded connections (WebSockets) open, by route',
@@ -111,6 +113,7 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
     });
 
     let status = 101;
+    let overLimit = false;
     try {
       if (graph.inflight > config.limits.max_concurrent) {
         throw new GatewayError('overloaded', 'Too many concurrent requests, retry shortly', {
@@ -118,6 +121,8 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
         });
       }
       if (open.size > config.limits.max_upgraded_connections) {
+        overLimit = true;
+        counters.refused('upgrade_limit');
         throw new GatewayError('overloaded', 'Too many open WebSocket connections, retry later', {
           headers: { 'Retry-After': '5' },
         });
@@ -130,6 +135,7 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
       });
       // A stage in front answered by itself (without calling next): that answer, not an upgrade.
       if (!upgraded) {
+        counters.refused('upgrade_refused');
         status = ctx.status;
         respondAndClose(ctx.req, socket, (res) => {
           res.statusCode = status;
@@ -144,6 +150,7 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
         return;
       }
       const gerr = toGatewayError(err);
+      if (!overLimit) counters.refused('upgrade_refused');
       if (!(err instanceof GatewayError)) {
         failures.inc({ stage: stage.id, plugin: stage.plugin, on_error: stage.onError });
         logger.error({ err, stage: stage.id, request_id: requestId }, 'stage failed internally during an upgrade');

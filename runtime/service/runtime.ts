@@ -16,6 +16,7 @@ import { exposedListeners } from '../config/exposure.ts';
 import { type LoadOptions, loadService } from '../config/load.ts';
 import { ConfigError, type ConfigProblem } from '../config/source.ts';
 import type { ServiceConfig } from '../config/types.ts';
+import { connectionCounters } from '../observability/connection-metrics.ts';
 import { monitorEventLoop } from '../observability/event-loop.ts';
 import {
   createLogger,
@@ -30,6 +31,7 @@ import { createAdminApp } from '../server/admin.ts';
 import { ConnectionTracker, connectionLimitsOf } from '../server/connections.ts';
 import { createRequestCore, type RequestCore } from '../server/handler.ts';
 import {
+  type ConnectionSource,
   createListener,
   localUrl,
   metricsEndpoint,
@@ -57,6 +59,8 @@ export interface ServiceRuntimeOptions extends LoadOptions {
   listeners?: 'all' | 'main';
   /** Cluster worker id, written on every log line as `worker`. */
   worker?: number;
+  /** The main listener takes its connections from here instead of listening (a cluster worker). */
+  acceptFrom?: ConnectionSource;
 }
 
 export interface ReloadOutcome {
@@ -103,7 +107,10 @@ export class ServiceRuntime {
   ) {
     this.graph = graph;
     this.info = graph.info;
-    this.connections = new ConnectionTracker(connectionLimitsOf(graph.loaded.config.limits));
+    this.connections = new ConnectionTracker(
+      connectionLimitsOf(graph.loaded.config.limits),
+      connectionCounters(metrics),
+    );
     this.info.connections = () => this.connections.snapshot();
   }
 
@@ -277,6 +284,11 @@ export class ServiceRuntime {
       });
     }
     this.servers.push(server);
+    const source = connections ? this.options.acceptFrom : undefined;
+    if (source) {
+      source.attach(server);
+      return Promise.resolve(source.port);
+    }
     return startListener(server, host, port);
   }
 
@@ -400,20 +412,34 @@ export class ServiceRuntime {
     const started = Date.now();
     const deadline = started + this.graph.loaded.config.limits.drain_timeout_ms;
     this.exchanges.startDraining();
+    // Until the main listener's source says no more connections come (a cluster worker: the
+    // primary passes on those it accepted already), connections may still arrive.
+    const source = this.mainServer ? this.options.acceptFrom : undefined;
+    let accepting = source !== undefined;
+    void source?.stop().then(() => {
+      accepting = false;
+    });
     const closed = this.servers.map((s) => {
       // A connection idle when the stop begins, or once its last answer (sent keep-alive before
       // the stop) is done, stays open `lingerMs`: a request the client sent meanwhile is answered
       // (with Connection: close) instead of meeting a closed socket and a reset.
       s.keepAliveTimeout = lingerMs;
-      return stopListening(s);
+      return s === this.mainServer && source ? Promise.resolve() : stopListening(s);
     });
-    const lingerEnd = started + lingerMs;
-    let idleClosed = false;
+    // So does a connection accepted during the stop, for its first request: idle connections are
+    // closed once none was accepted for `lingerMs` (Node counts one without a request yet as idle).
+    const quietSince = () => Math.max(started, this.connections.lastAcceptedAt);
+    let idleClosedFor = -1;
     const draining = () => this.busy(this.graph) || [...this.retired].some((g) => this.busy(g));
-    while ((draining() || Date.now() < lingerEnd) && Date.now() < deadline) {
+    while ((draining() || accepting || Date.now() < quietSince() + lingerMs) && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, Math.max(1, Math.min(25, deadline - Date.now()))));
-      if (!idleClosed && Date.now() >= lingerEnd) {
-        idleClosed = true;
+      const since = quietSince();
+      if (since !== idleClosedFor && Date.now() >= since + lingerMs) {
+        idleClosedFor = since;
+        // After the loop's poll phase: a request that arrived while the loop was busy is read
+        // first (Node counts a connection whose request is still unread as idle, and closing it
+        // with unread bytes resets it).
+        await new Promise((r) => setImmediate(r));
         for (const s of this.servers) s.closeIdleConnections();
       }
     }

@@ -1,11 +1,13 @@
 /**
  * `switchyard serve --workers 2`, run as an operator runs it (a child process): both workers
  * answer, a reload (admin API, SIGHUP, or the reload-api stage on the main listener) reaches both,
- * /metrics adds up the workers, a killed worker comes back, SIGTERM stops everything cleanly.
+ * /metrics adds up the workers, a killed worker comes back, a worker stopped alone hands over,
+ * SIGTERM stops everything cleanly.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { get } from 'node:http';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, until } from '../helpers/servers.ts';
@@ -20,7 +22,7 @@ listen: { port: ${ports.main} }
 metrics: { port: ${ports.metrics} }
 admin: { port: ${ports.admin} }
 plugins: [${JSON.stringify(probes)}]
-limits: { drain_timeout_ms: 3000 }
+limits: { drain_timeout_ms: 3000, header_timeout_ms: 500 }
 routes:
   - match: { method: GET, path: /who }
     pipeline: [{ whoami: { label: ${label} } }]
@@ -163,6 +165,32 @@ describe('serve --workers 2', () => {
     expect(h).toEqual([h[0], h[0]]);
   });
 
+  it('a worker cuts slow headers after header_timeout_ms (408), as a single process does', async () => {
+    // The primary accepts and passes connections on: the worker's server never listens itself,
+    // and must still run Node's header deadline checks.
+    const lifetimes = await Promise.all(
+      [1, 2].map(
+        () =>
+          new Promise<{ ms: number; answer: string }>((resolve) => {
+            const socket = connect(ports.main, '127.0.0.1');
+            const opened = Date.now();
+            let answer = '';
+            socket.on('data', (d) => {
+              answer += d;
+            });
+            socket.on('error', () => {});
+            socket.on('close', () => resolve({ ms: Date.now() - opened, answer }));
+            socket.write('GET /who HTTP/1.1\r\nHost: localhost\r\n'); // never finished
+          }),
+      ),
+    );
+    for (const { ms, answer } of lifetimes) {
+      expect(answer).toMatch(/^HTTP\/1\.1 408/);
+      expect(ms).toBeGreaterThanOrEqual(450);
+      expect(ms).toBeLessThan(3000);
+    }
+  });
+
   it('a worker that dies is forked again', async () => {
     const before = await status();
     const victim = before.workers[0]?.pid as number;
@@ -176,6 +204,34 @@ describe('serve --workers 2', () => {
     expect(new Set(answers.map((a) => a.label))).toEqual(new Set(['four']));
     const metrics = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
     expect(metrics).toMatch(/switchyard_cluster_worker_restarts_total\{service="cluster-test"\} 1/);
+  }, 20000);
+
+  it('a worker stopped alone (SIGTERM to its pid) drains and is replaced; clients are served throughout', async () => {
+    const before = await status();
+    const victim = before.workers[0]?.pid as number;
+    let failures = 0;
+    let served = 0;
+    let stop = false;
+    const load = (async () => {
+      while (!stop) {
+        await who(url).then(
+          () => served++,
+          () => failures++,
+        );
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 200));
+    process.kill(victim, 'SIGTERM');
+    await until(async () => {
+      const s = await status();
+      return s.cluster.workers_ready === 2 && !s.workers.some((w) => w.pid === victim);
+    }, 15000);
+    await new Promise((r) => setTimeout(r, 200));
+    stop = true;
+    await load;
+    expect(() => process.kill(victim, 0)).toThrow();
+    expect(failures).toBe(0);
+    expect(served).toBeGreaterThan(10);
   }, 20000);
 
   it('SIGTERM drains every worker and exits 0', async () => {

@@ -2,8 +2,11 @@
  * Connection fairness on the main listener (issue 16 item 2): one client at its limit (slow
  * headers, idle keep-alives, WebSocket upgrades) does not lock another client out. The attacker
  * connects from 127.0.0.2, the other client from 127.0.0.1 (both loopback, distinct addresses).
- * Limits are lowered in the config so that few sockets are needed.
+ * Limits are lowered in the config so that few sockets are needed. Every refusal and every
+ * connection closed to protect the others is counted on /metrics
+ * (`switchyard_connections_refused_total{reason}`, `switchyard_connections_closed_total{reason}`).
  */
+import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { request } from 'node:http';
@@ -12,6 +15,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { type StartedService, startService } from '../../runtime/testing.ts';
+import { sample } from '../helpers/prometheus.ts';
 import { writeServiceFile } from '../helpers/services.ts';
 
 const attacker = '127.0.0.2';
@@ -23,6 +27,7 @@ const wsIdleMs = 1500;
 const yaml = `service: fairness
 version: 0.0.1
 listen: { port: 0 }
+metrics: { port: 0 }
 dialect: openai
 plugins: [${JSON.stringify(join(import.meta.dirname, '../fixtures/websocket/chat-stages.ts'))}]
 limits:
@@ -83,6 +88,16 @@ async function rawSocket(
   return { socket, closedAfterMs };
 }
 
+/** The service's /metrics text. */
+async function scrape(svc: StartedService): Promise<string> {
+  return (await fetch(`${svc.metricsUrl}/metrics`)).text();
+}
+
+/** `switchyard_connections_<kind>_total{reason}` in an exposition (0 when absent). */
+function counted(text: string, kind: 'refused' | 'closed', reason: string): number {
+  return sample(text, `switchyard_connections_${kind}_total{reason="${reason}"`) ?? 0;
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const portOf = (url: string) => Number(new URL(url).port);
 
@@ -105,6 +120,7 @@ describe('connection fairness on the main listener', () => {
       body: JSON.stringify({ stream: true, messages: [{ role: 'user', content: 'one two three' }] }),
     });
 
+    const metricsBefore = await scrape(svc);
     const attempts = 12; // more than max_connections_per_client (8)
     const sockets = await Promise.all(Array.from({ length: attempts }, () => rawSocket(port)));
     const trickle = setInterval(() => {
@@ -127,6 +143,12 @@ describe('connection fairness on the main listener', () => {
         expect(ms).toBeLessThan(headerTimeoutMs * 4);
       }
       console.info(`slowloris: ${held}/${attempts} sockets held, lived ${heldLifetimes[0]}-${heldLifetimes.at(-1)} ms`);
+      // Counted: the connections over the client's cap, and those cut by the header bound.
+      const metricsAfter = await scrape(svc);
+      const delta = (kind: 'refused' | 'closed', reason: string) =>
+        counted(metricsAfter, kind, reason) - counted(metricsBefore, kind, reason);
+      expect(delta('refused', 'per_client')).toBe(attempts - held);
+      expect(delta('closed', 'header_timeout')).toBe(held);
     } finally {
       clearInterval(trickle);
     }
@@ -142,11 +164,13 @@ describe('connection fairness on the main listener', () => {
     const body = JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(300) }] });
     const head = `POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`;
 
+    const before = counted(await scrape(svc), 'closed', 'body_stalled');
     const stalled = await rawSocket(port);
     stalled.socket.write(head + body.slice(0, 20));
     const stalledMs = await stalled.closedAfterMs;
     expect(stalledMs).toBeGreaterThanOrEqual(bodyIdleMs * 0.9);
     expect(stalledMs).toBeLessThan(bodyIdleMs * 4);
+    expect(counted(await scrape(svc), 'closed', 'body_stalled')).toBe(before + 1);
 
     // 10 chunks 400 ms apart: 4 s in all, each gap well under the bound.
     const steady = await rawSocket(port, '127.0.0.1');
@@ -170,6 +194,7 @@ describe('connection fairness on the main listener', () => {
   });
 
   it('a WebSocket handshake with a wrong or missing key is refused before the upgrade', async () => {
+    const before = counted(await scrape(svc), 'refused', 'upgrade_refused');
     for (const headers of [{ authorization: 'Bearer sk-wrong' }, {}]) {
       const ws = new WebSocket(`${svc.url.replace('http', 'ws')}/v1/chat/stream`, { headers, localAddress: attacker });
       ws.on('error', () => {});
@@ -186,6 +211,7 @@ describe('connection fairness on the main listener', () => {
       }),
     );
     expect(refused.every((s) => s === 401)).toBe(true);
+    expect(counted(await scrape(svc), 'refused', 'upgrade_refused')).toBe(before + 22);
     expect((await fetchFrom(svc.url, '/health')).status).toBe(200);
   });
 
@@ -200,8 +226,10 @@ describe('connection fairness on the main listener', () => {
     }
     const extra = new WebSocket(url, { headers, localAddress: attacker });
     extra.on('error', () => {});
+    const before = counted(await scrape(svc), 'refused', 'upgrade_limit');
     const [, res] = (await once(extra, 'unexpected-response')) as [unknown, { statusCode: number }];
     expect(res.statusCode).toBe(503);
+    expect(counted(await scrape(svc), 'refused', 'upgrade_limit')).toBeGreaterThanOrEqual(before + 1);
     expect((await fetchFrom(svc.url, '/health')).status).toBe(200);
 
     // Nobody sends anything: each socket is closed (1000) after the idle bound, not before.
@@ -250,6 +278,9 @@ describe('idle keep-alive connections near max_connections', () => {
     const snapshot = svc.runtime.info.connections?.();
     expect(snapshot?.reclaimed).toBeGreaterThan(0);
     expect(snapshot?.refused).toBe(0);
+    const text = await scrape(svc);
+    expect(counted(text, 'closed', 'idle_reclaimed')).toBe(snapshot?.reclaimed);
+    expect(counted(text, 'refused', 'max_connections')).toBe(0);
     // The first connections were the ones closed.
     expect(held[0]?.socket.destroyed).toBe(true);
     console.info(`idle keep-alive: attacker held ${openBefore} of 16; reclaimed ${snapshot?.reclaimed}`);
@@ -257,8 +288,61 @@ describe('idle keep-alive connections near max_connections', () => {
   });
 });
 
+describe('connection refusal metrics', () => {
+  let svc: StartedService;
+  beforeAll(async () => {
+    svc = await startService(writeServiceFile(yaml), { set: ['limits.max_connections=2'] });
+  });
+  afterAll(() => svc?.close());
+
+  it('are exported with every reason from the start, valid for promtool, and count refusals over max_connections and of a foreign Host', async () => {
+    const first = await scrape(svc);
+    expect(first).toMatch(/^# TYPE switchyard_connections_refused_total counter$/m);
+    expect(first).toMatch(/^# TYPE switchyard_connections_closed_total counter$/m);
+    for (const reason of ['max_connections', 'per_client', 'upgrade_limit', 'upgrade_refused'])
+      expect(first).toMatch(
+        new RegExp(`^switchyard_connections_refused_total\\{reason="${reason}",service="fairness"\\} 0$`, 'm'),
+      );
+    for (const reason of ['header_timeout', 'body_stalled', 'idle_reclaimed'])
+      expect(first).toMatch(
+        new RegExp(`^switchyard_connections_closed_total\\{reason="${reason}",service="fairness"\\} 0$`, 'm'),
+      );
+
+    // Two connections open (the maximum): a third is refused by Node, and counted.
+    const port = portOf(svc.url);
+    const held = [await rawSocket(port, '127.0.0.1'), await rawSocket(port, '127.0.0.1')];
+    const third = await rawSocket(port, '127.0.0.1');
+    expect(await third.closedAfterMs).toBeLessThan(1000);
+    for (const s of held) s.socket.destroy();
+    await Promise.all(held.map((s) => s.closedAfterMs));
+    // A request naming a host outside hosts.allow (DNS rebinding): 403, counted as a rejected request.
+    let forbidden = 0;
+    for (let i = 0; i < 20 && forbidden === 0; i++) {
+      forbidden = await fetchFrom(svc.url, '/health', { headers: { host: 'attacker.example' } }).then(
+        (a) => (a.status === 403 ? 1 : 0),
+        () => 0, // the server may still count a closed slot as open for a moment
+      );
+      if (forbidden === 0) await sleep(50);
+    }
+    expect(forbidden).toBe(1);
+    const text = await scrape(svc);
+    expect(counted(text, 'refused', 'max_connections')).toBeGreaterThanOrEqual(1);
+    expect(sample(text, 'switchyard_requests_rejected_total{reason="host_not_allowed"')).toBe(1);
+
+    // A real Prometheus parser and linter when there is one (Debian's `prometheus` package).
+    const promtool = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    if (promtool.error) {
+      if (process.env.CI === 'true') throw new Error(`promtool is required under CI: ${promtool.error.message}`);
+      return;
+    }
+    const output = `${promtool.stdout}${promtool.stderr}`;
+    expect(output).not.toMatch(/error while linting|parsing error/);
+    expect(output).not.toMatch(/switchyard_connections_/);
+  });
+});
+
 describe('connection limits on reload', () => {
-  it('a reload applies new header timeout and per-client cap to new connections', async () => {
+  it('a reload applies new header timeout (checked at the pace it needs) and per-client cap to new connections', async () => {
     const file = writeServiceFile(yaml.replace(`header_timeout_ms: ${headerTimeoutMs}`, 'header_timeout_ms: 20000'));
     const svc = await startService(file);
     try {
@@ -279,6 +363,20 @@ describe('connection limits on reload', () => {
         expect(ms).toBeGreaterThanOrEqual(450);
         expect(ms).toBeLessThan(20000 / 4);
       }
+
+      // Connections opened a quarter of a second apart (from addresses of their own: the cap is
+      // 2 now): checked every second (the pace of the old 20 s bound), one of them would live
+      // past 1.2 s; checked every 125 ms, none does.
+      const staggered: Array<Promise<number>> = [];
+      for (const address of ['127.0.0.11', '127.0.0.12', '127.0.0.13', '127.0.0.14']) {
+        const s = await rawSocket(port, address);
+        s.socket.write('GET /health HTTP/1.1\r\n');
+        staggered.push(s.closedAfterMs);
+        await sleep(250);
+      }
+      const longest = Math.max(...(await Promise.all(staggered)));
+      expect(longest).toBeGreaterThanOrEqual(450);
+      expect(longest).toBeLessThan(1050);
     } finally {
       await svc.close();
     }

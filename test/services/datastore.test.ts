@@ -32,6 +32,45 @@ describe('datastore settings', () => {
       max_depth: 3,
       slow_query: { enabled: true, threshold_ms: 100, log_file: '' },
     });
+    // Connection fairness and the Host/Origin check: the runtime's defaults, written out in the file.
+    expect(config.limits).toMatchObject({
+      max_connections: 1024,
+      max_connections_per_client: 64,
+      header_timeout_ms: 10000,
+      body_idle_timeout_ms: 15000,
+      max_upgraded_connections: 256,
+    });
+    expect(config.hosts).toEqual({ allow: [], origins: [] });
+  });
+
+  it('takes the connection limits and the accepted hosts from the file and the environment', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'datastore-settings-'));
+    const file = join(dir, 'datastore.toml');
+    writeFileSync(
+      file,
+      `[switchyard]\ntemplate = ${JSON.stringify(TEMPLATE)}\nenv_prefix = "DB"\n\n` +
+        `[server]\nheader_timeout_ms = 2000\n\n[hosts]\nallow = ["db.example.com", "db2.example.com"]\norigins = ["https://app.example.com"]\n`,
+    );
+    const fromFile = (await loadService(file, { env: {} })).config;
+    expect(fromFile.limits.header_timeout_ms).toBe(2000);
+    expect(fromFile.hosts).toEqual({
+      allow: ['db.example.com', 'db2.example.com'],
+      origins: ['https://app.example.com'],
+    });
+
+    const fromEnv = (
+      await loadService(file, {
+        env: {
+          DB_HOSTS_ALLOW: 'db3.example.com, db4.example.com',
+          DB_SERVER_BODY_IDLE_TIMEOUT_MS: '5000',
+          DB_SERVER_MAX_CONNECTIONS_PER_CLIENT: '8',
+        },
+      })
+    ).config;
+    expect(fromEnv.hosts.allow).toEqual(['db3.example.com', 'db4.example.com']);
+    expect(fromEnv.limits).toMatchObject({ body_idle_timeout_ms: 5000, max_connections_per_client: 8 });
+    // A wrong host name is refused, naming the setting.
+    await expect(loadService(file, { env: { DB_HOSTS_ALLOW: 'http://x/' } })).rejects.toThrow('hosts.allow');
   });
 
   it('takes DB_<SECTION>_<KEY> from the environment over the file', async () => {
@@ -56,6 +95,7 @@ describe('datastore settings', () => {
     ['DB_STORAGE_SYNC_MODE', 'sometimes', 'storage.sync_mode'],
     ['DB_QUERY_MAX_ENTITIES', '0', 'query.max_entities'],
     ['DB_LOGGING_LEVEL', 'loud', 'logging.level'],
+    ['DB_SERVER_HEADER_TIMEOUT_MS', '10', 'server.header_timeout_ms'],
   ])('refuses %s=%s, naming the setting', async (name, value, setting) => {
     await expect(loadService(CONFIG, { env: { [name]: value } })).rejects.toThrow(setting);
   });
