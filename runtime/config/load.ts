@@ -27,8 +27,8 @@ import {
   formatPath,
   readConfigSource,
 } from './source.ts';
-import { didYouMean } from './suggest.ts';
 import { listsFromStrings } from './string-lists.ts';
+import { didYouMean } from './suggest.ts';
 import type { RouteConfig, ServiceConfig, StageConfig } from './types.ts';
 
 export interface LoadOptions {
