@@ -12,7 +12,9 @@
  *         - { name: injection_ml, type: ml, ... }            # see ml/index.ts
  *
  * Pattern classifiers (Tier A) are ready when the resource is created; ML classifiers (Tier B)
- * load lazily on first use or on warm-up, and health says `loading` until every one is loaded.
+ * load in the background from the start (`load: background`, the default; the service answers
+ * meanwhile and a request that needs a model waits for it), or on first use (`load: lazy`).
+ * Health says `loading` until every one is loaded; the end is logged with its time.
  */
 import { defineResource, type JsonSchema } from '../../runtime/index.ts';
 import type { Classifier, ClassifierSet } from './api.ts';
@@ -30,6 +32,7 @@ interface ClassifierEntry {
 export interface ClassifierSetOptions {
   models_dir?: string;
   batch?: boolean;
+  load?: 'background' | 'lazy';
   classifiers: ClassifierEntry[];
 }
 
@@ -106,6 +109,12 @@ export default defineResource<ClassifierSetOptions, ClassifierSet>({
         default: 'models',
         description: 'Directory of the ML models, relative to the config file.',
       },
+      load: {
+        enum: ['background', 'lazy'],
+        default: 'background',
+        description:
+          'When ML models load: background (from the start, without holding it up; the end is logged) or lazy (on first use).',
+      },
       batch: {
         type: 'boolean',
         default: true,
@@ -138,6 +147,15 @@ export default defineResource<ClassifierSetOptions, ClassifierSet>({
     const set = new NamedClassifierSet(classifiers, { batch: options.batch ?? true });
     const statuses = () => Object.fromEntries(set.list().map((i) => [i.name, i.status]));
     env.logger.info({ classifiers: statuses() }, 'classifiers created');
+    if ((options.load ?? 'background') === 'background' && !set.ready()) {
+      const started = performance.now();
+      set.warmup().then(
+        ({ models_loaded }) =>
+          env.logger.info({ models_loaded, load_ms: Math.round(performance.now() - started) }, 'classifiers ready'),
+        // Each failed model has logged why; health reports it and a request needing it retries the load.
+        (err: Error) => env.logger.warn({ err: err.message }, 'classifiers not all loaded'),
+      );
+    }
     return {
       value: set,
       health: () => {

