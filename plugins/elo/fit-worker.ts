@@ -4,8 +4,17 @@
  * Protocol: one `FitReply` per `FitJob` message, one job at a time; the worker then waits for
  * the next (fit-runner.ts terminates it to stop a fit).
  */
+import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { type BootstrapOptions, type BradleyTerryOptions, bradleyTerry } from './bradley-terry.ts';
+
+// The lowest CPU priority for this thread only (Linux applies it per thread): on a busy machine
+// the service's event loop gets a core before a fit does (a fit waits; requests should not).
+try {
+  setPriority(19);
+} catch {
+  // not permitted here: run at the normal priority
+}
 
 export interface FitJob {
   n: number;
