@@ -92,7 +92,13 @@ export interface PluginEnv {
 }
 
 export interface ServiceIntrospection {
-  routes: Array<{ id: string; methods: string[]; mode?: Mode; stages: Array<{ plugin: string; options: unknown }> }>;
+  routes: Array<{
+    id: string;
+    methods: string[];
+    path: string;
+    mode?: Mode;
+    stages: Array<{ plugin: string; options: unknown }>;
+  }>;
   resources: string[];
   upstreams: string[];
 }

@@ -41,8 +41,7 @@ export function buildDocument(env: PluginEnv, options: DocumentOptions): Record<
   const securitySchemes: Record<string, unknown> = {};
   const ids = new Set<string>();
   for (const route of env.introspect().routes) {
-    const m = /^[A-Z,]+ (\/.*)$/.exec(route.id);
-    const path = m ? openApiPath(m[1]!) : undefined;
+    const path = openApiPath(route.path);
     if (!path) continue;
     for (const method of route.methods.filter((x) => x !== 'HEAD')) {
       const ctx = { method, path, resource: <T>(name: string) => env.resource<T>(name) };

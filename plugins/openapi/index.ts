@@ -4,6 +4,7 @@
  * through `describeStage` in api.ts.
  */
 import './builtin.ts';
+import './gateway-stages.ts';
 import docs from './docs.ts';
 import document from './document.ts';
 

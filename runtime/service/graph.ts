@@ -22,6 +22,8 @@ import { type BuiltStage, composePipeline } from './pipeline.ts';
 export interface CompiledRoute {
   id: string;
   methods: Set<string>;
+  /** The path pattern as configured (`/entities/:id`). */
+  path: string;
   match: MatchFunction<Record<string, string | string[]>>;
   dialect: Dialect;
   mode?: Mode;
@@ -114,6 +116,7 @@ export async function buildGraph(loaded: LoadedService, deps: BuildDeps): Promis
         routes: graph.routes.map((r) => ({
           id: r.id,
           methods: [...r.methods],
+          path: r.path,
           mode: r.mode,
           stages: r.stages.map((s) => ({ plugin: s.plugin, options: s.options })),
         })),
@@ -195,6 +198,7 @@ async function compileRoute(
   return {
     id: route.id,
     methods: new Set(route.methods),
+    path: route.path,
     match: compilePath(route.path, { decode: decodeURIComponent }),
     dialect: dialects[route.dialect ?? ''] ?? dialects.simple!,
     mode: route.mode ?? serviceMode,
