@@ -75,6 +75,26 @@ export async function plugins(args: string[], io: CliIo): Promise<number> {
     io.err(`switchyard plugins: no plugin or resource type "${name}"${didYouMean(name, all.map(nameOf))}\n`);
     return 2;
   }
+  if (values.json) {
+    io.out(
+      `${JSON.stringify({ name, kind: def.kind, folder: catalog.origin(def), description: def.description, ...pluginFacts(def) }, null, 2)}\n`,
+    );
+    return 0;
+  }
+  io.out(describePlugin(def, catalog.origin(def), 'text'));
+  return 0;
+}
+
+interface OptionFact {
+  option: string;
+  type: string;
+  required: boolean;
+  default: unknown;
+  description: string;
+}
+
+/** Options (from the JSON Schema), needs and provides of a definition. */
+export function pluginFacts(def: AnyDefinition): { options: OptionFact[]; needs: string; provides: string } {
   const schema = def.options as Schema;
   const options = Object.entries(schema.properties ?? {}).map(([key, s]) => ({
     option: key,
@@ -83,32 +103,49 @@ export async function plugins(args: string[], io: CliIo): Promise<number> {
     default: s.default,
     description: s.description ?? '',
   }));
-  const state =
-    def.kind === 'stage'
-      ? { needs: fieldsOf(def.needs), provides: fieldsOf(def.provides) }
-      : { needs: 'n/a', provides: 'n/a' };
-  if (values.json) {
-    io.out(
-      `${JSON.stringify({ name, kind: def.kind, folder: catalog.origin(def), description: def.description, options, ...state }, null, 2)}\n`,
-    );
-    return 0;
-  }
-  const head = [
-    `${name} (${def.kind === 'stage' ? 'stage plugin' : 'resource type'}, ${catalog.origin(def)})`,
-    def.description,
-    ...(def.kind === 'stage' ? [`needs: ${state.needs || '-'}    provides: ${state.provides || '-'}`] : []),
-  ].join('\n');
+  return def.kind === 'stage'
+    ? { options, needs: fieldsOf(def.needs), provides: fieldsOf(def.provides) }
+    : { options, needs: 'n/a', provides: 'n/a' };
+}
+
+/** One plugin as text for the terminal, or as Markdown (the plugin folders' READMEs). */
+export function describePlugin(def: AnyDefinition, origin: string, format: 'text' | 'markdown'): string {
+  const name = def.kind === 'stage' ? def.name : def.type;
+  const { options, needs, provides } = pluginFacts(def);
+  const kind = def.kind === 'stage' ? 'stage plugin' : 'resource type';
+  const state = def.kind === 'stage' ? `needs: ${needs || '-'}    provides: ${provides || '-'}` : '';
   const rows = options.map((o) => [
     `${o.option}${o.required ? ' *' : ''}`,
     o.type,
     o.default === undefined ? '' : JSON.stringify(o.default),
     o.description,
   ]);
+  const required = rows.some((r) => r[0]?.endsWith(' *')) ? '* required\n' : '';
+  if (format === 'text') {
+    const head = [`${name} (${kind}, ${origin})`, def.description, ...(state ? [state] : [])].join('\n');
+    const table = rows.length
+      ? renderTable([{ title: 'OPTION' }, { title: 'TYPE' }, { title: 'DEFAULT' }, { title: 'DESCRIPTION' }], rows)
+      : '(no options)';
+    return `${head}\n\n${table}\n${required}`;
+  }
+  const cell = (t: string) => t.replace(/\|/g, '\\|').replace(/\n/g, ' ');
   const table = rows.length
-    ? renderTable([{ title: 'OPTION' }, { title: 'TYPE' }, { title: 'DEFAULT' }, { title: 'DESCRIPTION' }], rows)
+    ? [
+        '| option | type | default | description |',
+        '|---|---|---|---|',
+        ...rows.map((r) => `| ${r.map((c) => cell(c ?? '')).join(' | ')} |`),
+      ].join('\n')
     : '(no options)';
-  io.out(`${head}\n\n${table}\n${rows.some((r) => r[0]?.endsWith(' *')) ? '* required\n' : ''}`);
-  return 0;
+  return [
+    `## \`${name}\` (${kind})`,
+    '',
+    def.description,
+    '',
+    ...(state ? [`State: ${state.replace('    ', '; ')}.`, ''] : []),
+    table,
+    ...(required ? ['', '\\* required'] : []),
+    '',
+  ].join('\n');
 }
 
 function typeOf(s: Schema): string {

@@ -48,3 +48,18 @@ describe('switchyard plugins', () => {
     expect(err).toBe('switchyard plugins: no plugin or resource type "rate-limt" (did you mean "rate-limit"?)\n');
   });
 });
+
+describe('plugin folder READMEs', () => {
+  it('every plugin folder has its README, current with the definitions (scripts/plugin-readmes.ts)', async () => {
+    const { readFileSync, existsSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { readmes } = await import('../../scripts/plugin-readmes.ts');
+    const root = join(import.meta.dirname, '../..');
+    const stale: string[] = [];
+    for (const [file, text] of await readmes()) {
+      const path = join(root, file);
+      if (!existsSync(path) || readFileSync(path, 'utf8') !== text) stale.push(file);
+    }
+    expect(stale, 'run: npx tsx scripts/plugin-readmes.ts').toEqual([]);
+  });
+});
