@@ -31,6 +31,7 @@ import {
   type RpcResponseMap,
   recordDecision,
   stateFieldOf,
+  UninspectableAnswer,
 } from '../../runtime/index.ts';
 import type { ClassifierResult, ClassifierSet, Span } from '../classify/api.ts';
 import { redact } from '../classify/api.ts';
@@ -268,19 +269,44 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       const names = applicable(current, ctx.state.stype?.id ?? null, ctx);
       const base = evaluationData(ctx, m, 'tools');
       const tools: unknown[] = result.tools;
-      const evaluations = await Promise.all(
-        tools.map(async (tool) => {
-          if (!isObject(tool) || typeof tool.name !== 'string') return undefined;
-          const text = jsonrpcWire.toolDefinitionText(tool);
-          const results = text === '' ? {} : await classifierSet.classify(undefined, text);
-          const evaluation = current.evaluate(
-            names,
-            { ...base, tool: tool.name, classifiers: scoresOf(results) },
-            'tools',
-          );
-          return { ...evaluation, evidence: evidenceOf(results) };
-        }),
+      // Each definition's text first (a bounded walk, cheap next to classifying it); one too large
+      // to classify within the loop budget is not read in part (an instruction after the cut would
+      // pass): the listing is refused as uninspectable (502, audited; on_uninspectable: pass opts in).
+      const texts = tools.map((tool) =>
+        isObject(tool) && typeof tool.name === 'string' ? jsonrpcWire.toolDefinitionText(tool) : undefined,
       );
+      const largest = texts.reduce((max, t) => Math.max(max, t?.length ?? 0), 0);
+      if (largest > MAX_TOOL_DEFINITION_CHARS) {
+        throw new UninspectableAnswer(
+          'too_large',
+          `a tool definition in the tools/list answer has ${largest} characters of text, over ${MAX_TOOL_DEFINITION_CHARS}`,
+        );
+      }
+      const inspect = async (i: number) => {
+        const tool = tools[i] as { name: string };
+        const text = texts[i];
+        if (text === undefined) return undefined;
+        const results = text === '' ? {} : await classifierSet.classify(undefined, text);
+        const evaluation = current.evaluate(
+          names,
+          { ...base, tool: tool.name, classifiers: scoresOf(results) },
+          'tools',
+        );
+        return { ...evaluation, evidence: evidenceOf(results) };
+      };
+      // In slices of about LISTING_SLICE_CHARS of definition text, the event loop served between
+      // them: a listing of megabytes (an upstream's to choose) must not hold every other request.
+      const evaluations: Array<Awaited<ReturnType<typeof inspect>>> = [];
+      for (let from = 0; from < tools.length; ) {
+        let to = from;
+        for (let chars = 0; to < tools.length && (to === from || chars < LISTING_SLICE_CHARS); to++) {
+          chars += texts[to]?.length ?? 0;
+        }
+        const slice = Array.from({ length: to - from }, (_, k) => inspect(from + k));
+        evaluations.push(...(await Promise.all(slice)));
+        from = to;
+        if (from < tools.length) await new Promise((r) => setImmediate(r));
+      }
       const kept: unknown[] = [];
       const stripped: string[] = [];
       const flagged: Array<{ tool: string; policy?: string; rule?: string; detail?: string }> = [];
@@ -679,3 +705,11 @@ function addLatency(ctx: GatewayContext, started: number): void {
   const a = ctx.state.annotations;
   a.check_latency_ms = ((a.check_latency_ms as number | undefined) ?? 0) + (performance.now() - started);
 }
+
+/** Definition text classified per turn of the event loop when a tools/list answer is inspected. */
+const LISTING_SLICE_CHARS = 64 * 1024;
+/**
+ * The most text one tool definition may have to be inspected (classifying it is one piece of
+ * work, ~10-40 ms per MiB for the Tier A patterns); real definitions are a few KiB.
+ */
+const MAX_TOOL_DEFINITION_CHARS = 1024 * 1024;
