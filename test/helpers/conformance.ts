@@ -36,7 +36,8 @@ export async function startConformanceServer(): Promise<{ url: string; child: Ch
       const m = /running on http:\/\/localhost:(\d+)/.exec(seen);
       if (m) {
         clearTimeout(timer);
-        resolve(`http://localhost:${m[1]}/mcp`);
+        // It listens on 127.0.0.1 only: an address, not "localhost", which may resolve to ::1 first.
+        resolve(`http://127.0.0.1:${m[1]}/mcp`);
       }
     };
     child.stdout?.on('data', read);
