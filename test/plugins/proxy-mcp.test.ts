@@ -54,10 +54,10 @@ describe('MCP SDK client through the proxy: stdio upstream', () => {
     expect(echo.content).toEqual([{ type: 'text', text: 'Echo: through the proxy' }]);
   });
 
-  it('answers GET on the JSON-RPC endpoint with 405 and Allow: POST', async () => {
+  it('answers GET on the JSON-RPC endpoint with 405 and Allow: POST, DELETE (a stdio session is ended by DELETE)', async () => {
     const res = await fetch(`${svc.url}/`, { headers: { accept: 'text/event-stream' } });
     expect(res.status).toBe(405);
-    expect(res.headers.get('allow')).toBe('POST');
+    expect(res.headers.get('allow')).toBe('POST, DELETE');
   });
 
   it('reports health with the service version', async () => {
