@@ -109,6 +109,12 @@ export interface StageInstance {
   /** Re-read external data (policy files...) without rebuilding the graph. */
   reload?(): Promise<void>;
   close?(): Promise<void>;
+  /**
+   * Called when the service has gone idle after its memory grew (runtime/service/idle-trim.ts),
+   * right after the main thread's garbage collection: return what can be returned, e.g. ask
+   * worker threads to collect their own heaps. Never called while a request is in flight.
+   */
+  trimMemory?(): void | Promise<void>;
   /** What this stage does, for the config-status endpoint and capabilities. */
   describe?(): Record<string, unknown>;
   /**
@@ -204,6 +210,12 @@ export interface ResourceInstance<V = unknown> {
   health?(): HealthReport | Promise<HealthReport>;
   reload?(): Promise<void>;
   close?(): Promise<void>;
+  /**
+   * Called when the service has gone idle after its memory grew (runtime/service/idle-trim.ts),
+   * right after the main thread's garbage collection: return what can be returned, e.g. ask
+   * worker threads to collect their own heaps. Never called while a request is in flight.
+   */
+  trimMemory?(): void | Promise<void>;
   describe?(): Record<string, unknown>;
 }
 

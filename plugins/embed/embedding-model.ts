@@ -120,6 +120,10 @@ export class EmbeddingModel {
     return this.pool.info.inputs;
   }
 
+  trim(): void {
+    this.pool.trim();
+  }
+
   close(): Promise<void> {
     return this.pool.close();
   }

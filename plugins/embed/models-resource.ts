@@ -247,6 +247,10 @@ export default defineResource<ResourceOptions, EmbeddingModels>({
         };
       },
       describe: () => ({ models_dir: modelsDir, ...runOptions, models: cards.size, loaded: [...loaded.keys()] }),
+      // The session workers' heaps hold every batch's output tensors until they collect.
+      trimMemory() {
+        for (const m of loaded.values()) m.trim();
+      },
       async close() {
         closed = true;
         const pending = [...loading.values()].map((p) => p.catch(() => undefined));

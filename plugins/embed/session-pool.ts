@@ -5,7 +5,7 @@
  * run. Memory: every worker holds a copy of the model's weights.
  */
 import { Worker } from 'node:worker_threads';
-import type { RunReply, RunRequest, WorkerConfig, WorkerHello } from './session-worker.ts';
+import type { CollectRequest, RunReply, RunRequest, WorkerConfig, WorkerHello } from './session-worker.ts';
 
 const WORKER_ENTRY = new URL('./session-worker.mjs', import.meta.url);
 
@@ -60,6 +60,12 @@ export class SessionPool {
       this.queue.push({ request, resolve, reject });
       this.dispatch();
     });
+  }
+
+  /** Asks the idle workers to collect their heaps (the service is idle: see trimMemory in runtime/plugin.ts). */
+  trim(): void {
+    for (const slot of this.slots)
+      if (!slot.busy) slot.worker.postMessage({ type: 'collect' } satisfies CollectRequest);
   }
 
   async close(): Promise<void> {

@@ -6,10 +6,14 @@
  *
  * Protocol: the worker answers `{type: 'ready', inputs, output}` once the session is created (or
  * `{type: 'failed', error}`), then one `RunReply` per `RunRequest`: the pooled (and normalised)
- * vectors, [batch, dim] row-major, so only batch × dim floats cross back.
+ * vectors, [batch, dim] row-major, so only batch × dim floats cross back. `{type: 'collect'}`
+ * (the service went idle, see SessionPool.trim) asks the worker to collect its heap: its garbage
+ * holds the output tensors of every batch it ran, which V8 does not collect in an idle thread.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import type * as Ort from 'onnxruntime-node';
+// This one module, not runtime/index.ts: a worker thread should not load the whole runtime.
+import { garbageCollector } from '../../runtime/util/collect-garbage.ts';
 import type { Pooling } from './api.ts';
 import { normalizeRows, pool } from './pooling.ts';
 
@@ -26,6 +30,11 @@ export interface RunRequest {
   mask: BigInt64Array;
   batch: number;
   length: number;
+}
+
+/** Sent to an idle worker when the service trims its memory; no answer. */
+export interface CollectRequest {
+  type: 'collect';
 }
 
 export type RunReply = { id: number; vectors: Float32Array; dim: number } | { id: number; error: string };
@@ -71,7 +80,11 @@ async function start(config: WorkerConfig): Promise<void> {
   const output = OUTPUT_PREFERENCE.find((name) => session.outputNames.includes(name)) ?? session.outputNames[0];
   port.postMessage({ type: 'ready', inputs, output } satisfies WorkerHello);
 
-  port.on('message', async (request: RunRequest) => {
+  port.on('message', async (request: RunRequest | CollectRequest) => {
+    if ('type' in request) {
+      await garbageCollector()?.({ type: 'major', execution: 'async' });
+      return;
+    }
     try {
       const { vectors, dim } = await run(ort, session, inputs, output, config, request);
       port.postMessage({ id: request.id, vectors, dim } satisfies RunReply, [vectors.buffer as ArrayBuffer]);

@@ -191,6 +191,19 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
             description:
               'Upgraded connections (WebSockets) open at once on the main listener; more are refused with 503.',
           },
+          idle_trim_ms: {
+            type: 'integer',
+            minimum: 0,
+            default: 10000,
+            description:
+              'After this long without a request, a service whose resident memory grew by idle_trim_growth_mb (over its lowest idle level since it started or last trimmed) asks V8 for a garbage collection and its worker threads to collect, so that the memory of a burst is returned; 0: never.',
+          },
+          idle_trim_growth_mb: {
+            type: 'integer',
+            minimum: 1,
+            default: 32,
+            description: 'Growth of resident memory (MiB) that makes an idle trim worthwhile.',
+          },
         },
       },
       logging: {

@@ -57,6 +57,8 @@ export interface ServiceConfig {
     header_timeout_ms: number;
     body_idle_timeout_ms: number;
     max_upgraded_connections: number;
+    idle_trim_ms: number;
+    idle_trim_growth_mb: number;
   };
   logging: {
     level: string;

@@ -45,6 +45,7 @@ import { loadTlsMaterial } from '../server/tls.ts';
 import { createUpgradeHandler, type UpgradeHandler } from '../server/upgrade.ts';
 import type { GatewayContext } from '../state.ts';
 import { buildGraph, closeGraph, describeResources, graphHealth, type ServiceGraph } from './graph.ts';
+import { type IdleTrim, startIdleTrim } from './idle-trim.ts';
 import { type Exchange, OpenExchanges } from './open-exchanges.ts';
 
 export interface ServiceRuntimeOptions extends LoadOptions {
@@ -89,6 +90,9 @@ export class ServiceRuntime {
   private closing = false;
   /** Stops `switchyard_event_loop_delay_seconds`'s monitor (observability/event-loop.ts). */
   private stopLoopMonitor: (() => void) | undefined;
+  /** The idle memory trim (idle-trim.ts); `requestsSeen` tells it whether requests came. */
+  idleTrim: IdleTrim | undefined;
+  private requestsSeen = 0;
   private reloading: Promise<ReloadOutcome> | undefined;
   /** Responses not finished yet, per graph (a streamed body outlives its pipeline). */
   private readonly openResponses = new WeakMap<ServiceGraph, number>();
@@ -151,6 +155,7 @@ export class ServiceRuntime {
     try {
       await runtime.warm(graph);
       await runtime.listen();
+      runtime.idleTrim = runtime.startIdleTrim();
     } catch (err) {
       await runtime.close();
       throw err;
@@ -193,6 +198,7 @@ export class ServiceRuntime {
     app.use(async (ctx) => {
       // Pin the graph at arrival: a reload during this request does not affect it.
       const graph = this.graph;
+      this.requestsSeen++;
       const exchange = this.exchanges.add(ctx as unknown as GatewayContext, graph.dialect);
       this.holdUntilSent(graph, ctx.res, this.connections.requestStarted(ctx.req.socket), exchange);
       await core.handle(graph, ctx as unknown as GatewayContext);
@@ -250,6 +256,30 @@ export class ServiceRuntime {
       this.exchanges.done(exchange);
       if (connection) connection.inFlight--;
     });
+  }
+
+  private startIdleTrim(): IdleTrim {
+    return startIdleTrim(
+      {
+        settings: () => {
+          const { idle_trim_ms, idle_trim_growth_mb } = this.graph.loaded.config.limits;
+          return { idleMs: idle_trim_ms, growthBytes: idle_trim_growth_mb * 2 ** 20 };
+        },
+        busy: () => this.busy(this.graph) || [...this.retired].some((g) => this.busy(g)),
+        requestsSeen: () => this.requestsSeen,
+        trimTargets: () => {
+          const g = this.graph;
+          const targets: Array<{ name: string; trim: () => unknown }> = [];
+          for (const [name, r] of g.resources) if (r.trimMemory) targets.push({ name, trim: () => r.trimMemory?.() });
+          for (const s of g.stages) {
+            if (s.instance.trimMemory) targets.push({ name: s.id, trim: () => s.instance.trimMemory?.() });
+          }
+          return targets;
+        },
+      },
+      this.metrics,
+      this.logger,
+    );
   }
 
   /** True while a request, a response body or an upgraded connection still uses `graph`. */
@@ -409,6 +439,7 @@ export class ServiceRuntime {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    this.idleTrim?.stop();
     const started = Date.now();
     const deadline = started + this.graph.loaded.config.limits.drain_timeout_ms;
     this.exchanges.startDraining();
