@@ -54,7 +54,7 @@ export interface EmbeddingModels {
   status(name: string): { status: ModelStatus; error?: string; dir: string };
 }
 
-/** What `embed-process` needs of a content fetcher resource (plugins/fetch-content). */
+/** What `embed-process` needs of a content fetcher resource (plugins/content-fetcher). */
 export interface ContentFetcher {
   fetchText(
     url: string,
@@ -62,7 +62,7 @@ export interface ContentFetcher {
   ): Promise<{ url: string; text: string; contentType: string }>;
 }
 
-/** What `embed-process` and the params route need of a chunker resource (plugins/chunk). */
+/** What `embed-process` and the params route need of a chunker resource (plugins/chunker). */
 export interface Chunker {
   types: string[];
   chunk(text: string, options: { type: string; size: number }): Promise<string[]>;

@@ -7,7 +7,7 @@
  * Identical requests that arrive while one is being computed wait for it instead of redoing it.
  */
 import { canonicalJson, definePlugin, GatewayError, readJsonObject, sha256Hex } from '../../runtime/index.ts';
-import { loggableUrl } from '../fetch-content/api.ts';
+import { loggableUrl } from '../content-fetcher/api.ts';
 import type { Chunker, ContentFetcher } from './api.ts';
 import { passThrough } from './errors.ts';
 import { CACHE_DEFAULTS, ProcessCache, type ProcessCacheOptions } from './process-cache.ts';

@@ -20,8 +20,8 @@ import {
   latencyBuckets,
   stateFieldOf,
 } from '../../runtime/index.ts';
-import type { Chunker } from '../chunk/api.ts';
-import { type ContentFetcher, loggableUrl } from '../fetch-content/api.ts';
+import type { Chunker } from '../chunker/api.ts';
+import { type ContentFetcher, loggableUrl } from '../content-fetcher/api.ts';
 import { httpProcessor } from './http-processor.ts';
 import { localProcessor } from './local-processor.ts';
 import { mapBounded } from './pool.ts';

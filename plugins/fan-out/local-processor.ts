@@ -2,8 +2,8 @@
  * The in-process processor: the `content-fetcher` resource reads the page as text, the `chunker`
  * resource splits it. Nothing is embedded, so nothing is computed only to be thrown away.
  */
-import type { Chunker } from '../chunk/api.ts';
-import type { ContentFetcher } from '../fetch-content/api.ts';
+import type { Chunker } from '../chunker/api.ts';
+import type { ContentFetcher } from '../content-fetcher/api.ts';
 import type { UrlProcessor } from './processor.ts';
 
 export function localProcessor(fetcher: ContentFetcher, chunker: Chunker, type: string, size: number): UrlProcessor {

@@ -56,7 +56,7 @@ describe('compiled build', () => {
       'dist/plugins/proxy/index.js',
       'dist/plugins/elo/fit-worker.js',
       'dist/plugins/elo/fit-worker.mjs',
-      'dist/plugins/fetch-content/extract-worker.mjs',
+      'dist/plugins/content-fetcher/extract-worker.mjs',
       'dist/plugins/stype-registry/schemas/stype.schema.json',
     ]) {
       expect(existsSync(join(root, file)), file).toBe(true);

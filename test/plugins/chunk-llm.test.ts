@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { Chunker } from '../../plugins/chunk/api.ts';
-import chunkResource from '../../plugins/chunk/index.ts';
+import type { Chunker } from '../../plugins/chunker/api.ts';
+import chunkResource from '../../plugins/chunker/index.ts';
 import { GatewayError, type PluginEnv } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
 import {

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { Chunker } from '../../plugins/chunk/api.ts';
-import chunkResource from '../../plugins/chunk/index.ts';
-import { chunkWords } from '../../plugins/chunk/words.ts';
+import type { Chunker } from '../../plugins/chunker/api.ts';
+import chunkResource from '../../plugins/chunker/index.ts';
+import { chunkWords } from '../../plugins/chunker/words.ts';
 import { GatewayError } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
 

@@ -4,11 +4,11 @@
  * service's /v1/process, against the fixture web site.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Chunker } from '../../plugins/chunk/api.ts';
-import chunkerResource from '../../plugins/chunk/index.ts';
+import type { Chunker } from '../../plugins/chunker/api.ts';
+import chunkerResource from '../../plugins/chunker/index.ts';
+import type { ContentFetcher } from '../../plugins/content-fetcher/api.ts';
+import fetcherResource from '../../plugins/content-fetcher/index.ts';
 import fanOut from '../../plugins/fan-out/index.ts';
-import type { ContentFetcher } from '../../plugins/fetch-content/api.ts';
-import fetcherResource from '../../plugins/fetch-content/index.ts';
 import { plainDialect } from '../../runtime/dialects.ts';
 import type { GatewayContext, HttpUpstream, StageInstance } from '../../runtime/index.ts';
 import { silentLogger } from '../../runtime/observability/logger.ts';

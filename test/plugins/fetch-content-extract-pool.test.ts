@@ -4,7 +4,7 @@
  * gets a fresh worker; workers beyond the pool size wait in order; a worker's heap is capped.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { ExtractPool, ExtractTimeoutError } from '../../plugins/fetch-content/extract-pool.ts';
+import { ExtractPool, ExtractTimeoutError } from '../../plugins/content-fetcher/extract-pool.ts';
 
 /** The page that kept a service's event loop busy for 41 s before extraction moved to workers. */
 const DIVS = `<html><body>${'<div>'.repeat((64 * 1024) / 5)}deep</body></html>`;

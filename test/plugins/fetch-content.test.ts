@@ -7,14 +7,14 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ContentFetcher } from '../../plugins/fetch-content/api.ts';
+import type { ContentFetcher } from '../../plugins/content-fetcher/api.ts';
 import {
   createContentFetcher,
   type FetcherConfig,
   fetcherDefaults,
   type Resolver,
-} from '../../plugins/fetch-content/fetcher.ts';
-import fetchContent from '../../plugins/fetch-content/index.ts';
+} from '../../plugins/content-fetcher/fetcher.ts';
+import fetchContent from '../../plugins/content-fetcher/index.ts';
 import { GatewayError } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
 import { cp1252Text, type Site, shiftJisText, startSite } from '../fixtures/searxng/site.ts';

@@ -1,7 +1,7 @@
 /** URLs as the fetcher writes them in errors and callers write them in logs: no secrets. */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { loggableUrl } from '../../plugins/fetch-content/api.ts';
+import { loggableUrl } from '../../plugins/content-fetcher/api.ts';
 
 describe('loggableUrl', () => {
   it('keeps scheme, host, port and path; drops query, fragment and credentials', () => {
