@@ -28,7 +28,7 @@ afterEach(async () => {
   for (const o of opened.splice(0).reverse()) await o.close();
 });
 
-async function fixture(name: string, mode: Mode = 'ok'): Promise<Fixture> {
+async function fixture(name: string, mode: Mode = 'ok', port = 0): Promise<Fixture> {
   const held: ServerResponse[] = [];
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     req.resume();
@@ -49,7 +49,7 @@ async function fixture(name: string, mode: Mode = 'ok'): Promise<Fixture> {
     });
   });
   const f: Fixture = {
-    url: await listenLocal(server),
+    url: await listenLocal(server, port),
     mode,
     hits: 0,
     release: () => {
@@ -164,6 +164,24 @@ outlier: { consecutive_failures: 2, base_ejection_ms: 400 }`);
     await until(async () => (await get(svc)).endpoint === 'c', 5000);
     expect(performance.now() - ejectedAt).toBeGreaterThanOrEqual(390);
     expect(c.hits).toBe(3);
+  });
+
+  it('an endpoint ejected for refusing connections returns early once the background probe reaches it again', async () => {
+    const a = await fixture('a');
+    const d = await fixture('d');
+    const svc = await service(`${endpoints(a.url, d.url)}
+health_check: { interval_ms: 1000 }
+outlier: { consecutive_failures: 1, base_ejection_ms: 60000 }`);
+    d.close();
+    // Sent before the next probe: the request to d is refused (retried on a) and d is ejected.
+    for (let n = 0; n < 2; n++) expect(await post(svc)).toBe(200);
+    const states = async () => (await adminHealth(svc)).checks['upstream:llm']?.detail?.endpoints.map((e) => e.state);
+    expect(await states()).toEqual(['up', 'ejected']);
+    const back = await fixture('d2', 'ok', Number(new URL(d.url).port));
+    // Long before its 60 s: the probe saw it down, then up.
+    await until(async () => (await get(svc)).endpoint === 'd2', 5000);
+    expect(await states()).toEqual(['up', 'up']);
+    expect(back.hits).toBeGreaterThan(0);
   });
 
   it('when every endpoint fails and the share allows ejecting all, the least bad one still serves', async () => {
