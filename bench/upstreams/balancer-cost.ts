@@ -37,9 +37,13 @@ const variants: Record<string, HttpUpstream> = {
   ) as HttpUpstream,
 };
 
-async function run(u: HttpUpstream, n: number): Promise<number> {
+/** CPU time per request (this process: the client side and the server), steadier than throughput on a shared machine. */
+const cpu: Record<string, number[]> = {};
+
+async function run(u: HttpUpstream, n: number, key?: string): Promise<number> {
   let left = n;
   const started = performance.now();
+  const cpuStart = process.cpuUsage();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (left-- > 0) {
@@ -48,6 +52,11 @@ async function run(u: HttpUpstream, n: number): Promise<number> {
       }
     }),
   );
+  const used = process.cpuUsage(cpuStart);
+  if (key) {
+    cpu[key] ??= [];
+    cpu[key].push((used.user + used.system) / n);
+  }
   return n / ((performance.now() - started) / 1000);
 }
 
@@ -58,15 +67,18 @@ for (let r = 0; r < rounds; r++) {
   // A different variant first in each round: the machine's drift spreads over all of them.
   for (let j = 0; j < entries.length; j++) {
     const [k, u] = entries[(r + j) % entries.length] as [string, HttpUpstream];
-    rates[k]?.push(await run(u, perRound));
+    rates[k]?.push(await run(u, perRound, k));
   }
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1] as number;
 const single = median(rates.single as number[]);
 for (const [k, xs] of Object.entries(rates)) {
   const m = median(xs);
+  const c = median(cpu[k] as number[]);
+  const c0 = median(cpu.single as number[]);
   console.log(
-    `${k.padEnd(16)} ${m.toFixed(0).padStart(7)} req/s  ratio to single ${(m / single).toFixed(3)}  (${(1e6 / m - 1e6 / single).toFixed(1)} µs/req more)`,
+    `${k.padEnd(16)} ${m.toFixed(0).padStart(7)} req/s  ratio to single ${(m / single).toFixed(3)}   ` +
+      `CPU ${c.toFixed(1)} µs/req, ratio ${(c / c0).toFixed(3)}`,
   );
 }
 // The balancer's own work per request (choosing an endpoint, without I/O): steadier than the
