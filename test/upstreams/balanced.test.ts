@@ -5,8 +5,12 @@
  * again, a refused connection is retried elsewhere, a stream is never retried.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../runtime/observability/logger.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
+import { createUpstream } from '../../runtime/upstreams/create.ts';
+import type { HttpUpstream } from '../../runtime/upstreams/types.ts';
 import { sample } from '../helpers/prometheus.ts';
 import { closeNow, freePort, listenLocal, until } from '../helpers/servers.ts';
 import { writeServiceFile } from '../helpers/services.ts';
@@ -230,6 +234,35 @@ retry: { attempts: ${attempts} }`);
       sample(text, 'switchyard_upstream_retries_total{upstream="llm",reason="connect_failure",service="balanced"}') ??
         0,
     ).toBe(retries);
+  });
+
+  it('a streamed request body is not retried even on a refused connection (it cannot be sent again)', async () => {
+    const d = await fixture('d');
+    const a = await fixture('a');
+    const upstream = createUpstream(
+      'llm',
+      { kind: 'http', endpoints: [{ url: d.url }, { url: a.url }], health_check: { interval_ms: 60000 } },
+      { logger: silentLogger, configDir: process.cwd() },
+    ) as HttpUpstream;
+    opened.push(upstream);
+    await upstream.checked?.(2000);
+    d.close();
+    // Round-robin starts with d: refused, and the stream is already consumed.
+    const send = (body: Readable | Buffer) => upstream.forward({ method: 'POST', path: '/ok', headers: {}, body });
+    await expect(send(Readable.from([Buffer.from('{"a":1}')]))).rejects.toMatchObject({ kind: 'upstream_error' });
+    expect(a.hits).toBe(0);
+    // a was not tried with the spent stream (undici would fail it with the first error, and a would look down).
+    const states = (upstream.health().detail as { endpoints: Array<{ state: string; consecutive_failures: number }> })
+      .endpoints;
+    expect(states.map((e) => [e.state, e.consecutive_failures])).toEqual([
+      ['down', 1],
+      ['up', 0],
+    ]);
+    // d is now known down: a buffered body goes to a.
+    const res = await send(Buffer.from('{"a":1}'));
+    expect(res.status).toBe(200);
+    await res.body.resume();
+    expect(a.hits).toBe(1);
   });
 
   it('a stream cut after its first byte is never retried', async () => {
