@@ -224,7 +224,13 @@ export async function graphHealth(graph: ServiceGraph): Promise<Record<string, H
   const out: Record<string, HealthReport> = {};
   for (const [name, { upstream }] of graph.upstreams) {
     const h = upstream.health();
-    out[`upstream:${name}`] = { ok: h.connected, status: h.connected ? 'connected' : 'disconnected', error: h.error };
+    out[`upstream:${name}`] = {
+      ok: h.connected,
+      status: h.connected ? 'connected' : 'disconnected',
+      error: h.error,
+      // A balanced upstream: each endpoint's state, failures and ejections.
+      ...(h.detail?.endpoints ? { detail: { endpoints: h.detail.endpoints } } : {}),
+    };
   }
   for (const [name, r] of graph.resources) if (r.health) out[`resource:${name}`] = await r.health();
   for (const s of graph.stages) if (s.instance.health) out[`stage:${s.id}`] = await s.instance.health();

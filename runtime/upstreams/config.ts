@@ -8,7 +8,13 @@ export type RpcProtocol = 'mcp' | 'jsonrpc';
 
 export interface HttpUpstreamConfig {
   kind: 'http' | 'jsonrpc' | 'openai';
-  url: string;
+  /** One endpoint; exclusive with `endpoints`. */
+  url?: string;
+  /** `http` / `openai` only: several endpoints, balanced (runtime/upstreams/balanced.ts). */
+  endpoints?: EndpointConfig[];
+  balance?: BalanceMode;
+  outlier?: OutlierConfig;
+  retry?: RetryConfig;
   connect_timeout_ms?: number;
   /** Time allowed for the response headers. */
   timeout_ms?: number;
@@ -19,6 +25,51 @@ export interface HttpUpstreamConfig {
   health_check?: { interval_ms?: number; path?: string };
   /** Only for `jsonrpc`: `mcp` makes the gateway's own calls run the MCP session handshake. */
   protocol?: RpcProtocol;
+}
+
+export interface EndpointConfig {
+  url: string;
+  /** Relative share of the requests (default 1). */
+  weight?: number;
+}
+
+/** `round-robin`: smooth weighted rotation; `least-request`: the less busy of two random picks (by weight). */
+export type BalanceMode = 'round-robin' | 'least-request';
+
+/** Passive outlier ejection: what the answers of real requests say about an endpoint. */
+export interface OutlierConfig {
+  /** Failures in a row (connect failure, timeout, 5xx answer) that eject the endpoint. */
+  consecutive_failures?: number;
+  /** The first ejection's length; each further one of the same endpoint doubles it. */
+  base_ejection_ms?: number;
+  max_ejection_ms?: number;
+  /** Share of the endpoints that may be ejected at once (at least one always serves). */
+  max_ejected_share?: number;
+}
+
+/** Retries of connect failures (nothing reached the endpoint) on another endpoint. */
+export interface RetryConfig {
+  /** Tries in all, the first included (1: no retry). */
+  attempts?: number;
+}
+
+export interface ResolvedBalancing {
+  balance: BalanceMode;
+  outlier: Required<OutlierConfig>;
+  retry: Required<RetryConfig>;
+}
+
+export function balancingDefaults(c: HttpUpstreamConfig): ResolvedBalancing {
+  return {
+    balance: c.balance ?? 'round-robin',
+    outlier: {
+      consecutive_failures: c.outlier?.consecutive_failures ?? 5,
+      base_ejection_ms: c.outlier?.base_ejection_ms ?? 30000,
+      max_ejection_ms: c.outlier?.max_ejection_ms ?? 300000,
+      max_ejected_share: c.outlier?.max_ejected_share ?? 0.5,
+    },
+    retry: { attempts: c.retry?.attempts ?? 2 },
+  };
 }
 
 export interface StdioUpstreamConfig {
@@ -42,7 +93,9 @@ export interface StdioUpstreamConfig {
 
 export type UpstreamConfig = HttpUpstreamConfig | StdioUpstreamConfig;
 
-export type ResolvedHttpConfig = Required<Omit<HttpUpstreamConfig, 'health_check'>> & {
+export type ResolvedHttpConfig = Required<
+  Omit<HttpUpstreamConfig, 'health_check' | 'endpoints' | 'balance' | 'outlier' | 'retry'>
+> & {
   health_check: { interval_ms: number; path?: string };
 };
 
@@ -51,7 +104,8 @@ export type ResolvedStdioConfig = Required<Omit<StdioUpstreamConfig, 'restart' |
   restart: { initial_delay_ms: number; max_delay_ms: number };
 };
 
-export function httpDefaults(c: HttpUpstreamConfig): ResolvedHttpConfig {
+/** One endpoint's config (`url` given: the upstream's own, or one of its `endpoints`). */
+export function httpDefaults(c: HttpUpstreamConfig & { url: string }): ResolvedHttpConfig {
   return {
     kind: c.kind,
     url: c.url,
@@ -84,13 +138,78 @@ export function stdioDefaults(c: StdioUpstreamConfig): ResolvedStdioConfig {
 
 const ms = (def: number, min = 1) => ({ type: 'integer', minimum: min, default: def });
 
-const httpSchema = (kinds: string[], withProtocol: boolean) => ({
+const urlSchema = {
+  type: 'string',
+  pattern: '^https?://',
+  description: 'Base URL; request paths are appended to its path.',
+};
+
+const share = { type: 'number', exclusiveMinimum: 0, maximum: 1 };
+
+/** Several endpoints and how they are balanced; no schema defaults here, so a single-`url` config stays as written. */
+const balancingProperties = {
+  endpoints: {
+    type: 'array',
+    minItems: 1,
+    items: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['url'],
+      properties: {
+        url: urlSchema,
+        weight: { type: 'integer', minimum: 1, maximum: 1000, default: 1, description: 'Relative share of requests.' },
+      },
+    },
+    description: 'Several endpoints of one upstream (instead of `url`), balanced by `balance`.',
+  },
+  balance: {
+    enum: ['round-robin', 'least-request'],
+    description: '`round-robin` (weighted; default) or `least-request` (the less busy of two picks).',
+  },
+  outlier: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      consecutive_failures: { ...ms(5), description: 'Failures in a row (connect, timeout, 5xx) that eject.' },
+      base_ejection_ms: { ...ms(30000), description: 'First ejection; doubled at each repeat.' },
+      max_ejection_ms: ms(300000),
+      max_ejected_share: { ...share, default: 0.5, description: 'Share of the endpoints ejected at most.' },
+    },
+    description: 'Passive outlier ejection of endpoints (only with `endpoints`).',
+  },
+  retry: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      attempts: {
+        type: 'integer',
+        minimum: 1,
+        maximum: 10,
+        default: 2,
+        description: 'Tries in all; retried only on a connect failure, with a replayable body, on another endpoint.',
+      },
+    },
+  },
+};
+
+const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean) => ({
   type: 'object',
   additionalProperties: false,
-  required: ['kind', 'url'],
+  required: ['kind'],
+  // Exactly one of `url` and `endpoints`: with endpoints a url is refused by name, without them it is required.
+  ...(balanced
+    ? {
+        if: { properties: { endpoints: true }, required: ['endpoints'] },
+        // biome-ignore lint/suspicious/noThenProperty: a JSON Schema keyword
+        then: { properties: { url: false } },
+        else: { properties: { url: true }, required: ['url'] },
+        dependentRequired: { balance: ['endpoints'], outlier: ['endpoints'], retry: ['endpoints'] },
+      }
+    : { required: ['kind', 'url'] }),
   properties: {
     kind: { enum: kinds },
-    url: { type: 'string', pattern: '^https?://', description: 'Base URL; request paths are appended to its path.' },
+    url: urlSchema,
+    ...(balanced ? balancingProperties : {}),
     connect_timeout_ms: ms(5000),
     timeout_ms: { ...ms(30000), description: 'Time allowed for the response headers (504 after it).' },
     body_timeout_ms: { ...ms(0, 0), description: 'Idle time allowed between body chunks; 0 = none (SSE).' },
@@ -162,8 +281,9 @@ export const upstreamConfigSchema = {
   required: ['kind'],
   properties: { kind: { enum: ['http', 'jsonrpc', 'openai', 'stdio'] } },
   allOf: [
-    when(['http', 'openai'], httpSchema(['http', 'openai'], false)),
-    when(['jsonrpc'], httpSchema(['jsonrpc'], true)),
+    when(['http', 'openai'], httpSchema(['http', 'openai'], false, true)),
+    // Not balanced: MCP sessions would need stickiness to the endpoint that holds them.
+    when(['jsonrpc'], httpSchema(['jsonrpc'], true, false)),
     when(['stdio'], stdioSchema),
   ],
 };

@@ -4,6 +4,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { MetricsKit } from '../observability/metrics.ts';
+import { BalancedHttpUpstream } from './balanced.ts';
 import { httpDefaults, stdioDefaults, type UpstreamConfig } from './config.ts';
 import { HttpUpstreamImpl } from './http.ts';
 import { JsonRpcHttpUpstream } from './jsonrpc-http.ts';
@@ -29,11 +30,19 @@ export function createUpstream(name: string, config: UpstreamConfig, deps: Upstr
       return new StdioUpstream(name, resolved, deps.logger, deps.metrics);
     }
     case 'jsonrpc':
-      return new JsonRpcHttpUpstream(name, httpDefaults(config), deps.logger);
+      return new JsonRpcHttpUpstream(name, httpDefaults(withUrl(name, config)), deps.logger);
     case 'http':
-    case 'openai':
-      return new HttpUpstreamImpl(name, httpDefaults(config), deps.logger);
+    case 'openai': {
+      const endpoints = config.endpoints;
+      if (endpoints) return new BalancedHttpUpstream(name, { ...config, endpoints }, deps.logger, deps.metrics);
+      return new HttpUpstreamImpl(name, httpDefaults(withUrl(name, config)), deps.logger);
+    }
     default:
       throw new Error(`upstream "${name}": unknown kind "${(config as { kind?: string }).kind}"`);
   }
+}
+
+function withUrl<C extends { url?: string }>(name: string, config: C): C & { url: string } {
+  if (config.url === undefined) throw new Error(`upstream "${name}": url or endpoints is required`);
+  return config as C & { url: string };
 }

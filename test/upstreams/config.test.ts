@@ -59,6 +59,54 @@ describe('upstream config schema', () => {
   });
 });
 
+describe('several endpoints of an http upstream', () => {
+  const endpoints = [{ url: 'http://127.0.0.1:1/v1' }, { url: 'http://127.0.0.1:2/v1', weight: 3 }];
+
+  it('accepts endpoints with balancing, outlier and retry settings; applies weight and sub-defaults only', () => {
+    const c = check({ kind: 'openai', endpoints, balance: 'least-request', outlier: {}, retry: {} });
+    expect(c.errors).toEqual([]);
+    expect(c.config).toMatchObject({
+      endpoints: [{ url: 'http://127.0.0.1:1/v1', weight: 1 }, { weight: 3 }],
+      outlier: { consecutive_failures: 5, base_ejection_ms: 30000, max_ejection_ms: 300000, max_ejected_share: 0.5 },
+      retry: { attempts: 2 },
+    });
+    // A single-url config stays as written (no balancing keys added).
+    expect(check({ kind: 'http', url: 'http://a' }).config).not.toHaveProperty('balance');
+  });
+
+  it('rejects url together with endpoints, or neither', () => {
+    expect(check({ kind: 'http', url: 'http://a', endpoints }).errors.join('\n')).toMatch(
+      /\/url boolean schema is false/,
+    );
+    expect(check({ kind: 'http' }).errors.join('\n')).toMatch(/required property 'url'/);
+    expect(check({ kind: 'http', endpoints: [] }).errors.join('\n')).toMatch(
+      /\/endpoints must NOT have fewer than 1 items/,
+    );
+  });
+
+  it('rejects misspelt values, naming the field', () => {
+    const errors = (c: Record<string, unknown>) => check({ kind: 'http', endpoints, ...c }).errors.join('\n');
+    expect(errors({ balance: 'round_robin' })).toMatch(/\/balance must be equal to one of the allowed values/);
+    expect(errors({ outlier: { consecutive_failure: 3 } })).toMatch(/\/outlier must NOT have additional properties/);
+    expect(errors({ outlier: { max_ejected_share: 1.5 } })).toMatch(/\/outlier\/max_ejected_share must be <= 1/);
+    expect(errors({ retry: { attempts: 0 } })).toMatch(/\/retry\/attempts must be >= 1/);
+    expect(errors({ retry: { tries: 2 } })).toMatch(/\/retry must NOT have additional properties/);
+    expect(check({ kind: 'http', endpoints: [{ url: 'http://a', weight: 0 }] }).errors.join('\n')).toMatch(
+      /\/endpoints\/0\/weight must be >= 1/,
+    );
+    expect(check({ kind: 'http', endpoints: [{ url: 'ftp://a' }] }).errors.join('\n')).toMatch(
+      /\/endpoints\/0\/url must match/,
+    );
+  });
+
+  it('balancing settings need endpoints; jsonrpc upstreams take one url (MCP sessions would need stickiness)', () => {
+    expect(check({ kind: 'http', url: 'http://a', balance: 'round-robin' }).errors.join('\n')).toMatch(
+      /must have property endpoints when property balance is present/,
+    );
+    expect(check({ kind: 'jsonrpc', endpoints }).ok).toBe(false);
+  });
+});
+
 describe('proxy options schema', () => {
   const validateProxy = ajv.compile(proxyPlugin.options);
   it('defaults forward_headers and via, and rejects unknown options', () => {

@@ -1,0 +1,237 @@
+/**
+ * An `http` / `openai` upstream with several endpoints: one HttpUpstreamImpl per endpoint (each
+ * with its pool and background probe), a picker (round-robin or least-request), passive outlier
+ * ejection, and retries of connect failures on another endpoint. To the stages it is one upstream
+ * with the same contract as a single-URL one.
+ *
+ * Retries are only where they are safe: a connect failure (nothing reached the endpoint) with a
+ * body that can be sent again (a buffer, a string or none, not a stream). Never after the
+ * response headers came: a 5xx answer or a timeout may have done its work upstream, and a stream
+ * already started is the client's.
+ */
+import type { Logger } from 'pino';
+import { GatewayError } from '../errors.ts';
+import type { MetricsKit } from '../observability/metrics.ts';
+import { balancingDefaults, type HttpUpstreamConfig, httpDefaults, type ResolvedBalancing } from './config.ts';
+import { EndpointHealth, type EndpointState, OutlierDetector } from './endpoint-health.ts';
+import { type EndpointMetrics, endpointMetrics } from './endpoint-metrics.ts';
+import { HttpUpstreamImpl } from './http.ts';
+import { isUnreachable } from './http-errors.ts';
+import { createPicker, type Picker } from './picker.ts';
+import type { HttpForwardRequest, HttpForwardResponse, HttpUpstream, UpstreamHealth } from './types.ts';
+
+interface Endpoint {
+  upstream: HttpUpstreamImpl;
+  /** The metric label and the name in health: origin and path (never credentials). */
+  label: string;
+  weight: number;
+  health: EndpointHealth;
+}
+
+export class BalancedHttpUpstream implements HttpUpstream {
+  readonly url: URL;
+  readonly endpoints: readonly Endpoint[];
+  private readonly settings: ResolvedBalancing;
+  private readonly picker: Picker;
+  private readonly outliers: OutlierDetector;
+  private readonly metrics: EndpointMetrics | undefined;
+  private readonly all: readonly number[];
+
+  constructor(
+    readonly name: string,
+    config: HttpUpstreamConfig & { endpoints: NonNullable<HttpUpstreamConfig['endpoints']> },
+    private readonly logger: Logger,
+    metrics?: MetricsKit,
+  ) {
+    this.settings = balancingDefaults(config);
+    const { endpoints: list, balance, outlier, retry, ...common } = config;
+    this.endpoints = list.map((e) => {
+      const upstream = new HttpUpstreamImpl(
+        name,
+        httpDefaults({ ...common, url: e.url }),
+        logger.child({ endpoint: e.url }),
+      );
+      const label = upstream.url.origin + upstream.url.pathname;
+      return { upstream, label, weight: e.weight ?? 1, health: new EndpointHealth() };
+    });
+    this.url = (this.endpoints[0] as Endpoint).upstream.url;
+    this.all = this.endpoints.map((_, i) => i);
+    this.picker = createPicker(
+      this.settings.balance,
+      this.endpoints.map((e) => e.weight),
+    );
+    this.outliers = new OutlierDetector(
+      this.settings.outlier,
+      this.endpoints.map((e) => e.health),
+    );
+    this.metrics = metrics ? endpointMetrics(metrics, this) : undefined;
+  }
+
+  get kind(): HttpUpstream['kind'] {
+    return (this.endpoints[0] as Endpoint).upstream.kind;
+  }
+
+  /** The first endpoint's resolution (endpoints are meant to share their base path). */
+  resolvePath(path: string): string {
+    return (this.endpoints[0] as Endpoint).upstream.resolvePath(path);
+  }
+
+  async forward(req: HttpForwardRequest): Promise<HttpForwardResponse> {
+    const body = req.body;
+    const replayable = body == null || typeof body === 'string' || Buffer.isBuffer(body);
+    const tried: number[] = [];
+    for (let attempt = 1; ; attempt++) {
+      const i = this.choose(tried);
+      const e = this.endpoints[i] as Endpoint;
+      e.health.active++;
+      let res: HttpForwardResponse;
+      try {
+        res = await e.upstream.forward(req);
+      } catch (err) {
+        e.health.active--;
+        tried.push(i);
+        if (isClientAbort(err)) throw err; // says nothing about the endpoint
+        this.failed(i);
+        const retry =
+          isConnectFailure(err) &&
+          replayable &&
+          attempt < this.settings.retry.attempts &&
+          !req.signal?.aborted &&
+          this.usable(Date.now()).some((j) => !tried.includes(j));
+        if (!retry) throw err;
+        this.metrics?.retried(this.name, 'connect_failure');
+        continue;
+      }
+      let released = false;
+      res.body.once('close', () => {
+        if (released) return;
+        released = true;
+        e.health.active--;
+      });
+      if (res.status >= 500) this.failed(i);
+      else this.outliers.success(e.health);
+      return res;
+    }
+  }
+
+  health(): UpstreamHealth {
+    const now = Date.now();
+    this.refresh(now);
+    const endpoints = this.endpoints.map((e) => {
+      const h = e.upstream.health();
+      return {
+        url: e.label,
+        weight: e.weight,
+        state: this.stateOf(e, now),
+        ...(h.error ? { error: h.error } : {}),
+        ...(e.health.ejected(now) ? { ejected_for_ms: e.health.ejectedUntil - now } : {}),
+        ejections: e.health.ejections,
+        consecutive_failures: e.health.consecutiveFailures,
+        active: e.health.active,
+      };
+    });
+    const connected = endpoints.some((e) => e.state === 'up');
+    return {
+      connected,
+      ...(connected
+        ? {}
+        : { error: endpoints.map((e) => `${e.url}: ${e.error ?? e.state}`).join('; ') || 'no endpoint' }),
+      detail: { url: this.url.href, kind: this.kind, balance: this.settings.balance, endpoints },
+    };
+  }
+
+  /** Each endpoint's state for the metrics (`up`: it takes requests now). */
+  states(): Array<{ label: string; state: EndpointState }> {
+    const now = Date.now();
+    this.refresh(now);
+    return this.endpoints.map((e) => ({ label: e.label, state: this.stateOf(e, now) }));
+  }
+
+  /** Usable once any endpoint is. */
+  async ready(timeoutMs = 10000): Promise<void> {
+    try {
+      await Promise.any(this.endpoints.map((e) => e.upstream.ready(timeoutMs)));
+    } catch {
+      throw new Error(`upstream "${this.name}" not ready after ${timeoutMs} ms: ${this.health().error ?? 'unknown'}`);
+    }
+  }
+
+  async checked(timeoutMs: number): Promise<void> {
+    await Promise.all(this.endpoints.map((e) => e.upstream.checked(timeoutMs)));
+  }
+
+  async close(): Promise<void> {
+    this.metrics?.forget(this);
+    await Promise.all(this.endpoints.map((e) => e.upstream.close()));
+  }
+
+  private stateOf(e: Endpoint, now: number): EndpointState {
+    if (e.health.ejected(now)) return 'ejected';
+    return e.upstream.health().connected ? 'up' : 'down';
+  }
+
+  /**
+   * The endpoint for the next try, never one already tried by this request: among those up (not
+   * ejected, the probe or the last request reached them), else those not ejected (the probe may
+   * lag), else the least bad: the one whose ejection ends first.
+   */
+  private choose(tried: readonly number[]): number {
+    const now = Date.now();
+    const fresh = (i: number) => !tried.includes(i);
+    let candidates = this.usable(now).filter(fresh);
+    if (candidates.length === 0) candidates = this.all.filter((i) => fresh(i) && !this.at(i).health.ejected(now));
+    if (candidates.length > 0) return this.picker.pick(candidates, (i) => this.at(i).health.active);
+    const rest = this.all.filter(fresh);
+    const pool = rest.length > 0 ? rest : this.all;
+    return pool.reduce((a, b) => (this.at(b).health.ejectedUntil < this.at(a).health.ejectedUntil ? b : a));
+  }
+
+  /** Endpoints up now (probe connected, not ejected). */
+  private usable(now: number): number[] {
+    this.refresh(now);
+    return this.all.filter((i) => this.stateOf(this.at(i), now) === 'up');
+  }
+
+  /** Ends ejections whose time is over, or whose endpoint the probe saw go down and come back. */
+  private refresh(now: number): void {
+    for (const e of this.endpoints) {
+      const h = e.health;
+      if (h.ejectedUntil === 0) continue;
+      if (!h.ejected(now)) {
+        this.outliers.restore(h);
+        this.logger.info({ endpoint: e.label }, `upstream "${this.name}": endpoint returns after its ejection`);
+        continue;
+      }
+      const connected = e.upstream.health().connected;
+      if (!connected) h.probeSawDown = true;
+      else if (h.probeSawDown) {
+        this.outliers.restore(h);
+        this.logger.info({ endpoint: e.label }, `upstream "${this.name}": endpoint back early (the probe reached it)`);
+      }
+    }
+  }
+
+  private failed(i: number): void {
+    const e = this.at(i);
+    const now = Date.now();
+    if (!this.outliers.failure(e.health, now, !e.upstream.health().connected)) return;
+    this.metrics?.ejected(this.name, e.label);
+    this.logger.warn(
+      { endpoint: e.label, ejections: e.health.ejections, ms: e.health.ejectedUntil - now },
+      `upstream "${this.name}": endpoint ejected after consecutive failures`,
+    );
+  }
+
+  private at(i: number): Endpoint {
+    return this.endpoints[i] as Endpoint;
+  }
+}
+
+/** Nothing reached the endpoint: the connection itself failed (refused, unreachable, connect timeout). */
+function isConnectFailure(err: unknown): boolean {
+  return err instanceof GatewayError && isUnreachable(err.cause);
+}
+
+function isClientAbort(err: unknown): boolean {
+  return err instanceof GatewayError && err.kind === 'bad_request';
+}
