@@ -26,7 +26,7 @@ export async function proxyRpc(ctx: GatewayContext, upstream: RpcUpstream, timeo
   ctx.res.once('close', onClose);
   let response: Record<string, unknown> | undefined;
   try {
-    response = await upstream.call(rpc, { timeoutMs, signal: abort.signal });
+    response = await upstream.call(rpc, { timeoutMs, signal: abort.signal, trace: ctx.state.trace });
   } finally {
     ctx.res.off('close', onClose);
   }

@@ -22,6 +22,8 @@ import { type BuiltStage, composePipeline } from './pipeline.ts';
 export interface CompiledRoute {
   id: string;
   methods: Set<string>;
+  /** The route's path pattern (`http.route` of its spans). */
+  path: string;
   match: MatchFunction<Record<string, string | string[]>>;
   dialect: Dialect;
   mode?: Mode;
@@ -194,6 +196,7 @@ async function compileRoute(
   return {
     id: route.id,
     methods: new Set(route.methods),
+    path: route.path,
     match: compilePath(route.path, { decode: decodeURIComponent }),
     dialect: dialects[route.dialect ?? ''] ?? dialects.simple!,
     mode: route.mode ?? serviceMode,

@@ -4,6 +4,7 @@
  * processes and connection pools survive a reload).
  */
 import type { Readable } from 'node:stream';
+import type { RequestTrace } from '../observability/request-trace.ts';
 import type { JsonRpcRequest } from '../state.ts';
 import type { ClientAbort } from '../util/client-abort.ts';
 
@@ -39,6 +40,8 @@ export interface HttpForwardRequest {
   signal?: AbortSignal | ClientAbort;
   /** Overrides the upstream's configured response timeout (headers), in ms. */
   timeoutMs?: number;
+  /** The request's trace (ctx.state.trace): the call is timed and, when tracing, a client span. */
+  trace?: RequestTrace;
 }
 
 export interface HttpForwardResponse {
@@ -60,6 +63,8 @@ export interface RpcCallOptions {
   signal?: AbortSignal;
   timeoutMs?: number;
   headers?: Record<string, string>;
+  /** The request's trace (ctx.state.trace): the call is timed and, when tracing, a client span. */
+  trace?: RequestTrace;
 }
 
 /**
