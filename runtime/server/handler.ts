@@ -116,8 +116,12 @@ export function createRequestCore(
           'server.address': ctx.hostname,
           'switchyard.request_id': requestId,
         });
-        trace.tracer = tracing.tracer;
-        trace.span = span;
+        // An unsampled request gets no stage or client spans (cheap at sample_ratio 0): its
+        // upstreams see the unsampled server span context.
+        if (span.isRecording()) {
+          trace.tracer = tracing.tracer;
+          trace.span = span;
+        }
         ctx.state.traceparent = traceparentOf(span);
       } else {
         ctx.state.traceparent = childTraceparent(ctx.get('traceparent'));
