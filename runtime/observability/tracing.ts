@@ -35,6 +35,9 @@ export interface Tracing {
 
 type Env = Record<string, string | undefined>;
 
+/** How long a stop waits for the last spans to be exported. */
+export const shutdownWaitMs = 2000;
+
 /** The traces URL: the config's endpoint, else the standard OTEL_* variables, else the local collector. */
 export function tracesUrl(config: TracingConfig | undefined, env: Env = process.env): string {
   if (config?.endpoint) return /\/v1\/traces\/?$/.test(config.endpoint) ? config.endpoint : join(config.endpoint);
@@ -65,7 +68,22 @@ export function createTracing(service: ServiceConfig, env: Env = process.env): T
   });
   return {
     tracer: provider.getTracer('switchyard', service.version),
-    shutdown: () => provider.shutdown(),
+    // A collector that is down makes the exporter retry for seconds: the stop waits at most this.
+    shutdown: () =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(resolve, shutdownWaitMs);
+        timer.unref();
+        provider.shutdown().then(
+          () => {
+            clearTimeout(timer);
+            resolve();
+          },
+          (err) => {
+            clearTimeout(timer);
+            reject(err);
+          },
+        );
+      }),
   };
 }
 

@@ -7,6 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { shutdownWaitMs } from '../../runtime/observability/tracing.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { type OpenAiBackend, startOpenAiBackend } from '../helpers/openai-backend.ts';
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
@@ -244,4 +245,40 @@ describe('sampling 0 and tracing off export nothing', () => {
       expect(receiver.spans).toEqual([]);
     });
   }
+});
+
+describe('a collector that is down', () => {
+  it('costs no request and holds the stop at most tracing.ts shutdownWaitMs longer', async () => {
+    const backend = await startOpenAiBackend();
+    const dir = mkdtempSync(join(tmpdir(), 'tracing-'));
+    // A port nothing listens on: a receiver started and closed again.
+    const gone = await startOtlpReceiver();
+    await gone.close();
+    const env = { FILTER_BACKEND_URL: backend.url, FILTER_AUDIT_PATH: join(dir, 'audit.db') };
+    const stopMs = async (set: string[]) => {
+      const svc = await startService(safetyFilter, { set, env });
+      try {
+        for (let i = 0; i < 3; i++) expect((await chat(svc.url, `hello ${i}`)).status).toBe(200);
+        await new Promise((r) => setTimeout(r, 100)); // an export attempt fails meanwhile
+        expect((await chat(svc.url, 'still fine')).status).toBe(200);
+      } finally {
+        const started = Date.now();
+        await svc.close();
+        // biome-ignore lint/correctness/noUnsafeFinallyStatement: the measured figure
+        return Date.now() - started;
+      }
+    };
+    try {
+      const baseline = await stopMs([]);
+      const traced = await stopMs([
+        'tracing.enabled=true',
+        `tracing.endpoint=${gone.url}`,
+        'tracing.export_delay_ms=10',
+      ]);
+      // Without the bound the exporter's retries hold the stop for several seconds more.
+      expect(traced).toBeLessThan(baseline + shutdownWaitMs + 1000);
+    } finally {
+      await backend.close();
+    }
+  });
 });
