@@ -3,10 +3,12 @@
  * Stages read and enrich it instead of re-parsing the body. Plugins may add fields of their own
  * through declaration merging on `GatewayState`.
  */
+
 import type { Next, ParameterizedContext } from 'koa';
 import type { Answer } from './answer/answer.ts';
 import type { Dialect } from './dialects.ts';
 import type { Mode } from './mode.ts';
+import type { RequestTrace } from './observability/request-trace.ts';
 
 export type JsonRpcId = string | number | null;
 
@@ -124,6 +126,8 @@ export interface GatewayState {
   answer?: Answer;
   /** W3C trace context to send upstream (`traceparent` header value). */
   traceparent?: string;
+  /** Upstream wait time and, when tracing is on, the current span: pass it to upstream calls. */
+  trace?: RequestTrace;
   /** Free-form notes stages leave for later stages, logs and response metadata. */
   annotations: Record<string, unknown>;
 }

@@ -39,7 +39,7 @@ export function httpProcessor(
   maxBytes: number,
 ): UrlProcessor {
   return {
-    async chunks(url, { signal, requestId, traceparent }) {
+    async chunks(url, { signal, requestId, traceparent, trace }) {
       const headers: Record<string, string> = {
         'content-type': 'application/json',
         accept: 'application/json',
@@ -52,6 +52,7 @@ export function httpProcessor(
         headers,
         body: JSON.stringify({ url, config }),
         signal,
+        trace,
       });
       const raw = await readCapped(res.body, maxBytes);
       if (res.status !== 200) throw new Error(`the processor answered ${res.status}`);

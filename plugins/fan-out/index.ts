@@ -174,7 +174,7 @@ export default definePlugin<FanOutOptions>({
           if (!ctx.res.writableFinished) gone.abort();
         };
         ctx.res.once('close', onClose);
-        const context = { requestId: ctx.state.requestId, traceparent: ctx.state.traceparent };
+        const context = { requestId: ctx.state.requestId, traceparent: ctx.state.traceparent, trace: ctx.state.trace };
         let results: Array<string[] | undefined>;
         try {
           results = await mapBounded(urls, concurrency, async (url) => {

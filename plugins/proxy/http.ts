@@ -39,6 +39,7 @@ export async function proxyHttp(ctx: GatewayContext, upstream: HttpUpstream, o: 
       body: await requestBody(ctx, replaced),
       signal,
       timeoutMs: o.timeoutMs,
+      trace: ctx.state.trace,
     });
   } finally {
     ClientAbort.unwatch(ctx.res);

@@ -46,7 +46,7 @@ export async function proxyRpc(
   ctx.res.once('close', onClose);
   let response: Record<string, unknown> | undefined;
   try {
-    response = await upstream.call(rpc, { timeoutMs, signal: abort.signal, session });
+    response = await upstream.call(rpc, { timeoutMs, signal: abort.signal, session, trace: ctx.state.trace });
   } catch (err) {
     if (rpc.method === 'initialize' && session) await sessions?.end(session);
     throw err;

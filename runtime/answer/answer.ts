@@ -183,6 +183,11 @@ export class Answer {
    * UninspectableAnswer when the content type is not JSON or the body does not parse (a cut-short
    * answer included).
    */
+  /** The JSON body if it was read (or set) already, else undefined: never reads it. */
+  get readJson(): unknown {
+    return this.#parsed ? this.#json : undefined;
+  }
+
   async json(): Promise<unknown> {
     if (this.#parsed) return this.#json;
     const type = this.contentType;

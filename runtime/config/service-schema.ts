@@ -206,6 +206,39 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
           },
         },
       },
+      tracing: {
+        type: 'object',
+        additionalProperties: false,
+        description:
+          'OpenTelemetry tracing: spans per request, stage and upstream call, exported over OTLP/HTTP (JSON). ' +
+          'Off by default; OTEL_SDK_DISABLED=true turns it off whatever the file says.',
+        properties: {
+          enabled: { type: 'boolean', default: false },
+          endpoint: {
+            type: 'string',
+            description:
+              'OTLP/HTTP collector URL (`/v1/traces` appended unless present). Unset: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, ' +
+              'else OTEL_EXPORTER_OTLP_ENDPOINT, else http://127.0.0.1:4318.',
+          },
+          sample_ratio: {
+            type: 'number',
+            minimum: 0,
+            maximum: 1,
+            description:
+              "Share of new traces recorded (a caller's sampled traceparent is always followed). Unset: OTEL_TRACES_SAMPLER_ARG, else 1.",
+          },
+          service_name: {
+            type: 'string',
+            description: 'service.name of the spans. Unset: OTEL_SERVICE_NAME, else `service`.',
+          },
+          export_delay_ms: {
+            type: 'integer',
+            minimum: 1,
+            description:
+              'How long finished spans wait to be exported in a batch. Unset: OTEL_BSP_SCHEDULE_DELAY, else 5000.',
+          },
+        },
+      },
       logging: {
         type: 'object',
         additionalProperties: false,

@@ -1,6 +1,7 @@
 /** The shape of a validated service config (defaults applied). */
 import type { OnUninspectable } from '../answer/guard.ts';
 import type { Mode } from '../mode.ts';
+import type { TracingConfig } from '../observability/tracing.ts';
 import type { OnError } from '../service/pipeline.ts';
 
 export interface ListenerConfig {
@@ -70,6 +71,8 @@ export interface ServiceConfig {
     max_files: number;
     access_log: boolean;
   };
+  /** OpenTelemetry tracing (runtime/observability/tracing.ts); off unless enabled. */
+  tracing?: TracingConfig;
   plugins?: string[];
   upstreams: Record<string, Record<string, unknown> & { kind: string }>;
   resources: Record<string, Record<string, unknown> & { type: string }>;

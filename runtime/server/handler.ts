@@ -9,10 +9,13 @@ import { discardBody, discardBound } from '../body.ts';
 import { GatewayError, toGatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
 import { latencyBuckets, requestsCounter } from '../observability/metrics.ts';
+import { newRequestTrace } from '../observability/request-trace.ts';
+import { startServerSpan, type Tracing, traceparentOf } from '../observability/tracing.ts';
 import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
 import type { GatewayContext } from '../state.ts';
 import { randomHex } from '../util/random-hex.ts';
 import { checkHostAndOrigin } from './host-check.ts';
+import { endServerSpan } from './server-span.ts';
 
 const safeRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -38,7 +41,12 @@ const startedAt = Symbol('request started');
 const logged = Symbol('request logged');
 type Timed = GatewayContext & { [startedAt]?: bigint; [logged]?: boolean };
 
-export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog: boolean): RequestCore {
+export function createRequestCore(
+  metrics: MetricsKit,
+  logger: Logger,
+  accessLog: boolean,
+  tracing?: Tracing,
+): RequestCore {
   const requests = requestsCounter(metrics);
   const duration = metrics.histogram({
     name: 'switchyard_request_duration_seconds',
@@ -46,6 +54,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
     labelNames: ['route', 'method'] as const,
     buckets: latencyBuckets,
   });
+  const overhead = gatewayOverheadHistogram(metrics);
   // Read at scrape time from a count kept here: no metric update on the request path.
   const inflight = inflightCount(metrics);
   const rejected = metrics.counter({
@@ -95,17 +104,42 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
           jsonDepth: config.limits.json_depth,
           answerBytes: config.limits.answer_bytes,
         },
-        traceparent: childTraceparent(ctx.get('traceparent')),
+        traceparent: undefined,
+        trace: newRequestTrace(),
         annotations: {},
       };
+      const trace = ctx.state.trace!;
+      if (tracing) {
+        const span = startServerSpan(tracing.tracer, ctx.method, ctx.get('traceparent'), {
+          'http.request.method': ctx.method,
+          'url.path': ctx.path,
+          'url.scheme': ctx.protocol,
+          'server.address': ctx.hostname,
+          'switchyard.request_id': requestId,
+        });
+        // An unsampled request gets no stage or client spans (cheap at sample_ratio 0): its
+        // upstreams see the unsampled server span context.
+        if (span.isRecording()) {
+          trace.tracer = tracing.tracer;
+          trace.span = span;
+        }
+        ctx.state.traceparent = traceparentOf(span);
+      } else {
+        ctx.state.traceparent = childTraceparent(ctx.get('traceparent'));
+      }
       let route: CompiledRoute | undefined;
       let pipelineRan = false;
+      let failure: string | undefined;
       graph.inflight++;
       inflight.n++;
       try {
         checkHostAndOrigin(ctx.req.headers, config.hosts, hostRefused);
         route = findRoute(graph, ctx);
         ctx.state.route = route.id;
+        if (trace.span) {
+          trace.span.updateName(`${ctx.method} ${route.path}`);
+          trace.span.setAttributes({ 'http.route': route.path, 'switchyard.route': route.id });
+        }
         ctx.state.mode = route.mode;
         ctx.state.dialect = route.dialect ?? graph.dialect;
         if (graph.inflight > config.limits.max_concurrent) {
@@ -133,6 +167,7 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
           ctx.set('Connection', 'close');
         }
         renderError(ctx, refused, route, graph, logger);
+        failure = refused.kind;
       } finally {
         graph.inflight--;
         inflight.n--;
@@ -141,10 +176,22 @@ export function createRequestCore(metrics: MetricsKit, logger: Logger, accessLog
         const routeId = ctx.state.route;
         requests.inc({ route: routeId, method: ctx.method, status: String(ctx.status) });
         duration.observe({ route: routeId, method: ctx.method }, seconds);
+        overhead.observe({ route: routeId }, Math.max(0, seconds - trace.upstreamNs / 1e9));
+        if (trace.span) endServerSpan(trace.span, ctx, failure);
         if (accessLog && !ctx[logged]) logRequest(ctx, seconds);
       }
     },
   };
+}
+
+/** `switchyard_gateway_overhead_seconds{route}`: a request's time minus its time waiting on upstreams. */
+export function gatewayOverheadHistogram(metrics: MetricsKit) {
+  return metrics.histogram({
+    name: 'switchyard_gateway_overhead_seconds',
+    help: 'Time the gateway itself spent on a request: its duration minus the time upstream calls were open',
+    labelNames: ['route'] as const,
+    buckets: latencyBuckets,
+  });
 }
 
 /** The requests in flight of a service (every request core on its metrics), behind its gauge. */

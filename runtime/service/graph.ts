@@ -22,7 +22,7 @@ import { type BuiltStage, composePipeline } from './pipeline.ts';
 export interface CompiledRoute {
   id: string;
   methods: Set<string>;
-  /** The path pattern as configured (`/entities/:id`). */
+  /** The path pattern as configured (`/entities/:id`; `http.route` of its spans). */
   path: string;
   match: MatchFunction<Record<string, string | string[]>>;
   dialect: Dialect;

@@ -9,12 +9,15 @@
  * stage's `on_uninspectable`), and an UninspectableAnswer escaping a stage is decided by it:
  * refused (502) or passed unchecked (runtime/answer/guard.ts).
  */
+import { type Span, SpanKind, SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import { answeringStage } from '../answer/answer.ts';
 import { AnswerGuard, type OnUninspectable } from '../answer/guard.ts';
 import { isUninspectable } from '../answer/uninspectable.ts';
-import { GatewayError } from '../errors.ts';
+import { defaultStatus, GatewayError } from '../errors.ts';
 import { type MetricsKit, stageFailuresCounter } from '../observability/metrics.ts';
+import type { RequestTrace } from '../observability/request-trace.ts';
+import { startChildSpan } from '../observability/tracing.ts';
 import type { StageInstance } from '../plugin.ts';
 import type { GatewayContext, Next, Stage } from '../state.ts';
 
@@ -58,7 +61,43 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
     }
   };
 
-  const runStage = async (ctx: Tracked, i: number, last: Next): Promise<void> => {
+  const runStage = (ctx: Tracked, i: number, last: Next): Promise<void> => {
+    // Traced requests only: one check when tracing is off.
+    const t = ctx.state.trace;
+    return t?.tracer && t.span ? runTraced(ctx, i, last, t, t.tracer, t.span) : runPlain(ctx, i, last);
+  };
+
+  /** The stage inside its own span: the current span while it (and what it calls) runs. */
+  const runTraced = async (
+    ctx: Tracked,
+    i: number,
+    last: Next,
+    t: RequestTrace,
+    tracer: Tracer,
+    parent: Span,
+  ): Promise<void> => {
+    const stage = stages[i];
+    const span = startChildSpan(tracer, parent, `stage ${stage.plugin}`, SpanKind.INTERNAL);
+    span.setAttributes({
+      'switchyard.stage': stage.plugin,
+      'switchyard.stage.id': stage.id,
+      'switchyard.route': ctx.state.route,
+    });
+    t.span = span;
+    try {
+      await runPlain(ctx, i, last);
+    } catch (err) {
+      span.setAttribute('error.type', err instanceof GatewayError ? err.kind : 'internal_error');
+      if (!(err instanceof GatewayError) || (err.status ?? defaultStatus[err.kind]) >= 500)
+        span.setStatus({ code: SpanStatusCode.ERROR });
+      throw err;
+    } finally {
+      t.span = parent;
+      span.end();
+    }
+  };
+
+  const runPlain = async (ctx: Tracked, i: number, last: Next): Promise<void> => {
     const stage = stages[i];
     try {
       await stage.instance.handle(ctx, () => dispatch(ctx, i + 1, last));

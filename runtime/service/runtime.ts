@@ -26,6 +26,7 @@ import {
   type LoggingOptions,
 } from '../observability/logger.ts';
 import { createMetricsKit, type MetricsKit } from '../observability/metrics.ts';
+import { createTracing, type Tracing } from '../observability/tracing.ts';
 import type { HealthReport, ServiceInfo } from '../plugin.ts';
 import { createAdminApp } from '../server/admin.ts';
 import { ConnectionTracker, connectionLimitsOf } from '../server/connections.ts';
@@ -101,6 +102,8 @@ export class ServiceRuntime {
   /** Requests of the main listener not answered yet: what a stop answers at its deadline. */
   private readonly exchanges = new OpenExchanges();
   private core: RequestCore | undefined;
+  /** The OpenTelemetry tracer provider, when `tracing.enabled` (runtime/observability/tracing.ts). */
+  private tracing: Tracing | undefined;
 
   private constructor(
     readonly file: string,
@@ -189,7 +192,8 @@ export class ServiceRuntime {
     const config = this.graph.loaded.config;
     // Access lines and request errors are the `http` component's (see observability/logger.ts).
     const httpLogger = this.logger.child({ target: 'http' });
-    const core = createRequestCore(this.metrics, httpLogger, config.logging.access_log);
+    this.tracing = createTracing(config);
+    const core = createRequestCore(this.metrics, httpLogger, config.logging.access_log, this.tracing);
     this.core = core;
     const app = new Koa();
     app.silent = true;
@@ -482,6 +486,8 @@ export class ServiceRuntime {
     for (const g of [...this.retired]) await this.closeRetired(g);
     await closeGraph(this.graph);
     this.stopLoopMonitor?.();
+    // Exports the spans still queued; an unreachable collector must not hold the stop.
+    await this.tracing?.shutdown().catch((err) => this.logger.warn({ err }, 'tracing: final export failed'));
     this.logger.info('service stopped');
     await flushLogger(this.logger);
   }
@@ -556,6 +562,8 @@ function listenerWarnings(old: ServiceGraph, next: ServiceGraph): string[] {
   }
   if (JSON.stringify(a.logging) !== JSON.stringify(b.logging))
     warnings.push('logging changed: takes effect after a restart');
+  if (JSON.stringify(a.tracing) !== JSON.stringify(b.tracing))
+    warnings.push('tracing changed: takes effect after a restart');
   return warnings;
 }
 

@@ -9,6 +9,7 @@ import { httpDefaults, stdioDefaults, type UpstreamConfig } from './config.ts';
 import { HttpUpstreamImpl } from './http.ts';
 import { JsonRpcHttpUpstream } from './jsonrpc-http.ts';
 import { StdioUpstream } from './stdio.ts';
+import { traced } from './traced.ts';
 import type { Upstream } from './types.ts';
 
 export type { UpstreamConfig } from './config.ts';
@@ -23,6 +24,10 @@ export interface UpstreamDeps {
 }
 
 export function createUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {
+  return traced(buildUpstream(name, config, deps));
+}
+
+function buildUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {
   switch (config.kind) {
     case 'stdio': {
       const resolved = stdioDefaults(config);

@@ -4,6 +4,7 @@
  * processes and connection pools survive a reload).
  */
 import type { Readable } from 'node:stream';
+import type { RequestTrace } from '../observability/request-trace.ts';
 import type { JsonRpcRequest } from '../state.ts';
 import type { ClientAbort } from '../util/client-abort.ts';
 
@@ -44,6 +45,8 @@ export interface HttpForwardRequest {
   signal?: AbortSignal | ClientAbort;
   /** Overrides the upstream's configured response timeout (headers), in ms. */
   timeoutMs?: number;
+  /** The request's trace (ctx.state.trace): the call is timed and, when tracing, a client span. */
+  trace?: RequestTrace;
 }
 
 export interface HttpForwardResponse {
@@ -70,6 +73,8 @@ export interface RpcCallOptions {
    * message goes to the gateway's own server session, as a sessionless client's.
    */
   session?: string;
+  /** The request's trace (ctx.state.trace): the call is timed and, when tracing, a client span. */
+  trace?: RequestTrace;
 }
 
 /**

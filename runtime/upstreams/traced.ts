@@ -1,0 +1,102 @@
+/**
+ * Times every upstream call a request makes (for switchyard_gateway_overhead_seconds) and, when
+ * the request is traced, makes it a client span whose context replaces the `traceparent` sent
+ * upstream (the upstream sees the gateway's client span as its parent). Applied to each upstream
+ * where it is created (create.ts): the upstream classes stay unaware of tracing. Calls without a
+ * `trace` (health probes, a JSON-RPC upstream's own forward inside `call`) pass straight through.
+ */
+import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { GatewayError } from '../errors.ts';
+import { upstreamCallEnded, upstreamCallStarted } from '../observability/request-trace.ts';
+import { startChildSpan, traceparentOf } from '../observability/tracing.ts';
+import type { JsonRpcRequest } from '../state.ts';
+import { isHttpUpstream, isRpcUpstream, type RpcCallOptions, type Upstream } from './types.ts';
+
+export function traced<U extends Upstream>(upstream: U): U {
+  if (isHttpUpstream(upstream)) {
+    const forward = upstream.forward.bind(upstream);
+    upstream.forward = async (req) => {
+      const t = req.trace;
+      if (!t) return forward(req);
+      const span = t.tracer && t.span ? startChildSpan(t.tracer, t.span, req.method, SpanKind.CLIENT) : undefined;
+      if (span) {
+        const url = upstream.url;
+        span.setAttributes({
+          'http.request.method': req.method,
+          'server.address': url.hostname,
+          'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
+          // The path only: a query string may carry secrets.
+          'url.full': `${url.origin}${url.pathname.replace(/\/$/, '')}${req.path.split('?')[0]}`,
+          'switchyard.upstream': upstream.name,
+        });
+        req.headers = { ...req.headers, traceparent: traceparentOf(span) };
+      }
+      upstreamCallStarted(t);
+      try {
+        const res = await forward(req);
+        if (span) {
+          span.setAttribute('http.response.status_code', res.status);
+          if (res.status >= 500) failed(span, String(res.status));
+        }
+        return res;
+      } catch (err) {
+        if (span) failed(span, errorType(err));
+        throw err;
+      } finally {
+        upstreamCallEnded(t);
+        span?.end();
+      }
+    };
+  }
+  if (isRpcUpstream(upstream)) {
+    const call = upstream.call.bind(upstream);
+    upstream.call = async (message: JsonRpcRequest, options?: RpcCallOptions) => {
+      const t = options?.trace;
+      if (!t) return call(message, options);
+      let span: Span | undefined;
+      if (t.tracer && t.span) {
+        span = startChildSpan(t.tracer, t.span, `${message.method} ${upstream.name}`, SpanKind.CLIENT);
+        span.setAttributes({ ...mcpAttributes(message), 'switchyard.upstream': upstream.name });
+        // Over HTTP the header carries it; a stdio child has no headers to carry it.
+        options = { ...options, headers: { ...options?.headers, traceparent: traceparentOf(span) } };
+      }
+      upstreamCallStarted(t);
+      try {
+        const answer = await call(message, options);
+        if (span && answer && typeof answer.error === 'object' && answer.error !== null) {
+          const code = (answer.error as { code?: unknown }).code;
+          span.setAttribute('rpc.response.status_code', String(code));
+          failed(span, String(code));
+        }
+        return answer;
+      } catch (err) {
+        if (span) failed(span, errorType(err));
+        throw err;
+      } finally {
+        upstreamCallEnded(t);
+        span?.end();
+      }
+    };
+  }
+  return upstream;
+}
+
+/** MCP semantic conventions of a JSON-RPC message: method, request id, tool name (never arguments). */
+export function mcpAttributes(message: JsonRpcRequest): Record<string, string> {
+  const out: Record<string, string> = { 'mcp.method.name': message.method, 'rpc.system': 'jsonrpc' };
+  if (message.id !== undefined && message.id !== null) out['jsonrpc.request.id'] = String(message.id);
+  const params = message.params as { name?: unknown; uri?: unknown } | undefined;
+  if (message.method === 'tools/call' && typeof params?.name === 'string') out['gen_ai.tool.name'] = params.name;
+  if (message.method === 'prompts/get' && typeof params?.name === 'string') out['gen_ai.prompt.name'] = params.name;
+  return out;
+}
+
+function failed(span: Span, type: string): void {
+  span.setAttribute('error.type', type);
+  span.setStatus({ code: SpanStatusCode.ERROR });
+}
+
+export function errorType(err: unknown): string {
+  if (err instanceof GatewayError) return err.kind;
+  return err instanceof Error ? err.name : 'unknown';
+}
