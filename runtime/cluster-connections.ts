@@ -19,7 +19,6 @@
  */
 import type { Worker } from 'node:cluster';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
-import { drainAcceptQueue } from './server/accept-backlog.ts';
 import { type ConnectionSource, type Server, startConnectionChecks } from './server/listener.ts';
 
 export type ConnectionMessage =
@@ -39,7 +38,6 @@ export class ConnectionDispatch {
   private readonly queue: Socket[] = [];
   private turn = 0;
   private closed = false;
-  private closing: Promise<void> | undefined;
 
   constructor(
     private readonly service: number,
@@ -80,22 +78,15 @@ export class ConnectionDispatch {
     this.releaseStopping();
   }
 
-  /**
-   * Stops accepting: takes the connections already in the kernel's accept queue (closing the
-   * listening socket would reset them: server/accept-backlog.ts), at the latest by `deadline`
-   * (Date.now() ms), then closes the listening socket, hands on what was accepted and releases
-   * every worker.
-   */
-  close(deadline: number): Promise<void> {
-    this.closing ??= drainAcceptQueue(this.server, deadline).then(() => {
-      this.closed = true;
-      // Not waited for: net.Server's callback waits until every connection passed on has closed.
-      this.server.close();
-      this.flush();
-      for (const socket of this.queue.splice(0)) socket.destroy();
-      this.releaseStopping();
-    });
-    return this.closing;
+  /** Stops accepting (the listening socket is closed at once), hands on what was accepted, releases every worker. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    // Not waited for: net.Server's callback waits until every connection passed on has closed.
+    this.server.close();
+    this.flush();
+    for (const socket of this.queue.splice(0)) socket.destroy();
+    this.releaseStopping();
   }
 
   /** Workers a new connection may go to: accepting ones, else those not released yet. */

@@ -421,12 +421,11 @@ export class ClusterPrimary {
    */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      // First: a worker finishes its drain only once told that no more connections come (after
-      // the primary took those already queued to it, within the drain timeout).
-      const drainMs = Math.max(...this.loaded.map((l) => l.config.limits.drain_timeout_ms));
-      for (const d of this.dispatch) void d.close(Date.now() + drainMs);
+      // First: a worker finishes its drain only once told that no more connections come.
+      for (const d of this.dispatch) d.close();
       for (const w of this.watchers) w.close();
       for (const slot of this.slots) clearTimeout(slot.restartTimer);
+      const drainMs = Math.max(...this.loaded.map((l) => l.config.limits.drain_timeout_ms));
       const exits = this.slots.flatMap((slot) => {
         const worker = slot.worker;
         if (!worker || worker.isDead()) return [];

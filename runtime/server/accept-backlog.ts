@@ -32,6 +32,9 @@ export async function drainAcceptQueue(
 ): Promise<{ accepted: number; queued: number | undefined; ms: number }> {
   const started = Date.now();
   const queuedAtStart = acceptQueueLength(server);
+  // Nothing queued: close at once, as a client that connects from now on is too late (every turn
+  // kept open lets in one more that could meet the close).
+  if (queuedAtStart === 0) return { accepted: 0, queued: 0, ms: 0 };
   const handle = (server as Server & { _handle?: ListenHandle | null })._handle;
   // listen(2) on a listening socket only changes its bound; a failure leaves the old one.
   handle?.listen?.(0);
