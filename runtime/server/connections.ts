@@ -161,6 +161,26 @@ export class ConnectionTracker {
     return record;
   }
 
+  /**
+   * The keep-alive connections idle now (a request served, none in flight, not upgraded), with the
+   * bytes read on each so far: `closeIfStillIdle` closes those that received nothing since.
+   */
+  idleNow(): Array<{ socket: Socket; bytesRead: number }> {
+    const idle: Array<{ socket: Socket; bytesRead: number }> = [];
+    for (const [socket, r] of this.open) {
+      if (r.requests > 0 && r.inFlight === 0 && !r.upgraded) idle.push({ socket, bytesRead: socket.bytesRead });
+    }
+    return idle;
+  }
+
+  /** Closes the connections of `idle` that read no byte and started no request since it was taken. */
+  closeIfStillIdle(idle: Array<{ socket: Socket; bytesRead: number }>): void {
+    for (const { socket, bytesRead } of idle) {
+      const r = this.open.get(socket);
+      if (r && r.inFlight === 0 && socket.bytesRead === bytesRead) socket.destroy();
+    }
+  }
+
   snapshot(): ConnectionsSnapshot {
     const now = Date.now();
     const clients: ClientConnection[] = [];

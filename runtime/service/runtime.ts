@@ -28,6 +28,7 @@ import {
 import { createMetricsKit, type MetricsKit } from '../observability/metrics.ts';
 import { createTracing, type Tracing } from '../observability/tracing.ts';
 import type { HealthReport, ServiceInfo } from '../plugin.ts';
+import { drainAcceptQueue } from '../server/accept-backlog.ts';
 import { createAdminApp } from '../server/admin.ts';
 import { ConnectionTracker, connectionLimitsOf } from '../server/connections.ts';
 import { createRequestCore, type RequestCore } from '../server/handler.ts';
@@ -448,26 +449,45 @@ export class ServiceRuntime {
     const deadline = started + this.graph.loaded.config.limits.drain_timeout_ms;
     this.exchanges.startDraining();
     // Until the main listener's source says no more connections come (a cluster worker: the
-    // primary passes on those it accepted already), connections may still arrive.
+    // primary passes on those it accepted already), connections may still arrive; so they may
+    // until a listener accepted those already in its accept queue (closing it would reset them:
+    // server/accept-backlog.ts).
     const source = this.mainServer ? this.options.acceptFrom : undefined;
-    let accepting = source !== undefined;
-    void source?.stop().then(() => {
+    const stopAccepting = this.servers.map((s) =>
+      s === this.mainServer && source
+        ? source.stop()
+        : drainAcceptQueue(s, deadline).then((drained) => {
+            if (s === this.mainServer) this.logger.info(drained, 'accept queue drained: listener closed');
+          }),
+    );
+    let accepting = true;
+    void Promise.allSettled(stopAccepting).then(() => {
       accepting = false;
     });
-    const closed = this.servers.map((s) => {
+    const closed = this.servers.map((s, i) => {
       // A connection idle when the stop begins, or once its last answer (sent keep-alive before
       // the stop) is done, stays open `lingerMs`: a request the client sent meanwhile is answered
       // (with Connection: close) instead of meeting a closed socket and a reset.
       s.keepAliveTimeout = lingerMs;
-      return s === this.mainServer && source ? Promise.resolve() : stopListening(s);
+      if (s === this.mainServer && source) return Promise.resolve();
+      return (stopAccepting[i] as Promise<void>).then(() => stopListening(s));
     });
     // So does a connection accepted during the stop, for its first request: idle connections are
     // closed once none was accepted for `lingerMs` (Node counts one without a request yet as idle).
     const quietSince = () => Math.max(started, this.connections.lastAcceptedAt);
     let idleClosedFor = -1;
+    // Idle when the stop began: closed after `lingerMs` even while the accept queue still drains
+    // (new connections keep the rule above), unless a byte arrived on it meanwhile.
+    const idleAtStart = this.connections.idleNow();
+    let idleAtStartClosed = false;
     const draining = () => this.busy(this.graph) || [...this.retired].some((g) => this.busy(g));
     while ((draining() || accepting || Date.now() < quietSince() + lingerMs) && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, Math.max(1, Math.min(25, deadline - Date.now()))));
+      if (!idleAtStartClosed && Date.now() >= started + lingerMs) {
+        idleAtStartClosed = true;
+        await new Promise((r) => setImmediate(r));
+        this.connections.closeIfStillIdle(idleAtStart);
+      }
       const since = quietSince();
       if (since !== idleClosedFor && Date.now() >= since + lingerMs) {
         idleClosedFor = since;
