@@ -7,7 +7,7 @@
  */
 import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { GatewayError } from '../errors.ts';
-import { upstreamCallEnded, upstreamCallStarted } from '../observability/request-trace.ts';
+import { type RequestTrace, upstreamCallEnded, upstreamCallStarted } from '../observability/request-trace.ts';
 import { startChildSpan, traceparentOf } from '../observability/tracing.ts';
 import type { JsonRpcRequest } from '../state.ts';
 import { isHttpUpstream, isRpcUpstream, type RpcCallOptions, type Upstream } from './types.ts';
@@ -31,21 +31,15 @@ export function traced<U extends Upstream>(upstream: U): U {
         });
         req.headers = { ...req.headers, traceparent: traceparentOf(span) };
       }
-      upstreamCallStarted(t);
-      try {
-        const res = await forward(req);
-        if (span) {
-          span.setAttribute('http.response.status_code', res.status);
-          if (res.status >= 500) failed(span, String(res.status));
-        }
-        return res;
-      } catch (err) {
-        if (span) failed(span, errorType(err));
-        throw err;
-      } finally {
-        upstreamCallEnded(t);
-        span?.end();
-      }
+      return timedCall(
+        t,
+        span,
+        () => forward(req),
+        (res, s) => {
+          s.setAttribute('http.response.status_code', res.status);
+          if (res.status >= 500) failed(s, String(res.status));
+        },
+      );
     };
   }
   if (isRpcUpstream(upstream)) {
@@ -60,25 +54,45 @@ export function traced<U extends Upstream>(upstream: U): U {
         // Over HTTP the header carries it; a stdio child has no headers to carry it.
         options = { ...options, headers: { ...options?.headers, traceparent: traceparentOf(span) } };
       }
-      upstreamCallStarted(t);
-      try {
-        const answer = await call(message, options);
-        if (span && answer && typeof answer.error === 'object' && answer.error !== null) {
-          const code = (answer.error as { code?: unknown }).code;
-          span.setAttribute('rpc.response.status_code', String(code));
-          failed(span, String(code));
-        }
-        return answer;
-      } catch (err) {
-        if (span) failed(span, errorType(err));
-        throw err;
-      } finally {
-        upstreamCallEnded(t);
-        span?.end();
-      }
+      return timedCall(
+        t,
+        span,
+        () => call(message, options),
+        (answer, s) => {
+          if (answer && typeof answer.error === 'object' && answer.error !== null) {
+            const code = (answer.error as { code?: unknown }).code;
+            s.setAttribute('rpc.response.status_code', String(code));
+            failed(s, String(code));
+          }
+        },
+      );
     };
   }
   return upstream;
+}
+
+/**
+ * One upstream call: counted open for the overhead metric while it runs; its client span (when
+ * traced) marks the answer (`mark`) or the exception, and ends.
+ */
+async function timedCall<R>(
+  t: RequestTrace,
+  span: Span | undefined,
+  run: () => Promise<R>,
+  mark: (result: R, span: Span) => void,
+): Promise<R> {
+  upstreamCallStarted(t);
+  try {
+    const result = await run();
+    if (span) mark(result, span);
+    return result;
+  } catch (err) {
+    if (span) failed(span, errorType(err));
+    throw err;
+  } finally {
+    upstreamCallEnded(t);
+    span?.end();
+  }
 }
 
 /** MCP semantic conventions of a JSON-RPC message: method, request id, tool name (never arguments). */
