@@ -214,6 +214,12 @@ const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean) =
     timeout_ms: { ...ms(30000), description: 'Time allowed for the response headers (504 after it).' },
     body_timeout_ms: { ...ms(0, 0), description: 'Idle time allowed between body chunks; 0 = none (SSE).' },
     connections: { ...ms(64), description: 'Connection pool size.' },
+    max_requests: {
+      type: 'integer',
+      minimum: 1,
+      description:
+        'Circuit breaking: calls in flight at most (503 unavailable beyond, Retry-After: 1); default: no bound.',
+    },
     keep_alive_timeout_ms: ms(60000),
     health_check: {
       type: 'object',
@@ -244,6 +250,12 @@ const stdioSchema = {
     },
     protocol: { enum: ['mcp', 'jsonrpc'], default: 'mcp' },
     call_timeout_ms: ms(30000),
+    max_requests: {
+      type: 'integer',
+      minimum: 1,
+      description:
+        'Circuit breaking: calls in flight at most (503 unavailable beyond, Retry-After: 1); default: no bound.',
+    },
     sessions: {
       enum: ['per-client', 'shared'],
       default: 'per-client',

@@ -5,6 +5,7 @@ import { isAbsolute, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { MetricsKit } from '../observability/metrics.ts';
 import { BalancedHttpUpstream } from './balanced.ts';
+import { limited } from './circuit.ts';
 import { httpDefaults, stdioDefaults, type UpstreamConfig } from './config.ts';
 import { HttpUpstreamImpl } from './http.ts';
 import { JsonRpcHttpUpstream } from './jsonrpc-http.ts';
@@ -24,7 +25,9 @@ export interface UpstreamDeps {
 }
 
 export function createUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {
-  return traced(buildUpstream(name, config, deps));
+  // The circuit breaker outside the tracing: a refused call opens no client span.
+  const maxRequests = (config as { max_requests?: number }).max_requests;
+  return limited(traced(buildUpstream(name, config, deps)), maxRequests, deps.metrics);
 }
 
 function buildUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {
