@@ -4,9 +4,21 @@
  * (seven services of one stack have seven). No secret is written: tokens come from the command
  * line, the environment or the config file. An entry whose process is gone is ignored.
  *
- * The folder is $SWITCHYARD_RUN_DIR, else <tmpdir>/switchyard-<uid>; it is private to the user.
+ * The folder is $SWITCHYARD_RUN_DIR, else <tmpdir>/switchyard-<uid>; it must be the user's own
+ * directory, writable by nobody else, or it is not used at all: in a shared /tmp another user could
+ * otherwise plant entries (sending `--token` to a URL of theirs) or links (overwriting files).
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -28,6 +40,19 @@ export function runDir(env: Env = process.env): string {
   return env.SWITCHYARD_RUN_DIR || join(tmpdir(), `switchyard-${process.getuid?.() ?? 'user'}`);
 }
 
+/** The registry folder if it is safe to use: a real directory of this user, not group/world-writable. */
+function privateDir(env: Env, create: boolean): string | undefined {
+  const dir = runDir(env);
+  try {
+    if (create) mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const st = lstatSync(dir);
+    const mine = process.getuid === undefined || st.uid === process.getuid();
+    return st.isDirectory() && mine && (st.mode & 0o022) === 0 ? dir : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** A file name from a service name: nothing but letters, digits, `.`, `_` and `-`. */
 function entryFile(dir: string, service: string): string {
   return join(dir, `${service.replace(/[^A-Za-z0-9._-]/g, '_')}.json`);
@@ -39,13 +64,23 @@ function entryFile(dir: string, service: string): string {
  * service from serving.
  */
 export function recordRun(entries: RunEntry[], env: Env = process.env): () => void {
-  const dir = runDir(env);
+  const dir = privateDir(env, true);
   const written: string[] = [];
+  if (!dir) return () => {};
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
     for (const entry of entries) {
       const file = entryFile(dir, entry.service);
-      writeFileSync(file, `${JSON.stringify(entry, null, 2)}\n`, { mode: 0o600 });
+      // O_NOFOLLOW: a link planted in place of the entry is not followed.
+      const fd = openSync(
+        file,
+        constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW,
+        0o600,
+      );
+      try {
+        writeSync(fd, `${JSON.stringify(entry, null, 2)}\n`);
+      } finally {
+        closeSync(fd);
+      }
       written.push(file);
     }
   } catch {
@@ -60,13 +95,16 @@ export function recordRun(entries: RunEntry[], env: Env = process.env): () => vo
 
 /** The running service of that name, if its process is still alive. */
 export function findRun(service: string, env: Env = process.env): RunEntry | undefined {
-  const entry = readEntry(entryFile(runDir(env), service));
+  const dir = privateDir(env, false);
+  if (!dir) return undefined;
+  const entry = readEntry(entryFile(dir, service));
   return entry && alive(entry.pid) ? entry : undefined;
 }
 
 /** Every recorded service whose process is alive, by name. */
 export function listRuns(env: Env = process.env): RunEntry[] {
-  const dir = runDir(env);
+  const dir = privateDir(env, false);
+  if (!dir) return [];
   let names: string[];
   try {
     names = readdirSync(dir).filter((n) => n.endsWith('.json'));
