@@ -108,14 +108,18 @@ export async function downloadModel(
     const total = Number(response.headers.get('content-length')) || undefined;
     const expected = expectedChecksum(response.headers);
     const sha256 = createHash('sha256');
-    const chunks: Buffer[] = []; // for the git blob hash of a small file only
+    // A git blob hash starts with the size: streamed when the hub says the size, which it does.
+    const gitSha1 =
+      expected?.algorithm === 'git-sha1' && total !== undefined
+        ? createHash('sha1').update(`blob ${total}\0`)
+        : undefined;
     let received = 0;
     let reported = Date.now();
     const meter = new Transform({
       transform(chunk: Buffer, _enc, done) {
         received += chunk.length;
         sha256.update(chunk);
-        if (expected?.algorithm === 'git-sha1') chunks.push(chunk);
+        gitSha1?.update(chunk);
         if (Date.now() - reported >= 2000) {
           reported = Date.now();
           log(
@@ -137,7 +141,9 @@ export async function downloadModel(
       const actual =
         expected.algorithm === 'sha256'
           ? sha256.digest('hex')
-          : createHash('sha1').update(`blob ${received}\0`).update(Buffer.concat(chunks)).digest('hex');
+          : received === total
+            ? gitSha1?.digest('hex')
+            : undefined; // no size announced, or not the size announced: cannot match
       if (actual !== expected.hex) {
         rmSync(part, { force: true });
         throw new DownloadError(
