@@ -42,19 +42,23 @@ describe('startIdleTrim', () => {
     const metrics = createMetricsKit();
     const trim = startIdleTrim(hooks, metrics, silentLogger);
     const trims = async () => sample(await metrics.registry.metrics(), 'switchyard_memory_trims_total') ?? 0;
-    return { state, trim, trims };
+    const pauses = async () =>
+      sample(await metrics.registry.metrics(), 'switchyard_memory_trim_pause_seconds_count') ?? 0;
+    return { state, trim, trims, pauses };
   }
   /** Resident memory grows by touching a fresh buffer (kept until the test ends). */
   const held: Buffer[] = [];
   const grow = () => held.push(Buffer.alloc(16 * 2 ** 20, 1));
 
   it('trims once the service is idle and has grown, once per idle period, and its targets too', async () => {
-    const { state, trim, trims } = setup();
+    const { state, trim, trims, pauses } = setup();
     try {
       grow();
       await sleep(150);
       expect(await trims()).toBe(1);
       expect(state.trimmed).toBe(1);
+      // One collection per trim, its pause on record.
+      expect(await pauses()).toBe(1);
       // Still the same idle period: no second trim, even after more growth.
       grow();
       await sleep(150);
