@@ -2,6 +2,7 @@
  * The `web-search` resource's contract (a meta-search backend), and where the `web-search` stage
  * leaves its results for the stages after it.
  */
+import type { GatewayState } from '../../runtime/index.ts';
 
 export interface SearchHit {
   url: string;
@@ -15,6 +16,8 @@ export interface SearchHit {
 
 export interface SearchOptions {
   signal?: AbortSignal;
+  /** The request's trace (`ctx.state.trace`): the backend call becomes its client span. */
+  trace?: GatewayState['trace'];
 }
 
 export interface WebSearch {

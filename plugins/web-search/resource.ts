@@ -9,7 +9,7 @@
  */
 import type { Readable } from 'node:stream';
 import { deadline, defineResource, GatewayError, type HttpUpstream, isHttpUpstream } from '../../runtime/index.ts';
-import type { SearchHit, WebSearch } from './api.ts';
+import type { SearchHit, SearchOptions, WebSearch } from './api.ts';
 import { parseSearxng } from './searxng.ts';
 
 interface WebSearchOptions {
@@ -63,7 +63,7 @@ export const webSearchResource = defineResource<WebSearchOptions, WebSearch>({
     const timeoutMs = options.timeout_ms ?? 10000;
     const maxBytes = options.max_bytes ?? 4194304;
 
-    async function search(query: string, signal: AbortSignal): Promise<SearchHit[]> {
+    async function search(query: string, signal: AbortSignal, trace: SearchOptions['trace']): Promise<SearchHit[]> {
       const qs = new URLSearchParams({ ...params, q: query, format: 'json' });
       const res = await upstream.forward({
         method: 'GET',
@@ -71,6 +71,7 @@ export const webSearchResource = defineResource<WebSearchOptions, WebSearch>({
         headers: { accept: 'application/json' },
         signal,
         timeoutMs,
+        ...(trace ? { trace } : {}),
       });
       if (res.status !== 200) {
         res.body.resume();
@@ -99,7 +100,7 @@ export const webSearchResource = defineResource<WebSearchOptions, WebSearch>({
         async search(query, opts = {}) {
           const limit = deadline(timeoutMs, opts.signal);
           try {
-            return await search(query, limit.signal);
+            return await search(query, limit.signal, opts.trace);
           } catch (err) {
             if (err instanceof GatewayError && !limit.signal.aborted) throw err;
             if (limit.expired) {

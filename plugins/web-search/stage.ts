@@ -68,7 +68,7 @@ export const webSearchStage = definePlugin<WebSearchStageOptions>({
       };
       ctx.res.once('close', onClose);
       try {
-        ctx.state.searchResults = await search.search(query, { signal: abort.signal });
+        ctx.state.searchResults = await search.search(query, { signal: abort.signal, trace: ctx.state.trace });
       } catch (err) {
         if (abort.signal.aborted) throw err;
         failures.inc({ route: ctx.state.route });

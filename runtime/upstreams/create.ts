@@ -27,7 +27,8 @@ export interface UpstreamDeps {
 export function createUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {
   // The circuit breaker outside the tracing: a refused call opens no client span.
   const maxRequests = (config as { max_requests?: number }).max_requests;
-  return limited(traced(buildUpstream(name, config, deps)), maxRequests, deps.metrics);
+  const mcp = (config as { protocol?: string }).protocol === 'mcp';
+  return limited(traced(buildUpstream(name, config, deps), { mcp }), maxRequests, deps.metrics);
 }
 
 function buildUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {

@@ -12,7 +12,12 @@ import { startChildSpan, traceparentOf } from '../observability/tracing.ts';
 import type { JsonRpcRequest } from '../state.ts';
 import { isHttpUpstream, isRpcUpstream, type RpcCallOptions, type Upstream } from './types.ts';
 
-export function traced<U extends Upstream>(upstream: U): U {
+export interface TracedSettings {
+  /** An MCP upstream: requests carry the trace context in `params._meta` as well. */
+  mcp?: boolean;
+}
+
+export function traced<U extends Upstream>(upstream: U, settings: TracedSettings = {}): U {
   if (isHttpUpstream(upstream)) {
     const forward = upstream.forward.bind(upstream);
     upstream.forward = async (req) => {
@@ -51,8 +56,11 @@ export function traced<U extends Upstream>(upstream: U): U {
       if (t.tracer && t.span) {
         span = startChildSpan(t.tracer, t.span, `${message.method} ${upstream.name}`, SpanKind.CLIENT);
         span.setAttributes({ ...mcpAttributes(message), 'switchyard.upstream': upstream.name });
-        // Over HTTP the header carries it; a stdio child has no headers to carry it.
-        options = { ...options, headers: { ...options?.headers, traceparent: traceparentOf(span) } };
+        const traceparent = traceparentOf(span);
+        // Over HTTP the header carries it; a stdio child has no headers: for MCP, `params._meta`
+        // carries it too (SEP-414, the OpenTelemetry MCP conventions), on every transport.
+        options = { ...options, headers: { ...options?.headers, traceparent } };
+        if (settings.mcp) message = withTraceMeta(message, traceparent);
       }
       return timedCall(
         t,
@@ -93,6 +101,19 @@ async function timedCall<R>(
     upstreamCallEnded(t);
     span?.end();
   }
+}
+
+/**
+ * The request with `params._meta.traceparent` set (a copy: the caller's message is not changed).
+ * Positional (array) params have no `_meta` and are left alone; a client's own traceparent there
+ * is replaced, as the header is: the gateway's client span is the upstream's parent.
+ */
+export function withTraceMeta(message: JsonRpcRequest, traceparent: string): JsonRpcRequest {
+  const params = message.params;
+  if (Array.isArray(params)) return message;
+  const base = params && typeof params === 'object' ? (params as Record<string, unknown>) : {};
+  const meta = base._meta && typeof base._meta === 'object' ? (base._meta as Record<string, unknown>) : {};
+  return { ...message, params: { ...base, _meta: { ...meta, traceparent } } };
 }
 
 /** MCP semantic conventions of a JSON-RPC message: method, request id, tool name (never arguments). */

@@ -9,11 +9,13 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shutdownWaitMs } from '../../runtime/observability/tracing.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
+import { startSearxng } from '../fixtures/searxng/searxng.ts';
 import { type OpenAiBackend, startOpenAiBackend } from '../helpers/openai-backend.ts';
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
 
 const typedProxy = join(import.meta.dirname, '../../configs/typed-proxy.yaml');
 const safetyFilter = join(import.meta.dirname, '../../configs/safety-filter.yaml');
+const searchService = join(import.meta.dirname, '../../configs/search.yaml');
 const devKey = 'sk-dev-local-0001';
 const SERVER = 2;
 const CLIENT = 3;
@@ -207,6 +209,39 @@ describe('safety filter, tracing on (OpenAI backend)', () => {
     // The backend waits 300 ms per answer: the gateway's own share is well under the total.
     expect(overhead).toBeLessThan(duration / 2);
   });
+});
+
+describe('search service, tracing on (SearXNG backend)', () => {
+  it('the search backend call is a client span of the request, and the backend sees it as parent', async () => {
+    const receiver = await startOtlpReceiver();
+    const searx = await startSearxng(() => []);
+    const svc = await startService(searchService, {
+      set: traced(receiver),
+      env: { SEARCH_BACKEND_URL: searx.url, SEARCH_PROCESSOR: 'local', LOG_LEVEL: 'silent' },
+      warmupMs: 500,
+    });
+    try {
+      const res = await fetch(`${svc.url}/v1/search?q=${encodeURIComponent('bees secret-query-words')}`);
+      expect(res.status).toBe(200);
+      await res.json();
+      const sent = searx.queries.at(-1)!;
+      const m = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/.exec(String(sent.traceparent));
+      expect(m, 'traceparent sent to the search backend').not.toBeNull();
+      const [, traceId, parentId] = m!;
+      const spans = ofTrace(await receiver.waitFor(hasServerSpan(traceId)), traceId);
+      const client = spans.find((s) => s.spanId === parentId)!;
+      expect(client.kind).toBe(CLIENT);
+      expect(client.attributes).toMatchObject({ 'http.request.method': 'GET', 'http.response.status_code': 200 });
+      // The path only: the query string (the user's search) stays out of the trace.
+      expect(String(client.attributes['url.full'])).toMatch(/\/search$/);
+      expect(JSON.stringify(spans)).not.toContain('secret-query-words');
+      expect(ancestry(spans, client).at(-1)!.kind).toBe(SERVER);
+    } finally {
+      await svc.close();
+      await searx.close();
+      await receiver.close();
+    }
+  }, 30_000);
 });
 
 describe('sampling 0 and tracing off export nothing', () => {
