@@ -99,13 +99,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
   async forward(req: HttpForwardRequest): Promise<HttpForwardResponse> {
     const p = this.retry;
     const budget = this.budget;
-    budget.live++;
-    let live = true;
-    const endLive = () => {
-      if (!live) return;
-      live = false;
-      budget.live--;
-    };
+    budget.live++; // until the answer's body ends, or the request fails
     // The whole request (every try and backoff) stays within the overall timeout.
     const overall = req.timeoutMs ?? this.timeoutMs;
     const started = performance.now();
@@ -113,14 +107,9 @@ export class BalancedHttpUpstream implements HttpUpstream {
     const tried: number[] = [];
     /** This request holds a place in the retry budget (from the decision to retry until that try ends). */
     let retrying = false;
-    const endRetry = () => {
-      if (!retrying) return;
-      retrying = false;
-      budget.release();
-    };
     try {
       for (let attempt = 1; ; attempt++) {
-        const left = overall - (performance.now() - started);
+        const left = attempt === 1 ? overall : overall - (performance.now() - started);
         const perTry = p.perTryTimeoutMs;
         const tryMs = perTry !== undefined && perTry < left ? perTry : left;
         // The first try without a per-try bound is the request as it came (no copy on the fast path).
@@ -133,7 +122,10 @@ export class BalancedHttpUpstream implements HttpUpstream {
           res = await e.upstream.forward(sent);
         } catch (err) {
           e.health.active--;
-          endRetry();
+          if (retrying) {
+            retrying = false;
+            budget.release();
+          }
           tried.push(i);
           if (isClientAbort(err)) throw err; // says nothing about the endpoint
           this.failed(i);
@@ -149,13 +141,10 @@ export class BalancedHttpUpstream implements HttpUpstream {
           retrying = true;
           continue;
         }
-        let released = false;
-        res.body.once('close', () => {
-          if (released) return;
-          released = true;
-          e.health.active--;
-        });
-        endRetry();
+        if (retrying) {
+          retrying = false;
+          budget.release();
+        }
         if (res.status >= 500) this.failed(i);
         else this.outliers.success(e.health);
         if (p.statuses.size > 0 && replayable && attempt < p.attempts) {
@@ -163,22 +152,31 @@ export class BalancedHttpUpstream implements HttpUpstream {
           const after = reason === undefined ? undefined : retryAfterMs(res);
           if (reason !== undefined && (after === undefined || after <= p.maxRetryAfterMs)) {
             const wait = Math.max(backoffMs(p, attempt), after ?? 0);
-            if (await this.retryAfter(reason, wait, started, overall, req, () => discard(res))) {
+            if (await this.retryAfter(reason, wait, started, overall, req, () => this.letGo(res, e))) {
               tried.push(i);
               retrying = true;
               continue;
             }
           }
         }
-        res.body.once('close', endLive);
+        // One listener for the endpoint's and the budget's count: the answer is the client's now.
+        res.body.once('close', () => {
+          e.health.active--;
+          budget.live--;
+        });
         return res;
       }
     } catch (err) {
-      endLive();
+      budget.live--;
+      if (retrying) budget.release();
       throw err;
-    } finally {
-      endRetry();
     }
+  }
+
+  /** An answer retried: its endpoint's count ends with its body, read to the end or dropped (retry.ts). */
+  private letGo(res: HttpForwardResponse, e: Endpoint): void {
+    res.body.once('close', () => e.health.active--);
+    discard(res);
   }
 
   /**
