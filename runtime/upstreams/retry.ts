@@ -92,15 +92,20 @@ export function retryAfterMs(res: HttpForwardResponse, now = Date.now()): number
 }
 
 /**
- * Lets go of an answer that is not passed on: its body read to the end (small: the connection
- * is reused) or destroyed past 64 KiB, so no socket is left held.
+ * Lets go of an answer that is not passed on: its body read to the end (the connection is reused)
+ * or destroyed past 64 KiB or after a second (a body that never ends), so no socket is left held.
  */
 export function discard(res: HttpForwardResponse): void {
-  const body = res.body as HttpForwardResponse['body'] & { dump?(o: { limit: number }): Promise<void> };
+  const body = res.body as HttpForwardResponse['body'] & {
+    dump?(o: { limit: number; signal?: AbortSignal }): Promise<void>;
+  };
   body.on('error', () => {});
-  if (typeof body.dump === 'function') body.dump({ limit: 64 * 1024 }).catch(() => body.destroy());
-  else body.destroy();
+  if (typeof body.dump === 'function') {
+    body.dump({ limit: 64 * 1024, signal: AbortSignal.timeout(discardMs) }).catch(() => body.destroy());
+  } else body.destroy();
 }
+
+const discardMs = 1000;
 
 type Signal = HttpForwardRequest['signal'];
 

@@ -18,7 +18,7 @@ import { closeNow, listenLocal, until } from '../helpers/servers.ts';
 import { writeServiceFile } from '../helpers/services.ts';
 
 /** `hold`: kept until release(), then answered with `releaseStatus`; `stream`: an event, then the rest at release(). */
-type Mode = 'ok' | 'hang' | 'reset' | 'sse-cut' | 'hold' | 'stream' | number;
+type Mode = 'ok' | 'hang' | 'reset' | 'sse-cut' | 'hold' | 'stream' | 'endless-503' | number;
 
 interface Fixture {
   url: string;
@@ -63,6 +63,9 @@ async function fixture(name: string, mode: Mode = 'ok'): Promise<Fixture> {
         res.writeHead(200, { 'content-type': 'text/event-stream', 'x-endpoint': name });
         res.write('data: one\n\n');
         setTimeout(() => res.socket?.destroy(), 20);
+      } else if (mode === 'endless-503') {
+        res.writeHead(503, { 'content-type': 'text/plain', 'x-endpoint': name });
+        res.write('busy'); // and the body never ends
       } else if (mode === 'hold') {
         held.push(res);
       } else if (mode === 'stream') {
@@ -388,6 +391,88 @@ max_active: 1`);
     expect(await (await first).text()).toBe('data: one\n\ndata: two\n\n');
     a.mode = 'ok';
     expect((await send(svc, 'GET')).status).toBe(200); // the slot is free again
+  });
+});
+
+describe('leaving the queue', () => {
+  it('a client that goes away while waiting for a slot leaves the queue: the slot goes to the next one', async () => {
+    const a = await fixture('a', 'hold');
+    a.releaseStatus = 200;
+    const upstream = createUpstream(
+      'llm',
+      { kind: 'http', url: a.url, max_active: 1, timeout_ms: 5000 },
+      { logger: silentLogger, configDir: process.cwd() },
+    ) as HttpUpstream;
+    opened.push(upstream);
+    await upstream.checked?.(2000);
+    const get = (signal?: AbortSignal) => upstream.forward({ method: 'GET', path: '/x', headers: {}, signal });
+    const first = get();
+    await until(() => a.hits === 1);
+    const client = new AbortController();
+    const gone = get(client.signal);
+    client.abort();
+    await expect(gone).rejects.toMatchObject({ kind: 'bad_request' });
+    const third = get();
+    a.release();
+    const res = await first;
+    for await (const _ of res.body);
+    await until(() => a.hits === 2); // the third, not the one that left
+    a.release();
+    expect((await third).status).toBe(200);
+  });
+});
+
+describe('letting go', () => {
+  const direct = (config: Record<string, unknown>) => {
+    const upstream = createUpstream('llm', { kind: 'http', ...config } as never, {
+      logger: silentLogger,
+      configDir: process.cwd(),
+    }) as HttpUpstream;
+    opened.push(upstream);
+    return upstream;
+  };
+
+  it('a client that goes away during the backoff: nothing more is sent, and its place in the budget is returned', async () => {
+    const a = await fixture('a', 503);
+    a.headers = { 'retry-after': '1' };
+    const b = await fixture('b');
+    const upstream = direct({
+      endpoints: [{ url: a.url }, { url: b.url }],
+      health_check: { interval_ms: 60000 },
+      outlier: { consecutive_failures: 100 },
+      retry: { attempts: 2, on: [503], budget: { percent: 0, min_concurrency: 1 } },
+    });
+    await upstream.checked?.(2000);
+    const client = new AbortController();
+    const pending = upstream.forward({ method: 'GET', path: '/x', headers: {}, signal: client.signal });
+    await until(() => a.hits === 1);
+    client.abort();
+    await expect(pending).rejects.toMatchObject({ kind: 'bad_request' });
+    await sleep(1100);
+    expect(b.hits).toBe(0);
+    // The one place of the budget is free: the next 503 is retried (round-robin: b, then a -> b).
+    a.headers = {};
+    for (let n = 0; n < 2; n++) {
+      const res = await upstream.forward({ method: 'GET', path: '/x', headers: {} });
+      expect(res.status).toBe(200);
+      for await (const _ of res.body);
+    }
+    expect([a.hits, b.hits]).toEqual([2, 2]);
+  });
+
+  it('a retried answer whose body never ends does not hold its connection', async () => {
+    const a = await fixture('a', 'endless-503');
+    const upstream = direct({
+      url: a.url,
+      connections: 1,
+      retry: { attempts: 2, on: [503], backoff: { base_ms: 0, max_ms: 0 } },
+    });
+    await upstream.checked?.(2000);
+    // One connection: the retry can only be sent once the first answer's socket is let go.
+    const res = await upstream.forward({ method: 'GET', path: '/x', headers: {} });
+    expect(res.status).toBe(503);
+    expect(a.hits).toBe(2);
+    res.body.destroy();
   });
 });
 
