@@ -26,6 +26,44 @@ interface Waiter {
   reject(err: Error): void;
 }
 
+interface Source {
+  readonly name: string;
+  active(): number;
+  pending(): number;
+}
+
+/** The live bounded upstreams of each registry (one per service): the gauges read them at scrape time. */
+const live = new WeakMap<object, Set<Source>>();
+
+function register(kit: MetricsKit, source: Source): () => void {
+  let sources = live.get(kit.registry);
+  if (!sources) {
+    const set = new Set<Source>();
+    sources = set;
+    live.set(kit.registry, set);
+    // Summed per name: during a reload the old graph's upstream and its successor may both have requests.
+    const gauge = (name: string, help: string, read: (s: Source) => number) =>
+      kit.gauge({
+        name,
+        help,
+        labelNames: ['upstream'] as const,
+        collect() {
+          this.reset();
+          for (const s of set) this.inc({ upstream: s.name }, read(s));
+        },
+      });
+    gauge('switchyard_upstream_active_requests', 'Requests under way on an upstream with max_active', (s) =>
+      s.active(),
+    );
+    gauge('switchyard_upstream_pending_requests', 'Requests waiting for a slot of an upstream (max_active)', (s) =>
+      s.pending(),
+    );
+  }
+  sources.add(source);
+  const registered = sources;
+  return () => registered.delete(source);
+}
+
 export function slotted<U extends HttpUpstream>(upstream: U, bounds: SlotBounds, metrics?: MetricsKit): U {
   const overflow = metrics?.counter({
     name: 'switchyard_upstream_pending_overflow_total',
@@ -45,6 +83,16 @@ export function slotted<U extends HttpUpstream>(upstream: U, bounds: SlotBounds,
       next.resolve(); // the slot passes to the first waiter
     else active--;
   };
+  const forget = metrics
+    ? register(metrics, { name: upstream.name, active: () => active, pending: () => queue.length })
+    : undefined;
+  if (forget) {
+    const close = upstream.close.bind(upstream);
+    upstream.close = () => {
+      forget();
+      return close();
+    };
+  }
   const forward = upstream.forward.bind(upstream);
   upstream.forward = async (req: HttpForwardRequest): Promise<HttpForwardResponse> => {
     let sent = req;

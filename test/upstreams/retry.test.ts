@@ -366,6 +366,8 @@ max_pending: 1`,
       error: { message: expect.stringMatching(/waiting for a slot \(max_pending\)/) },
     });
     expect(a.hits).toBe(1);
+    expect(await metric(svc, 'switchyard_upstream_active_requests', 'upstream="llm"')).toBe(1);
+    expect(await metric(svc, 'switchyard_upstream_pending_requests', 'upstream="llm"')).toBe(1);
     a.release();
     expect((await first).status).toBe(200);
     await until(() => a.hits === 2); // the slot passed to the waiting one
