@@ -1,7 +1,7 @@
 /**
  * The cost of the balancer per request, in process: the same small forwarded request through a
- * single-url upstream, through a balanced one with one endpoint, and with three endpoints (three
- * pools to the same local server), as throughput ratios measured in one run with the variants
+ * single-url upstream, the same with `retry:` (through the balancer's retry loop), a balanced one
+ * with one endpoint, and with three endpoints (three pools to the same local server), as throughput ratios measured in one run with the variants
  * interleaved. `npx tsx bench/upstreams/balancer-cost.ts [requests per round]`
  */
 import { createServer } from 'node:http';
@@ -25,6 +25,12 @@ const deps = { logger: silentLogger, configDir: process.cwd() };
 const variants: Record<string, HttpUpstream> = {
   single: createUpstream('u', { kind: 'http', url: base }, deps) as HttpUpstream,
   'balanced-1': createUpstream('u', { kind: 'http', endpoints: [{ url: base }] }, deps) as HttpUpstream,
+  // A single url with retries on: run through the balancer's retry loop (nothing fails here).
+  'single-retry': createUpstream(
+    'u',
+    { kind: 'http', url: base, retry: { attempts: 3, on: ['connect_failure', 'reset', 429, 503] } },
+    deps,
+  ) as HttpUpstream,
   'balanced-3': createUpstream(
     'u',
     { kind: 'http', endpoints: [{ url: base }, { url: base }, { url: base }] },

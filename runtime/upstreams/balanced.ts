@@ -1,13 +1,13 @@
 /**
  * An `http` / `openai` upstream with several endpoints: one HttpUpstreamImpl per endpoint (each
  * with its pool and background probe), a picker (round-robin or least-request), passive outlier
- * ejection, and retries of connect failures on another endpoint. To the stages it is one upstream
- * with the same contract as a single-URL one.
+ * ejection, and retries on another endpoint. To the stages it is one upstream with the same
+ * contract as a single-URL one (a single URL with `retry:` is run as one endpoint of it).
  *
- * Retries are only where they are safe: a connect failure (nothing reached the endpoint) with a
- * body that can be sent again (a buffer, a string or none, not a stream). Never after the
- * response headers came: a 5xx answer or a timeout may have done its work upstream, and a stream
- * already started is the client's.
+ * Retries are only where they are safe (runtime/upstreams/retry.ts decides which), with a body
+ * that can be sent again (a buffer, a string or none, not a stream), within the retry budget
+ * (retry-budget.ts) and the request's overall timeout. An answer is retried only on its status,
+ * before any of its body went to the caller; once an answer is returned it is the client's.
  */
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.ts';
@@ -16,8 +16,21 @@ import { balancingDefaults, type HttpUpstreamConfig, httpDefaults, type Resolved
 import { EndpointHealth, type EndpointState, OutlierDetector } from './endpoint-health.ts';
 import { type EndpointMetrics, endpointMetrics } from './endpoint-metrics.ts';
 import { HttpUpstreamImpl } from './http.ts';
-import { isUnreachable } from './http-errors.ts';
+import { isUnreachable, timeoutError } from './http-errors.ts';
 import { createPicker, type Picker } from './picker.ts';
+import {
+  backoffMs,
+  discard,
+  isIdempotent,
+  isReplayable,
+  pause,
+  type ResolvedRetry,
+  resolveRetry,
+  retryAfterMs,
+  retryReasonForAnswer,
+  retryReasonForError,
+} from './retry.ts';
+import { RetryBudget } from './retry-budget.ts';
 import type { HttpForwardRequest, HttpForwardResponse, HttpUpstream, UpstreamHealth } from './types.ts';
 
 interface Endpoint {
@@ -36,6 +49,10 @@ export class BalancedHttpUpstream implements HttpUpstream {
   private readonly outliers: OutlierDetector;
   private readonly metrics: EndpointMetrics | undefined;
   private readonly all: readonly number[];
+  private readonly retry: ResolvedRetry;
+  private readonly budget: RetryBudget;
+  /** The overall bound of one request (`timeout_ms`), unless the caller gives its own. */
+  private readonly timeoutMs: number;
 
   constructor(
     readonly name: string,
@@ -45,6 +62,9 @@ export class BalancedHttpUpstream implements HttpUpstream {
   ) {
     this.settings = balancingDefaults(config);
     const { endpoints: list, balance, outlier, retry, ...common } = config;
+    this.retry = resolveRetry(retry);
+    this.budget = new RetryBudget(this.retry.budgetPercent, this.retry.budgetMinConcurrency);
+    this.timeoutMs = httpDefaults({ ...common, url: '' }).timeout_ms;
     this.endpoints = list.map((e) => {
       const upstream = new HttpUpstreamImpl(
         name,
@@ -77,41 +97,118 @@ export class BalancedHttpUpstream implements HttpUpstream {
   }
 
   async forward(req: HttpForwardRequest): Promise<HttpForwardResponse> {
-    const body = req.body;
-    const replayable = body == null || typeof body === 'string' || Buffer.isBuffer(body);
+    const p = this.retry;
+    const budget = this.budget;
+    budget.live++; // until the answer's body ends, or the request fails
+    // The whole request (every try and backoff) stays within the overall timeout.
+    const overall = req.timeoutMs ?? this.timeoutMs;
+    const started = performance.now();
+    const replayable = isReplayable(req.body);
     const tried: number[] = [];
-    for (let attempt = 1; ; attempt++) {
-      const i = this.choose(tried);
-      const e = this.endpoints[i] as Endpoint;
-      e.health.active++;
-      let res: HttpForwardResponse;
-      try {
-        res = await e.upstream.forward(req);
-      } catch (err) {
-        e.health.active--;
-        tried.push(i);
-        if (isClientAbort(err)) throw err; // says nothing about the endpoint
-        this.failed(i);
-        const retry =
-          isConnectFailure(err) &&
-          replayable &&
-          attempt < this.settings.retry.attempts &&
-          !req.signal?.aborted &&
-          this.usable(Date.now()).some((j) => !tried.includes(j));
-        if (!retry) throw err;
-        this.metrics?.retried(this.name, 'connect_failure');
-        continue;
+    /** This request holds a place in the retry budget (from the decision to retry until that try ends). */
+    let retrying = false;
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const left = attempt === 1 ? overall : overall - (performance.now() - started);
+        const perTry = p.perTryTimeoutMs;
+        const tryMs = perTry !== undefined && perTry < left ? perTry : left;
+        // The first try without a per-try bound is the request as it came (no copy on the fast path).
+        const sent = attempt === 1 && tryMs === overall ? req : { ...req, timeoutMs: Math.max(1, Math.ceil(tryMs)) };
+        const i = this.choose(tried);
+        const e = this.endpoints[i] as Endpoint;
+        e.health.active++;
+        let res: HttpForwardResponse;
+        try {
+          res = await e.upstream.forward(sent);
+        } catch (err) {
+          e.health.active--;
+          if (retrying) {
+            retrying = false;
+            budget.release();
+          }
+          tried.push(i);
+          if (isClientAbort(err)) throw err; // says nothing about the endpoint
+          this.failed(i);
+          const reason =
+            replayable && attempt < p.attempts && !req.signal?.aborted
+              ? retryReasonForError(p, err, isIdempotent(req))
+              : undefined;
+          if (reason === undefined || !(await this.retryAfter(reason, backoffMs(p, attempt), started, overall, req))) {
+            // The overall deadline, not the try's own bound, ended it: say so.
+            if (tryMs < left || !isTimeout(err)) throw err;
+            throw timeoutError(this.name, overall, err);
+          }
+          retrying = true;
+          continue;
+        }
+        if (retrying) {
+          retrying = false;
+          budget.release();
+        }
+        if (res.status >= 500) this.failed(i);
+        else this.outliers.success(e.health);
+        if (p.statuses.size > 0 && replayable && attempt < p.attempts) {
+          const reason = retryReasonForAnswer(p, res.status, isIdempotent(req));
+          const after = reason === undefined ? undefined : retryAfterMs(res);
+          if (reason !== undefined && (after === undefined || after <= p.maxRetryAfterMs)) {
+            const wait = Math.max(backoffMs(p, attempt), after ?? 0);
+            if (await this.retryAfter(reason, wait, started, overall, req, () => this.letGo(res, e))) {
+              tried.push(i);
+              retrying = true;
+              continue;
+            }
+          }
+        }
+        // One listener for the endpoint's and the budget's count: the answer is the client's now.
+        res.body.once('close', () => {
+          e.health.active--;
+          budget.live--;
+        });
+        return res;
       }
-      let released = false;
-      res.body.once('close', () => {
-        if (released) return;
-        released = true;
-        e.health.active--;
-      });
-      if (res.status >= 500) this.failed(i);
-      else this.outliers.success(e.health);
-      return res;
+    } catch (err) {
+      budget.live--;
+      if (retrying) budget.release();
+      throw err;
     }
+  }
+
+  /** An answer retried: its endpoint's count ends with its body, read to the end or dropped (retry.ts). */
+  private letGo(res: HttpForwardResponse, e: Endpoint): void {
+    res.body.once('close', () => e.health.active--);
+    discard(res);
+  }
+
+  /**
+   * Takes a place in the retry budget and waits `waitMs` (its backoff, or the answer's
+   * Retry-After); false, and nothing waited, when the budget is spent or the wait would leave the
+   * next try less than `minTryMs` of the overall timeout. `letGo`: the answer being retried, let go of first.
+   */
+  private async retryAfter(
+    reason: string,
+    waitMs: number,
+    started: number,
+    overall: number,
+    req: HttpForwardRequest,
+    letGo?: () => void,
+  ): Promise<boolean> {
+    // A retry needs some of the overall timeout left after its wait (a try of a few ms only times out).
+    if (overall - (performance.now() - started) - waitMs < minTryMs) return false;
+    if (!this.budget.take()) {
+      this.metrics?.budgetExhausted(this.name);
+      return false;
+    }
+    letGo?.();
+    this.metrics?.retried(this.name, reason);
+    if (waitMs > 0) {
+      try {
+        await pause(waitMs, req.signal);
+      } catch (err) {
+        this.budget.release();
+        throw err;
+      }
+    }
+    return true;
   }
 
   health(): UpstreamHealth {
@@ -177,7 +274,9 @@ export class BalancedHttpUpstream implements HttpUpstream {
    */
   private choose(tried: readonly number[]): number {
     const now = Date.now();
-    const fresh = (i: number) => !tried.includes(i);
+    // Every endpoint tried already (more attempts than endpoints): any may take the next try.
+    const again = tried.length >= this.endpoints.length && this.all.every((i) => tried.includes(i));
+    const fresh = (i: number) => again || !tried.includes(i);
     let candidates = this.usable(now).filter(fresh);
     if (candidates.length === 0) candidates = this.all.filter((i) => fresh(i) && !this.at(i).health.ejected(now));
     if (candidates.length > 0) return this.picker.pick(candidates, (i) => this.at(i).health.active);
@@ -227,9 +326,12 @@ export class BalancedHttpUpstream implements HttpUpstream {
   }
 }
 
-/** Nothing reached the endpoint: the connection itself failed (refused, unreachable, connect timeout). */
-function isConnectFailure(err: unknown): boolean {
-  return err instanceof GatewayError && isUnreachable(err.cause);
+/** Time a retry must have left of the overall timeout, after its wait, to be made. */
+const minTryMs = 10;
+
+/** A response timeout (not a connect timeout, which is a connect failure). */
+function isTimeout(err: unknown): boolean {
+  return err instanceof GatewayError && err.kind === 'upstream_timeout' && !isUnreachable(err.cause);
 }
 
 function isClientAbort(err: unknown): boolean {

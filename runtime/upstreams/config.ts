@@ -25,6 +25,12 @@ export interface HttpUpstreamConfig {
   health_check?: { interval_ms?: number; path?: string };
   /** Only for `jsonrpc`: `mcp` makes the gateway's own calls run the MCP session handshake. */
   protocol?: RpcProtocol;
+  /** Circuit breaking (runtime/upstreams/circuit.ts): calls in flight until their answer's headers. */
+  max_requests?: number;
+  /** `http` / `openai`: requests holding a connection at once (runtime/upstreams/slots.ts). */
+  max_active?: number;
+  /** `http` / `openai`: requests waiting for one of those slots at most. */
+  max_pending?: number;
 }
 
 export interface EndpointConfig {
@@ -47,16 +53,25 @@ export interface OutlierConfig {
   max_ejected_share?: number;
 }
 
-/** Retries of connect failures (nothing reached the endpoint) on another endpoint. */
+/** Retries (runtime/upstreams/retry.ts): where safe, on another endpoint when there is one, within a budget. */
 export interface RetryConfig {
   /** Tries in all, the first included (1: no retry). */
   attempts?: number;
+  /** What is retried: `connect_failure` (default), `reset`, `timeout`, and answer statuses (400-599). */
+  on?: Array<'connect_failure' | 'reset' | 'timeout' | number>;
+  /** Full-jitter exponential backoff: a retry waits uniform [0, min(max_ms, base_ms·2^(n-1))]. */
+  backoff?: { base_ms?: number; max_ms?: number };
+  /** A longer `Retry-After` ends the retries (the answer goes to the client). */
+  max_retry_after_ms?: number;
+  /** Time allowed for each try's response headers (the whole request stays within `timeout_ms`). */
+  per_try_timeout_ms?: number;
+  /** Retries under way at most: max(min_concurrency, percent% of the live requests). */
+  budget?: { percent?: number; min_concurrency?: number };
 }
 
 export interface ResolvedBalancing {
   balance: BalanceMode;
   outlier: Required<OutlierConfig>;
-  retry: Required<RetryConfig>;
 }
 
 export function balancingDefaults(c: HttpUpstreamConfig): ResolvedBalancing {
@@ -68,7 +83,6 @@ export function balancingDefaults(c: HttpUpstreamConfig): ResolvedBalancing {
       max_ejection_ms: c.outlier?.max_ejection_ms ?? 300000,
       max_ejected_share: c.outlier?.max_ejected_share ?? 0.5,
     },
-    retry: { attempts: c.retry?.attempts ?? 2 },
   };
 }
 
@@ -94,7 +108,10 @@ export interface StdioUpstreamConfig {
 export type UpstreamConfig = HttpUpstreamConfig | StdioUpstreamConfig;
 
 export type ResolvedHttpConfig = Required<
-  Omit<HttpUpstreamConfig, 'health_check' | 'endpoints' | 'balance' | 'outlier' | 'retry'>
+  Omit<
+    HttpUpstreamConfig,
+    'health_check' | 'endpoints' | 'balance' | 'outlier' | 'retry' | 'max_requests' | 'max_active' | 'max_pending'
+  >
 > & {
   health_check: { interval_ms: number; path?: string };
 };
@@ -186,9 +203,70 @@ const balancingProperties = {
         minimum: 1,
         maximum: 10,
         default: 2,
-        description: 'Tries in all; retried only on a connect failure, with a replayable body, on another endpoint.',
+        description:
+          'Tries in all (the first included); each retry goes to an endpoint not tried yet when there is one.',
+      },
+      on: {
+        type: 'array',
+        uniqueItems: true,
+        items: {
+          anyOf: [{ enum: ['connect_failure', 'reset', 'timeout'] }, { type: 'integer', minimum: 400, maximum: 599 }],
+        },
+        default: ['connect_failure'],
+        description:
+          'What is retried: `connect_failure` (any method), `reset` and `timeout` (idempotent methods only), ' +
+          'answer statuses (idempotent methods; 429 and 503 for any method). Never a streamed request body.',
+      },
+      backoff: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          base_ms: { ...ms(25, 0), description: 'Backoff of the first retry (full jitter: uniform up to it).' },
+          max_ms: { ...ms(250, 0), description: 'Backoff at most (it doubles at each retry).' },
+        },
+      },
+      max_retry_after_ms: {
+        ...ms(5000, 0),
+        description: 'A Retry-After up to this is waited for; a longer one ends the retries (passed to the client).',
+      },
+      per_try_timeout_ms: {
+        type: 'integer',
+        minimum: 1,
+        description: "Time allowed for each try's response headers; default: what is left of timeout_ms.",
+      },
+      budget: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          percent: {
+            type: 'number',
+            minimum: 0,
+            maximum: 100,
+            default: 20,
+            description: 'Retries under way at most, as a percentage of the live requests.',
+          },
+          min_concurrency: { ...ms(3, 0), description: 'Retries under way always allowed, whatever the share.' },
+        },
       },
     },
+    description: 'Retries of failed tries, where safe, within a budget (with `url` too: on that one endpoint).',
+  },
+};
+
+/** Pending and active bounds (runtime/upstreams/slots.ts). */
+const slotProperties = {
+  max_active: {
+    type: 'integer',
+    minimum: 1,
+    description:
+      "Requests under way at once (until their answer's body ends), all endpoints together; more wait (max_pending).",
+  },
+  max_pending: {
+    type: 'integer',
+    minimum: 0,
+    description:
+      'Requests waiting for a slot at most (503 unavailable beyond); default with max_active: none waits ' +
+      'longer than timeout_ms; alone: the slots are the connections of the pools.',
   },
 };
 
@@ -203,7 +281,7 @@ const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean) =
         // biome-ignore lint/suspicious/noThenProperty: a JSON Schema keyword
         then: { properties: { url: false } },
         else: { properties: { url: true }, required: ['url'] },
-        dependentRequired: { balance: ['endpoints'], outlier: ['endpoints'], retry: ['endpoints'] },
+        dependentRequired: { balance: ['endpoints'], outlier: ['endpoints'] },
       }
     : { required: ['kind', 'url'] }),
   properties: {
@@ -220,6 +298,7 @@ const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean) =
       description:
         'Circuit breaking: calls in flight at most (503 unavailable beyond, Retry-After: 1); default: no bound.',
     },
+    ...(balanced ? slotProperties : {}),
     keep_alive_timeout_ms: ms(60000),
     health_check: {
       type: 'object',

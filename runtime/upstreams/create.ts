@@ -9,9 +9,10 @@ import { limited } from './circuit.ts';
 import { httpDefaults, stdioDefaults, type UpstreamConfig } from './config.ts';
 import { HttpUpstreamImpl } from './http.ts';
 import { JsonRpcHttpUpstream } from './jsonrpc-http.ts';
+import { type SlotBounds, slotted } from './slots.ts';
 import { StdioUpstream } from './stdio.ts';
 import { traced } from './traced.ts';
-import type { Upstream } from './types.ts';
+import { isHttpUpstream, type Upstream } from './types.ts';
 
 export type { UpstreamConfig } from './config.ts';
 export { upstreamConfigSchema } from './config.ts';
@@ -25,10 +26,26 @@ export interface UpstreamDeps {
 }
 
 export function createUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {
-  // The circuit breaker outside the tracing: a refused call opens no client span.
+  // The circuit breakers outside the tracing: a refused (or waiting) call opens no client span.
   const maxRequests = (config as { max_requests?: number }).max_requests;
   const mcp = (config as { protocol?: string }).protocol === 'mcp';
-  return limited(traced(buildUpstream(name, config, deps), { mcp }), maxRequests, deps.metrics);
+  let upstream = traced(buildUpstream(name, config, deps), { mcp });
+  const bounds = slotBounds(config);
+  if (bounds && isHttpUpstream(upstream)) upstream = slotted(upstream, bounds, deps.metrics);
+  return limited(upstream, maxRequests, deps.metrics);
+}
+
+/** `max_active` / `max_pending` of an http / openai upstream (max_pending alone: the pools' connections are the slots). */
+function slotBounds(config: UpstreamConfig): SlotBounds | undefined {
+  if (config.kind !== 'http' && config.kind !== 'openai') return undefined;
+  const { max_active, max_pending } = config;
+  if (max_active === undefined && max_pending === undefined) return undefined;
+  const resolved = httpDefaults({ ...config, url: '' });
+  return {
+    maxActive: max_active ?? resolved.connections * (config.endpoints?.length ?? 1),
+    maxPending: max_pending ?? Number.POSITIVE_INFINITY,
+    timeoutMs: resolved.timeout_ms,
+  };
 }
 
 function buildUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {
@@ -42,8 +59,12 @@ function buildUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps)
       return new JsonRpcHttpUpstream(name, httpDefaults(withUrl(name, config)), deps.logger);
     case 'http':
     case 'openai': {
-      const endpoints = config.endpoints;
-      if (endpoints) return new BalancedHttpUpstream(name, { ...config, endpoints }, deps.logger, deps.metrics);
+      // A single URL with retries is one endpoint of the balancer (its retry loop); without, the bare pool.
+      const endpoints = config.endpoints ?? (config.retry && config.url ? [{ url: config.url }] : undefined);
+      if (endpoints) {
+        const { url: _, ...rest } = config;
+        return new BalancedHttpUpstream(name, { ...rest, endpoints }, deps.logger, deps.metrics);
+      }
       return new HttpUpstreamImpl(name, httpDefaults(withUrl(name, config)), deps.logger);
     }
     default:

@@ -13,6 +13,7 @@ interface Source {
 export interface EndpointMetrics {
   ejected(upstream: string, endpoint: string): void;
   retried(upstream: string, reason: string): void;
+  budgetExhausted(upstream: string): void;
   forget(source: Source): void;
 }
 
@@ -55,13 +56,19 @@ export function endpointMetrics(kit: MetricsKit, source: Source): EndpointMetric
   });
   const retries = kit.counter({
     name: 'switchyard_upstream_retries_total',
-    help: 'Requests tried again on another endpoint, by reason (connect_failure: nothing reached the first)',
+    help: 'Requests tried again, by reason (connect_failure, reset, timeout, or the status retried)',
     labelNames: ['upstream', 'reason'] as const,
+  });
+  const refused = kit.counter({
+    name: 'switchyard_upstream_retry_budget_exhausted_total',
+    help: 'Retries not made because the retry budget was spent (the failed try stood)',
+    labelNames: ['upstream'] as const,
   });
   const registered = sources;
   return {
     ejected: (upstream, endpoint) => ejections.inc({ upstream, endpoint }),
     retried: (upstream, reason) => retries.inc({ upstream, reason }),
+    budgetExhausted: (upstream) => refused.inc({ upstream }),
     forget: (s) => registered.delete(s),
   };
 }

@@ -117,4 +117,23 @@ describe('proxy options schema', () => {
     expect(validateProxy({ upstream: 'u', retries: 3 })).toBe(false);
     expect(validateProxy({})).toBe(false);
   });
+
+  it('takes retry settings with a single url too, with their defaults; refuses unknown conditions and bounds on other kinds', () => {
+    const single = check({ kind: 'openai', url: 'http://a', retry: { on: ['connect_failure', 429], budget: {} } });
+    expect(single.ok).toBe(true);
+    expect(single.config.retry).toEqual({
+      attempts: 2,
+      on: ['connect_failure', 429],
+      max_retry_after_ms: 5000,
+      budget: { percent: 20, min_concurrency: 3 },
+    });
+    expect(check({ kind: 'http', url: 'http://a', retry: { on: ['5xx'] } }).ok).toBe(false);
+    expect(check({ kind: 'http', url: 'http://a', retry: { on: [200] } }).ok).toBe(false);
+    expect(check({ kind: 'http', url: 'http://a', retry: { per_try_timeout_ms: 0 } }).errors.join('\n')).toMatch(
+      /\/retry\/per_try_timeout_ms must be >= 1/,
+    );
+    expect(check({ kind: 'http', url: 'http://a', max_active: 8, max_pending: 0 }).ok).toBe(true);
+    expect(check({ kind: 'jsonrpc', url: 'http://a', retry: { attempts: 2 } }).ok).toBe(false);
+    expect(check({ kind: 'stdio', command: 'node', max_active: 2 }).ok).toBe(false);
+  });
 });
