@@ -6,7 +6,8 @@
  */
 import { GatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
-import { isHttpUpstream, isRpcUpstream, type Upstream } from './types.ts';
+import { around } from './around.ts';
+import type { Upstream } from './types.ts';
 
 export function limited<U extends Upstream>(upstream: U, maxRequests: number | undefined, metrics?: MetricsKit): U {
   if (maxRequests === undefined) return upstream;
@@ -35,14 +36,9 @@ export function limited<U extends Upstream>(upstream: U, maxRequests: number | u
       inFlight--;
     }
   };
-  if (isHttpUpstream(upstream)) {
-    const forward = upstream.forward.bind(upstream);
+  return around(upstream, {
     // In flight until the answer's headers: a streamed body no longer holds a slot.
-    upstream.forward = (req) => guarded(() => forward(req));
-  }
-  if (isRpcUpstream(upstream)) {
-    const call = upstream.call.bind(upstream);
-    upstream.call = (message, options) => guarded(() => call(message, options));
-  }
-  return upstream;
+    forward: (forward) => (req) => guarded(() => forward(req)),
+    call: (call) => (message, options) => guarded(() => call(message, options)),
+  });
 }

@@ -11,6 +11,7 @@
  */
 import { GatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
+import { around } from './around.ts';
 import type { HttpForwardRequest, HttpForwardResponse, HttpUpstream } from './types.ts';
 
 export interface SlotBounds {
@@ -87,45 +88,48 @@ export function slotted<U extends HttpUpstream>(upstream: U, bounds: SlotBounds,
     ? register(metrics, { name: upstream.name, active: () => active, pending: () => queue.length })
     : undefined;
   if (forget) {
-    const close = upstream.close.bind(upstream);
-    upstream.close = () => {
-      forget();
-      return close();
-    };
+    around(upstream, {
+      close: (close) => () => {
+        forget();
+        return close();
+      },
+    });
   }
-  const forward = upstream.forward.bind(upstream);
-  upstream.forward = async (req: HttpForwardRequest): Promise<HttpForwardResponse> => {
-    let sent = req;
-    if (active < bounds.maxActive) active++;
-    else {
-      if (queue.length >= bounds.maxPending) {
-        overflow?.inc({ upstream: upstream.name });
-        throw new GatewayError(
-          'unavailable',
-          `Upstream "${upstream.name}" has ${queue.length} requests waiting for a slot (max_pending)`,
-          {
-            details: { upstream: upstream.name, max_active: bounds.maxActive, max_pending: bounds.maxPending },
-            headers: { 'Retry-After': '1' },
-          },
-        );
-      }
-      waited?.inc({ upstream: upstream.name });
-      const timeoutMs = req.timeoutMs ?? bounds.timeoutMs;
-      const started = performance.now();
-      await waitForSlot(queue, timeoutMs, req.signal, upstream.name);
-      sent = { ...req, timeoutMs: Math.max(1, Math.ceil(timeoutMs - (performance.now() - started))) };
-    }
-    let res: HttpForwardResponse;
-    try {
-      res = await forward(sent);
-    } catch (err) {
-      release();
-      throw err;
-    }
-    res.body.once('close', release);
-    return res;
-  };
-  return upstream;
+  return around(upstream, {
+    forward:
+      (forward) =>
+      async (req: HttpForwardRequest): Promise<HttpForwardResponse> => {
+        let sent = req;
+        if (active < bounds.maxActive) active++;
+        else {
+          if (queue.length >= bounds.maxPending) {
+            overflow?.inc({ upstream: upstream.name });
+            throw new GatewayError(
+              'unavailable',
+              `Upstream "${upstream.name}" has ${queue.length} requests waiting for a slot (max_pending)`,
+              {
+                details: { upstream: upstream.name, max_active: bounds.maxActive, max_pending: bounds.maxPending },
+                headers: { 'Retry-After': '1' },
+              },
+            );
+          }
+          waited?.inc({ upstream: upstream.name });
+          const timeoutMs = req.timeoutMs ?? bounds.timeoutMs;
+          const started = performance.now();
+          await waitForSlot(queue, timeoutMs, req.signal, upstream.name);
+          sent = { ...req, timeoutMs: Math.max(1, Math.ceil(timeoutMs - (performance.now() - started))) };
+        }
+        let res: HttpForwardResponse;
+        try {
+          res = await forward(sent);
+        } catch (err) {
+          release();
+          throw err;
+        }
+        res.body.once('close', release);
+        return res;
+      },
+  });
 }
 
 function waitForSlot(

@@ -2,7 +2,7 @@
  * Times every upstream call a request makes (for switchyard_gateway_overhead_seconds) and, when
  * the request is traced, makes it a client span whose context replaces the `traceparent` sent
  * upstream (the upstream sees the gateway's client span as its parent). Applied to each upstream
- * where it is created (create.ts): the upstream classes stay unaware of tracing. Calls without a
+ * where it is created (create.ts, through `around`): the upstream classes stay unaware of tracing. Calls without a
  * `trace` (health probes, a JSON-RPC upstream's own forward inside `call`) pass straight through.
  */
 import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
@@ -10,7 +10,8 @@ import { GatewayError } from '../errors.ts';
 import { type RequestTrace, upstreamCallEnded, upstreamCallStarted } from '../observability/request-trace.ts';
 import { startChildSpan, traceparentOf } from '../observability/tracing.ts';
 import type { JsonRpcRequest } from '../state.ts';
-import { isHttpUpstream, isRpcUpstream, type RpcCallOptions, type Upstream } from './types.ts';
+import { around } from './around.ts';
+import type { HttpUpstream, RpcCallOptions, Upstream } from './types.ts';
 
 export interface TracedSettings {
   /** An MCP upstream: requests carry the trace context in `params._meta` as well. */
@@ -18,14 +19,13 @@ export interface TracedSettings {
 }
 
 export function traced<U extends Upstream>(upstream: U, settings: TracedSettings = {}): U {
-  if (isHttpUpstream(upstream)) {
-    const forward = upstream.forward.bind(upstream);
-    upstream.forward = async (req) => {
+  return around(upstream, {
+    forward: (forward) => async (req) => {
       const t = req.trace;
       if (!t) return forward(req);
       const span = t.tracer && t.span ? startChildSpan(t.tracer, t.span, req.method, SpanKind.CLIENT) : undefined;
       if (span) {
-        const url = upstream.url;
+        const url = (upstream as unknown as HttpUpstream).url;
         span.setAttributes({
           'http.request.method': req.method,
           'server.address': url.hostname,
@@ -45,11 +45,8 @@ export function traced<U extends Upstream>(upstream: U, settings: TracedSettings
           if (res.status >= 500) failed(s, String(res.status));
         },
       );
-    };
-  }
-  if (isRpcUpstream(upstream)) {
-    const call = upstream.call.bind(upstream);
-    upstream.call = async (message: JsonRpcRequest, options?: RpcCallOptions) => {
+    },
+    call: (call) => async (message: JsonRpcRequest, options?: RpcCallOptions) => {
       const t = options?.trace;
       if (!t) return call(message, options);
       let span: Span | undefined;
@@ -74,9 +71,8 @@ export function traced<U extends Upstream>(upstream: U, settings: TracedSettings
           }
         },
       );
-    };
-  }
-  return upstream;
+    },
+  });
 }
 
 /**
