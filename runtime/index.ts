@@ -100,6 +100,7 @@ export { type Deadline, deadline } from './util/deadline.ts';
 export { canonicalJson, sha256Hex } from './util/hash.ts';
 export { compileStatePath, type StateReader } from './util/state-path.ts';
 export { TurnBatch } from './util/turn-batch.ts';
+export { startTypeScriptWorker } from './util/typescript-worker.ts';
 // Readers of the wire formats the runtime speaks (dialects and upstream kinds openai, jsonrpc).
 export * as jsonrpcWire from './wire/jsonrpc.ts';
 export * as openaiWire from './wire/openai.ts';

@@ -7,11 +7,11 @@
  * TypeScript loader, costs ~100 ms); a terminated one is replaced when next needed.
  */
 import type { ServerResponse } from 'node:http';
-import { Worker } from 'node:worker_threads';
-import { ClientAbort, GatewayError } from '../../runtime/index.ts';
+import type { Worker } from 'node:worker_threads';
+import { ClientAbort, GatewayError, startTypeScriptWorker } from '../../runtime/index.ts';
 import type { FitJob, FitReply } from './fit-worker.ts';
 
-const WORKER_ENTRY = new URL('./fit-worker.mjs', import.meta.url);
+const WORKER_MODULE = new URL('./fit-worker.ts', import.meta.url);
 
 export interface FitLimits {
   maxConcurrent: number;
@@ -90,7 +90,9 @@ export class FitRunner {
   }
 
   private spawn(): Worker {
-    const worker = new Worker(WORKER_ENTRY, { resourceLimits: { maxOldGenerationSizeMb: this.limits.memoryMb } });
+    const worker = startTypeScriptWorker(WORKER_MODULE, {
+      resourceLimits: { maxOldGenerationSizeMb: this.limits.memoryMb },
+    });
     // A busy worker's errors are its fit's (run() listens); an idle one that fails is dropped on
     // exit, and an 'error' nobody listens to would take the process down.
     worker.on('error', () => {});

@@ -4,10 +4,11 @@
  * and go to the first idle worker. A worker that dies fails its batch and is replaced on the next
  * run. Memory: every worker holds a copy of the model's weights.
  */
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { startTypeScriptWorker } from '../../runtime/index.ts';
 import type { CollectRequest, RunReply, RunRequest, WorkerConfig, WorkerHello } from './session-worker.ts';
 
-const WORKER_ENTRY = new URL('./session-worker.mjs', import.meta.url);
+const WORKER_MODULE = new URL('./session-worker.ts', import.meta.url);
 
 export interface Batch {
   ids: BigInt64Array;
@@ -75,7 +76,7 @@ export class SessionPool {
   }
 
   private async spawn(): Promise<Slot> {
-    const worker = new Worker(WORKER_ENTRY, { workerData: this.config });
+    const worker = startTypeScriptWorker(WORKER_MODULE, { workerData: this.config });
     const hello = await new Promise<WorkerHello>((resolve, reject) => {
       const onExit = (code: number) => reject(new Error(`session worker exited (code ${code}) before it was ready`));
       worker.once('message', (message: WorkerHello) => {

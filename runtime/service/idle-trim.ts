@@ -1,9 +1,10 @@
 /**
  * The idle memory trim: once a service has had no request for `limits.idle_trim_ms` and its
  * resident memory is at least `limits.idle_trim_growth_mb` above its reference (the lowest idle
- * RSS seen since it started or last trimmed), it asks V8 for one full garbage collection, then lets
- * the stages and resources that keep worker threads trim too (`trimMemory()`: e.g. the embedding
- * session workers collect their own heaps). RSS, not the heap's size, is the trigger: the heap
+ * RSS seen since it started or last trimmed), it asks V8 for a full garbage collection (a second
+ * one when the first leaves much external memory), then lets the stages and resources that keep
+ * worker threads trim too (`trimMemory()`: e.g. the embedding session workers collect their own
+ * heaps). RSS, not the heap's size, is the trigger: the heap
  * counts garbage too (the start's own garbage made a heap-based reference miss a burst's growth),
  * and what an operator watches is RSS.
  *
@@ -13,14 +14,17 @@
  * one collection). A collection costs time on the event loop: it never runs while a request is
  * in flight and runs at most once per idle period. It holds the loop for as long as V8 takes to
  * mark the live heap (V8's `execution: 'async'` only defers it to a task, and offers no
- * incremental collection from JS): 35-60 ms on a lightly loaded 2-core machine after 24 pages of 1 MB, up
- * to 150 ms when the machine is saturated, under 10 ms after a small burst. A request arriving
+ * incremental collection from JS): 27-60 ms on a lightly loaded 2-core machine after 24 pages of
+ * 1 MB, up to 150 ms when the machine is saturated, under 10 ms after a small burst. A request arriving
  * just then waits that long, once, after the service was idle for `idle_trim_ms`; each pause is in
  * `switchyard_memory_trim_pause_seconds`.
  *
- * One collection, not two: a second one was meant to return what the first one's finalizers let
- * go, but measured after 24 pages of 1 MB it freed 0.2 MB of heap for another full pause, and
- * both memory bounds of test/services/memory-after-burst hold without it.
+ * A second collection only when it pays: what the first one's finalizers let go (the buffers
+ * of native wrappers, e.g. onnxruntime tensors) is returned only by another one. After 24 batches
+ * of /v1/embed the first left external memory 17-23 MB above its idle floor and the second
+ * returned it (RSS 10-25 MB lower); after 24 pages of 1 MB it would free 0.2 MB of heap for
+ * another full pause, so it runs only while external memory is still `secondGcExternalBytes`
+ * above the lowest idle level seen, and the service is still idle.
  */
 import type { Logger } from 'pino';
 import type { MetricsKit } from '../observability/metrics.ts';
@@ -47,6 +51,9 @@ export interface IdleTrimHooks {
 export interface IdleTrim {
   stop(): void;
 }
+
+/** External memory still above its idle floor after the first collection that is worth a second one. */
+const secondGcExternalBytes = 8 * 2 ** 20;
 
 /** How often idleness and growth are checked at most (ms). */
 const maxCheckMs = 1000;
@@ -79,6 +86,7 @@ export function startIdleTrim(hooks: IdleTrimHooks, metrics: MetricsKit, logger:
   };
   const rss = () => process.memoryUsage.rss();
   let reference = rss();
+  let externalFloor = process.memoryUsage().external;
   let seen = hooks.requestsSeen();
   let lastActivity = performance.now();
   let trimmedThisIdle = false;
@@ -87,13 +95,21 @@ export function startIdleTrim(hooks: IdleTrimHooks, metrics: MetricsKit, logger:
   const trim = async (rssBefore: number): Promise<boolean> => {
     const started = performance.now();
     const before = used();
-    let gcMs: number | undefined;
+    const gcMs: number[] = [];
+    const collect = async (collector: NonNullable<typeof gc>) => {
+      const t = performance.now();
+      await collector({ type: 'major', execution: 'async' });
+      const ms = performance.now() - t;
+      gcMs.push(Math.round(ms));
+      pause.observe(ms / 1000);
+    };
+    const stillIdle = () => !hooks.busy() && hooks.requestsSeen() === seen;
     try {
       if (gc) {
-        const t = performance.now();
-        await gc({ type: 'major', execution: 'async' });
-        gcMs = performance.now() - t;
-        pause.observe(gcMs / 1000);
+        await collect(gc);
+        await new Promise((r) => setTimeout(r, 0));
+        const external = process.memoryUsage().external;
+        if (external - externalFloor >= secondGcExternalBytes && stillIdle()) await collect(gc);
       }
       for (const target of hooks.trimTargets()) {
         try {
@@ -109,6 +125,7 @@ export function startIdleTrim(hooks: IdleTrimHooks, metrics: MetricsKit, logger:
     const after = used();
     const rssAfter = rss();
     reference = rssAfter;
+    externalFloor = process.memoryUsage().external;
     trims.inc();
     freed.inc(Math.max(0, before - after));
     logger.info(
@@ -116,7 +133,7 @@ export function startIdleTrim(hooks: IdleTrimHooks, metrics: MetricsKit, logger:
         heap_external_mb: [mb(before), mb(after)],
         rss_mb: [mb(rssBefore), mb(rssAfter)],
         ms: Math.round(performance.now() - started),
-        gc_ms: gcMs === undefined ? null : Math.round(gcMs),
+        gc_ms: gcMs,
       },
       'idle memory trim',
     );
@@ -137,6 +154,7 @@ export function startIdleTrim(hooks: IdleTrimHooks, metrics: MetricsKit, logger:
     if (idleMs <= 0 || trimmedThisIdle || now - lastActivity < idleMs) return Promise.resolve(false);
     const current = rss();
     reference = Math.min(reference, current);
+    externalFloor = Math.min(externalFloor, process.memoryUsage().external);
     if (current - reference < growthBytes) return Promise.resolve(false);
     trimmedThisIdle = true;
     running = trim(current).finally(() => {

@@ -55,7 +55,7 @@ describe('compiled build', () => {
       'dist/runtime/cli/main.js',
       'dist/plugins/proxy/index.js',
       'dist/plugins/elo/fit-worker.js',
-      'dist/plugins/elo/fit-worker.mjs',
+      'dist/plugins/embed/session-worker.js',
       'dist/plugins/content-fetcher/extract-worker.mjs',
       'dist/plugins/stype-registry/schemas/stype.schema.json',
     ]) {

@@ -9,8 +9,9 @@
  * Relative bounds, each from the same run (and a fresh process for each burst): what is still held after the idle time, over the
  * baseline, is at most a fraction of the peak growth. Main thread heap used + external memory: at
  * most 35% (measured with the trim 3-8%, without it 75-85%: V8 does not collect an idle process).
- * RSS: at most 45% (with the trim 20-32%: the rest is malloc arenas of the session workers, which
- * no collection returns; without it 51-81%).
+ * RSS: at most 45% after pages (with the trim 20-37%, without it 51-57%), 50% after embedding
+ * batches (with the trim 18-45%, without it 81%): the rest is malloc arenas of the session
+ * workers, which no collection returns.
  * The figures (and the trim's log line, with its collections' pauses) are printed.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -88,7 +89,7 @@ async function post(path: string, body: unknown): Promise<string> {
  * Runs `burst` from an idle baseline, then waits (up to 30 s) for the memory to come back; returns
  * the baseline, the peaks, what is left, the trims counted and the loop delay while idle.
  */
-async function burstAndIdle(burst: () => Promise<void>) {
+async function burstAndIdle(burst: () => Promise<void>, rssShare: number) {
   const baseline = await reading();
   let peakRss = baseline.rss;
   let peakHeap = baseline.heapExternal;
@@ -113,7 +114,7 @@ async function burstAndIdle(burst: () => Promise<void>) {
   const deadline = Date.now() + 30_000;
   const back = (r: Reading) =>
     r.heapExternal - baseline.heapExternal <= 0.35 * (peakHeap - baseline.heapExternal) &&
-    r.rss - baseline.rss <= 0.45 * (peakRss - baseline.rss);
+    r.rss - baseline.rss <= rssShare * (peakRss - baseline.rss);
   let after = end;
   await new Promise((r) => setTimeout(r, IDLE_TRIM_MS));
   while (Date.now() < deadline) {
@@ -128,7 +129,7 @@ async function burstAndIdle(burst: () => Promise<void>) {
     trims: after.trims - baseline.trims,
     loop_p99_ms: loop.p99 * 1000,
   };
-  return { baseline, peakRss, peakHeap, after, loop, figures };
+  return { baseline, peakRss, peakHeap, after, loop, figures, rssShare };
 }
 
 function expectReturned(result: Awaited<ReturnType<typeof burstAndIdle>>): void {
@@ -147,7 +148,7 @@ function expectReturned(result: Awaited<ReturnType<typeof burstAndIdle>>): void 
   expect(after.heapExternal - baseline.heapExternal, why).toBeLessThanOrEqual(
     0.35 * (peakHeap - baseline.heapExternal),
   );
-  expect(after.rss - baseline.rss, why).toBeLessThanOrEqual(0.45 * (peakRss - baseline.rss));
+  expect(after.rss - baseline.rss, why).toBeLessThanOrEqual(result.rssShare * (peakRss - baseline.rss));
   expect(after.trims, why).toBeGreaterThan(baseline.trims);
 }
 
@@ -195,7 +196,7 @@ describe('embedding service memory after a burst', () => {
         );
         for (const answer of answers) expect(answer).toContain('"error":null');
       }
-    });
+    }, 0.45);
     expectReturned(result);
   }, 120_000);
 
@@ -212,7 +213,7 @@ describe('embedding service memory after a burst', () => {
           ),
         );
       }
-    });
+    }, 0.5);
     expectReturned(result);
   }, 120_000);
 });
