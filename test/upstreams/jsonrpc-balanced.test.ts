@@ -1,0 +1,171 @@
+/**
+ * A `jsonrpc` upstream with several endpoints in front of real stateful MCP servers (the
+ * official SDK's streamable-HTTP transport), used by the official SDK client through a service:
+ * every request of a session lands on the endpoint that issued it, initializes spread over the
+ * endpoints, a dead endpoint's sessions are told to initialize again (404) while new sessions go
+ * to the others, and the gateway's own session (via: call) sticks and moves the same way.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type StartedService, startService } from '../../runtime/testing.ts';
+import { type McpEndpoint, mcpEndpoint } from '../helpers/mcp-endpoint.ts';
+import { sample } from '../helpers/prometheus.ts';
+import { until } from '../helpers/servers.ts';
+import { writeServiceFile } from '../helpers/services.ts';
+
+const opened: Array<{ close(): unknown }> = [];
+
+afterEach(async () => {
+  for (const o of opened.splice(0).reverse()) await o.close();
+});
+
+async function endpoints(n: number): Promise<McpEndpoint[]> {
+  const list: McpEndpoint[] = [];
+  for (let i = 0; i < n; i++) {
+    const e = await mcpEndpoint(`e${i + 1}`);
+    opened.push(e);
+    list.push(e);
+  }
+  return list;
+}
+
+async function service(list: McpEndpoint[], extra = ''): Promise<StartedService> {
+  const file = writeServiceFile(`service: mcp-balanced
+listen: { port: 0 }
+metrics: { port: 0 }
+admin: { port: 0 }
+upstreams:
+  mcp:
+    kind: jsonrpc
+    protocol: mcp
+    endpoints: [${list.map((e) => `{ url: "${e.url}" }`).join(', ')}]
+    health_check: { interval_ms: 200, jsonrpc_method: ping, timeout_ms: 1000 }
+${extra}
+routes:
+  - match: { method: [POST, GET, DELETE], path: / }
+    dialect: jsonrpc
+    pipeline: [{ proxy: { upstream: mcp } }]
+  - match: { method: POST, path: /call }
+    dialect: jsonrpc
+    pipeline: [{ proxy: { upstream: mcp, via: call } }]
+`);
+  const svc = await startService(file, { warmupMs: 2000 });
+  opened.push(svc);
+  return svc;
+}
+
+async function client(svc: StartedService): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+  const c = new Client({ name: 'sticky-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(`${svc.url}/`));
+  await c.connect(transport);
+  opened.push({ close: () => c.close().catch(() => {}) });
+  return { client: c, transport };
+}
+
+async function whoami(c: Client): Promise<string> {
+  const r = (await c.callTool({ name: 'whoami', arguments: {} })) as { content: Array<{ text: string }> };
+  return r.content[0]?.text as string;
+}
+
+/** The endpoint whose server holds the session. */
+function holder(list: McpEndpoint[], sessionId: string | undefined): string | undefined {
+  return list.find((e) => sessionId !== undefined && e.sessions.has(sessionId))?.name;
+}
+
+interface UpstreamHealth {
+  ok: boolean;
+  detail?: { endpoints: Array<{ state: string; check: { kind: string; healthy?: boolean } }>; bound_sessions: number };
+}
+
+async function upstreamHealth(svc: StartedService): Promise<UpstreamHealth | undefined> {
+  const body = (await (await fetch(`${svc.adminUrl}/admin/health`)).json()) as {
+    checks: Record<string, UpstreamHealth>;
+  };
+  return body.checks['upstream:mcp'];
+}
+
+describe('jsonrpc upstream with several endpoints (MCP sessions)', () => {
+  it('every call of a session lands on the endpoint that issued it; sessions spread over the endpoints', async () => {
+    const list = await endpoints(3);
+    const svc = await service(list);
+    await until(async () => (await upstreamHealth(svc))?.detail?.endpoints.every((e) => e.check.healthy) === true);
+    const clients = [];
+    for (let n = 0; n < 6; n++) clients.push(await client(svc));
+    const homes = new Set<string>();
+    for (const { client: c, transport } of clients) {
+      const home = holder(list, transport.sessionId);
+      expect(home).toBeDefined();
+      homes.add(home as string);
+      // Interleaved with the other clients' calls: each answer comes from the session's own endpoint.
+      for (let n = 0; n < 4; n++) expect(await whoami(c)).toBe(home);
+      expect((await c.listTools()).tools.map((t) => t.name)).toEqual(['whoami']);
+    }
+    // Round-robin initializes: two sessions per endpoint.
+    expect(homes.size).toBe(3);
+    const h = await upstreamHealth(svc);
+    expect(h?.detail?.bound_sessions).toBe(6);
+    expect(h?.detail?.endpoints.map((e) => e.check.kind)).toEqual(['jsonrpc', 'jsonrpc', 'jsonrpc']);
+  });
+
+  it('a dead endpoint: its sessions are told to initialize again, new sessions go to the others, the rest keep working', async () => {
+    const list = await endpoints(3);
+    const svc = await service(list);
+    const clients = [];
+    for (let n = 0; n < 6; n++) clients.push(await client(svc));
+    const [, dying] = list as [McpEndpoint, McpEndpoint, McpEndpoint];
+    dying.close();
+    const orphans = clients.filter((c) => holder(list, c.transport.sessionId) === dying.name);
+    const others = clients.filter((c) => holder(list, c.transport.sessionId) !== dying.name);
+    expect(orphans.length).toBe(2);
+    for (const o of orphans) await expect(whoami(o.client)).rejects.toThrow(/404|session/i);
+    for (const o of others) expect(await whoami(o.client)).toBe(holder(list, o.transport.sessionId));
+    // New sessions (at once, before any check noticed) never land on the dead endpoint.
+    for (let n = 0; n < 4; n++) {
+      const fresh = await client(svc);
+      const home = holder(list, fresh.transport.sessionId);
+      expect(home).not.toBe(dying.name);
+      expect(await whoami(fresh.client)).toBe(home);
+    }
+    await until(async () => (await upstreamHealth(svc))?.detail?.endpoints[1]?.state === 'down', 5000);
+    const text = await (await fetch(`${svc.metricsUrl}/metrics`)).text();
+    const label = `{upstream="mcp",endpoint="${dying.url}",service="mcp-balanced"}`;
+    expect(sample(text, `switchyard_upstream_endpoint_check_healthy${label}`)).toBe(0);
+  });
+
+  it("the gateway's own session (via: call) sticks to one endpoint and moves when that endpoint dies", async () => {
+    const list = await endpoints(3);
+    const svc = await service(list);
+    const call = async () => {
+      const res = await fetch(`${svc.url}/call`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/call',
+          params: { name: 'whoami', arguments: {} },
+        }),
+      });
+      const body = (await res.json()) as { result?: { content: Array<{ text: string }> } };
+      return body.result?.content[0]?.text;
+    };
+    const first = await call();
+    expect(first).toMatch(/^e[123]$/);
+    for (let n = 0; n < 5; n++) expect(await call()).toBe(first);
+    list.find((e) => e.name === first)?.close();
+    const moved = await call();
+    expect(moved).toMatch(/^e[123]$/);
+    expect(moved).not.toBe(first);
+    for (let n = 0; n < 5; n++) expect(await call()).toBe(moved);
+  });
+
+  it('with consistent-hash on Mcp-Session-Id, sessions still stick to the endpoint that issued them', async () => {
+    const list = await endpoints(3);
+    const svc = await service(list, '    balance: consistent-hash\n    hash_on: { header: Mcp-Session-Id }');
+    // Sessions still stick (learned from the initialize answers), whatever the hash says.
+    const clients = [];
+    for (let n = 0; n < 4; n++) clients.push(await client(svc));
+    for (const c of clients) expect(await whoami(c.client)).toBe(holder(list, c.transport.sessionId));
+  });
+});
