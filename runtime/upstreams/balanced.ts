@@ -147,7 +147,6 @@ export class BalancedHttpUpstream implements HttpUpstream {
         balance: this.settings.balance,
         ...(this.settings.hash_on ? { hash_on: this.settings.hash_on } : {}),
         endpoints,
-        ...this.extraDetail(),
       },
     };
   }
@@ -191,10 +190,6 @@ export class BalancedHttpUpstream implements HttpUpstream {
 
   /** Sees each answer with the endpoint that gave it (jsonrpc-balanced.ts learns sessions from it). */
   protected answered(_i: number, _req: HttpForwardRequest, _res: HttpForwardResponse): void {}
-
-  protected extraDetail(): Record<string, unknown> {
-    return {};
-  }
 
   /** The value a consistent hash is keyed by (first value of a repeated header). */
   private keyOf(req: HttpForwardRequest): string | undefined {

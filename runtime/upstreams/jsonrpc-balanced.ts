@@ -1,16 +1,18 @@
 /**
  * A `jsonrpc` upstream with several endpoints. An MCP session lives on the one endpoint that
- * issued it, so besides balancing (balanced.ts) this keeps each session's endpoint: the answer
- * that carries a new `Mcp-Session-Id` (an initialize, which may go anywhere) binds the id to the
- * endpoint that gave it, and every later request carrying that id goes there. When that endpoint
- * is out (down, ejected, or refusing connections) while another is up, the request is answered
- * 404 `session_not_found` rather than sent elsewhere: that is the transport's "initialize a new
- * session" signal, and the new one lands on a healthy endpoint. The gateway's own `call()`
- * (protocol: mcp) rides the same forward, so its session sticks and is reopened the same way.
+ * issued it, so besides balancing (balanced.ts) each session goes back to its endpoint. The
+ * binding travels in the session id itself: the `Mcp-Session-Id` an endpoint issues (in the
+ * answer to an initialize, which may go anywhere) reaches the client as `<tag>.<id>`, the tag
+ * naming the endpoint (a hash of its URL); a request carrying it goes to that endpoint with the
+ * endpoint's own id restored. Nothing is kept per session in the gateway, so stickiness holds
+ * across cluster workers, several gateway processes and restarts, as long as the endpoint list
+ * names the same URLs.
  *
- * The bindings live in this process (capped, least recently used dropped first): a session id
- * not known here (another gateway replica's, or from before a restart) is balanced like any
- * request (with `balance: consistent-hash` on `Mcp-Session-Id`, always to the same endpoint).
+ * When the session's endpoint is out (down, ejected, or refusing connections) while another is
+ * up, the request is answered 404 `session_not_found` rather than sent elsewhere: that is the
+ * transport's "initialize a new session", and the new one lands on a healthy endpoint. The
+ * gateway's own `call()` (protocol: mcp) rides the same forward, so its session sticks and is
+ * reopened the same way.
  */
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.ts';
@@ -18,15 +20,18 @@ import type { MetricsKit } from '../observability/metrics.ts';
 import type { JsonRpcRequest } from '../state.ts';
 import { BalancedHttpUpstream } from './balanced.ts';
 import { type HttpUpstreamConfig, httpDefaults } from './config.ts';
+import { hash32 } from './hash-ring.ts';
 import { RpcOverHttp } from './rpc-over-http.ts';
 import type { HttpForwardRequest, HttpForwardResponse, RpcCallOptions, RpcUpstream } from './types.ts';
 
-/** Session bindings kept at most (an MCP session is small; its binding is an id and an index). */
-export const maxBoundSessions = 65536;
+const sessionHeader = 'mcp-session-id';
 
 export class BalancedJsonRpcUpstream extends BalancedHttpUpstream implements RpcUpstream {
-  /** Session id → endpoint index, in least-recently-used order. */
-  private readonly bound = new Map<string, number>();
+  /** Each endpoint's tag (8 hex digits of its URL's hash), and the way back. */
+  private readonly tags: readonly string[];
+  private readonly byTag: ReadonlyMap<string, number>;
+  /** The endpoint a request's session is bound to, once its header is rewritten (a retry sees it again). */
+  private readonly pinned = new WeakMap<HttpForwardRequest, number>();
   private readonly rpc: RpcOverHttp;
 
   constructor(
@@ -36,6 +41,13 @@ export class BalancedJsonRpcUpstream extends BalancedHttpUpstream implements Rpc
     metrics?: MetricsKit,
   ) {
     super(name, config, logger, metrics);
+    this.tags = this.endpoints.map((e) => hash32(e.label).toString(16).padStart(8, '0'));
+    const byTag = new Map<string, number>();
+    // The same URL twice: the first (the same server either way).
+    this.tags.forEach((t, i) => {
+      if (!byTag.has(t)) byTag.set(t, i);
+    });
+    this.byTag = byTag;
     const first = config.endpoints[0]?.url as string;
     this.rpc = new RpcOverHttp(name, httpDefaults({ ...config, url: first }), logger, (req) => this.forward(req));
   }
@@ -44,54 +56,43 @@ export class BalancedJsonRpcUpstream extends BalancedHttpUpstream implements Rpc
     return this.rpc.call(message, options);
   }
 
-  /** The endpoint a session is bound to (tests, health). */
+  /** The endpoint a client-side session id is bound to (tests, diagnostics). */
   endpointOf(sessionId: string): number | undefined {
-    return this.bound.get(sessionId);
+    return this.byTag.get(sessionId.slice(0, 8));
   }
 
   protected override route(req: HttpForwardRequest, tried: readonly number[]): number | undefined {
-    const sid = sessionOf(req.headers);
-    if (sid === undefined) return undefined;
-    const i = this.bound.get(sid);
-    if (i === undefined) return undefined;
-    const out = tried.includes(i) || !this.isUp(i);
-    if (out && (tried.includes(i) || this.endpoints.some((_, j) => j !== i && this.isUp(j)))) {
-      this.bound.delete(sid);
+    let i = this.pinned.get(req);
+    if (i === undefined) {
+      const sid = sessionOf(req.headers);
+      if (sid === undefined || sid.charAt(8) !== '.') return undefined;
+      i = this.byTag.get(sid.slice(0, 8));
+      // Not one of ours (a stale tag, a list changed): balanced; the endpoint says 404 if it is lost.
+      if (i === undefined) return undefined;
+      req.headers = { ...req.headers, [sessionHeader]: sid.slice(9) };
+      this.pinned.set(req, i);
+    }
+    const gone = tried.includes(i) || (!this.isUp(i) && this.endpoints.some((_, j) => j !== i && this.isUp(j)));
+    if (gone) {
       this.logger.info(
         { endpoint: this.at(i).label },
         `upstream "${this.name}": an MCP session's endpoint is out; the client is told to initialize again`,
       );
       throw sessionGone(this.name);
     }
-    // Least recently used order: a session in use moves to the end.
-    this.bound.delete(sid);
-    this.bound.set(sid, i);
     return i;
   }
 
-  protected override answered(i: number, req: HttpForwardRequest, res: HttpForwardResponse): void {
-    const sent = sessionOf(req.headers);
-    const issued = res.headers['mcp-session-id'];
-    if (typeof issued === 'string' && issued !== sent) {
-      this.bound.set(issued, i);
-      if (this.bound.size > maxBoundSessions) {
-        const oldest = this.bound.keys().next().value as string;
-        this.bound.delete(oldest);
-      }
-    }
-    // Ended by the client, or forgotten by the server.
-    if (sent !== undefined && ((req.method === 'DELETE' && res.status < 300) || res.status === 404)) {
-      this.bound.delete(sent);
-    }
-  }
-
-  protected override extraDetail(): Record<string, unknown> {
-    return { bound_sessions: this.bound.size };
+  protected override answered(i: number, _req: HttpForwardRequest, res: HttpForwardResponse): void {
+    const issued = res.headers[sessionHeader];
+    if (typeof issued !== 'string') return;
+    // What the client sees: the endpoint's tag before the endpoint's own id.
+    res.headers[sessionHeader] = `${this.tags[i]}.${issued}`;
   }
 }
 
 function sessionOf(headers: HttpForwardRequest['headers']): string | undefined {
-  const v = headers['mcp-session-id'] ?? headers['Mcp-Session-Id'];
+  const v = headers[sessionHeader] ?? headers['Mcp-Session-Id'];
   return Array.isArray(v) ? v[0] : v;
 }
 

@@ -12,7 +12,7 @@ import { type StartedService, startService } from '../../runtime/testing.ts';
 import { type McpEndpoint, mcpEndpoint } from '../helpers/mcp-endpoint.ts';
 import { sample } from '../helpers/prometheus.ts';
 import { until } from '../helpers/servers.ts';
-import { writeServiceFile } from '../helpers/services.ts';
+import { postRpc, writeServiceFile } from '../helpers/services.ts';
 
 const opened: Array<{ close(): unknown }> = [];
 
@@ -68,14 +68,15 @@ async function whoami(c: Client): Promise<string> {
   return r.content[0]?.text as string;
 }
 
-/** The endpoint whose server holds the session. */
+/** The endpoint whose server holds the session (the client's id is `<endpoint tag>.<endpoint's id>`). */
 function holder(list: McpEndpoint[], sessionId: string | undefined): string | undefined {
-  return list.find((e) => sessionId !== undefined && e.sessions.has(sessionId))?.name;
+  const own = sessionId?.slice(9);
+  return list.find((e) => own !== undefined && e.sessions.has(own))?.name;
 }
 
 interface UpstreamHealth {
   ok: boolean;
-  detail?: { endpoints: Array<{ state: string; check: { kind: string; healthy?: boolean } }>; bound_sessions: number };
+  detail?: { endpoints: Array<{ state: string; check: { kind: string; healthy?: boolean } }> };
 }
 
 async function upstreamHealth(svc: StartedService): Promise<UpstreamHealth | undefined> {
@@ -103,8 +104,16 @@ describe('jsonrpc upstream with several endpoints (MCP sessions)', () => {
     }
     // Round-robin initializes: two sessions per endpoint.
     expect(homes.size).toBe(3);
+    // The id the client holds names its endpoint: the same endpoint's sessions share the tag.
+    const tags = new Map<string, string>();
+    for (const { transport } of clients) {
+      const tag = transport.sessionId?.slice(0, 8) as string;
+      const home = holder(list, transport.sessionId) as string;
+      expect(tags.get(home) ?? tag).toBe(tag);
+      tags.set(home, tag);
+    }
+    expect(new Set(tags.values()).size).toBe(3);
     const h = await upstreamHealth(svc);
-    expect(h?.detail?.bound_sessions).toBe(6);
     expect(h?.detail?.endpoints.map((e) => e.check.kind)).toEqual(['jsonrpc', 'jsonrpc', 'jsonrpc']);
   });
 
@@ -158,6 +167,37 @@ describe('jsonrpc upstream with several endpoints (MCP sessions)', () => {
     expect(moved).toMatch(/^e[123]$/);
     expect(moved).not.toBe(first);
     for (let n = 0; n < 5; n++) expect(await call()).toBe(moved);
+  });
+
+  it('a session opened through one gateway process is served by another (the binding is in the id)', async () => {
+    const list = await endpoints(3);
+    const first = await service(list);
+    const second = await service(list);
+    const version = { 'mcp-protocol-version': '2025-06-18' };
+    const init = await postRpc(`${first.url}/`, {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'two-gateways', version: '1' } },
+    });
+    await init.text();
+    const sid = init.headers.get('mcp-session-id') as string;
+    const home = holder(list, sid);
+    expect(home).toBeDefined();
+    const session = { ...version, 'mcp-session-id': sid };
+    expect(
+      (await postRpc(`${second.url}/`, { jsonrpc: '2.0', method: 'notifications/initialized' }, session)).status,
+    ).toBe(202);
+    for (let n = 0; n < 3; n++) {
+      const res = await postRpc(
+        `${second.url}/`,
+        { jsonrpc: '2.0', id: 2 + n, method: 'tools/call', params: { name: 'whoami', arguments: {} } },
+        session,
+      );
+      // The SDK server answers an SSE stream: one event with the response.
+      const text = await res.text();
+      expect(text).toContain(`"text":"${home}"`);
+    }
   });
 
   it('with consistent-hash on Mcp-Session-Id, sessions still stick to the endpoint that issued them', async () => {
