@@ -206,7 +206,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
 
   private stateOf(e: Endpoint, now: number): EndpointState {
     if (e.health.ejected(now)) return 'ejected';
-    return e.upstream.health().connected ? 'up' : 'down';
+    return e.upstream.reachable() ? 'up' : 'down';
   }
 
   /**
@@ -241,7 +241,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
         this.logger.info({ endpoint: e.label }, `upstream "${this.name}": endpoint returns after its ejection`);
         continue;
       }
-      const connected = e.upstream.health().connected;
+      const connected = e.upstream.reachable();
       if (!connected) h.probeSawDown = true;
       else if (h.probeSawDown) {
         this.outliers.restore(h);
@@ -253,7 +253,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
   private failed(i: number): void {
     const e = this.at(i);
     const now = Date.now();
-    if (!this.outliers.failure(e.health, now, !e.upstream.health().connected)) return;
+    if (!this.outliers.failure(e.health, now, !e.upstream.reachable())) return;
     this.metrics?.ejected(this.name, e.label);
     this.logger.warn(
       { endpoint: e.label, ejections: e.health.ejections, ms: e.health.ejectedUntil - now },

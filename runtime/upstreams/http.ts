@@ -57,6 +57,11 @@ export class HttpUpstreamImpl implements HttpUpstream {
     return this.config.kind;
   }
 
+  /** health().connected without building the answer (the balancer asks on every pick). */
+  reachable(): boolean {
+    return this.state.connected && this.check.verdict.healthy !== false;
+  }
+
   health(): UpstreamHealth {
     const checkDown = this.check.verdict.healthy === false;
     return {
