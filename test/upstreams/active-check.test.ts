@@ -67,6 +67,8 @@ upstreams:
     health_check: { interval_ms: 100, path: /health, expect_status: [200], timeout_ms: 500, unhealthy_threshold: 2, healthy_threshold: 3 }
     outlier: { consecutive_failures: 2, base_ejection_ms: 60000 }
 routes:
+  - match: { method: GET, path: /health }
+    pipeline: [{ health: { upstream: api } }]
   - match: { method: GET, path: /:what }
     pipeline: [{ proxy: { upstream: api } }]
 `);
@@ -114,6 +116,8 @@ describe('active health checks', () => {
     expect(sample(text, `switchyard_upstream_endpoint_check_healthy${label(b)}`)).toBe(0);
     expect(sample(text, `switchyard_upstream_endpoint_check_healthy${label(a)}`)).toBe(1);
     expect(sample(text, `switchyard_upstream_endpoint_up${label(b)}`)).toBe(0);
+    const health = (await (await fetch(`${svc.url}/health`)).json()) as Record<string, unknown>;
+    expect(health).toMatchObject({ status: 'healthy', endpoints: { total: 2, up: 1, down: 1, ejected: 0 } });
 
     // Healthy again: back only after three passes in a row, then picked again.
     const checksAtFlip = b.checks;
