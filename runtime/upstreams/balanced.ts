@@ -31,10 +31,10 @@ export interface Endpoint {
 export class BalancedHttpUpstream implements HttpUpstream {
   readonly url: URL;
   readonly endpoints: readonly Endpoint[];
-  protected readonly settings: ResolvedBalancing;
+  private readonly settings: ResolvedBalancing;
   private readonly picker: Picker;
   private readonly outliers: OutlierDetector;
-  protected readonly metrics: EndpointMetrics | undefined;
+  private readonly metrics: EndpointMetrics | undefined;
   private readonly all: readonly number[];
   /** `hash_on.header`, lower-cased as the forwarded headers are. */
   private readonly hashHeader: string | undefined;
