@@ -136,6 +136,11 @@ export class ActiveCheck {
     }
   }
 
+  /** Ends the check's own MCP session, if it holds one. */
+  close(): Promise<void> {
+    return this.rpc?.close() ?? Promise.resolve();
+  }
+
   status(): CheckStatus {
     const v = this.verdict;
     return {

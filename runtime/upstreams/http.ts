@@ -128,6 +128,7 @@ export class HttpUpstreamImpl implements HttpUpstream {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.probeTimer);
+    await this.check.close();
     // In-flight streams get a moment to finish, then the pool is torn down.
     const graceful = Promise.all([this.pool.close(), this.probeClient.close()]);
     const timer = setTimeout(() => {

@@ -56,6 +56,12 @@ export class BalancedJsonRpcUpstream extends BalancedHttpUpstream implements Rpc
     return this.rpc.call(message, options);
   }
 
+  /** The gateway's own MCP session is ended before the connections close. */
+  override async close(): Promise<void> {
+    await this.rpc.close();
+    await super.close();
+  }
+
   /** The endpoint a client-side session id is bound to (tests, diagnostics). */
   endpointOf(sessionId: string): number | undefined {
     return this.byTag.get(sessionId.slice(0, 8));

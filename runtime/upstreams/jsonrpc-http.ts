@@ -22,4 +22,10 @@ export class JsonRpcHttpUpstream extends HttpUpstreamImpl implements RpcUpstream
   call(message: JsonRpcRequest, options?: RpcCallOptions): Promise<Record<string, unknown> | undefined> {
     return this.rpc.call(message, options);
   }
+
+  /** The gateway's own MCP session is ended before the connections close. */
+  override async close(): Promise<void> {
+    await this.rpc.close();
+    await super.close();
+  }
 }

@@ -63,6 +63,27 @@ export class RpcOverHttp {
     }
   }
 
+  /** Ends the MCP session it holds (DELETE, best effort, within `timeoutMs`), so the server need not keep it until it expires. */
+  async close(timeoutMs = 1000): Promise<void> {
+    const pending = this.session;
+    this.session = undefined;
+    const session = pending ? await pending.catch(() => undefined) : undefined;
+    if (!session?.id) return;
+    const headers = { 'mcp-session-id': session.id, 'mcp-protocol-version': session.protocolVersion };
+    try {
+      const res = await this.forward({
+        method: 'DELETE',
+        path: '/',
+        headers,
+        signal: AbortSignal.timeout(timeoutMs),
+        timeoutMs,
+      });
+      res.body.resume();
+    } catch {
+      // Gone already, or not answering: the server's own expiry ends it.
+    }
+  }
+
   private ensureSession(options: RpcCallOptions): Promise<Session> {
     if (!this.session) {
       const pending = this.handshake(options);

@@ -169,6 +169,23 @@ describe('jsonrpc upstream with several endpoints (MCP sessions)', () => {
     for (let n = 0; n < 5; n++) expect(await call()).toBe(moved);
   });
 
+  it("closing the upstream ends the sessions the gateway holds (its own and its health checks')", async () => {
+    const list = await endpoints(3);
+    const svc = await service(list);
+    await until(async () => (await upstreamHealth(svc))?.detail?.endpoints.every((e) => e.check.healthy) === true);
+    const res = await fetch(`${svc.url}/call`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'whoami', arguments: {} } }),
+    });
+    expect(res.status).toBe(200);
+    await res.text();
+    // One check session per endpoint, and the gateway's own on one of them.
+    expect(list.map((e) => e.sessions.size).sort()).toEqual([1, 1, 2]);
+    await svc.close();
+    await until(() => list.every((e) => e.sessions.size === 0), 5000);
+  });
+
   it('a session opened through one gateway process is served by another (the binding is in the id)', async () => {
     const list = await endpoints(3);
     const first = await service(list);
