@@ -43,9 +43,10 @@ upstreams:
     health_check: { interval_ms: 200, jsonrpc_method: ping, timeout_ms: 1000 }
 ${extra}
 routes:
+  # As the typed proxy's JSON-RPC route: parsed, then forwarded (GET streams and DELETE pass through).
   - match: { method: [POST, GET, DELETE], path: / }
     dialect: jsonrpc
-    pipeline: [{ proxy: { upstream: mcp } }]
+    pipeline: [{ jsonrpc-parse: {} }, { proxy: { upstream: mcp } }]
   - match: { method: POST, path: /call }
     dialect: jsonrpc
     pipeline: [{ proxy: { upstream: mcp, via: call } }]
