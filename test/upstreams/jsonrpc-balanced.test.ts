@@ -137,7 +137,9 @@ describe('jsonrpc upstream with several endpoints (MCP sessions)', () => {
       expect(home).not.toBe(dying.name);
       expect(await whoami(fresh.client)).toBe(home);
     }
-    await until(async () => (await upstreamHealth(svc))?.detail?.endpoints[1]?.state === 'down', 5000);
+    // Its ping check fails too (a refused request already marked it down; the check says so next).
+    await until(async () => (await upstreamHealth(svc))?.detail?.endpoints[1]?.check.healthy === false, 5000);
+    expect((await upstreamHealth(svc))?.detail?.endpoints[1]?.state).toBe('down');
     const text = await (await fetch(`${svc.metricsUrl}/metrics`)).text();
     const label = `{upstream="mcp",endpoint="${dying.url}",service="mcp-balanced"}`;
     expect(sample(text, `switchyard_upstream_endpoint_check_healthy${label}`)).toBe(0);
