@@ -4,6 +4,8 @@
  * session, no SSE and no validation, so its own cost stays small and constant.
  *
  * Listens on 127.0.0.1:$PORT (0 = ephemeral; the chosen port is printed as `listening <port>`).
+ * BENCH_SERVICE_MS > 0 makes it a backend with one worker: answers go out one at a time, each
+ * after that many ms (a capacity for bench/upstreams/typed-proxy-endpoints.ts to scale out).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { serveForBench } from './serve.ts';
@@ -79,8 +81,19 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
       return;
     }
     const out = msg !== null && typeof msg === 'object' ? answer(msg as Message) : undefined;
-    send(res, out ? 200 : 202, out);
+    if (serviceMs > 0) serveInTurn(() => send(res, out ? 200 : 202, out));
+    else send(res, out ? 200 : 202, out);
   });
+}
+
+const serviceMs = Number(process.env.BENCH_SERVICE_MS ?? 0);
+/** When the one worker is free again (ms, performance.now()). */
+let freeAt = 0;
+
+function serveInTurn(reply: () => void): void {
+  const now = performance.now();
+  freeAt = Math.max(freeAt, now) + serviceMs;
+  setTimeout(reply, freeAt - now);
 }
 
 serveForBench(createServer({ keepAlive: true }, handle));

@@ -41,6 +41,16 @@ const variants: Record<string, HttpUpstream> = {
     { kind: 'http', endpoints: [{ url: base }, { url: base }, { url: base }], balance: 'least-request' },
     deps,
   ) as HttpUpstream,
+  'consistent-hash-3': createUpstream(
+    'u',
+    {
+      kind: 'http',
+      endpoints: [{ url: base }, { url: base }, { url: base }],
+      balance: 'consistent-hash',
+      hash_on: { header: 'x-user' },
+    },
+    deps,
+  ) as HttpUpstream,
 };
 
 /** CPU time per request (this process: the client side and the server), steadier than throughput on a shared machine. */
@@ -53,7 +63,9 @@ async function run(u: HttpUpstream, n: number, key?: string): Promise<number> {
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (left-- > 0) {
-        const res = await u.forward({ method: 'POST', path: '/x', headers: {}, body: '{"a":1}' });
+        // x-user: the consistent-hash variant's key (ignored by the others).
+        const headers = { 'x-user': `user-${left & 255}` };
+        const res = await u.forward({ method: 'POST', path: '/x', headers, body: '{"a":1}' });
         for await (const _ of res.body); // read to the end, so the connection is reused
       }
     }),
@@ -89,11 +101,13 @@ for (const [k, xs] of Object.entries(rates)) {
 }
 // The balancer's own work per request (choosing an endpoint, without I/O): steadier than the
 // throughput ratios above on a busy machine.
-for (const k of ['balanced-3', 'least-request-3']) {
-  const choose = (variants[k] as unknown as { choose(tried: number[]): number }).choose.bind(variants[k]);
+for (const k of ['balanced-3', 'least-request-3', 'consistent-hash-3']) {
+  const choose = (variants[k] as unknown as { choose(tried: number[], key?: string): number }).choose.bind(variants[k]);
   const n = 200_000;
+  const keys = Array.from({ length: 1024 }, (_, i) => `session-${i}-${i * 7919}`);
   const started = performance.now();
-  for (let i = 0; i < n; i++) choose([]);
+  // consistent-hash: each pick hashes a key and walks the ring.
+  for (let i = 0; i < n; i++) choose([], k === 'consistent-hash-3' ? keys[i & 1023] : undefined);
   console.log(`${k.padEnd(16)} choosing an endpoint: ${(((performance.now() - started) * 1000) / n).toFixed(2)} µs`);
 }
 await Promise.all(Object.values(variants).map((u) => u.close()));

@@ -21,7 +21,9 @@ export default definePlugin<HealthOptions>({
       upstream: {
         type: 'string',
         'x-ref': 'upstream',
-        description: 'Upstream whose reachability decides healthy / unhealthy.',
+        description:
+          'Upstream whose reachability decides healthy / unhealthy (several endpoints: healthy while one ' +
+          'takes requests; `endpoints` counts them by state).',
       },
       include_uptime: { type: 'boolean', default: true, description: 'Add uptime_seconds to a healthy answer.' },
     },
@@ -33,9 +35,15 @@ export default definePlugin<HealthOptions>({
     return async (ctx) => {
       ctx.set('Cache-Control', 'no-store');
       const h = upstream?.health();
+      const endpoints = endpointCounts(h?.detail?.endpoints);
       if (h && !h.connected) {
         ctx.status = 503;
-        ctx.body = { status: 'unhealthy', upstream: 'disconnected', error: h.error ?? 'upstream unreachable' };
+        ctx.body = {
+          status: 'unhealthy',
+          upstream: 'disconnected',
+          error: h.error ?? 'upstream unreachable',
+          ...(endpoints ? { endpoints } : {}),
+        };
         return;
       }
       ctx.status = 200;
@@ -46,7 +54,19 @@ export default definePlugin<HealthOptions>({
         version: env.service.version,
         // An upstream that keeps client sessions (stdio MCP): how many are live, of how many allowed.
         ...(h?.sessions ? { sessions: h.sessions } : {}),
+        // Several endpoints: how many take requests (counts only; their URLs stay on the admin listener).
+        ...(endpoints ? { endpoints } : {}),
       };
     };
   },
 });
+
+/** A balanced upstream's endpoints counted by state (up, down by their check or connect, ejected). */
+function endpointCounts(list: unknown): Record<string, number> | undefined {
+  if (!Array.isArray(list)) return undefined;
+  const counts: Record<string, number> = { total: list.length, up: 0, down: 0, ejected: 0 };
+  for (const e of list as Array<{ state?: string }>) {
+    if (e.state && e.state in counts) counts[e.state] = (counts[e.state] as number) + 1;
+  }
+  return counts;
+}

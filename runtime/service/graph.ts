@@ -228,8 +228,8 @@ export async function graphHealth(graph: ServiceGraph): Promise<Record<string, H
       ok: h.connected,
       status: h.connected ? 'connected' : 'disconnected',
       error: h.error,
-      // A balanced upstream: each endpoint's state, failures and ejections.
-      ...(h.detail?.endpoints ? { detail: { endpoints: h.detail.endpoints } } : {}),
+      // A balanced upstream: how it balances, each endpoint's state, active check, failures and ejections.
+      ...(h.detail?.endpoints ? { detail: { balance: h.detail.balance, endpoints: h.detail.endpoints } } : {}),
     };
   }
   for (const [name, r] of graph.resources) if (r.health) out[`resource:${name}`] = await r.health();

@@ -33,7 +33,7 @@ import {
 import { RetryBudget } from './retry-budget.ts';
 import type { HttpForwardRequest, HttpForwardResponse, HttpUpstream, UpstreamHealth } from './types.ts';
 
-interface Endpoint {
+export interface Endpoint {
   upstream: HttpUpstreamImpl;
   /** The metric label and the name in health: origin and path (never credentials). */
   label: string;
@@ -53,15 +53,17 @@ export class BalancedHttpUpstream implements HttpUpstream {
   private readonly budget: RetryBudget;
   /** The overall bound of one request (`timeout_ms`), unless the caller gives its own. */
   private readonly timeoutMs: number;
+  /** `hash_on.header`, lower-cased as the forwarded headers are. */
+  private readonly hashHeader: string | undefined;
 
   constructor(
     readonly name: string,
     config: HttpUpstreamConfig & { endpoints: NonNullable<HttpUpstreamConfig['endpoints']> },
-    private readonly logger: Logger,
+    protected readonly logger: Logger,
     metrics?: MetricsKit,
   ) {
     this.settings = balancingDefaults(config);
-    const { endpoints: list, balance, outlier, retry, ...common } = config;
+    const { endpoints: list, balance, hash_on, outlier, retry, ...common } = config;
     this.retry = resolveRetry(retry);
     this.budget = new RetryBudget(this.retry.budgetPercent, this.retry.budgetMinConcurrency);
     this.timeoutMs = httpDefaults({ ...common, url: '' }).timeout_ms;
@@ -74,6 +76,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
       const label = upstream.url.origin + upstream.url.pathname;
       return { upstream, label, weight: e.weight ?? 1, health: new EndpointHealth() };
     });
+    this.hashHeader = hash_on?.header.toLowerCase();
     this.url = (this.endpoints[0] as Endpoint).upstream.url;
     this.all = this.endpoints.map((_, i) => i);
     this.picker = createPicker(
@@ -114,7 +117,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
         const tryMs = perTry !== undefined && perTry < left ? perTry : left;
         // The first try without a per-try bound is the request as it came (no copy on the fast path).
         const sent = attempt === 1 && tryMs === overall ? req : { ...req, timeoutMs: Math.max(1, Math.ceil(tryMs)) };
-        const i = this.choose(tried);
+        const i = this.route(req, tried) ?? this.choose(tried, this.keyOf(req));
         const e = this.endpoints[i] as Endpoint;
         e.health.active++;
         let res: HttpForwardResponse;
@@ -164,6 +167,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
           e.health.active--;
           budget.live--;
         });
+        this.answered(i, req, res);
         return res;
       }
     } catch (err) {
@@ -225,6 +229,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
         ejections: e.health.ejections,
         consecutive_failures: e.health.consecutiveFailures,
         active: e.health.active,
+        check: e.upstream.checkStatus(),
       };
     });
     const connected = endpoints.some((e) => e.state === 'up');
@@ -233,15 +238,25 @@ export class BalancedHttpUpstream implements HttpUpstream {
       ...(connected
         ? {}
         : { error: endpoints.map((e) => `${e.url}: ${e.error ?? e.state}`).join('; ') || 'no endpoint' }),
-      detail: { url: this.url.href, kind: this.kind, balance: this.settings.balance, endpoints },
+      detail: {
+        url: this.url.href,
+        kind: this.kind,
+        balance: this.settings.balance,
+        ...(this.settings.hash_on ? { hash_on: this.settings.hash_on } : {}),
+        endpoints,
+      },
     };
   }
 
-  /** Each endpoint's state for the metrics (`up`: it takes requests now). */
-  states(): Array<{ label: string; state: EndpointState }> {
+  /** Each endpoint's state for the metrics (`up`: it takes requests now) and its active check's verdict. */
+  states(): Array<{ label: string; state: EndpointState; checkHealthy?: boolean }> {
     const now = Date.now();
     this.refresh(now);
-    return this.endpoints.map((e) => ({ label: e.label, state: this.stateOf(e, now) }));
+    return this.endpoints.map((e) => ({
+      label: e.label,
+      state: this.stateOf(e, now),
+      checkHealthy: e.upstream.checkStatus().healthy,
+    }));
   }
 
   /** Usable once any endpoint is. */
@@ -262,9 +277,33 @@ export class BalancedHttpUpstream implements HttpUpstream {
     await Promise.all(this.endpoints.map((e) => e.upstream.close()));
   }
 
+  /**
+   * An endpoint the request must go to (jsonrpc-balanced.ts: the one holding its MCP session), or
+   * undefined to let the picker choose. May throw (that endpoint is out).
+   */
+  protected route(_req: HttpForwardRequest, _tried: readonly number[]): number | undefined {
+    return undefined;
+  }
+
+  /** Sees each answer with the endpoint that gave it (jsonrpc-balanced.ts learns sessions from it). */
+  protected answered(_i: number, _req: HttpForwardRequest, _res: HttpForwardResponse): void {}
+
+  /** The value a consistent hash is keyed by (first value of a repeated header). */
+  private keyOf(req: HttpForwardRequest): string | undefined {
+    if (!this.hashHeader) return undefined;
+    const v = req.headers[this.hashHeader];
+    return Array.isArray(v) ? v[0] : v;
+  }
+
+  /** Up now: not ejected, its check passing and the last connect (probe or request) reached it. */
+  protected isUp(i: number, now = Date.now()): boolean {
+    this.refresh(now);
+    return this.stateOf(this.at(i), now) === 'up';
+  }
+
   private stateOf(e: Endpoint, now: number): EndpointState {
     if (e.health.ejected(now)) return 'ejected';
-    return e.upstream.health().connected ? 'up' : 'down';
+    return e.upstream.reachable() ? 'up' : 'down';
   }
 
   /**
@@ -272,14 +311,14 @@ export class BalancedHttpUpstream implements HttpUpstream {
    * ejected, the probe or the last request reached them), else those not ejected (the probe may
    * lag), else the least bad: the one whose ejection ends first.
    */
-  private choose(tried: readonly number[]): number {
+  private choose(tried: readonly number[], key?: string): number {
     const now = Date.now();
     // Every endpoint tried already (more attempts than endpoints): any may take the next try.
     const again = tried.length >= this.endpoints.length && this.all.every((i) => tried.includes(i));
     const fresh = (i: number) => again || !tried.includes(i);
     let candidates = this.usable(now).filter(fresh);
     if (candidates.length === 0) candidates = this.all.filter((i) => fresh(i) && !this.at(i).health.ejected(now));
-    if (candidates.length > 0) return this.picker.pick(candidates, (i) => this.at(i).health.active);
+    if (candidates.length > 0) return this.picker.pick(candidates, (i) => this.at(i).health.active, key);
     const rest = this.all.filter(fresh);
     const pool = rest.length > 0 ? rest : this.all;
     return pool.reduce((a, b) => (this.at(b).health.ejectedUntil < this.at(a).health.ejectedUntil ? b : a));
@@ -301,7 +340,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
         this.logger.info({ endpoint: e.label }, `upstream "${this.name}": endpoint returns after its ejection`);
         continue;
       }
-      const connected = e.upstream.health().connected;
+      const connected = e.upstream.reachable();
       if (!connected) h.probeSawDown = true;
       else if (h.probeSawDown) {
         this.outliers.restore(h);
@@ -313,7 +352,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
   private failed(i: number): void {
     const e = this.at(i);
     const now = Date.now();
-    if (!this.outliers.failure(e.health, now, !e.upstream.health().connected)) return;
+    if (!this.outliers.failure(e.health, now, !e.upstream.reachable())) return;
     this.metrics?.ejected(this.name, e.label);
     this.logger.warn(
       { endpoint: e.label, ejections: e.health.ejections, ms: e.health.ejectedUntil - now },
@@ -321,7 +360,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
     );
   }
 
-  private at(i: number): Endpoint {
+  protected at(i: number): Endpoint {
     return this.endpoints[i] as Endpoint;
   }
 }

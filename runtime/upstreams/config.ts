@@ -10,9 +10,11 @@ export interface HttpUpstreamConfig {
   kind: 'http' | 'jsonrpc' | 'openai';
   /** One endpoint; exclusive with `endpoints`. */
   url?: string;
-  /** `http` / `openai` only: several endpoints, balanced (runtime/upstreams/balanced.ts). */
+  /** Several endpoints, balanced (runtime/upstreams/balanced.ts; jsonrpc: jsonrpc-balanced.ts). */
   endpoints?: EndpointConfig[];
   balance?: BalanceMode;
+  /** `balance: consistent-hash`: the request value hashed (requests without it go round-robin). */
+  hash_on?: HashOn;
   outlier?: OutlierConfig;
   retry?: RetryConfig;
   connect_timeout_ms?: number;
@@ -22,7 +24,7 @@ export interface HttpUpstreamConfig {
   body_timeout_ms?: number;
   connections?: number;
   keep_alive_timeout_ms?: number;
-  health_check?: { interval_ms?: number; path?: string };
+  health_check?: HealthCheckConfig;
   /** Only for `jsonrpc`: `mcp` makes the gateway's own calls run the MCP session handshake. */
   protocol?: RpcProtocol;
   /** Circuit breaking (runtime/upstreams/circuit.ts): calls in flight until their answer's headers. */
@@ -39,8 +41,44 @@ export interface EndpointConfig {
   weight?: number;
 }
 
-/** `round-robin`: smooth weighted rotation; `least-request`: the less busy of two random picks (by weight). */
-export type BalanceMode = 'round-robin' | 'least-request';
+/**
+ * `round-robin`: smooth weighted rotation; `least-request`: the less busy of two random picks (by
+ * weight); `consistent-hash`: a ring keyed by a request value (`hash_on`).
+ */
+export type BalanceMode = 'round-robin' | 'least-request' | 'consistent-hash';
+
+export interface HashOn {
+  /** A request header's value (e.g. a user or tenant id); case-insensitive name. */
+  header: string;
+}
+
+/**
+ * The active check of each endpoint (the background probe): a TCP connect by default, a GET of
+ * `path`, or a JSON-RPC call of `jsonrpc_method` (e.g. `ping`; with `protocol: mcp` in a session
+ * of the check's own). Down after `unhealthy_threshold` failures in a row, up again after
+ * `healthy_threshold` passes in a row.
+ */
+export interface HealthCheckConfig {
+  interval_ms?: number;
+  path?: string;
+  jsonrpc_method?: string;
+  /** Time allowed for one check (default: the upstream's connect_timeout_ms). */
+  timeout_ms?: number;
+  unhealthy_threshold?: number;
+  healthy_threshold?: number;
+  /** `path` checks: the statuses that pass (default: any below 500). */
+  expect_status?: number[];
+}
+
+export interface ResolvedHealthCheck {
+  interval_ms: number;
+  path?: string;
+  jsonrpc_method?: string;
+  timeout_ms: number;
+  unhealthy_threshold: number;
+  healthy_threshold: number;
+  expect_status?: number[];
+}
 
 /** Passive outlier ejection: what the answers of real requests say about an endpoint. */
 export interface OutlierConfig {
@@ -71,12 +109,14 @@ export interface RetryConfig {
 
 export interface ResolvedBalancing {
   balance: BalanceMode;
+  hash_on?: HashOn;
   outlier: Required<OutlierConfig>;
 }
 
 export function balancingDefaults(c: HttpUpstreamConfig): ResolvedBalancing {
   return {
     balance: c.balance ?? 'round-robin',
+    ...(c.hash_on ? { hash_on: c.hash_on } : {}),
     outlier: {
       consecutive_failures: c.outlier?.consecutive_failures ?? 5,
       base_ejection_ms: c.outlier?.base_ejection_ms ?? 30000,
@@ -110,10 +150,18 @@ export type UpstreamConfig = HttpUpstreamConfig | StdioUpstreamConfig;
 export type ResolvedHttpConfig = Required<
   Omit<
     HttpUpstreamConfig,
-    'health_check' | 'endpoints' | 'balance' | 'outlier' | 'retry' | 'max_requests' | 'max_active' | 'max_pending'
+    | 'health_check'
+    | 'endpoints'
+    | 'balance'
+    | 'hash_on'
+    | 'outlier'
+    | 'retry'
+    | 'max_requests'
+    | 'max_active'
+    | 'max_pending'
   >
 > & {
-  health_check: { interval_ms: number; path?: string };
+  health_check: ResolvedHealthCheck;
 };
 
 export type ResolvedStdioConfig = Required<Omit<StdioUpstreamConfig, 'restart' | 'cwd'>> & {
@@ -131,8 +179,21 @@ export function httpDefaults(c: HttpUpstreamConfig & { url: string }): ResolvedH
     body_timeout_ms: c.body_timeout_ms ?? 0,
     connections: c.connections ?? 64,
     keep_alive_timeout_ms: c.keep_alive_timeout_ms ?? 60000,
-    health_check: { interval_ms: c.health_check?.interval_ms ?? 2000, path: c.health_check?.path },
+    health_check: healthCheckDefaults(c),
     protocol: c.protocol ?? 'jsonrpc',
+  };
+}
+
+function healthCheckDefaults(c: HttpUpstreamConfig): ResolvedHealthCheck {
+  const h = c.health_check ?? {};
+  return {
+    interval_ms: h.interval_ms ?? 2000,
+    ...(h.path !== undefined ? { path: h.path } : {}),
+    ...(h.jsonrpc_method !== undefined ? { jsonrpc_method: h.jsonrpc_method } : {}),
+    timeout_ms: h.timeout_ms ?? c.connect_timeout_ms ?? 5000,
+    unhealthy_threshold: h.unhealthy_threshold ?? 1,
+    healthy_threshold: h.healthy_threshold ?? 1,
+    ...(h.expect_status ? { expect_status: h.expect_status } : {}),
   };
 }
 
@@ -180,8 +241,23 @@ const balancingProperties = {
     description: 'Several endpoints of one upstream (instead of `url`), balanced by `balance`.',
   },
   balance: {
-    enum: ['round-robin', 'least-request'],
-    description: '`round-robin` (weighted; default) or `least-request` (the less busy of two picks).',
+    enum: ['round-robin', 'least-request', 'consistent-hash'],
+    description:
+      '`round-robin` (weighted; default), `least-request` (the less busy of two picks) or ' +
+      '`consistent-hash` (a ring keyed by `hash_on`; the next endpoint on it when one is out).',
+  },
+  hash_on: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['header'],
+    properties: {
+      header: {
+        type: 'string',
+        pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$",
+        description: 'The request header whose value is hashed; requests without it go round-robin.',
+      },
+    },
+    description: '`balance: consistent-hash` only: the request value that picks the endpoint.',
   },
   outlier: {
     type: 'object',
@@ -281,7 +357,20 @@ const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean) =
         // biome-ignore lint/suspicious/noThenProperty: a JSON Schema keyword
         then: { properties: { url: false } },
         else: { properties: { url: true }, required: ['url'] },
-        dependentRequired: { balance: ['endpoints'], outlier: ['endpoints'] },
+        dependentRequired: {
+          balance: ['endpoints'],
+          hash_on: ['endpoints', 'balance'],
+          outlier: ['endpoints'],
+        },
+        // A hash needs its key; a key without the hash would be silently unused.
+        allOf: [
+          {
+            if: { properties: { balance: { const: 'consistent-hash' } }, required: ['balance'] },
+            // biome-ignore lint/suspicious/noThenProperty: a JSON Schema keyword
+            then: { properties: { hash_on: true }, required: ['hash_on'] },
+            else: { properties: { hash_on: false } },
+          },
+        ],
       }
     : { required: ['kind', 'url'] }),
   properties: {
@@ -303,9 +392,51 @@ const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean) =
     health_check: {
       type: 'object',
       additionalProperties: false,
+      // One kind of check: a path and a method together would leave one silently unused.
+      ...(withProtocol ? { dependentSchemas: { path: { properties: { jsonrpc_method: false } } } } : {}),
       properties: {
         interval_ms: ms(2000, 100),
-        path: { type: 'string', description: 'GET this path (healthy when < 500); default: a TCP connect.' },
+        path: {
+          type: 'string',
+          pattern: '^/',
+          description: 'GET this path (passes below 500, or on `expect_status`); default: a TCP connect.',
+        },
+        ...(withProtocol
+          ? {
+              jsonrpc_method: {
+                type: 'string',
+                minLength: 1,
+                description:
+                  'POST this JSON-RPC method (e.g. `ping`; with `protocol: mcp` in a session of its own); ' +
+                  'passes on a result. Exclusive with `path`.',
+              },
+            }
+          : {}),
+        timeout_ms: {
+          type: 'integer',
+          minimum: 1,
+          description: "Time allowed for one check (default: the upstream's connect_timeout_ms).",
+        },
+        unhealthy_threshold: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 100,
+          default: 1,
+          description: 'Checks failed in a row that mark the endpoint down (not picked).',
+        },
+        healthy_threshold: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 100,
+          default: 1,
+          description: 'Checks passed in a row that bring a down endpoint back.',
+        },
+        expect_status: {
+          type: 'array',
+          minItems: 1,
+          items: { type: 'integer', minimum: 100, maximum: 599 },
+          description: '`path` checks: the statuses that pass (default: any below 500).',
+        },
       },
     },
     ...(withProtocol ? { protocol: { enum: ['mcp', 'jsonrpc'], default: 'jsonrpc' } } : {}),
@@ -373,8 +504,8 @@ export const upstreamConfigSchema = {
   properties: { kind: { enum: ['http', 'jsonrpc', 'openai', 'stdio'] } },
   allOf: [
     when(['http', 'openai'], httpSchema(['http', 'openai'], false, true)),
-    // Not balanced: MCP sessions would need stickiness to the endpoint that holds them.
-    when(['jsonrpc'], httpSchema(['jsonrpc'], true, false)),
+    // Balanced too: an MCP session sticks to the endpoint that issued it (jsonrpc-balanced.ts).
+    when(['jsonrpc'], httpSchema(['jsonrpc'], true, true)),
     when(['stdio'], stdioSchema),
   ],
 };

@@ -8,6 +8,7 @@ import { BalancedHttpUpstream } from './balanced.ts';
 import { limited } from './circuit.ts';
 import { httpDefaults, stdioDefaults, type UpstreamConfig } from './config.ts';
 import { HttpUpstreamImpl } from './http.ts';
+import { BalancedJsonRpcUpstream } from './jsonrpc-balanced.ts';
 import { JsonRpcHttpUpstream } from './jsonrpc-http.ts';
 import { type SlotBounds, slotted } from './slots.ts';
 import { StdioUpstream } from './stdio.ts';
@@ -56,6 +57,9 @@ function buildUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps)
       return new StdioUpstream(name, resolved, deps.logger, deps.metrics);
     }
     case 'jsonrpc':
+      if (config.endpoints) {
+        return new BalancedJsonRpcUpstream(name, { ...config, endpoints: config.endpoints }, deps.logger, deps.metrics);
+      }
       return new JsonRpcHttpUpstream(name, httpDefaults(withUrl(name, config)), deps.logger);
     case 'http':
     case 'openai': {

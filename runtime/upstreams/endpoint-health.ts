@@ -2,8 +2,10 @@
  * Passive outlier ejection of the endpoints of one balanced upstream: what real requests say about
  * each endpoint. N failures in a row (connect failure, timeout, 5xx answer) eject it for
  * base * 2^(k-1) (k: its ejections so far), capped; a success resets the count. Never more than
- * `max_ejected_share` of the endpoints are out at once, so an outage of the backends' own making
- * (all answering 5xx) still reaches them rather than emptying the pool.
+ * `max_ejected_share` of the endpoints are ejected at once, so an outage of the backends' own
+ * making (all answering 5xx) still reaches them rather than emptying the pool. Endpoints the
+ * active check marks down are not counted here (as in Envoy): they are avoided while another is
+ * up, and balanced.ts still reaches them when none is.
  */
 import type { OutlierConfig } from './config.ts';
 

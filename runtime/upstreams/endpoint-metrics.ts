@@ -1,13 +1,14 @@
 /**
  * Metrics of balanced upstreams: each endpoint's state (a gauge computed at scrape time from the
- * live upstreams, so a hot reload neither freezes nor duplicates a series), ejections and retries.
+ * live upstreams, so a hot reload neither freezes nor duplicates a series), its active check's
+ * verdict, ejections and retries.
  */
 import type { MetricsKit } from '../observability/metrics.ts';
 import type { EndpointState } from './endpoint-health.ts';
 
 interface Source {
   readonly name: string;
-  states(): Array<{ label: string; state: EndpointState }>;
+  states(): Array<{ label: string; state: EndpointState; checkHealthy?: boolean }>;
 }
 
 export interface EndpointMetrics {
@@ -45,6 +46,19 @@ export function endpointMetrics(kit: MetricsKit, source: Source): EndpointMetric
       collect() {
         this.reset();
         for (const e of states()) this.set({ upstream: e.upstream, endpoint: e.label }, e.state === 'ejected' ? 1 : 0);
+      },
+    });
+    kit.gauge({
+      name: 'switchyard_upstream_endpoint_check_healthy',
+      help: "An endpoint's active health check verdict: passing (1) or marked down after failures in a row (0)",
+      labelNames: ['upstream', 'endpoint'] as const,
+      aggregator: 'max',
+      collect() {
+        this.reset();
+        for (const e of states()) {
+          if (e.checkHealthy !== undefined)
+            this.set({ upstream: e.upstream, endpoint: e.label }, e.checkHealthy ? 1 : 0);
+        }
       },
     });
   }

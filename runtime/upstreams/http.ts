@@ -1,13 +1,14 @@
 /**
  * `http` / `openai` upstreams (and the transport of `jsonrpc`): an undici keep-alive pool.
  * Responses are handed back as streams, never buffered. A periodic probe (its own one-connection
- * client, so long-lived SSE streams filling the pool cannot starve it) keeps health() current;
- * failed connects flip it at once.
+ * client, so long-lived SSE streams filling the pool cannot starve it) runs the active check
+ * (active-check.ts) and keeps health() current; failed connects flip it at once. An endpoint the
+ * check has marked down stays down until the check passes again, whatever requests say meanwhile.
  */
-import { connect } from 'node:net';
 import type { Logger } from 'pino';
 import { Client, Pool } from 'undici';
 import { GatewayError } from '../errors.ts';
+import { ActiveCheck, type CheckStatus } from './active-check.ts';
 import type { ResolvedHttpConfig } from './config.ts';
 import { Deadline, watchBodyIdle } from './deadline.ts';
 import { describeFailure, isUnreachable, type Timeouts, timeoutError, toUpstreamError } from './http-errors.ts';
@@ -25,6 +26,7 @@ export class HttpUpstreamImpl implements HttpUpstream {
   private readonly basePath: string;
   private readonly timeouts: Timeouts;
   private readonly state: Readiness;
+  private readonly check: ActiveCheck;
   private probeTimer?: NodeJS.Timeout;
   private closed = false;
 
@@ -46,7 +48,8 @@ export class HttpUpstreamImpl implements HttpUpstream {
       keepAliveTimeout: config.keep_alive_timeout_ms,
     };
     this.pool = new Pool(this.url.origin, { ...common, connections: config.connections });
-    this.probeClient = new Client(this.url.origin, { ...common, headersTimeout: config.connect_timeout_ms });
+    this.probeClient = new Client(this.url.origin, { ...common, headersTimeout: config.health_check.timeout_ms });
+    this.check = new ActiveCheck(name, this.url, config, this.probeClient, this.basePath, this.logger);
     this.probe();
   }
 
@@ -54,12 +57,23 @@ export class HttpUpstreamImpl implements HttpUpstream {
     return this.config.kind;
   }
 
+  /** health().connected without building the answer (the balancer asks on every pick). */
+  reachable(): boolean {
+    return this.state.connected && this.check.verdict.healthy !== false;
+  }
+
   health(): UpstreamHealth {
+    const checkDown = this.check.verdict.healthy === false;
     return {
-      connected: this.state.connected,
-      error: this.state.error,
-      detail: { url: this.url.href, kind: this.kind },
+      connected: this.state.connected && !checkDown,
+      error: checkDown ? this.check.verdict.lastError : this.state.error,
+      detail: { url: this.url.href, kind: this.kind, check: this.check.status() },
     };
+  }
+
+  /** The active check's verdict and counts (health output of balanced upstreams). */
+  checkStatus(): CheckStatus {
+    return this.check.status();
   }
 
   ready(timeoutMs = 10000): Promise<void> {
@@ -114,6 +128,7 @@ export class HttpUpstreamImpl implements HttpUpstream {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.probeTimer);
+    await this.check.close();
     // In-flight streams get a moment to finish, then the pool is torn down.
     const graceful = Promise.all([this.pool.close(), this.probeClient.close()]);
     const timer = setTimeout(() => {
@@ -126,20 +141,22 @@ export class HttpUpstreamImpl implements HttpUpstream {
 
   private async probe(): Promise<void> {
     if (this.closed) return;
-    try {
-      const path = this.config.health_check.path;
-      if (path) {
-        const res = await this.probeClient.request({ method: 'GET', path });
-        await res.body.dump();
-        if (res.statusCode >= 500) throw new Error(`health check answered ${res.statusCode}`);
-      } else {
-        await tcpConnect(this.url, this.config.connect_timeout_ms);
-      }
-      this.state.up();
-    } catch (err) {
-      if (!this.closed) this.state.down(describeFailure(err));
-    }
+    const failure = await this.check.run();
     if (this.closed) return;
+    const changed = this.check.verdict.record(failure === undefined, failure);
+    if (changed !== undefined && this.check.verdict.checks > 1) {
+      const c = this.config.health_check;
+      if (changed) this.logger.info(`upstream "${this.name}": ${c.healthy_threshold} health check(s) passed, up again`);
+      else
+        this.logger.warn(
+          { reason: failure },
+          `upstream "${this.name}": ${c.unhealthy_threshold} health check(s) failed`,
+        );
+    }
+    // A pass brings back an endpoint a failed connect flipped down (unless the verdict is still down).
+    if (failure === undefined) {
+      if (this.check.verdict.healthy) this.state.up();
+    } else if (this.check.verdict.healthy === false) this.state.down(failure);
     this.probeTimer = setTimeout(() => this.probe(), this.config.health_check.interval_ms);
     this.probeTimer.unref();
   }
@@ -163,24 +180,4 @@ function isSmallAnswer(headers: Record<string, string | string[] | undefined>): 
   if (typeof type === 'string' && type.toLowerCase().startsWith('text/event-stream')) return false;
   const n = Number(length);
   return n > 0 && n <= smallAnswerBytes;
-}
-
-function tcpConnect(url: URL, timeoutMs: number): Promise<void> {
-  const port = Number(url.port) || (url.protocol === 'https:' ? 443 : 80);
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host, port, timeout: timeoutMs });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve();
-    });
-    socket.once('timeout', () => {
-      socket.destroy();
-      reject(Object.assign(new Error('connect timeout'), { code: 'UND_ERR_CONNECT_TIMEOUT' }));
-    });
-    socket.once('error', (err) => {
-      socket.destroy();
-      reject(err);
-    });
-  });
 }

@@ -4,16 +4,46 @@
  * `sum(weights)` picks from a fresh state each endpoint is chosen exactly `weight` times, spread
  * out rather than in runs. Least-request is the power of two choices: two distinct endpoints drawn
  * by weight, the one with fewer requests under way per weight wins, which avoids both the herd a
- * global minimum would attract and the cost of scanning every endpoint.
+ * global minimum would attract and the cost of scanning every endpoint. Consistent hash
+ * (hash-ring.ts) sends the same request value to the same endpoint while the set is unchanged;
+ * requests without the value go round-robin.
  */
 import type { BalanceMode } from './config.ts';
+import { HashRing } from './hash-ring.ts';
 
 export interface Picker {
-  pick(candidates: readonly number[], active: (i: number) => number): number;
+  /** `key`: the request value a consistent hash is keyed by, when the request has one. */
+  pick(candidates: readonly number[], active: (i: number) => number, key?: string): number;
 }
 
 export function createPicker(mode: BalanceMode, weights: readonly number[], random = Math.random): Picker {
-  return mode === 'least-request' ? new LeastRequest(weights, random) : new SmoothRoundRobin(weights);
+  if (mode === 'least-request') return new LeastRequest(weights, random);
+  if (mode === 'consistent-hash') return new ConsistentHash(weights);
+  return new SmoothRoundRobin(weights);
+}
+
+/** The ring for keyed requests, the weighted rotation for the others. */
+export class ConsistentHash implements Picker {
+  private readonly ring: HashRing;
+  private readonly rest: SmoothRoundRobin;
+  private readonly allowed: boolean[];
+
+  constructor(weights: readonly number[]) {
+    this.ring = new HashRing(weights);
+    this.rest = new SmoothRoundRobin(weights);
+    this.allowed = weights.map(() => false);
+  }
+
+  pick(candidates: readonly number[], _active: (i: number) => number, key?: string): number {
+    if (key === undefined || key === '') return this.rest.pick(candidates);
+    if (candidates.length === 1) return candidates[0] as number;
+    for (const i of candidates) this.allowed[i] = true;
+    try {
+      return this.ring.lookup(key, (i) => this.allowed[i] === true);
+    } finally {
+      for (const i of candidates) this.allowed[i] = false;
+    }
+  }
 }
 
 export class SmoothRoundRobin implements Picker {

@@ -34,7 +34,7 @@ describe('upstream config schema', () => {
       body_timeout_ms: 0,
       connections: 64,
       keep_alive_timeout_ms: 60000,
-      health_check: { interval_ms: 2000 },
+      health_check: { interval_ms: 2000, unhealthy_threshold: 1, healthy_threshold: 1 },
       protocol: 'jsonrpc',
     });
   });
@@ -99,11 +99,40 @@ describe('several endpoints of an http upstream', () => {
     );
   });
 
-  it('balancing settings need endpoints; jsonrpc upstreams take one url (MCP sessions would need stickiness)', () => {
+  it('balancing settings need endpoints; jsonrpc upstreams take endpoints too (sessions stick)', () => {
     expect(check({ kind: 'http', url: 'http://a', balance: 'round-robin' }).errors.join('\n')).toMatch(
       /must have property endpoints when property balance is present/,
     );
-    expect(check({ kind: 'jsonrpc', endpoints }).ok).toBe(false);
+    expect(check({ kind: 'jsonrpc', endpoints, protocol: 'mcp' }).ok).toBe(true);
+    expect(check({ kind: 'jsonrpc', endpoints, url: 'http://a' }).ok).toBe(false);
+  });
+
+  it('consistent-hash needs hash_on, and hash_on needs consistent-hash', () => {
+    const hashed = { kind: 'jsonrpc', endpoints, balance: 'consistent-hash', hash_on: { header: 'Mcp-Session-Id' } };
+    expect(check(hashed).ok).toBe(true);
+    expect(check({ ...hashed, hash_on: undefined }).errors.join('\n')).toMatch(/required property 'hash_on'/);
+    expect(
+      check({ kind: 'http', endpoints, balance: 'round-robin', hash_on: { header: 'x' } }).errors.join('\n'),
+    ).toMatch(/hash_on/);
+    expect(check({ ...hashed, hash_on: { heder: 'x' } }).errors.join('\n')).toMatch(
+      /\/hash_on must NOT have additional properties/,
+    );
+  });
+
+  it('active checks: thresholds, a path or a JSON-RPC method (not both), statuses; typos named', () => {
+    const hc = (health_check: Record<string, unknown>, kind = 'jsonrpc') =>
+      check({ kind, url: 'http://a/mcp', health_check });
+    expect(hc({ jsonrpc_method: 'ping', unhealthy_threshold: 3, healthy_threshold: 2, timeout_ms: 500 }).ok).toBe(true);
+    expect(hc({ path: '/health', expect_status: [200, 204] }, 'http').ok).toBe(true);
+    expect(hc({ path: '/health', jsonrpc_method: 'ping' }).errors.join('\n')).toMatch(/jsonrpc_method/);
+    // A JSON-RPC method on an http upstream is a typo'd key there, named.
+    expect(hc({ jsonrpc_method: 'ping' }, 'http').errors.join('\n')).toMatch(
+      /\/health_check must NOT have additional properties/,
+    );
+    expect(hc({ unhealty_threshold: 3 }).errors.join('\n')).toMatch(
+      /\/health_check must NOT have additional properties/,
+    );
+    expect(hc({ healthy_threshold: 0 }).ok).toBe(false);
   });
 });
 

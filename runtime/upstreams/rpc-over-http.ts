@@ -1,0 +1,212 @@
+/**
+ * JSON-RPC calls over HTTP, on any `forward` (one endpoint's pool, a balanced upstream, or the
+ * active check's own connection): the gateway's own calls of a `jsonrpc` upstream and the
+ * `jsonrpc_method` health check. Answers may be application/json or an SSE stream (MCP streamable
+ * HTTP); the response with the call's id is picked out. With `protocol: mcp` the caller keeps one
+ * MCP session of its own: initialize + notifications/initialized first, `Mcp-Session-Id`
+ * afterwards, and a fresh handshake when the server has forgotten the session (404), or when a
+ * balanced upstream says the endpoint holding it is out (`session_not_found`).
+ */
+import type { Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import { GatewayError } from '../errors.ts';
+import type { JsonRpcRequest } from '../state.ts';
+import type { RpcProtocol } from './config.ts';
+import { toUpstreamError } from './http-errors.ts';
+import { sseData } from './sse.ts';
+import type { HttpForwardRequest, HttpForwardResponse, RpcCallOptions } from './types.ts';
+
+type Message = Record<string, unknown>;
+
+export const MCP_PROTOCOL_VERSION = '2025-06-18';
+export const clientInfo = { name: 'switchyard', version: '0.1.0' };
+
+interface Session {
+  id?: string;
+  protocolVersion: string;
+}
+
+export interface RpcCallerConfig {
+  protocol: RpcProtocol;
+  /** Default time allowed for one call. */
+  timeout_ms: number;
+  connect_timeout_ms: number;
+}
+
+export type Forward = (req: HttpForwardRequest) => Promise<HttpForwardResponse>;
+
+export class RpcOverHttp {
+  private nextId = 1;
+  private session?: Promise<Session>;
+
+  constructor(
+    private readonly name: string,
+    private readonly config: RpcCallerConfig,
+    private readonly logger: Logger,
+    private readonly forward: Forward,
+  ) {}
+
+  /** The MCP session id the caller holds now, if any (health output). */
+  async sessionId(): Promise<string | undefined> {
+    return this.session ? (await this.session.catch(() => undefined))?.id : undefined;
+  }
+
+  async call(message: JsonRpcRequest, options: RpcCallOptions = {}): Promise<Message | undefined> {
+    if (this.config.protocol !== 'mcp') return this.exchange(message, options);
+    const session = await this.ensureSession(options);
+    try {
+      return await this.exchange(message, options, session);
+    } catch (err) {
+      if (!(err instanceof SessionExpired)) throw err;
+      if (this.session && (await this.session) === session) this.session = undefined;
+      return this.exchange(message, options, await this.ensureSession(options));
+    }
+  }
+
+  /** Ends the MCP session it holds (DELETE, best effort, within `timeoutMs`), so the server need not keep it until it expires. */
+  async close(timeoutMs = 1000): Promise<void> {
+    const pending = this.session;
+    this.session = undefined;
+    const session = pending ? await pending.catch(() => undefined) : undefined;
+    if (!session?.id) return;
+    const headers = { 'mcp-session-id': session.id, 'mcp-protocol-version': session.protocolVersion };
+    try {
+      const res = await this.forward({
+        method: 'DELETE',
+        path: '/',
+        headers,
+        signal: AbortSignal.timeout(timeoutMs),
+        timeoutMs,
+      });
+      res.body.resume();
+    } catch {
+      // Gone already, or not answering: the server's own expiry ends it.
+    }
+  }
+
+  private ensureSession(options: RpcCallOptions): Promise<Session> {
+    if (!this.session) {
+      const pending = this.handshake(options);
+      this.session = pending;
+      pending.catch(() => {
+        if (this.session === pending) this.session = undefined;
+      });
+    }
+    return this.session;
+  }
+
+  private async handshake(options: RpcCallOptions): Promise<Session> {
+    const init: JsonRpcRequest = {
+      jsonrpc: '2.0',
+      id: 0,
+      method: 'initialize',
+      params: { protocolVersion: MCP_PROTOCOL_VERSION, capabilities: {}, clientInfo },
+    };
+    const opened: Session = { protocolVersion: MCP_PROTOCOL_VERSION };
+    const answer = await this.exchange(init, { timeoutMs: options.timeoutMs }, opened);
+    if (!answer || answer.error) {
+      throw new GatewayError('upstream_error', 'MCP initialize failed', {
+        details: { upstream: this.name, error: answer?.error },
+      });
+    }
+    const result = answer.result as { protocolVersion?: string } | undefined;
+    if (result?.protocolVersion) opened.protocolVersion = result.protocolVersion;
+    await this.exchange({ jsonrpc: '2.0', method: 'notifications/initialized' }, options, opened);
+    this.logger.debug({ session: opened.id }, 'MCP session opened');
+    return opened;
+  }
+
+  /**
+   * One POST. `session` is updated in place with the id the server hands out (initialize).
+   * Returns the response message with the caller's id, or undefined for a notification.
+   */
+  private async exchange(
+    message: JsonRpcRequest,
+    options: RpcCallOptions,
+    session?: Session,
+  ): Promise<Message | undefined> {
+    const isRequest = message.id !== undefined;
+    const wireId = this.nextId++;
+    const timeoutMs = options.timeoutMs ?? this.config.timeout_ms;
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...options.headers,
+    };
+    if (session?.id) headers['mcp-session-id'] = session.id;
+    if (session && message.method !== 'initialize') headers['mcp-protocol-version'] = session.protocolVersion;
+    const body = JSON.stringify(isRequest ? { ...message, id: wireId } : message);
+    let res: HttpForwardResponse | undefined;
+    try {
+      res = await this.forward({ method: 'POST', path: '/', headers, body, signal, timeoutMs });
+      const sid = res.headers['mcp-session-id'];
+      if (session && typeof sid === 'string') session.id = sid;
+      if (!isRequest && res.status < 400) return undefined;
+      const answer = await readAnswer(res.body, String(res.headers['content-type'] ?? ''), wireId);
+      // The spec says 404 for a forgotten session; some servers answer 400 "No valid session ID".
+      if (session?.id && sessionLost(res.status, answer)) throw new SessionExpired();
+      if (answer) return { ...answer, id: message.id };
+      throw new GatewayError('upstream_error', `Upstream answered ${res.status} without a JSON-RPC response`, {
+        details: { upstream: this.name, status: res.status },
+      });
+    } catch (err) {
+      if (timeout.aborted && !options.signal?.aborted) {
+        throw new GatewayError('upstream_timeout', `Upstream did not answer within ${timeoutMs} ms`, {
+          details: { upstream: this.name, timeout_ms: timeoutMs },
+        });
+      }
+      if (err instanceof SessionExpired) throw err;
+      // A balanced upstream: the endpoint that held the session is out; a new one goes elsewhere.
+      if (session?.id && err instanceof GatewayError && err.code === 'session_not_found') throw new SessionExpired();
+      // The answer's body cut short or reset while it was read: an upstream failure (502), never a 500.
+      throw toUpstreamError(
+        err,
+        this.name,
+        { connectMs: this.config.connect_timeout_ms, responseMs: timeoutMs },
+        signal,
+      );
+    } finally {
+      // Stop an SSE stream that stays open after the answer; destroying it early is not an error.
+      if (res && !res.body.readableEnded) res.body.on('error', () => {}).destroy();
+    }
+  }
+}
+
+class SessionExpired extends Error {}
+
+function sessionLost(status: number, answer: Message | undefined): boolean {
+  if (status === 404) return true;
+  const message = (answer?.error as { message?: unknown } | undefined)?.message;
+  return status === 400 && typeof message === 'string' && /session/i.test(message);
+}
+
+/** The JSON-RPC response with `wireId` from a JSON or SSE body, if there is one. */
+async function readAnswer(body: Readable, contentType: string, wireId: number): Promise<Message | undefined> {
+  const matches = (m: unknown): m is Message =>
+    typeof m === 'object' && m !== null && ('result' in m || 'error' in m) && (m as Message).id === wireId;
+  if (contentType.includes('text/event-stream')) {
+    for await (const data of sseData(body)) {
+      const msg = parseJson(data);
+      const found = Array.isArray(msg) ? msg.find(matches) : matches(msg) ? msg : undefined;
+      if (found) return found;
+    }
+    return undefined;
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of body) chunks.push(chunk as Buffer);
+  const msg = parseJson(Buffer.concat(chunks).toString('utf8'));
+  if (Array.isArray(msg)) return msg.find(matches);
+  // A server may answer an error without echoing the id (e.g. a 400 before parsing).
+  if (typeof msg === 'object' && msg !== null && ('result' in msg || 'error' in msg)) return msg as Message;
+  return undefined;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
