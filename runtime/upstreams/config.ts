@@ -346,7 +346,12 @@ const slotProperties = {
   },
 };
 
-const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean) => ({
+/**
+ * `http` / `openai` upstreams (`plain`) also take `retry:` with a single `url` and the slot bounds
+ * (`max_active`, `max_pending`); a `jsonrpc` one takes `retry:` only with `endpoints` (its calls
+ * go through the balancer then) and no slot bounds, so neither is accepted and silently unused.
+ */
+const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean, plain = !withProtocol) => ({
   type: 'object',
   additionalProperties: false,
   required: ['kind'],
@@ -361,6 +366,7 @@ const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean) =
           balance: ['endpoints'],
           hash_on: ['endpoints', 'balance'],
           outlier: ['endpoints'],
+          ...(plain ? {} : { retry: ['endpoints'] }),
         },
         // A hash needs its key; a key without the hash would be silently unused.
         allOf: [
@@ -387,7 +393,7 @@ const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean) =
       description:
         'Circuit breaking: calls in flight at most (503 unavailable beyond, Retry-After: 1); default: no bound.',
     },
-    ...(balanced ? slotProperties : {}),
+    ...(balanced && plain ? slotProperties : {}),
     keep_alive_timeout_ms: ms(60000),
     health_check: {
       type: 'object',
