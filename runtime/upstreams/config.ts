@@ -25,6 +25,10 @@ export interface HttpUpstreamConfig {
   health_check?: { interval_ms?: number; path?: string };
   /** Only for `jsonrpc`: `mcp` makes the gateway's own calls run the MCP session handshake. */
   protocol?: RpcProtocol;
+  /** Only for `openai`: environment variable holding the provider's API key (sent as a Bearer token). */
+  api_key_env?: string;
+  /** Only for `openai`: the request's `model` renamed for this provider (client name → provider name). */
+  model_map?: Record<string, string>;
 }
 
 export interface EndpointConfig {
@@ -94,7 +98,7 @@ export interface StdioUpstreamConfig {
 export type UpstreamConfig = HttpUpstreamConfig | StdioUpstreamConfig;
 
 export type ResolvedHttpConfig = Required<
-  Omit<HttpUpstreamConfig, 'health_check' | 'endpoints' | 'balance' | 'outlier' | 'retry'>
+  Omit<HttpUpstreamConfig, 'health_check' | 'endpoints' | 'balance' | 'outlier' | 'retry' | 'api_key_env' | 'model_map'>
 > & {
   health_check: { interval_ms: number; path?: string };
 };
@@ -192,6 +196,27 @@ const balancingProperties = {
   },
 };
 
+/**
+ * An OpenAI-compatible provider's credentials and model names (provider.ts applies them). The key
+ * is named, never written in the config: the config (and its hash, logs, reports) never holds it.
+ */
+const providerProperties = {
+  api_key_env: {
+    type: 'string',
+    pattern: '^[A-Za-z_][A-Za-z0-9_]*$',
+    description:
+      "Environment variable holding the provider's API key, read at load (an unset one is an error); sent as " +
+      "`Authorization: Bearer <key>`, replacing any client's.",
+  },
+  model_map: {
+    type: 'object',
+    propertyNames: { minLength: 1 },
+    additionalProperties: { type: 'string', minLength: 1 },
+    description:
+      "The request's `model` renamed for this provider, e.g. `{gpt-4o: gpt-4o-2024-08-06}`; others pass as sent.",
+  },
+};
+
 const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean) => ({
   type: 'object',
   additionalProperties: false,
@@ -230,6 +255,7 @@ const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean) =
       },
     },
     ...(withProtocol ? { protocol: { enum: ['mcp', 'jsonrpc'], default: 'jsonrpc' } } : {}),
+    ...(kinds.includes('openai') ? providerProperties : {}),
   },
 });
 
@@ -294,6 +320,8 @@ export const upstreamConfigSchema = {
   properties: { kind: { enum: ['http', 'jsonrpc', 'openai', 'stdio'] } },
   allOf: [
     when(['http', 'openai'], httpSchema(['http', 'openai'], false, true)),
+    // A provider's key and model names are OpenAI-only: on an `http` upstream they are refused by name.
+    when(['http'], { properties: { api_key_env: false, model_map: false } }),
     // Not balanced: MCP sessions would need stickiness to the endpoint that holds them.
     when(['jsonrpc'], httpSchema(['jsonrpc'], true, false)),
     when(['stdio'], stdioSchema),

@@ -9,6 +9,7 @@ import { limited } from './circuit.ts';
 import { httpDefaults, stdioDefaults, type UpstreamConfig } from './config.ts';
 import { HttpUpstreamImpl } from './http.ts';
 import { JsonRpcHttpUpstream } from './jsonrpc-http.ts';
+import { asProvider } from './provider.ts';
 import { StdioUpstream } from './stdio.ts';
 import { traced } from './traced.ts';
 import type { Upstream } from './types.ts';
@@ -22,12 +23,16 @@ export interface UpstreamDeps {
   configDir: string;
   /** The service's metrics (a stdio upstream counts its client sessions). */
   metrics?: MetricsKit;
+  /** Where an `openai` upstream's `api_key_env` is read (default: the process environment). */
+  environment?: NodeJS.ProcessEnv;
 }
 
 export function createUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {
   // The circuit breaker outside the tracing: a refused call opens no client span.
   const maxRequests = (config as { max_requests?: number }).max_requests;
-  return limited(traced(buildUpstream(name, config, deps)), maxRequests, deps.metrics);
+  const built = buildUpstream(name, config, deps);
+  const provider = config.kind === 'openai' ? asProvider(built, config, deps.environment ?? process.env) : built;
+  return limited(traced(provider), maxRequests, deps.metrics);
 }
 
 function buildUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {

@@ -74,6 +74,7 @@ describe('tenant-directory resource', () => {
     expect(dir.get('acme')).toEqual({
       id: 'acme',
       backend: 'llm-a',
+      backends: ['llm-a'],
       backendUrl: 'http://127.0.0.1:11434/v1',
       policy: 'default.yaml',
       requests_per_minute: 3,
