@@ -34,7 +34,7 @@ interface ProxyOptions {
 export default definePlugin<ProxyOptions>({
   name: 'proxy',
   description: 'Forward the request to an upstream and stream its answer back (terminal stage).',
-  provides: ['answer'],
+  provides: ['answer', 'providers'],
   options: {
     type: 'object',
     additionalProperties: false,
