@@ -177,6 +177,40 @@ describe('tenant-directory resource', () => {
   });
 });
 
+describe('a tenant with several backends (providers)', () => {
+  const spec = (backend: unknown) => ({
+    tenants: [{ id: 'multi', backend, policy: 'p', requests_per_minute: 1, api_keys: [{ key: 'sk-multi' }] }],
+  });
+
+  it('keeps them in order; the first is the backend reports name; tenant-auth hands the list to the proxy', async () => {
+    const { dir } = await directory(spec(['llm-b', 'llm-a']));
+    expect(dir.get('multi')).toMatchObject({
+      backend: 'llm-b',
+      backends: ['llm-b', 'llm-a'],
+      backendUrl: 'http://llm-b.internal:8000/v1',
+    });
+    const stage = (await tenantAuth.create(
+      { tenants: 'tenants' } as never,
+      createTestEnv({ resources: { tenants: dir } }),
+    )) as StageInstance;
+    const answer: Stage = async (ctx) => {
+      ctx.body = { upstream: ctx.state.upstream, backend: ctx.state.caller?.attributes?.backend };
+    };
+    const server = await serveStages([stage.handle, answer], { dialect: openAiDialect });
+    cleanups.push(server.close);
+    const res = await fetch(server.url, { headers: { authorization: 'Bearer sk-multi' } });
+    expect(await res.json()).toEqual({ upstream: ['llm-b', 'llm-a'], backend: 'llm-b' });
+  });
+
+  it('a list of one is that backend; an unknown name in a list stops the build, naming it', async () => {
+    const { dir } = await directory(spec(['llm-a']));
+    expect(dir.get('multi')).toMatchObject({ backend: 'llm-a', backends: ['llm-a'] });
+    await expect(directory(spec(['llm-a', 'nope']))).rejects.toThrow(
+      /tenant "multi": backend: unknown upstream "nope"/,
+    );
+  });
+});
+
 describe('tenant-auth (openai dialect)', () => {
   let dir: TenantDirectory;
   beforeAll(async () => {
