@@ -143,7 +143,8 @@ function providerRequest(
   body: Buffer | string | null,
 ): { headers: Record<string, string | string[]>; body: Buffer | string | null } {
   if (!upstream.providerModel || body === null) return { headers, body };
-  const json = ctx.state.json !== undefined ? ctx.state.json : parseJson(body);
+  // The parsed body as the stages left it, unless a JSON-RPC message replaced it (then the bytes say).
+  const json = ctx.state.json !== undefined && !ctx.state.rpcModified ? ctx.state.json : parseJson(body);
   if (json === null || typeof json !== 'object' || Array.isArray(json)) return { headers, body };
   const model = (json as { model?: unknown }).model;
   const renamed = typeof model === 'string' ? upstream.providerModel(model) : undefined;
