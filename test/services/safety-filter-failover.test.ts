@@ -94,6 +94,7 @@ async function refusedUrl(): Promise<string> {
 let svc: StartedService;
 const p: Record<string, Provider> = {};
 let refused2: string;
+const providerKeys: string[] = [];
 
 const tenants = {
   refused: ['gone', 'good'],
@@ -153,6 +154,7 @@ beforeAll(async () => {
   upstream('gone2', refused2, 5000);
   // The provider keys come from the environment (api_key_env), as an operator would set them.
   Object.assign(process.env, env);
+  providerKeys.push(...Object.keys(env));
   svc = await startService('configs/safety-filter.yaml', {
     env: {
       ...env,
@@ -167,6 +169,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await svc?.close();
+  for (const k of providerKeys) delete process.env[k];
   for (const provider of Object.values(p)) {
     provider.server.closeAllConnections();
     if (provider.server.listening) await new Promise((resolve) => provider.server.close(resolve));
