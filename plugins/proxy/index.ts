@@ -41,10 +41,12 @@ export default definePlugin<ProxyOptions>({
     required: ['upstream'],
     properties: {
       upstream: {
-        oneOf: [
-          { type: 'string', 'x-ref': 'upstream' },
-          { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', 'x-ref': 'upstream' } },
-        ],
+        // One type list rather than a oneOf: a misspelt name is then one error naming it, not three.
+        type: ['string', 'array'],
+        'x-ref': 'upstream',
+        minItems: 1,
+        uniqueItems: true,
+        items: { type: 'string', 'x-ref': 'upstream' },
         description:
           'Name of an upstream declared under `upstreams:`, or an ordered list of HTTP upstreams (providers): ' +
           'the next is tried on a connect failure, a timeout, a 5xx or 429 answer, before any of an answer was sent.',

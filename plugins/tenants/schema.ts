@@ -36,15 +36,13 @@ export const tenantSchema = {
   properties: {
     id: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$', description: 'Tenant id' },
     backend: {
-      oneOf: [
-        { type: 'string', minLength: 1, 'x-ref': 'upstream' },
-        {
-          type: 'array',
-          minItems: 1,
-          uniqueItems: true,
-          items: { type: 'string', minLength: 1, 'x-ref': 'upstream' },
-        },
-      ],
+      // One type list rather than a oneOf: a misspelt name is then one error naming it, not three.
+      type: ['string', 'array'],
+      minLength: 1,
+      'x-ref': 'upstream',
+      minItems: 1,
+      uniqueItems: true,
+      items: { type: 'string', minLength: 1, 'x-ref': 'upstream' },
       description:
         'Name of the upstream (under `upstreams:`) serving this tenant, or an ordered list of them: providers ' +
         'tried in turn by the proxy (failover on connect failures, timeouts, 5xx and 429)',

@@ -5,7 +5,7 @@ import { referenceKeyword } from '../../runtime/config/references.ts';
 import { upstreamConfigSchema } from '../../runtime/upstreams/create.ts';
 
 // Strict mode on purpose: it rejects defaults that ajv would silently ignore (e.g. inside oneOf).
-const ajv = new Ajv2020({ allErrors: true, useDefaults: true, strict: true });
+const ajv = new Ajv2020({ allErrors: true, useDefaults: true, strict: true, allowUnionTypes: true });
 ajv.addKeyword(referenceKeyword); // proxy's `upstream` option is marked `x-ref: upstream`
 const validate = ajv.compile(upstreamConfigSchema);
 
