@@ -4,8 +4,9 @@
  *
  * A request moves on only while nothing of an answer reached the client: on a connect failure, a
  * timeout before the answer's headers, a circuit-broken upstream (max_requests), a 5xx or 429
- * answer, or a whole-read answer cut short. An event stream whose headers came is the client's:
- * it is never replayed elsewhere. The request body is held whole (a Buffer), so it can be sent again.
+ * answer, a whole-read answer cut short, or an event stream that ends or fails before its first
+ * byte (http.ts waits for it). A stream whose first byte came is the client's: it is never
+ * replayed elsewhere, even while a stage still holds it back. The request body is held whole (a Buffer), so it can be sent again.
  *
  * An upstream that failed is tried after the others for a while (its cooldown: the answer's
  * Retry-After when it gave one, else `cooldown_ms`), and so is one its health probe sees down:

@@ -4,6 +4,7 @@
  * before this one (runtime/answer/answer.ts), and written by the runtime once they are done:
  * streamed as it came when no stage reads it.
  */
+import { Readable } from 'node:stream';
 import {
   Answer,
   ClientAbort,
@@ -104,6 +105,13 @@ export async function proxyHttp(
         const init = { status: res.status, headers: upstreamResponseHeaders(res.headers), headersNormalised: true };
         try {
           const answer = await answerBody(ctx, res);
+          // A stream that ends or fails before its first byte gave the client nothing: the next may answer.
+          if (failover && answer instanceof Readable && !(await firstBytes(answer)) && !signal.aborted) {
+            answer.destroy();
+            give({ upstream: upstream.name, reason: 'broken' });
+            if (last) throw noProviderError(tried.failed, retryAfter);
+            continue;
+          }
           ctx.state.answer = new Answer(ctx, { ...init, body: answer });
         } catch (err) {
           // The upstream's deadline passed while the body was read: a timeout (504), not a cut-short answer.
@@ -162,6 +170,33 @@ function parseJson(body: Buffer | string): unknown {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Waits for a streamed answer's first bytes and puts them back: true once they came, false when
+ * the stream ended or failed first. (A provider that sent its headers and nothing else.)
+ */
+function firstBytes(body: Readable): Promise<boolean> {
+  return new Promise((resolve) => {
+    const done = (ok: boolean): void => {
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('close', onEnd);
+      body.off('error', onEnd);
+      resolve(ok);
+    };
+    const onData = (chunk: Buffer): void => {
+      // Paused first, so the chunk put back waits for whoever reads the answer.
+      body.pause();
+      body.unshift(chunk);
+      done(true);
+    };
+    const onEnd = (): void => done(false);
+    body.on('data', onData);
+    body.once('end', onEnd);
+    body.once('close', onEnd);
+    body.once('error', onEnd);
+  });
 }
 
 /** A failed answer's body, read and dropped (the connection stays usable), or cut when it is long. */

@@ -79,6 +79,25 @@ describe('proxy: a list of upstreams', () => {
     expect(r.last()?.state.providers).toEqual({ served: 'b', failed: [] });
   });
 
+  it('relays the serving stream whole, its first bytes included (held while the stream was checked for life)', async () => {
+    const a = await backend('a', () => 502);
+    let hits = 0;
+    const sse = createServer((req, res) => {
+      hits++;
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: one\n\n');
+      setTimeout(() => res.end('data: two\n\ndata: [DONE]\n\n'), 20);
+    });
+    const b = await listenLocal(sse);
+    closers.push(() => closeNow(sse));
+    const r = await route({ a: a.url, b }, { upstream: ['a', 'b'] });
+    const res = await fetch(`${r.url}/x`);
+    expect(res.headers.get('content-type')).toBe('text/event-stream');
+    expect(await res.text()).toBe('data: one\n\ndata: two\n\ndata: [DONE]\n\n');
+    expect(hits).toBe(1);
+  });
+
   it('cooldown_ms: 0 keeps the list order; a 4xx other than 429 is an answer, not a failure', async () => {
     const a = await backend('a', () => 404);
     const b = await backend('b', () => 200);

@@ -20,7 +20,7 @@ import { openAiHandler, type RecordedRequest } from '../helpers/openai-backend.t
 const adminToken = 'test-admin-token';
 const awsKey = 'AKIAZ7Q3K5M2N8P4R6T1';
 
-type Mode = 'ok' | 'hang' | '429' | '503' | 'die-mid-stream';
+type Mode = 'ok' | 'hang' | '429' | '503' | 'die-mid-stream' | 'headers-only';
 
 /** An OpenAI-compatible provider whose behaviour a test switches; it checks its own API key. */
 interface Provider {
@@ -57,6 +57,13 @@ async function startProvider(name: string, mode: Mode = 'ok'): Promise<Provider>
       const text = Buffer.concat(chunks).toString('utf8');
       requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: JSON.parse(text) });
       if (provider.mode === 'hang') return; // headers never come
+      if (provider.mode === 'headers-only') {
+        // A stream's headers, then the connection drops before its first event.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.flushHeaders();
+        setTimeout(() => res.socket?.destroy(), 20);
+        return;
+      }
       if (provider.mode === 'die-mid-stream') {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         const chunk = {
@@ -103,6 +110,7 @@ const tenants = {
   failing: ['failing', 'good'],
   hung: ['hung', 'good'],
   dying: ['dier', 'good'],
+  mute: ['mute', 'good'],
   allFail: ['gone2', 'failing2'],
   allLimited: ['limited2', 'limited3'],
   mapped: ['failing3', 'mapped'],
@@ -120,6 +128,7 @@ beforeAll(async () => {
   p.limited3.retryAfter = '3';
   p.hung = await startProvider('hung', 'hang');
   p.gone = await startProvider('gone');
+  p.mute = await startProvider('mute', 'headers-only');
   p.dier.mode = 'die-mid-stream';
   refused2 = await refusedUrl();
 
@@ -263,6 +272,17 @@ describe('failover before the answer starts', () => {
     expect(text).not.toContain('[good]');
     expect(p.good.requests.length).toBe(goodBefore);
     expect(p.dier.requests).toHaveLength(1);
+  });
+
+  it('a stream that drops before its first event gave the client nothing: the next provider serves', async () => {
+    const res = await chat('mute', 'stream me', { stream: true });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-filter-provider')).toBe('good');
+    const text = await res.text();
+    expect(text).toContain('[good]');
+    expect(text).toContain('data: [DONE]');
+    const [record] = await auditOf(res.headers.get('x-filter-request-id'));
+    expect(record?.details.failover).toEqual([{ upstream: 'mute', reason: 'broken' }]);
   });
 
   it('a provider its health probe sees down is tried after the others (no failed try per request)', async () => {
