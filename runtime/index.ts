@@ -40,6 +40,8 @@ export type {
   JsonRpcRequest,
   Next,
   PolicyDecision,
+  ProviderFailure,
+  ProvidersTried,
   QomResult,
   ResolvedSType,
   Stage,

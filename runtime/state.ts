@@ -67,6 +67,21 @@ export interface Caller {
   attributes?: Record<string, unknown>;
 }
 
+/** One upstream given up on before the answer started (failover), and why. */
+export interface ProviderFailure {
+  upstream: string;
+  /** `connect` (nothing reached it), `timeout` (no answer in time), `status` (5xx, 429), `unavailable` (max_requests), `broken` (answer cut short). */
+  reason: 'connect' | 'timeout' | 'status' | 'unavailable' | 'broken';
+  /** The HTTP status it answered, for `status`. */
+  status?: number;
+}
+
+export interface ProvidersTried {
+  /** The upstream whose answer this is; undefined when every one failed. */
+  served?: string;
+  failed: ProviderFailure[];
+}
+
 export interface RequestLimits {
   bodyBytes: number;
   jsonDepth: number;
@@ -83,10 +98,17 @@ export interface GatewayState {
   mode?: Mode;
   caller?: Caller;
   /**
-   * Name of the upstream an earlier stage chose for this request (e.g. a tenant's backend); a
-   * proxy stage uses it instead of its default.
+   * Name of the upstream an earlier stage chose for this request (e.g. a tenant's backend), or an
+   * ordered list of them (providers tried in turn, see `providers`); a proxy stage uses it instead
+   * of its default.
    */
-  upstream?: string;
+  upstream?: string | readonly string[];
+  /**
+   * Which upstream served the answer (`served`) and, when others were tried first, why each one
+   * failed (`failed`, in the order tried). Set by the proxy stage on HTTP upstreams; response
+   * headers and the audit trail report it.
+   */
+  providers?: ProvidersTried;
   /** Limits of the service (body size, JSON depth), read by readBody/readJson. */
   limits: RequestLimits;
   /** The raw request body, once read (see readBody); forwarded as is when unchanged. */

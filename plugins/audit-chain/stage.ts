@@ -14,6 +14,11 @@
  * outside them: a decision they take is on record before the client sees what follows it. With
  * `record: all`, a request with no decision at all gets one `allow`.
  *
+ * Which upstream served the answer is in every record of the request (`details.provider`, when a
+ * proxy forwarded it), and a request that failed over (a provider of its list failed before another
+ * answered, or all did) is always on record, as if `record: all` (its `allow` decisions too, or one
+ * `allow` when it has none), with `details.failover`: the providers given up on and why.
+ *
  * If an append fails, the stage throws a plain error, so the route's `on_error` decides:
  * fail-closed (default) answers 500 and no unaudited answer goes out; fail-open keeps the answer
  * the pipeline produced. A request that a later stage refused answers 500 in both cases (the
@@ -66,11 +71,7 @@ export default definePlugin<{ chain?: string }>({
           answer.filterEvents(new AuditedStream(ctx, chain));
           return;
         }
-        if (
-          recorders.has(ctx) ||
-          chain.settings.record === 'all' ||
-          ctx.state.decisions?.some((d) => d.action !== 'allow')
-        ) {
+        if (recordsAll(ctx, chain) || recorders.has(ctx) || ctx.state.decisions?.some((d) => d.action !== 'allow')) {
           await flush(ctx, chain, true);
         }
       },
@@ -97,7 +98,7 @@ class AuditedStream implements SseFilter {
     const decisions = this.ctx.state.decisions;
     if (decisions === undefined || decisions.length === this.#seen) return undefined;
     // Only decisions the chain keeps make the stream wait (an `allow` does not, unless record: all).
-    let recordable = this.chain.settings.record === 'all';
+    let recordable = recordsAll(this.ctx, this.chain);
     for (let i = this.#seen; i < decisions.length && !recordable; i++) recordable = decisions[i].action !== 'allow';
     this.#seen = decisions.length;
     if (!recordable) return undefined;
@@ -106,13 +107,16 @@ class AuditedStream implements SseFilter {
 
   onEnd(): SseEvent[] | Promise<SseEvent[]> {
     const { ctx, chain } = this;
-    if (
-      !(recorders.has(ctx) || chain.settings.record === 'all' || ctx.state.decisions?.some((d) => d.action !== 'allow'))
-    ) {
+    if (!(recordsAll(ctx, chain) || recorders.has(ctx) || ctx.state.decisions?.some((d) => d.action !== 'allow'))) {
       return [];
     }
     return flush(ctx, chain, true).then(() => []);
   }
+}
+
+/** Every decision of this request is recorded: `record: all`, or the request failed over. */
+function recordsAll(ctx: GatewayContext, chain: AuditChain): boolean {
+  return chain.settings.record === 'all' || (ctx.state.providers?.failed.length ?? 0) > 0;
 }
 
 /** Per request (while it runs): what is on record so far, made on the first flush. */
@@ -150,12 +154,13 @@ class Recorder {
 
   async #write(final: boolean): Promise<void> {
     const { ctx, chain } = this;
-    const { record, store_prompt } = chain.settings;
+    const { store_prompt } = chain.settings;
+    const all = recordsAll(ctx, chain);
     const decisions = ctx.state.decisions ?? [];
     const upto = decisions.length;
-    const pending = decisions.slice(this.#recorded, upto).filter((d) => record === 'all' || d.action !== 'allow');
+    const pending = decisions.slice(this.#recorded, upto).filter((d) => all || d.action !== 'allow');
     const entries = pending.map((d) => toEntry(ctx, d));
-    const addAllow = final && record === 'all' && upto === 0 && !this.#implicitAllow;
+    const addAllow = final && all && upto === 0 && !this.#implicitAllow;
     if (addAllow) entries.push(toEntry(ctx, { action: 'allow' }));
     if (entries.length > 0) {
       if (store_prompt) {
@@ -177,6 +182,10 @@ class Recorder {
 function toEntry(ctx: GatewayContext, d: PolicyDecision): AuditEntry & { details: Record<string, unknown> } {
   const details: Record<string, unknown> = { ...d.details };
   if (d.policy !== undefined) details.policy = d.policy;
+  // Which upstream answered, and those given up on before it (never a key or a URL: names only).
+  const providers = ctx.state.providers;
+  if (providers?.served !== undefined) details.provider ??= providers.served;
+  if (providers && providers.failed.length > 0) details.failover ??= providers.failed.map((f) => ({ ...f }));
   if (d.detail !== undefined) details.message = d.detail;
   // A JSON-RPC / MCP exchange: what was asked, of which tool and SType, in which session.
   const rpc = ctx.state.rpc;

@@ -4,6 +4,7 @@
  * before this one (runtime/answer/answer.ts), and written by the runtime once they are done:
  * streamed as it came when no stage reads it.
  */
+import { Readable } from 'node:stream';
 import {
   Answer,
   ClientAbort,
@@ -12,51 +13,197 @@ import {
   type HttpForwardResponse,
   type HttpUpstream,
   isUninspectable,
+  type ProviderFailure,
+  type ProvidersTried,
   readBody,
   readWhole,
 } from '../../runtime/index.ts';
+import {
+  coolDown,
+  failedStatus,
+  failureOfError,
+  noProviderError,
+  recovered,
+  retryAfterMs,
+  tryOrder,
+} from './failover.ts';
 import { upstreamRequestHeaders, upstreamResponseHeaders } from './headers.ts';
 
 export interface HttpProxyOptions {
   headerNames: string[];
   path?: string;
   timeoutMs?: number;
+  /** How long a failed upstream of a list is tried after the others (failover.ts). */
+  cooldownMs: number;
+  /** Times one try of an upstream (headers; whole body when small). */
+  observe(upstream: string, seconds: number): void;
+  /** Called for each upstream given up on (failover), before the next is tried. */
+  onFailover?(failure: ProviderFailure): void;
 }
 
 const noBodyStatus = new Set([204, 205, 304]);
 
-export async function proxyHttp(ctx: GatewayContext, upstream: HttpUpstream, o: HttpProxyOptions): Promise<void> {
+/**
+ * Forwards the request to the first upstream of `list` that answers (failover.ts says which
+ * failures move it on). With one upstream its answer or error is the request's, as it came.
+ */
+export async function proxyHttp(
+  ctx: GatewayContext,
+  list: readonly HttpUpstream[],
+  o: HttpProxyOptions,
+): Promise<void> {
   const replaced = Boolean(ctx.state.rpcModified && ctx.state.rpc);
   const reserialised = replaced || Boolean(ctx.state.jsonModified && ctx.state.json !== undefined);
+  const headers = upstreamRequestHeaders(ctx, o.headerNames, reserialised);
+  const body = await requestBody(ctx, replaced);
+  const tried: ProvidersTried = { failed: [] };
+  ctx.state.providers = tried;
+  const order = list.length > 1 ? tryOrder(list) : list;
+  let retryAfter: number | undefined;
   // A client that goes away before the upstream answered cancels the upstream request.
   const signal = ClientAbort.watch(ctx.res);
-  let res: HttpForwardResponse;
   try {
-    res = await upstream.forward({
-      method: ctx.method,
-      path: o.path ?? ctx.url,
-      headers: upstreamRequestHeaders(ctx, o.headerNames, reserialised),
-      body: await requestBody(ctx, replaced),
-      signal,
-      timeoutMs: o.timeoutMs,
-      trace: ctx.state.trace,
-    });
+    for (let i = 0; i < order.length; i++) {
+      const upstream = order[i] as HttpUpstream;
+      const last = i === order.length - 1;
+      const failover = order.length > 1;
+      const started = performance.now();
+      try {
+        const give = (failure: ProviderFailure, after?: number): void => {
+          tried.failed.push(failure);
+          if (after !== undefined) retryAfter = Math.min(retryAfter ?? after, after);
+          coolDown(upstream, o.cooldownMs, after);
+          o.onFailover?.(failure);
+        };
+        let res: HttpForwardResponse;
+        try {
+          res = await upstream.forward({
+            method: ctx.method,
+            path: o.path ?? ctx.url,
+            ...providerRequest(ctx, upstream, headers, body),
+            signal,
+            timeoutMs: o.timeoutMs,
+            trace: ctx.state.trace,
+          });
+        } catch (err) {
+          const reason = failover ? failureOfError(err) : undefined;
+          if (reason === undefined || signal.aborted) throw err;
+          give({ upstream: upstream.name, reason });
+          if (last) throw noProviderError(tried.failed, retryAfter);
+          continue;
+        }
+        if (failover && failedStatus(res.status)) {
+          discard(res);
+          give(
+            { upstream: upstream.name, reason: 'status', status: res.status },
+            retryAfterMs(res.headers['retry-after']),
+          );
+          if (last) throw noProviderError(tried.failed, retryAfter);
+          continue;
+        }
+        // upstreamResponseHeaders leaves lower-case names and no undefined value: adopted, not copied.
+        const init = { status: res.status, headers: upstreamResponseHeaders(res.headers), headersNormalised: true };
+        try {
+          const answer = await answerBody(ctx, res);
+          // A stream that ends or fails before its first byte gave the client nothing: the next may answer.
+          if (failover && answer instanceof Readable && !(await firstBytes(answer)) && !signal.aborted) {
+            answer.destroy();
+            give({ upstream: upstream.name, reason: 'broken' });
+            if (last) throw noProviderError(tried.failed, retryAfter);
+            continue;
+          }
+          ctx.state.answer = new Answer(ctx, { ...init, body: answer });
+        } catch (err) {
+          // The upstream's deadline passed while the body was read: a timeout (504), not a cut-short answer.
+          const cause = (err as { cause?: unknown }).cause;
+          const timedOut = isUninspectable(err) && cause instanceof GatewayError && cause.kind === 'upstream_timeout';
+          if (!timedOut && !isUninspectable(err)) throw err;
+          // Read whole, nothing of it reached the client: the next upstream may answer instead.
+          if (failover && !signal.aborted) {
+            give({ upstream: upstream.name, reason: timedOut ? 'timeout' : 'broken' });
+            if (last) throw noProviderError(tried.failed, retryAfter);
+            continue;
+          }
+          if (timedOut) throw cause;
+          // Cut short while read whole: the stages' readers refuse it, and it is never sent as a success.
+          ctx.state.answer = Answer.broken(ctx, init, err);
+        }
+        tried.served = upstream.name;
+        if (failover) recovered(upstream);
+        return;
+      } finally {
+        o.observe(upstream.name, (performance.now() - started) / 1000);
+      }
+    }
   } finally {
     ClientAbort.unwatch(ctx.res);
   }
-  // upstreamResponseHeaders leaves lower-case names and no undefined value: adopted, not copied.
-  const init = { status: res.status, headers: upstreamResponseHeaders(res.headers), headersNormalised: true };
+}
+
+/**
+ * The headers and body for one upstream: its own name of the model (`model_map`) when it has one
+ * for the request's; the request as the stages left it otherwise.
+ */
+function providerRequest(
+  ctx: GatewayContext,
+  upstream: HttpUpstream,
+  headers: Record<string, string | string[]>,
+  body: Buffer | string | null,
+): { headers: Record<string, string | string[]>; body: Buffer | string | null } {
+  if (!upstream.providerModel || body === null) return { headers, body };
+  // The parsed body as the stages left it, unless a JSON-RPC message replaced it (then the bytes say).
+  const json = ctx.state.json !== undefined && !ctx.state.rpcModified ? ctx.state.json : parseJson(body);
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) return { headers, body };
+  const model = (json as { model?: unknown }).model;
+  const renamed = typeof model === 'string' ? upstream.providerModel(model) : undefined;
+  if (renamed === undefined) return { headers, body };
+  // A copy: the next upstream of the list (and the audit trail) see the client's request.
+  return {
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify({ ...(json as Record<string, unknown>), model: renamed }),
+  };
+}
+
+function parseJson(body: Buffer | string): unknown {
   try {
-    const body = await answerBody(ctx, res);
-    ctx.state.answer = new Answer(ctx, { status: init.status, headers: init.headers, headersNormalised: true, body });
-  } catch (err) {
-    // The upstream's deadline passed while the body was read: a timeout (504), not a cut-short answer.
-    const cause = (err as { cause?: unknown }).cause;
-    if (isUninspectable(err) && cause instanceof GatewayError && cause.kind === 'upstream_timeout') throw cause;
-    // Cut short while read whole: the stages' readers refuse it, and it is never sent as a success.
-    if (!isUninspectable(err)) throw err;
-    ctx.state.answer = Answer.broken(ctx, init, err);
+    return JSON.parse(typeof body === 'string' ? body : body.toString('utf8'));
+  } catch {
+    return undefined;
   }
+}
+
+/**
+ * Waits for a streamed answer's first bytes and puts them back: true once they came, false when
+ * the stream ended or failed first. (A provider that sent its headers and nothing else.)
+ */
+function firstBytes(body: Readable): Promise<boolean> {
+  return new Promise((resolve) => {
+    const done = (ok: boolean): void => {
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('close', onEnd);
+      body.off('error', onEnd);
+      resolve(ok);
+    };
+    const onData = (chunk: Buffer): void => {
+      // Paused first, so the chunk put back waits for whoever reads the answer.
+      body.pause();
+      body.unshift(chunk);
+      done(true);
+    };
+    const onEnd = (): void => done(false);
+    body.on('data', onData);
+    body.once('end', onEnd);
+    body.once('close', onEnd);
+    body.once('error', onEnd);
+  });
+}
+
+/** A failed answer's body, read and dropped (the connection stays usable), or cut when it is long. */
+function discard(res: HttpForwardResponse): void {
+  const body = res.body as HttpForwardResponse['body'] & { dump?: (o?: { limit: number }) => Promise<void> };
+  if (typeof body.dump === 'function') body.dump({ limit: bufferLimit }).catch(() => {});
+  else body.destroy();
 }
 
 async function requestBody(ctx: GatewayContext, replaced: boolean): Promise<Buffer | string | null> {

@@ -3,12 +3,17 @@
  * `ctx.state.answer` for the answer phase of the stages before it. HTTP upstreams get the request
  * forwarded (their answer streams back as it came unless a stage reads it); RPC upstreams (stdio
  * children) get the JSON-RPC message called, and the response message is the answer.
+ *
+ * A list of HTTP upstreams (`upstream: [a, b]`, or a list an earlier stage chose, e.g. a tenant's
+ * backends) is a list of providers tried in turn (failover.ts); `ctx.state.providers` says which
+ * one served and which failed before it.
  */
 import {
   definePlugin,
   isHttpUpstream,
   isRpcUpstream,
   latencyBuckets,
+  type ProviderFailure,
   type Stage,
   type Upstream,
 } from '../../runtime/index.ts';
@@ -17,7 +22,8 @@ import { proxyHttp } from './http.ts';
 import { proxyRpc } from './rpc.ts';
 
 interface ProxyOptions {
-  upstream: string;
+  upstream: string | string[];
+  cooldown_ms: number;
   timeout_ms?: number;
   forward_headers: string[];
   path?: string;
@@ -28,16 +34,30 @@ interface ProxyOptions {
 export default definePlugin<ProxyOptions>({
   name: 'proxy',
   description: 'Forward the request to an upstream and stream its answer back (terminal stage).',
-  provides: ['answer'],
+  provides: ['answer', 'providers'],
   options: {
     type: 'object',
     additionalProperties: false,
     required: ['upstream'],
     properties: {
       upstream: {
-        type: 'string',
+        // One type list rather than a oneOf: a misspelt name is then one error naming it, not three.
+        type: ['string', 'array'],
         'x-ref': 'upstream',
-        description: 'Name of an upstream declared under `upstreams:`.',
+        minItems: 1,
+        uniqueItems: true,
+        items: { type: 'string', 'x-ref': 'upstream' },
+        description:
+          'Name of an upstream declared under `upstreams:`, or an ordered list of HTTP upstreams (providers): ' +
+          'the next is tried on a connect failure, a timeout, a 5xx or 429 answer, before any of an answer was sent.',
+      },
+      cooldown_ms: {
+        type: 'integer',
+        minimum: 0,
+        default: 30000,
+        description:
+          'How long a provider of a list that failed is tried after the others (its Retry-After when it sent one, ' +
+          'at most 300 s); 0: always in list order.',
       },
       timeout_ms: { type: 'integer', minimum: 1, description: "Overrides the upstream's response timeout." },
       forward_headers: {
@@ -88,27 +108,26 @@ export default definePlugin<ProxyOptions>({
       buckets: latencyBuckets,
     });
 
+    const failovers = env.metrics.counter({
+      name: 'switchyard_upstream_failovers_total',
+      help: 'Upstreams of a provider list given up on for a request (the next one was tried), by upstream and reason',
+      labelNames: ['upstream', 'reason'] as const,
+    });
+    const http = {
+      headerNames,
+      timeoutMs: options.timeout_ms,
+      cooldownMs: options.cooldown_ms ?? 30000,
+      observe: (name: string, seconds: number) => latency.labels(name).observe(seconds),
+    };
+
     /** How requests reach an upstream: forwarded over HTTP, or called as JSON-RPC. */
     function targetOf(name: string): Stage {
       const upstream: Upstream = env.upstream(name);
-      const http = via !== 'call' && isHttpUpstream(upstream) ? upstream : undefined;
-      const rpc = !http && via !== 'forward' && isRpcUpstream(upstream) ? upstream : undefined;
-      const timer = latency.labels(name);
-      if (http) {
-        return async (ctx) => {
-          const started = performance.now();
-          try {
-            await proxyHttp(ctx, http, {
-              headerNames,
-              path: options.path ?? upstreamPath(ctx.url),
-              timeoutMs: options.timeout_ms,
-            });
-          } finally {
-            timer.observe((performance.now() - started) / 1000);
-          }
-        };
-      }
+      const httpUpstream = via !== 'call' && isHttpUpstream(upstream) ? upstream : undefined;
+      const rpc = !httpUpstream && via !== 'forward' && isRpcUpstream(upstream) ? upstream : undefined;
+      if (httpUpstream) return providersOf([name]);
       if (rpc) {
+        const timer = latency.labels(name);
         return async (ctx) => {
           const started = performance.now();
           try {
@@ -122,19 +141,48 @@ export default definePlugin<ProxyOptions>({
       throw new Error(`upstream "${name}" (${upstream.kind}) cannot be used via ${via}`);
     }
 
-    const upstream: Upstream = env.upstream(options.upstream);
-    const fallback = targetOf(options.upstream);
-    // Upstreams an earlier stage chose (ctx.state.upstream, e.g. a tenant's backend), made on first use.
-    const chosen = new Map<string, Stage>([[options.upstream, fallback]]);
+    /** HTTP upstreams tried in turn (one: forwarded as it is). */
+    function providersOf(names: readonly string[]): Stage {
+      const list = names.map((name) => {
+        const upstream: Upstream = env.upstream(name);
+        if (via === 'call' || !isHttpUpstream(upstream)) {
+          throw new Error(`upstream "${name}" (${upstream.kind}) cannot be one of a list of providers: HTTP only`);
+        }
+        return upstream;
+      });
+      const onFailover =
+        list.length > 1
+          ? (requestId: string) => (f: ProviderFailure) => {
+              failovers.inc({ upstream: f.upstream, reason: f.reason });
+              env.logger.warn(
+                { request_id: requestId, upstream: f.upstream, reason: f.reason, status: f.status },
+                'provider failed; trying the next one',
+              );
+            }
+          : undefined;
+      return (ctx) =>
+        proxyHttp(ctx, list, {
+          ...http,
+          path: options.path ?? upstreamPath(ctx.url),
+          onFailover: onFailover?.(ctx.state.requestId),
+        });
+    }
+
+    const names = typeof options.upstream === 'string' ? [options.upstream] : options.upstream;
+    const upstream: Upstream = env.upstream(names[0] as string);
+    const fallback = names.length === 1 ? targetOf(names[0] as string) : providersOf(names);
+    // Upstreams an earlier stage chose (ctx.state.upstream, e.g. a tenant's backends), made on first use.
+    const chosen = new Map<string, Stage>([[names.join('\n'), fallback]]);
 
     return {
       handle(ctx, next) {
-        const name = ctx.state.upstream;
-        if (name === undefined) return fallback(ctx, next);
-        let target = chosen.get(name);
+        const choice = ctx.state.upstream;
+        if (choice === undefined) return fallback(ctx, next);
+        const key = typeof choice === 'string' ? choice : choice.join('\n');
+        let target = chosen.get(key);
         if (!target) {
-          target = targetOf(name);
-          chosen.set(name, target);
+          target = typeof choice === 'string' || choice.length === 1 ? targetOf(key) : providersOf(choice);
+          chosen.set(key, target);
         }
         return target(ctx, next);
       },
@@ -147,7 +195,7 @@ export default definePlugin<ProxyOptions>({
           detail: h.detail,
         };
       },
-      describe: () => ({ upstream: options.upstream, kind: upstream.kind }),
+      describe: () => ({ upstream: options.upstream, kind: upstream.kind, cooldown_ms: http.cooldownMs }),
     };
   },
 });

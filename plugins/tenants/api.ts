@@ -6,9 +6,11 @@
 /** A tenant as the gateway uses it. API keys are not part of it: they never leave the directory. */
 export interface Tenant {
   id: string;
-  /** Name of the upstream (under `upstreams:`) this tenant's requests go to. */
+  /** Name of the upstream (under `upstreams:`) this tenant's requests go to: the first of `backends`. */
   backend: string;
-  /** That upstream's URL, for reports (`/admin/tenants`). */
+  /** The upstreams serving this tenant, in the order they are tried (one unless it has failover providers). */
+  backends: readonly string[];
+  /** The first backend's URL, for reports (`/admin/tenants`). */
   backendUrl: string;
   /** Policy file name the policy stage applies to this tenant, e.g. `default.yaml`. */
   policy: string;

@@ -6,7 +6,8 @@
  *
  *   ctx.state.caller   = { id, authenticated: true, attributes: { tenant, policy, classifiers,
  *                          requests_per_minute, backend } }
- *   ctx.state.upstream = the tenant's backend (an upstream name)
+ *   ctx.state.upstream = the tenant's backend (an upstream name), or its ordered list of backends
+ *                        (providers the proxy tries in turn)
  *
  * so that `rate-limit` (key: caller, limit_from: caller.attributes.requests_per_minute), the
  * policy stage and the proxy act per tenant.
@@ -98,7 +99,7 @@ export default definePlugin<Options>({
         const tenant = directory.byKey(key);
         if (!tenant) reject('invalid', 'Invalid API key', ctx.state.requestId);
         ctx.state.caller = callerOf(tenant);
-        ctx.state.upstream = tenant.backend;
+        ctx.state.upstream = tenant.backends.length > 1 ? tenant.backends : tenant.backend;
         return next();
       },
       describe: () => ({ tenants: options.tenants, header, tenants_loaded: directory.list().length }),

@@ -31,10 +31,13 @@ export function buildDirectory(specs: TenantSpec[], deps: DirectoryDeps): Tenant
   for (const spec of specs) {
     const where = `tenant "${spec.id}"`;
     if (byId.has(spec.id)) throw new Error(`${where} is declared twice`);
+    const backends = Object.freeze(typeof spec.backend === 'string' ? [spec.backend] : [...spec.backend]);
+    const urls = backends.map((name) => backendUrl(name, deps.upstream, where));
     const tenant = Object.freeze({
       id: spec.id,
-      backend: spec.backend,
-      backendUrl: backendUrl(spec.backend, deps.upstream, where),
+      backend: backends[0] as string,
+      backends,
+      backendUrl: urls[0] as string,
       policy: spec.policy,
       requests_per_minute: spec.requests_per_minute,
       classifiers: Object.freeze([...(spec.classifiers ?? [])]),

@@ -8,7 +8,7 @@ import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import { type Document, isNode, LineCounter, parseDocument } from 'yaml';
 import { type TenantSpec, tenantsFileSchema } from './schema.ts';
 
-const ajv = new Ajv2020({ allErrors: true, useDefaults: true });
+const ajv = new Ajv2020({ allErrors: true, useDefaults: true, allowUnionTypes: true });
 // Upstream names are checked against the service when the directory is built.
 ajv.addKeyword({ keyword: 'x-ref', schemaType: 'string' });
 const validateFile = ajv.compile<{ tenants: TenantSpec[] }>(tenantsFileSchema);

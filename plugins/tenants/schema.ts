@@ -36,10 +36,16 @@ export const tenantSchema = {
   properties: {
     id: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$', description: 'Tenant id' },
     backend: {
-      type: 'string',
+      // One type list rather than a oneOf: a misspelt name is then one error naming it, not three.
+      type: ['string', 'array'],
       minLength: 1,
       'x-ref': 'upstream',
-      description: 'Name of the upstream (under `upstreams:`) serving this tenant',
+      minItems: 1,
+      uniqueItems: true,
+      items: { type: 'string', minLength: 1, 'x-ref': 'upstream' },
+      description:
+        'Name of the upstream (under `upstreams:`) serving this tenant, or an ordered list of them: providers ' +
+        'tried in turn by the proxy (failover on connect failures, timeouts, 5xx and 429)',
     },
     policy: { type: 'string', minLength: 1, description: 'Policy file name, e.g. `default.yaml`' },
     requests_per_minute: { type: 'integer', minimum: 1 },
@@ -65,7 +71,7 @@ export type ApiKeySpec = { sha256: string } | { env: string } | { key: string };
 
 export interface TenantSpec {
   id: string;
-  backend: string;
+  backend: string | string[];
   policy: string;
   requests_per_minute: number;
   classifiers?: string[];

@@ -33,6 +33,10 @@ export interface HttpUpstreamConfig {
   max_active?: number;
   /** `http` / `openai`: requests waiting for one of those slots at most. */
   max_pending?: number;
+  /** Only for `openai`: environment variable holding the provider's API key (sent as a Bearer token). */
+  api_key_env?: string;
+  /** Only for `openai`: the request's `model` renamed for this provider (client name → provider name). */
+  model_map?: Record<string, string>;
 }
 
 export interface EndpointConfig {
@@ -159,6 +163,8 @@ export type ResolvedHttpConfig = Required<
     | 'max_requests'
     | 'max_active'
     | 'max_pending'
+    | 'api_key_env'
+    | 'model_map'
   >
 > & {
   health_check: ResolvedHealthCheck;
@@ -329,6 +335,27 @@ const balancingProperties = {
   },
 };
 
+/**
+ * An OpenAI-compatible provider's credentials and model names (provider.ts applies them). The key
+ * is named, never written in the config: the config (and its hash, logs, reports) never holds it.
+ */
+const providerProperties = {
+  api_key_env: {
+    type: 'string',
+    pattern: '^[A-Za-z_][A-Za-z0-9_]*$',
+    description:
+      "Environment variable holding the provider's API key, read at load (an unset one is an error); sent as " +
+      "`Authorization: Bearer <key>`, replacing any client's.",
+  },
+  model_map: {
+    type: 'object',
+    propertyNames: { minLength: 1 },
+    additionalProperties: { type: 'string', minLength: 1 },
+    description:
+      "The request's `model` renamed for this provider, e.g. `{gpt-4o: gpt-4o-2024-08-06}`; others pass as sent.",
+  },
+};
+
 /** Pending and active bounds (runtime/upstreams/slots.ts). */
 const slotProperties = {
   max_active: {
@@ -446,6 +473,7 @@ const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean, p
       },
     },
     ...(withProtocol ? { protocol: { enum: ['mcp', 'jsonrpc'], default: 'jsonrpc' } } : {}),
+    ...(kinds.includes('openai') ? providerProperties : {}),
   },
 });
 
@@ -510,6 +538,8 @@ export const upstreamConfigSchema = {
   properties: { kind: { enum: ['http', 'jsonrpc', 'openai', 'stdio'] } },
   allOf: [
     when(['http', 'openai'], httpSchema(['http', 'openai'], false, true)),
+    // A provider's key and model names are OpenAI-only: on an `http` upstream they are refused by name.
+    when(['http'], { properties: { api_key_env: false, model_map: false } }),
     // Balanced too: an MCP session sticks to the endpoint that issued it (jsonrpc-balanced.ts).
     when(['jsonrpc'], httpSchema(['jsonrpc'], true, true)),
     when(['stdio'], stdioSchema),

@@ -10,6 +10,7 @@ import { httpDefaults, stdioDefaults, type UpstreamConfig } from './config.ts';
 import { HttpUpstreamImpl } from './http.ts';
 import { BalancedJsonRpcUpstream } from './jsonrpc-balanced.ts';
 import { JsonRpcHttpUpstream } from './jsonrpc-http.ts';
+import { asProvider } from './provider.ts';
 import { type SlotBounds, slotted } from './slots.ts';
 import { StdioUpstream } from './stdio.ts';
 import { traced } from './traced.ts';
@@ -24,13 +25,17 @@ export interface UpstreamDeps {
   configDir: string;
   /** The service's metrics (a stdio upstream counts its client sessions). */
   metrics?: MetricsKit;
+  /** Where an `openai` upstream's `api_key_env` is read (default: the process environment). */
+  environment?: NodeJS.ProcessEnv;
 }
 
 export function createUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {
   // The circuit breakers outside the tracing: a refused (or waiting) call opens no client span.
   const maxRequests = (config as { max_requests?: number }).max_requests;
   const mcp = (config as { protocol?: string }).protocol === 'mcp';
-  let upstream = traced(buildUpstream(name, config, deps), { mcp });
+  const built = buildUpstream(name, config, deps);
+  const provider = config.kind === 'openai' ? asProvider(built, config, deps.environment ?? process.env) : built;
+  let upstream = traced(provider, { mcp });
   const bounds = slotBounds(config);
   if (bounds && isHttpUpstream(upstream)) upstream = slotted(upstream, bounds, deps.metrics);
   return limited(upstream, maxRequests, deps.metrics);

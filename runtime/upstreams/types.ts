@@ -62,6 +62,11 @@ export interface HttpUpstream extends UpstreamBase {
   url: URL;
   /** Throws GatewayError upstream_error (connect failure) / upstream_timeout. */
   forward(req: HttpForwardRequest): Promise<HttpForwardResponse>;
+  /**
+   * `openai` upstreams with a `model_map` (provider.ts): this provider's name of a client's model,
+   * undefined when it keeps the client's name.
+   */
+  providerModel?(model: string): string | undefined;
 }
 
 export interface RpcCallOptions {

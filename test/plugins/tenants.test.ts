@@ -74,6 +74,7 @@ describe('tenant-directory resource', () => {
     expect(dir.get('acme')).toEqual({
       id: 'acme',
       backend: 'llm-a',
+      backends: ['llm-a'],
       backendUrl: 'http://127.0.0.1:11434/v1',
       policy: 'default.yaml',
       requests_per_minute: 3,
@@ -173,6 +174,40 @@ describe('tenant-directory resource', () => {
     expect(err.message).toContain(`${file}:6:26: tenants[0].api_keys[0].sha256: must match pattern`);
     expect(err.message.split('\n')).toHaveLength(3);
     await expect(directory({ file: join(dir, 'missing.yaml') })).rejects.toThrow(/cannot read tenants file .*ENOENT/);
+  });
+});
+
+describe('a tenant with several backends (providers)', () => {
+  const spec = (backend: unknown) => ({
+    tenants: [{ id: 'multi', backend, policy: 'p', requests_per_minute: 1, api_keys: [{ key: 'sk-multi' }] }],
+  });
+
+  it('keeps them in order; the first is the backend reports name; tenant-auth hands the list to the proxy', async () => {
+    const { dir } = await directory(spec(['llm-b', 'llm-a']));
+    expect(dir.get('multi')).toMatchObject({
+      backend: 'llm-b',
+      backends: ['llm-b', 'llm-a'],
+      backendUrl: 'http://llm-b.internal:8000/v1',
+    });
+    const stage = (await tenantAuth.create(
+      { tenants: 'tenants' } as never,
+      createTestEnv({ resources: { tenants: dir } }),
+    )) as StageInstance;
+    const answer: Stage = async (ctx) => {
+      ctx.body = { upstream: ctx.state.upstream, backend: ctx.state.caller?.attributes?.backend };
+    };
+    const server = await serveStages([stage.handle, answer], { dialect: openAiDialect });
+    cleanups.push(server.close);
+    const res = await fetch(server.url, { headers: { authorization: 'Bearer sk-multi' } });
+    expect(await res.json()).toEqual({ upstream: ['llm-b', 'llm-a'], backend: 'llm-b' });
+  });
+
+  it('a list of one is that backend; an unknown name in a list stops the build, naming it', async () => {
+    const { dir } = await directory(spec(['llm-a']));
+    expect(dir.get('multi')).toMatchObject({ backend: 'llm-a', backends: ['llm-a'] });
+    await expect(directory(spec(['llm-a', 'nope']))).rejects.toThrow(
+      /tenant "multi": backend: unknown upstream "nope"/,
+    );
   });
 });
 

@@ -5,7 +5,7 @@ import { referenceKeyword } from '../../runtime/config/references.ts';
 import { upstreamConfigSchema } from '../../runtime/upstreams/create.ts';
 
 // Strict mode on purpose: it rejects defaults that ajv would silently ignore (e.g. inside oneOf).
-const ajv = new Ajv2020({ allErrors: true, useDefaults: true, strict: true });
+const ajv = new Ajv2020({ allErrors: true, useDefaults: true, strict: true, allowUnionTypes: true });
 ajv.addKeyword(referenceKeyword); // proxy's `upstream` option is marked `x-ref: upstream`
 const validate = ajv.compile(upstreamConfigSchema);
 
@@ -56,6 +56,21 @@ describe('upstream config schema', () => {
     expect(check({ kind: 'http', url: 'http://a', protocol: 'mcp' }).ok).toBe(false);
     expect(check({ kind: 'stdio', command: 'node', url: 'http://a' }).ok).toBe(false);
     expect(check({ kind: 'openai', url: 'ftp://a' }).ok).toBe(false);
+  });
+
+  it("takes an openai provider's key variable and model names; refuses them on http, naming the key", () => {
+    const provider = {
+      kind: 'openai',
+      url: 'http://a/v1',
+      api_key_env: 'OPENAI_API_KEY',
+      model_map: { 'gpt-4o': 'x' },
+    };
+    expect(check(provider).errors).toEqual([]);
+    expect(check({ ...provider, api_key_env: 'sk-not-a-name' }).errors.join('\n')).toMatch(/\/api_key_env must match/);
+    expect(check({ ...provider, model_map: { 'gpt-4o': '' } }).ok).toBe(false);
+    const http = check({ kind: 'http', url: 'http://a', api_key_env: 'KEY' });
+    expect(http.ok).toBe(false);
+    expect(http.errors.join('\n')).toMatch(/\/api_key_env/);
   });
 });
 
@@ -138,10 +153,14 @@ describe('several endpoints of an http upstream', () => {
 
 describe('proxy options schema', () => {
   const validateProxy = ajv.compile(proxyPlugin.options);
-  it('defaults forward_headers and via, and rejects unknown options', () => {
+  it('defaults forward_headers, via and cooldown_ms, and rejects unknown options', () => {
     const options: Record<string, unknown> = { upstream: 'u' };
     expect(validateProxy(options)).toBe(true);
-    expect(options).toEqual({ upstream: 'u', forward_headers: [], via: 'auto' });
+    expect(options).toEqual({ upstream: 'u', forward_headers: [], via: 'auto', cooldown_ms: 30000 });
+    // A list of providers: at least one, none twice.
+    expect(validateProxy({ upstream: ['a', 'b'] })).toBe(true);
+    expect(validateProxy({ upstream: [] })).toBe(false);
+    expect(validateProxy({ upstream: ['a', 'a'] })).toBe(false);
     expect(validateProxy({ upstream: 'u', via: 'call', path: '/mcp', timeout_ms: 10 })).toBe(true);
     expect(validateProxy({ upstream: 'u', retries: 3 })).toBe(false);
     expect(validateProxy({})).toBe(false);

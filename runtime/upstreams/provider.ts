@@ -1,0 +1,39 @@
+/**
+ * An `openai` upstream as a provider of its own: the gateway's key for it (read from the
+ * environment once, at load) and its names for the models. Applied where the upstream is created
+ * (create.ts), around the transport, so every caller gets it and no caller can forget it:
+ *
+ * - `api_key_env`: every request carries `Authorization: Bearer <key>`; a client's Authorization
+ *   header (were a route to forward it) is replaced, so a client's key never reaches a provider.
+ *   The key is never logged nor reported: only the variable's name is in the config.
+ * - `model_map`: `providerModel(name)` gives the provider's name of a client's model; the proxy
+ *   rewrites the request's `model` with it (it holds the parsed body; the transport only bytes).
+ */
+import { around } from './around.ts';
+import type { HttpUpstreamConfig } from './config.ts';
+import { isHttpUpstream, type Upstream } from './types.ts';
+
+export function asProvider<U extends Upstream>(
+  upstream: U,
+  config: Pick<HttpUpstreamConfig, 'api_key_env' | 'model_map'>,
+  environment: NodeJS.ProcessEnv,
+): U {
+  if (!isHttpUpstream(upstream)) return upstream;
+  if (config.model_map && Object.keys(config.model_map).length > 0) {
+    const models = new Map(Object.entries(config.model_map));
+    upstream.providerModel = (model) => models.get(model);
+  }
+  const variable = config.api_key_env;
+  if (variable === undefined) return upstream;
+  const key = environment[variable]?.trim();
+  if (!key) throw new Error(`upstream "${upstream.name}": api_key_env: environment variable ${variable} is not set`);
+  const authorization = `Bearer ${key}`;
+  return around(upstream, {
+    forward: (forward) => (req) => {
+      const headers: typeof req.headers = {};
+      for (const name in req.headers) if (name.toLowerCase() !== 'authorization') headers[name] = req.headers[name];
+      headers.authorization = authorization;
+      return forward({ ...req, headers });
+    },
+  });
+}
