@@ -37,6 +37,7 @@ export function buildDirectory(specs: TenantSpec[], deps: DirectoryDeps): Tenant
       backendUrl: backendUrl(spec.backend, deps.upstream, where),
       policy: spec.policy,
       requests_per_minute: spec.requests_per_minute,
+      tokens_per_minute: spec.tokens_per_minute,
       classifiers: Object.freeze([...(spec.classifiers ?? [])]),
     });
     byId.set(tenant.id, tenant);
