@@ -55,9 +55,15 @@ export async function countText(text: string, count: CountFn | undefined, exactC
   while (at < upto && spent < budgetMs) {
     let end = Math.min(at + sliceChars, upto);
     if (end < text.length) {
-      // Cut after a space when there is one in the slice's second half (fewer tokens split in two).
-      const space = text.lastIndexOf(' ', end);
-      if (space > at + sliceChars / 2) end = space + 1;
+      // Cut after a space when there is one in the slice's second half (fewer tokens split in
+      // two); searched within the slice only (lastIndexOf would scan back to the start of a
+      // text without spaces, on every slice).
+      for (let j = end - 1; j > at + sliceChars / 2; j--) {
+        if (text.charCodeAt(j) === 0x20) {
+          end = j + 1;
+          break;
+        }
+      }
     }
     const started = performance.now();
     tokens += count(text.slice(at, end));
