@@ -332,12 +332,12 @@ export default definePlugin<TokenLimitOptions>({
           return;
         }
         if (!answer.hasBody || !/json/.test(answer.contentType)) return;
-        let json: unknown;
-        try {
-          json = await answer.json();
-        } catch {
-          return; // unreadable (too large, cut short): the estimate stands; the readers that must read it decide
-        }
+        // Read only what can be read whole (a failed read would consume the body): an answer of
+        // unknown or too large a size, not read by a stage before, keeps the estimate.
+        const declared = Number(answer.headers['content-length'] ?? Number.NaN);
+        if (answer.readJson === undefined && !(declared <= ctx.state.limits.answerBytes)) return;
+        // An answer that cannot be read after all (cut short, undecodable): on_uninspectable decides.
+        const json = await answer.json();
         const usage = isObject(json) ? json.usage : undefined;
         if (!isObject(usage)) return;
         countUsage(ctx, usage);

@@ -33,6 +33,7 @@ resources:
       - { id: refund, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 300, api_keys: [{ key: sk-refund }] }
       - { id: streams, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-streams }] }
       - { id: usage, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-usage }] }
+      - { id: abort, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-abort }] }
       - { id: unlimited, backend: llm, policy: default.yaml, requests_per_minute: 10000, api_keys: [{ key: sk-unlimited }] }
   limits: { type: rate-limiter, limit: 10000, window_seconds: 60 }
 routes:
@@ -173,6 +174,34 @@ describe('streamed answers', () => {
     await next.json();
     const settledLeft = Number(next.headers.get('x-ratelimit-remaining-tokens'));
     expect(settledLeft).toBeGreaterThan(limitBefore + 400);
+  });
+
+  it('a stream the client abandons keeps its reservation (no usage arrived)', async () => {
+    const controller = new AbortController();
+    // A paced model: 2000 characters at 200 a second, far longer than the test waits.
+    const res = await fetch(`${svc.url}/v1/chat/completions`, {
+      method: 'POST',
+      signal: controller.signal,
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-abort' },
+      body: JSON.stringify({
+        model: 'paced-200-2000-4',
+        messages: [{ role: 'user', content: 'hi' }],
+        stream: true,
+        max_tokens: 1000,
+      }),
+    });
+    expect(res.status).toBe(200);
+    const reserved = 100000 - Number(res.headers.get('x-ratelimit-remaining-tokens'));
+    expect(reserved).toBeGreaterThan(1000);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    controller.abort();
+    await reader.read().catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 100));
+    const next = await chat('sk-abort', { max_tokens: 1 });
+    await next.json();
+    // The abandoned stream's estimate still counts; the small request settled to its usage (10).
+    expect(Number(next.headers.get('x-ratelimit-remaining-tokens'))).toBe(100000 - reserved - 10);
   });
 
   it('a client that asked for usage gets the usage chunk, as the backend sent it', async () => {
