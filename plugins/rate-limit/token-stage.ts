@@ -52,6 +52,7 @@ export interface TokenLimitOptions extends Omit<LimiterConfig, 'limit'> {
   default_completion_tokens: number;
   tokenizer: Encoding | 'estimate';
   exact_count_chars: number;
+  stream_usage: boolean;
   headers: boolean;
 }
 
@@ -176,6 +177,13 @@ export default definePlugin<TokenLimitOptions>({
         default: 65536,
         description: 'Prompt characters counted with the tokenizer (at most 25 ms of it); the rest is estimated',
       },
+      stream_usage: {
+        type: 'boolean',
+        default: true,
+        description:
+          'Ask the backend for a streamed answer’s usage (stream_options.include_usage) when the client did not, and strip ' +
+          'it from the client’s stream; false for a backend that refuses the field (such streams keep their estimate)',
+      },
       headers: { type: 'boolean', default: true, description: 'Send X-RateLimit-*-Tokens headers' },
     },
   },
@@ -201,6 +209,7 @@ export default definePlugin<TokenLimitOptions>({
     const defaultCompletion = options.default_completion_tokens ?? 1024;
     const exactChars = options.exact_count_chars ?? 65536;
     const encoding = options.tokenizer ?? 'o200k_base';
+    const askStreamUsage = options.stream_usage ?? true;
     // Loaded once at load time (a module import takes a few hundred ms the first time), never per request.
     const countFn: CountFn | undefined =
       encoding === 'estimate' ? undefined : await loadTokenizer(encoding, env.logger);
@@ -288,7 +297,7 @@ export default definePlugin<TokenLimitOptions>({
 
         // Streams: ask the backend for usage when the client did not.
         let strip = false;
-        if (isObject(body) && body.stream === true) {
+        if (askStreamUsage && isObject(body) && body.stream === true) {
           const so = body.stream_options;
           if (!(isObject(so) && so.include_usage === true)) {
             body.stream_options = { ...(isObject(so) ? so : {}), include_usage: true };
