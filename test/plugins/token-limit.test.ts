@@ -34,6 +34,7 @@ resources:
       - { id: streams, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-streams }] }
       - { id: usage, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-usage }] }
       - { id: abort, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-abort }] }
+      - { id: plain, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-plain }] }
       - { id: unlimited, backend: llm, policy: default.yaml, requests_per_minute: 10000, api_keys: [{ key: sk-unlimited }] }
   limits: { type: rate-limiter, limit: 10000, window_seconds: 60 }
 routes:
@@ -43,6 +44,11 @@ routes:
       - rate-limit: { limiter: limits, key: caller, limit_from: caller.attributes.requests_per_minute }
       - token-limit: &tokens { limiter: limits, key: caller, limit_from: caller.attributes.tokens_per_minute, default_completion_tokens: 50 }
       - proxy: { upstream: llm, strip_prefix: /v1 }
+  - match: { method: POST, path: /plain/v1/chat/completions }
+    pipeline:
+      - tenant-auth: { tenants: tenants }
+      - token-limit: { limiter: limits, key: caller, limit_from: caller.attributes.tokens_per_minute, default_completion_tokens: 50, stream_usage: false }
+      - proxy: { upstream: llm, strip_prefix: /plain/v1 }
   - match: { method: POST, path: /v1/completions }
     pipeline:
       - tenant-auth: { tenants: tenants }
@@ -202,6 +208,23 @@ describe('streamed answers', () => {
     await next.json();
     // The abandoned stream's estimate still counts; the small request settled to its usage (10).
     expect(Number(next.headers.get('x-ratelimit-remaining-tokens'))).toBe(100000 - reserved - 10);
+  });
+
+  it('with stream_usage off the stream goes upstream as sent, and keeps its estimate', async () => {
+    const res = await fetch(`${svc.url}/plain/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-plain' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+    });
+    const data = events(await res.text());
+    expect(lastRequest().body.stream_options).toBeUndefined();
+    expect(data.some((d) => d.includes('"usage"'))).toBe(false);
+    const left = Number(res.headers.get('x-ratelimit-remaining-tokens'));
+    await new Promise((r) => setTimeout(r, 50));
+    const next = await chat('sk-plain', { max_tokens: 1 });
+    await next.json();
+    // The stream's estimate stands; the small request settled to its usage (10).
+    expect(Number(next.headers.get('x-ratelimit-remaining-tokens'))).toBe(left - 10);
   });
 
   it('a client that asked for usage gets the usage chunk, as the backend sent it', async () => {
