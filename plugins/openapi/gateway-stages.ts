@@ -122,6 +122,7 @@ describe('oauth-bearer', (options) => {
 });
 
 describeStage('rate-limit', () => ({ operation: { responses: { 429: error('Rate limited') } } }));
+describeStage('token-limit', () => ({ operation: { responses: { 429: error('Rate limited') } } }));
 
 /** Terminal stages by operation. */
 const byOp = (plugin: string, tag: string, summaries: Record<string, string>) =>

@@ -19,6 +19,7 @@ import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { GatewayError, type HealthReport, sha256Hex } from '../../runtime/index.ts';
+import { createTokenCounter, type TokenCounter } from './tokens.ts';
 
 export interface LimiterOptions {
   limit: number;
@@ -55,6 +56,11 @@ export interface Limiter {
   consume(key: string, limit?: number): Promise<LimitResult>;
   /** The state of `key` against `limit` (default: the limiter's own) without counting a request. */
   peek(key: string, limit?: number): Promise<LimitResult>;
+  /**
+   * Token budgets over the same window and store (same Redis connection), under
+   * `<prefix>:tokens`: what the `token-limit` stage reserves and settles (tokens.ts).
+   */
+  readonly tokens: TokenCounter;
   health(): HealthReport;
   close(): Promise<void>;
 }
@@ -74,15 +80,18 @@ export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
   const { limit, windowSeconds, prefix, logger } = options;
   const insurance = options.insurance ?? true;
   const memory = new RateLimiterMemory({ points: countOnly, duration: windowSeconds, keyPrefix: prefix });
+  const tokenPrefix = `${prefix}:tokens`;
   if (options.backend === 'memory') {
+    const tokens = createTokenCounter({ windowSeconds, prefix: tokenPrefix, insurance, logger });
     return {
       limit,
       windowSeconds,
       backend: 'memory',
       consume: (key, max = limit) => run(memory, 'consume', safeKey(key), max, windowSeconds, 'memory'),
       peek: (key, max = limit) => run(memory, 'get', safeKey(key), max, windowSeconds, 'memory'),
+      tokens,
       health: () => ({ ok: true, status: 'memory' }),
-      close: async () => {},
+      close: async () => tokens.close(),
     };
   }
 
@@ -124,6 +133,15 @@ export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
     rejectIfRedisNotReady: true,
   });
 
+  const tokens = createTokenCounter({
+    windowSeconds,
+    prefix: tokenPrefix,
+    redis: client,
+    insurance,
+    logger,
+    redisLabel: redactUrl(redisUrl),
+  });
+
   let fallingBack = false;
   async function withFallback(op: 'consume' | 'get', key: string, max: number): Promise<LimitResult> {
     const k = safeKey(key);
@@ -153,6 +171,7 @@ export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
     backend: 'redis',
     consume: (key, max = limit) => withFallback('consume', key, max),
     peek: (key, max = limit) => withFallback('get', key, max),
+    tokens,
     health() {
       if (client.status === 'ready') return { ok: true, status: 'connected' };
       // With insurance the stage still answers (per-process counts), so it is degraded, not down.
@@ -163,6 +182,7 @@ export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
       };
     },
     async close() {
+      tokens.close();
       try {
         await client.quit();
       } catch {

@@ -4,10 +4,13 @@
  *   GET /admin/tenants        op: list   {tenants: [{id, backend (URL), policy}]}
  *   GET /admin/tenant-info    op: info   header X-Tenant-ID →
  *       {tenant, backend, policy, rate_limit: {requests_per_minute, remaining, reset_at}, classifiers}
+ *       and, for a tenant with tokens_per_minute, token_limit: {tokens_per_minute, remaining, reset_at}
  *
  * `remaining` and `reset_at` come from the `rate-limiter` resource named by `limiter` (the one the
  * tenants' rate-limit stage counts with, keyed by caller), read without counting. Without a
  * limiter nothing is counted, so a full minute is reported: remaining = requests_per_minute.
+ * The token budget is read the same way from the limiter's token store (the token-limit stage's,
+ * with `limiter:` and key: caller).
  */
 import { definePlugin, type GatewayContext, GatewayError } from '../../runtime/index.ts';
 import { callerKey, type Limiter } from '../rate-limit/api.ts';
@@ -79,6 +82,7 @@ export default definePlugin<Options>({
         policy: tenant.policy,
         rate_limit: await rateLimit(tenant, limiter),
         classifiers: [...tenant.classifiers],
+        ...(tenant.tokens_per_minute !== undefined ? { token_limit: await tokenLimit(tenant, limiter) } : {}),
       };
     };
 
@@ -97,6 +101,19 @@ async function rateLimit(tenant: Tenant, limiter: Limiter | undefined) {
   const state = await limiter.peek(callerKey(tenant.id), limit);
   return {
     requests_per_minute: limit,
+    remaining: state.remaining,
+    reset_at: new Date(state.resetAt * 1000).toISOString(),
+  };
+}
+
+async function tokenLimit(tenant: Tenant, limiter: Limiter | undefined) {
+  const limit = tenant.tokens_per_minute as number;
+  if (!limiter) {
+    return { tokens_per_minute: limit, remaining: limit, reset_at: new Date(Date.now() + 60_000).toISOString() };
+  }
+  const state = await limiter.tokens.peek(callerKey(tenant.id), limit);
+  return {
+    tokens_per_minute: limit,
     remaining: state.remaining,
     reset_at: new Date(state.resetAt * 1000).toISOString(),
   };

@@ -15,6 +15,8 @@ export interface Tenant {
   /** Policy file name the policy stage applies to this tenant, e.g. `default.yaml`. */
   policy: string;
   requests_per_minute: number;
+  /** Tokens per minute for the `token-limit` stage; undefined: no token limit. */
+  tokens_per_minute?: number;
   /** Names of the classifiers run for this tenant. */
   classifiers: readonly string[];
 }

@@ -5,11 +5,12 @@
  * On success the tenant becomes the caller, and its backend the upstream of the request:
  *
  *   ctx.state.caller   = { id, authenticated: true, attributes: { tenant, policy, classifiers,
- *                          requests_per_minute, backend } }
+ *                          requests_per_minute, tokens_per_minute, backend } }
  *   ctx.state.upstream = the tenant's backend (an upstream name), or its ordered list of backends
  *                        (providers the proxy tries in turn)
  *
- * so that `rate-limit` (key: caller, limit_from: caller.attributes.requests_per_minute), the
+ * so that `rate-limit` (key: caller, limit_from: caller.attributes.requests_per_minute),
+ * `token-limit` (limit_from: caller.attributes.tokens_per_minute), the
  * policy stage and the proxy act per tenant.
  */
 import { type Caller, definePlugin, GatewayError } from '../../runtime/index.ts';
@@ -78,6 +79,7 @@ export default definePlugin<Options>({
             policy: tenant.policy,
             classifiers: tenant.classifiers,
             requests_per_minute: tenant.requests_per_minute,
+            ...(tenant.tokens_per_minute !== undefined ? { tokens_per_minute: tenant.tokens_per_minute } : {}),
             backend: tenant.backend,
           }),
         });

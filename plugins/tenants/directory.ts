@@ -40,6 +40,7 @@ export function buildDirectory(specs: TenantSpec[], deps: DirectoryDeps): Tenant
       backendUrl: urls[0] as string,
       policy: spec.policy,
       requests_per_minute: spec.requests_per_minute,
+      tokens_per_minute: spec.tokens_per_minute,
       classifiers: Object.freeze([...(spec.classifiers ?? [])]),
     });
     byId.set(tenant.id, tenant);

@@ -49,6 +49,12 @@ export const tenantSchema = {
     },
     policy: { type: 'string', minLength: 1, description: 'Policy file name, e.g. `default.yaml`' },
     requests_per_minute: { type: 'integer', minimum: 1 },
+    tokens_per_minute: {
+      type: 'integer',
+      minimum: 1,
+      description:
+        'Prompt and completion tokens per minute (a `token-limit` stage with limit_from enforces it); none: not limited',
+    },
     classifiers: {
       type: 'array',
       items: { type: 'string', minLength: 1 },
@@ -74,6 +80,7 @@ export interface TenantSpec {
   backend: string | string[];
   policy: string;
   requests_per_minute: number;
+  tokens_per_minute?: number;
   classifiers?: string[];
   api_keys: ApiKeySpec[];
 }

@@ -40,6 +40,11 @@ export interface OpenAiBackendOptions {
    * (tool calls, a refusal); undefined keeps the usual `{role, content: reply, refusal: null}`.
    */
   message?: (request: RecordedRequest) => Record<string, unknown> | undefined;
+  /**
+   * Replaces fields of a chat or completion answer's `usage` (e.g. exact token counts, or
+   * `prompt_tokens_details.cached_tokens`), streamed or not; `total_tokens` follows unless given.
+   */
+  usage?: (request: RecordedRequest) => Record<string, unknown> | undefined;
   /** Characters per streamed delta (default 16). */
   chunkSize?: number;
   /** Pause between streamed deltas, ms (default 0). */
@@ -156,12 +161,13 @@ async function handle(
     created: Math.floor(Date.now() / 1000),
     model,
   };
-  const usage = {
+  const counted = {
     prompt_tokens: tokens(kind === 'chat' ? messagesText(body.messages) : JSON.stringify(body.prompt)),
     completion_tokens: tokens(answer.length),
-    total_tokens: 0,
   };
-  usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
+  const given = options.usage?.(request) ?? {};
+  const usage: Record<string, unknown> = { ...counted, ...given };
+  usage.total_tokens = given.total_tokens ?? Number(usage.prompt_tokens) + Number(usage.completion_tokens);
 
   if (body.stream === true) {
     const includeUsage = body.stream_options?.include_usage === true;

@@ -183,6 +183,35 @@ describe.skipIf(!redisUp)(`rate-limit, Redis backend${redisUp ? '' : ' (skipped:
     await deleteKeys(`switchyard:rl:${service}:`);
   });
 
+  it('token budgets fall back to memory when Redis goes away, and share the count again once it is back', async () => {
+    const link = await tcpLink(6379);
+    closers.push(() => link.stop());
+    const prefix = `${runPrefix}:tokens-flaky`;
+    const options = { limit: 1, windowSeconds: 60, backend: 'redis' as const, prefix, logger: silentLogger };
+    const flaky = await createLimiter({ ...options, redisUrl: `redis://127.0.0.1:${link.port}`, insurance: true });
+    const other = await createLimiter({ ...options, redisUrl: REDIS_URL, insurance: false });
+    closers.push(
+      () => flaky.close(),
+      () => other.close(),
+    );
+    const held = await flaky.tokens.reserve('t', 400, 1000);
+    expect(held).toMatchObject({ allowed: true, used: 400, store: 'redis' });
+    await link.stop();
+    // Redis is gone for `flaky`: it still answers, counting on its own.
+    expect(await flaky.tokens.reserve('t', 700, 1000)).toMatchObject({
+      allowed: true,
+      used: 700,
+      store: 'memory-fallback',
+    });
+    // A Redis reservation settled while Redis is away: nothing to refund in memory; Redis keeps the estimate.
+    expect(await flaky.tokens.settle(held.reservation!, 100, 1000)).toMatchObject({ store: 'memory-fallback' });
+    expect(await flaky.health()).toMatchObject({ ok: true, status: 'fallback-memory' });
+    await link.start();
+    await until(async () => flaky.health().status === 'connected');
+    expect(await flaky.tokens.peek('t', 1000)).toMatchObject({ used: 400, store: 'redis' });
+    expect(await other.tokens.reserve('t', 601, 1000)).toMatchObject({ allowed: false, used: 400 });
+  });
+
   it('the reusable limiter peeks without counting', async () => {
     const limiter = await createLimiter({
       limit: 3,

@@ -403,6 +403,9 @@ describe('operations', () => {
     const info = await (await admin('/admin/tenant-info', { headers: { 'x-tenant-id': 'dev' } })).json();
     expect(info).toMatchObject({ tenant: 'dev', policy: 'default.yaml', rate_limit: { requests_per_minute: 600 } });
     expect(info.rate_limit.remaining).toBeLessThan(600);
+    // The tenant's token budget, as the token-limit stage counts it.
+    expect(info.token_limit).toMatchObject({ tokens_per_minute: 2000000 });
+    expect(info.token_limit.remaining).toBeLessThan(2000000);
   });
 
   it('reload lists what is loaded', async () => {

@@ -1,0 +1,300 @@
+/**
+ * The `token-limit` stage in a real service (tenant-auth, rate-limit, token-limit, proxy) in
+ * front of the OpenAI-compatible fixture backend, whose `usage` each test sets: a reservation
+ * that does not fit is refused, a settle refunds what the answer did not use, streamed answers'
+ * usage is read (and its chunk stripped when the client did not ask for it), the token headers
+ * are sent, and cached and reasoning tokens are counted in /metrics. Driven by fetch (headers and
+ * raw SSE) and by the official `openai` SDK.
+ */
+import OpenAI from 'openai';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type StartedService, startService } from '../../runtime/testing.ts';
+import { type OpenAiBackend, type RecordedRequest, startOpenAiBackend } from '../helpers/openai-backend.ts';
+import { writeServiceFile } from '../helpers/services.ts';
+
+/** What the backend reports as usage; tests change it. */
+let reported: Record<string, unknown> = { prompt_tokens: 5, completion_tokens: 5 };
+
+let backend: OpenAiBackend;
+let svc: StartedService;
+
+const serviceYaml = `
+service: tokens-test
+listen: { port: 0 }
+metrics: { port: 0, path: /metrics }
+dialect: openai
+upstreams:
+  llm: { kind: openai, url: "\${BACKEND_URL}" }
+resources:
+  tenants:
+    type: tenant-directory
+    tenants:
+      - { id: small, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 300, api_keys: [{ key: sk-small }] }
+      - { id: refund, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 300, api_keys: [{ key: sk-refund }] }
+      - { id: streams, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-streams }] }
+      - { id: usage, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-usage }] }
+      - { id: abort, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-abort }] }
+      - { id: plain, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-plain }] }
+      - { id: unlimited, backend: llm, policy: default.yaml, requests_per_minute: 10000, api_keys: [{ key: sk-unlimited }] }
+  limits: { type: rate-limiter, limit: 10000, window_seconds: 60 }
+routes:
+  - match: { method: POST, path: /v1/chat/completions }
+    pipeline:
+      - tenant-auth: { tenants: tenants }
+      - rate-limit: { limiter: limits, key: caller, limit_from: caller.attributes.requests_per_minute }
+      - token-limit: &tokens { limiter: limits, key: caller, limit_from: caller.attributes.tokens_per_minute, default_completion_tokens: 50 }
+      - proxy: { upstream: llm, strip_prefix: /v1 }
+  - match: { method: POST, path: /plain/v1/chat/completions }
+    pipeline:
+      - tenant-auth: { tenants: tenants }
+      - token-limit: { limiter: limits, key: caller, limit_from: caller.attributes.tokens_per_minute, default_completion_tokens: 50, stream_usage: false }
+      - proxy: { upstream: llm, strip_prefix: /plain/v1 }
+  - match: { method: POST, path: /v1/completions }
+    pipeline:
+      - tenant-auth: { tenants: tenants }
+      - token-limit: *tokens
+      - proxy: { upstream: llm, strip_prefix: /v1 }
+`;
+
+beforeAll(async () => {
+  backend = await startOpenAiBackend({ chunkSize: 8, usage: () => reported });
+  svc = await startService(writeServiceFile(serviceYaml), { env: { BACKEND_URL: backend.url } });
+}, 30_000);
+
+afterAll(async () => {
+  await svc?.close();
+  await backend?.close();
+});
+
+beforeEach(() => {
+  reported = { prompt_tokens: 5, completion_tokens: 5 };
+});
+
+function chat(key: string, body: Record<string, unknown>): Promise<Response> {
+  return fetch(`${svc.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hello there' }], ...body }),
+  });
+}
+
+/** The `data:` payloads of an SSE body. */
+function events(text: string): string[] {
+  return text
+    .split('\n\n')
+    .map((e) => e.trim())
+    .filter((e) => e.startsWith('data:'))
+    .map((e) => e.slice(5).trim());
+}
+
+function lastRequest(): RecordedRequest {
+  return backend.requests.at(-1) as RecordedRequest;
+}
+
+describe('reserve and settle', () => {
+  it('a request that does not fit is refused in the OpenAI shape with Retry-After; nothing reaches the backend', async () => {
+    const before = backend.requests.length;
+    const res = await chat('sk-small', { max_tokens: 400 });
+    expect(res.status).toBe(429);
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(res.headers.get('x-ratelimit-limit-tokens')).toBe('300');
+    const body = await res.json();
+    expect(body.error).toMatchObject({ type: 'rate_limit_exceeded', code: 'tokens' });
+    expect(body.error.details).toMatchObject({ limit: 300, window_seconds: 60 });
+    expect(body.error.details.requested).toBeGreaterThan(400);
+    expect(body.error.retry_after_seconds).toBeGreaterThanOrEqual(1);
+    expect(backend.requests.length).toBe(before);
+  });
+
+  it('the settle refunds what the answer did not use: far more requests pass than their estimates allow', async () => {
+    // Each request reserves its prompt (about 12 tokens) and max_tokens 100; the answer uses 10.
+    // Without the refund 2 would fit in 300 tokens; with it every one of 20 does.
+    const remaining: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const res = await chat('sk-refund', { max_tokens: 100 });
+      expect(res.status).toBe(200);
+      await res.json();
+      remaining.push(Number(res.headers.get('x-ratelimit-remaining-tokens')));
+    }
+    // After a whole answer the headers say what is left once settled: 10 tokens a request.
+    expect(remaining.slice(0, 3)).toEqual([290, 280, 270]);
+    expect(remaining.at(-1)).toBe(100);
+    // 100 left: an estimate of about 112 does not fit, a smaller one does.
+    expect((await chat('sk-refund', { max_tokens: 100 })).status).toBe(429);
+    expect((await chat('sk-refund', { max_tokens: 20 })).status).toBe(200);
+  });
+
+  it('an answer larger than its estimate is charged in full', async () => {
+    reported = { prompt_tokens: 5, completion_tokens: 200 };
+    const res = await chat('sk-small', { max_tokens: 10 });
+    expect(res.status).toBe(200);
+    await res.json();
+    // The first test's refusal took nothing; this answer used 205.
+    expect(res.headers.get('x-ratelimit-remaining-tokens')).toBe('95');
+  });
+
+  it('a backend error refunds the whole reservation', async () => {
+    const before = await chat('sk-usage', { max_tokens: 10 });
+    await before.json();
+    const left = Number(before.headers.get('x-ratelimit-remaining-tokens'));
+    const failed = await chat('sk-usage', { model: 'error-500', max_tokens: 1000 });
+    expect(failed.status).toBe(500);
+    await failed.text();
+    const after = await chat('sk-usage', { max_tokens: 10 });
+    await after.json();
+    expect(Number(after.headers.get('x-ratelimit-remaining-tokens'))).toBe(left - 10);
+  });
+
+  it('headers: request and token limits side by side; OpenAI reset format; none for a tenant without a token limit', async () => {
+    const res = await chat('sk-streams', {});
+    await res.json();
+    expect(res.headers.get('x-ratelimit-limit')).toBe('10000');
+    expect(res.headers.get('x-ratelimit-limit-tokens')).toBe('100000');
+    expect(Number(res.headers.get('x-ratelimit-remaining-tokens'))).toBeLessThan(100000);
+    expect(res.headers.get('x-ratelimit-reset-tokens')).toMatch(/^(\d+m)?\d+s$/);
+    const free = await chat('sk-unlimited', { max_tokens: 1_000_000 });
+    expect(free.status).toBe(200);
+    await free.json();
+    expect(free.headers.get('x-ratelimit-limit-tokens')).toBeNull();
+  });
+});
+
+describe('streamed answers', () => {
+  it('usage is asked from the backend, read, and its chunk stripped when the client did not ask for it', async () => {
+    reported = { prompt_tokens: 7, completion_tokens: 13 };
+    const first = await chat('sk-streams', { stream: true, max_tokens: 500 });
+    const text = await first.text();
+    expect(lastRequest().body.stream_options).toEqual({ include_usage: true });
+    const data = events(text);
+    expect(data.at(-1)).toBe('[DONE]');
+    const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
+    expect(chunks.length).toBeGreaterThan(2);
+    // No usage-only chunk (choices: []) reaches the client.
+    expect(chunks.filter((c) => Array.isArray(c.choices) && c.choices.length === 0)).toEqual([]);
+    expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe(
+      'This is a canned answer from the OpenAI-compatible test backend.',
+    );
+    // Settled with the usage (20), not the estimate (500 + prompt): the next reservation sees it.
+    const limitBefore = Number(first.headers.get('x-ratelimit-remaining-tokens'));
+    const next = await chat('sk-streams', { max_tokens: 1 });
+    await next.json();
+    const settledLeft = Number(next.headers.get('x-ratelimit-remaining-tokens'));
+    expect(settledLeft).toBeGreaterThan(limitBefore + 400);
+  });
+
+  it('a stream the client abandons keeps its reservation (no usage arrived)', async () => {
+    const controller = new AbortController();
+    // A paced model: 2000 characters at 200 a second, far longer than the test waits.
+    const res = await fetch(`${svc.url}/v1/chat/completions`, {
+      method: 'POST',
+      signal: controller.signal,
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-abort' },
+      body: JSON.stringify({
+        model: 'paced-200-2000-4',
+        messages: [{ role: 'user', content: 'hi' }],
+        stream: true,
+        max_tokens: 1000,
+      }),
+    });
+    expect(res.status).toBe(200);
+    const reserved = 100000 - Number(res.headers.get('x-ratelimit-remaining-tokens'));
+    expect(reserved).toBeGreaterThan(1000);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await reader.read();
+    controller.abort();
+    await reader.read().catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 100));
+    const next = await chat('sk-abort', { max_tokens: 1 });
+    await next.json();
+    // The abandoned stream's estimate still counts; the small request settled to its usage (10).
+    expect(Number(next.headers.get('x-ratelimit-remaining-tokens'))).toBe(100000 - reserved - 10);
+  });
+
+  it('with stream_usage off the stream goes upstream as sent, and keeps its estimate', async () => {
+    const res = await fetch(`${svc.url}/plain/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-plain' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+    });
+    const data = events(await res.text());
+    expect(lastRequest().body.stream_options).toBeUndefined();
+    expect(data.some((d) => d.includes('"usage"'))).toBe(false);
+    const left = Number(res.headers.get('x-ratelimit-remaining-tokens'));
+    await new Promise((r) => setTimeout(r, 50));
+    const next = await chat('sk-plain', { max_tokens: 1 });
+    await next.json();
+    // The stream's estimate stands; the small request settled to its usage (10).
+    expect(Number(next.headers.get('x-ratelimit-remaining-tokens'))).toBe(left - 10);
+  });
+
+  it('a client that asked for usage gets the usage chunk, as the backend sent it', async () => {
+    reported = { prompt_tokens: 7, completion_tokens: 13 };
+    const res = await chat('sk-streams', { stream: true, stream_options: { include_usage: true } });
+    const chunks = events(await res.text())
+      .slice(0, -1)
+      .map((d) => JSON.parse(d));
+    expect(lastRequest().body.stream_options).toEqual({ include_usage: true });
+    const last = chunks.at(-1);
+    expect(last.choices).toEqual([]);
+    expect(last.usage).toEqual({ prompt_tokens: 7, completion_tokens: 13, total_tokens: 20 });
+  });
+
+  it('the official openai SDK streams without a usage chunk, and sees a 429 as RateLimitError with code tokens', async () => {
+    const sdk = new OpenAI({ baseURL: `${svc.url}/v1`, apiKey: 'sk-streams', maxRetries: 0 });
+    const stream = await sdk.chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'stream please' }],
+      stream: true,
+      max_tokens: 64,
+    });
+    let text = '';
+    let usageChunks = 0;
+    for await (const chunk of stream) {
+      if (chunk.usage) usageChunks++;
+      text += chunk.choices[0]?.delta?.content ?? '';
+    }
+    expect(text).toBe('This is a canned answer from the OpenAI-compatible test backend.');
+    expect(usageChunks).toBe(0);
+    const small = new OpenAI({ baseURL: `${svc.url}/v1`, apiKey: 'sk-small', maxRetries: 0 });
+    const err = await small.chat.completions
+      .create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5000 })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.RateLimitError);
+    expect((err as InstanceType<typeof OpenAI.RateLimitError>).code).toBe('tokens');
+  });
+});
+
+describe('metrics', () => {
+  it('prompt, completion, cached and reasoning tokens are counted per tenant, streamed answers included', async () => {
+    reported = {
+      prompt_tokens: 40,
+      completion_tokens: 30,
+      prompt_tokens_details: { cached_tokens: 32 },
+      completion_tokens_details: { reasoning_tokens: 12 },
+    };
+    await (await chat('sk-usage', {})).json();
+    await (await chat('sk-usage', { stream: true })).text();
+    // A legacy completion goes through the same stage.
+    const completion = await fetch(`${svc.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-usage' },
+      body: JSON.stringify({ model: 'gpt-3.5-turbo-instruct', prompt: 'say hi', max_tokens: 5 }),
+    });
+    expect(completion.status).toBe(200);
+    expect(completion.headers.get('x-ratelimit-limit-tokens')).toBe('100000');
+    await completion.json();
+    const metrics = await (await fetch(`${svc.metricsUrl}/metrics`)).text();
+    const value = (kind: string) =>
+      Number(
+        new RegExp(`^switchyard_tokens_total\\{[^}]*tenant="usage"[^}]*kind="${kind}"[^}]*\\} (\\S+)$`, 'm').exec(
+          metrics,
+        )?.[1],
+      );
+    // Earlier tests in this file sent `usage` answers of 5 + 5 tokens (two of them).
+    expect(value('cached')).toBe(96);
+    expect(value('reasoning')).toBe(36);
+    expect(value('prompt')).toBe(3 * 40 + 2 * 5);
+    expect(value('completion')).toBe(3 * 30 + 2 * 5);
+    expect(metrics).toMatch(/switchyard_token_limit_decisions_total\{[^}]*decision="limited"/);
+  });
+});
