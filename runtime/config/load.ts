@@ -188,8 +188,16 @@ function reportAjv(e: ErrorObject, base: ConfigPath, report: Report): void {
       .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
       .map((s) => (/^\d+$/.test(s) ? Number(s) : s)),
   ];
+  // `if`/`then` only says that a conditional branch failed: the branch's own error says where.
+  if (e.keyword === 'if') return;
   const params = e.params as Record<string, unknown>;
   let message = e.message ?? 'invalid';
+  if (e.keyword === 'false schema') {
+    // A property a `false` schema refuses (e.g. `url` beside `endpoints`, an OpenAI-only key on
+    // an `http` upstream): ajv's "boolean schema is false" names nothing a user wrote.
+    report(at, 'not allowed here', undefined, 'key');
+    return;
+  }
   if (e.keyword === 'additionalProperties') {
     const name = String(params.additionalProperty);
     at.push(name);

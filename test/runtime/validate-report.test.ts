@@ -69,6 +69,23 @@ resources:
     ]);
   });
 
+  it('a key refused in its context is "not allowed here", at the key, with no branch noise', async () => {
+    const problems = await problemsOf(`service: demo
+listen: { port: 0 }
+upstreams:
+  a: { kind: http, url: "http://127.0.0.1:1", api_key_env: KEY }
+  b:
+    kind: http
+    url: "http://127.0.0.1:2"
+    endpoints: [{ url: "http://127.0.0.1:3" }]
+routes: []
+`);
+    expect(problems).toEqual([
+      { line: 4, column: 47, path: 'upstreams.a.api_key_env', message: 'not allowed here' },
+      { line: 7, column: 5, path: 'upstreams.b.url', message: 'not allowed here' },
+    ]);
+  });
+
   it('suggests nothing when no known name is close', async () => {
     const problems = await problemsOf(`service: demo
 listen: { port: 0 }
