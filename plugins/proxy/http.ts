@@ -35,6 +35,8 @@ export interface HttpProxyOptions {
   timeoutMs?: number;
   /** How long a failed upstream of a list is tried after the others (failover.ts). */
   cooldownMs: number;
+  /** With a list: time from a stream's headers to its first byte before the next upstream is tried. */
+  firstByteTimeoutMs?: number;
   /** Times one try of an upstream (headers; whole body when small). */
   observe(upstream: string, seconds: number): void;
   /** Called for each upstream given up on (failover), before the next is tried. */
@@ -106,9 +108,11 @@ export async function proxyHttp(
         try {
           const answer = await answerBody(ctx, res);
           // A stream that ends or fails before its first byte gave the client nothing: the next may answer.
-          if (failover && answer instanceof Readable && !(await firstBytes(answer)) && !signal.aborted) {
-            answer.destroy();
-            give({ upstream: upstream.name, reason: 'broken' });
+          const first =
+            failover && answer instanceof Readable ? await firstBytes(answer, o.firstByteTimeoutMs ?? 120000) : 'data';
+          if (first !== 'data' && !signal.aborted) {
+            (answer as Readable).destroy();
+            give({ upstream: upstream.name, reason: first === 'timeout' ? 'timeout' : 'broken' });
             if (last) throw noProviderError(tried.failed, retryAfter);
             continue;
           }
@@ -173,25 +177,29 @@ function parseJson(body: Buffer | string): unknown {
 }
 
 /**
- * Waits for a streamed answer's first bytes and puts them back: true once they came, false when
- * the stream ended or failed first. (A provider that sent its headers and nothing else.)
+ * Waits for a streamed answer's first bytes and puts them back: `data` once they came, `ended`
+ * when the stream ended or failed first, `timeout` when none came within `ms` (a provider that
+ * sent its headers and nothing else, or hangs).
  */
-function firstBytes(body: Readable): Promise<boolean> {
+function firstBytes(body: Readable, ms: number): Promise<'data' | 'ended' | 'timeout'> {
   return new Promise((resolve) => {
-    const done = (ok: boolean): void => {
+    const timer = setTimeout(() => done('timeout'), ms);
+    const done = (outcome: 'data' | 'ended' | 'timeout'): void => {
+      clearTimeout(timer);
       body.off('data', onData);
       body.off('end', onEnd);
       body.off('close', onEnd);
       body.off('error', onEnd);
-      resolve(ok);
+      if (outcome === 'timeout') body.pause();
+      resolve(outcome);
     };
     const onData = (chunk: Buffer): void => {
       // Paused first, so the chunk put back waits for whoever reads the answer.
       body.pause();
       body.unshift(chunk);
-      done(true);
+      done('data');
     };
-    const onEnd = (): void => done(false);
+    const onEnd = (): void => done('ended');
     body.on('data', onData);
     body.once('end', onEnd);
     body.once('close', onEnd);

@@ -24,6 +24,7 @@ import { proxyRpc } from './rpc.ts';
 interface ProxyOptions {
   upstream: string | string[];
   cooldown_ms: number;
+  first_byte_timeout_ms: number;
   timeout_ms?: number;
   forward_headers: string[];
   path?: string;
@@ -58,6 +59,14 @@ export default definePlugin<ProxyOptions>({
         description:
           'How long a provider of a list that failed is tried after the others (its Retry-After when it sent one, ' +
           'at most 300 s); 0: always in list order.',
+      },
+      first_byte_timeout_ms: {
+        type: 'integer',
+        minimum: 1,
+        default: 120000,
+        description:
+          'With a list of providers: how long a streamed answer may take from its headers to its first byte before ' +
+          'the next provider is tried (a provider that sends headers and then hangs); without a list, not used.',
       },
       timeout_ms: { type: 'integer', minimum: 1, description: "Overrides the upstream's response timeout." },
       forward_headers: {
@@ -117,6 +126,7 @@ export default definePlugin<ProxyOptions>({
       headerNames,
       timeoutMs: options.timeout_ms,
       cooldownMs: options.cooldown_ms ?? 30000,
+      firstByteTimeoutMs: options.first_byte_timeout_ms ?? 120000,
       observe: (name: string, seconds: number) => latency.labels(name).observe(seconds),
     };
 

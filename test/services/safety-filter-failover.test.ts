@@ -6,7 +6,7 @@
  * record; model mapping and the provider keys are asserted at the fixtures.
  */
 import { once } from 'node:events';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -14,13 +14,14 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { openAiHandler, type RecordedRequest } from '../helpers/openai-backend.ts';
 
 const adminToken = 'test-admin-token';
 const awsKey = 'AKIAZ7Q3K5M2N8P4R6T1';
 
-type Mode = 'ok' | 'hang' | '429' | '503' | 'die-mid-stream' | 'headers-only';
+type Mode = 'ok' | 'hang' | '429' | '503' | 'die-mid-stream' | 'headers-only' | 'headers-then-hang';
 
 /** An OpenAI-compatible provider whose behaviour a test switches; it checks its own API key. */
 interface Provider {
@@ -57,6 +58,12 @@ async function startProvider(name: string, mode: Mode = 'ok'): Promise<Provider>
       const text = Buffer.concat(chunks).toString('utf8');
       requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: JSON.parse(text) });
       if (provider.mode === 'hang') return; // headers never come
+      if (provider.mode === 'headers-then-hang') {
+        // A stream's headers, then nothing at all (the connection stays open).
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.flushHeaders();
+        return;
+      }
       if (provider.mode === 'headers-only') {
         // A stream's headers, then the connection drops before its first event.
         res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -111,6 +118,7 @@ const tenants = {
   hung: ['hung', 'good'],
   dying: ['dier', 'good'],
   mute: ['mute', 'good'],
+  stalled: ['stalled', 'good'],
   allFail: ['gone2', 'failing2'],
   allLimited: ['limited2', 'limited3'],
   mapped: ['failing3', 'mapped'],
@@ -129,6 +137,7 @@ beforeAll(async () => {
   p.hung = await startProvider('hung', 'hang');
   p.gone = await startProvider('gone');
   p.mute = await startProvider('mute', 'headers-only');
+  p.stalled = await startProvider('stalled', 'headers-then-hang');
   p.dier.mode = 'die-mid-stream';
   refused2 = await refusedUrl();
 
@@ -161,6 +170,14 @@ beforeAll(async () => {
     else upstream(name, p[name].url, name === 'hung' ? 300 : 5000);
   }
   upstream('gone2', refused2, 5000);
+  // A stream's first byte is awaited 1 s on the chat route here (default 120 s).
+  const chatRoute = (
+    parse(readFileSync('configs/safety-filter.yaml', 'utf8')) as {
+      routes: Array<{ pipeline: Array<Record<string, unknown>> }>;
+    }
+  ).routes[0]!;
+  const proxyAt = chatRoute.pipeline.findIndex((stage) => 'proxy' in stage);
+  set.push(`routes.0.pipeline.${proxyAt}.proxy.first_byte_timeout_ms=1000`);
   // The provider keys come from the environment (api_key_env), as an operator would set them.
   Object.assign(process.env, env);
   providerKeys.push(...Object.keys(env));
@@ -283,6 +300,15 @@ describe('failover before the answer starts', () => {
     expect(text).toContain('data: [DONE]');
     const [record] = await auditOf(res.headers.get('x-filter-request-id'));
     expect(record?.details.failover).toEqual([{ upstream: 'mute', reason: 'broken' }]);
+  });
+
+  it('a stream whose headers came but no byte within first_byte_timeout_ms: the next provider serves', async () => {
+    const res = await chat('stalled', 'stream me', { stream: true });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-filter-provider')).toBe('good');
+    expect(await res.text()).toContain('data: [DONE]');
+    const [record] = await auditOf(res.headers.get('x-filter-request-id'));
+    expect(record?.details.failover).toEqual([{ upstream: 'stalled', reason: 'timeout' }]);
   });
 
   it('a provider its health probe sees down is tried after the others (no failed try per request)', async () => {
