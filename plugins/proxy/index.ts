@@ -68,7 +68,13 @@ export default definePlugin<ProxyOptions>({
           'With a list of providers: how long a streamed answer may take from its headers to its first byte before ' +
           'the next provider is tried (a provider that sends headers and then hangs); without a list, not used.',
       },
-      timeout_ms: { type: 'integer', minimum: 1, description: "Overrides the upstream's response timeout." },
+      timeout_ms: {
+        type: 'integer',
+        minimum: 1,
+        description:
+          "Overrides the upstream's `timeout_ms`: the time allowed for the answer's headers; with the upstream's " +
+          '`retry:` (or several endpoints), for the whole request, every try and backoff included.',
+      },
       forward_headers: {
         type: 'array',
         items: { type: 'string', pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$" },
