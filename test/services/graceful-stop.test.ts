@@ -12,7 +12,7 @@ import { type FaultyUpstream, startFaultyUpstream } from '../helpers/faulty-upst
 import { RawConnection } from '../helpers/raw-http.ts';
 import { type ServiceProcess, spawnService } from '../helpers/service-process.ts';
 
-const drainMs = 1500;
+const drainMs = 2500;
 const clients = 32;
 const call = (id: number, message = 'hi') => ({
   jsonrpc: '2.0',

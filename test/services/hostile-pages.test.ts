@@ -23,7 +23,7 @@ import { generateTinyModel } from '../fixtures/embed-stages.ts';
 import { type SearxngFixture, startSearxng } from '../fixtures/searxng/searxng.ts';
 import { closeNow, listenLocal } from '../helpers/servers.ts';
 
-const EXTRACT_TIMEOUT_MS = 1000;
+const EXTRACT_TIMEOUT_MS = 3000;
 const DIVS = `<html><body>${'<div>'.repeat((64 * 1024) / 5)}deep</body></html>`;
 // Just under the search service's 2 MiB cap: nested, unclosed blocks with text in each.
 const BIG = `<html><body>${'<div><p>bees make honey '.repeat(Math.floor((2 * 1024 * 1024 - 100) / 23))}</body></html>`;
@@ -168,7 +168,11 @@ describe('search service, GET /v1/search', () => {
   let svc: StartedService;
   beforeAll(async () => {
     svc = await startService(resolve(import.meta.dirname, '../../configs/search.yaml'), {
-      env: { SEARCH_BACKEND_URL: searx.url, SEARCH_FETCH_ALLOW: new URL(siteUrl).host, LOG_LEVEL: 'silent' },
+      env: {
+        SEARCH_BACKEND_URL: searx.url,
+        SEARCH_FETCH_ALLOW: new URL(siteUrl).host,
+        LOG_LEVEL: process.env.HP_LOG ?? 'silent',
+      },
       set: [`resources.fetcher.extract_timeout_ms=${EXTRACT_TIMEOUT_MS}`],
       warmupMs: 500,
     });
@@ -185,7 +189,7 @@ describe('search service, GET /v1/search', () => {
       const [health, answer] = await Promise.all([healthWhile(svc, search), search]);
       return { health, answer };
     });
-    expect(value.answer.status).toBe(200);
+    expect(value.answer.status, JSON.stringify(value.answer.body)).toBe(200);
     const urls = new Set(Object.values(value.answer.body).map(([url]) => url));
     expect([...urls]).toEqual([`${siteUrl}/bees`]);
     expect(value.health).toBeGreaterThanOrEqual(5);
