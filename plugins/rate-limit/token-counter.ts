@@ -96,7 +96,6 @@ class SharedTokenizer {
       this.giveUp((err as Error).message);
       return Promise.resolve(false);
     }
-    worker.unref();
     this.worker = worker;
     this.readyPromise = new Promise<boolean>((resolve) => {
       const onFirst = (message: TokenWorkerReady) => {
@@ -104,6 +103,7 @@ class SharedTokenizer {
           this.loaded = true;
           this.lastAnswer = performance.now();
           worker.on('message', (reply: TokenReply) => this.answer(reply));
+          worker.unref(); // after adding 'message' listeners, which ref the worker's port again
           resolve(true);
         } else {
           this.giveUp(message.error);
@@ -124,6 +124,7 @@ class SharedTokenizer {
         if (code !== 0 && code !== 1 && !this.unavailable)
           this.logger.warn({ code, encoding: this.encoding }, 'token limit: the tokenizer worker exited');
       });
+      worker.unref(); // never keeps the process alive, loading or not
     });
     return this.readyPromise;
   }
@@ -191,7 +192,7 @@ class SharedTokenizer {
     this.unavailable = true;
     this.logger.warn(
       { err: error, encoding: this.encoding },
-      'token limit: gpt-tokenizer cannot be loaded; prompts are estimated at one token per 3 bytes',
+      'token limit: the tokenizer (gpt-tokenizer) cannot be loaded; prompts are estimated at one token per 3 bytes',
     );
   }
 

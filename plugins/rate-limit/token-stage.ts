@@ -115,6 +115,8 @@ class UsageFilter implements SseFilter {
   }
 }
 
+/** Waits for the tokenizer's worker to load, at most `ms`; the (referenced) timer also keeps
+ * the process alive meanwhile, which the unreferenced worker does not. */
 async function readyWithin(tokenizer: Tokenizer, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([tokenizer.ready(), new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);

@@ -4,10 +4,14 @@
  * and must not hold the event loop that serves requests, as it would when a hot reload adds the
  * first token-limit stage. Also: what waits for the worker is bounded (more than 64 texts waiting
  * are estimated, not queued), a count that takes too long falls back to the estimate and a stuck
- * worker is replaced, and an encoding that cannot be loaded estimates every prompt. The fallback
- * never reserves fewer tokens than one per 3 UTF-8 bytes.
+ * worker is replaced, the worker never keeps a process alive, and an encoding that cannot be
+ * loaded estimates every prompt. The fallback never reserves fewer tokens than one per 3 UTF-8
+ * bytes.
  */
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -129,6 +133,24 @@ describe('the tokenizer worker', () => {
     // Nothing to count exactly: the estimate.
     expect(await tokenizer.count(text, 0)).toBe(estimateTokens(text));
   });
+
+  it('the worker never keeps the process alive: a process that counted and never released it exits', () => {
+    const module = new URL('../../plugins/rate-limit/token-counter.ts', import.meta.url).href;
+    const logger = new URL('../../runtime/observability/logger.ts', import.meta.url).href;
+    const script = `
+      const { acquireTokenizer } = await import(${JSON.stringify(module)});
+      const { silentLogger } = await import(${JSON.stringify(logger)});
+      const t = acquireTokenizer('cl100k_base', silentLogger);
+      const keep = setTimeout(() => {}, 20000); // what holds a service's loop while it loads
+      const ready = await t.ready();
+      clearTimeout(keep);
+      console.log(ready, await t.count('hello world', 65536));`;
+    // A file, not `-e`: a worker inherits the process's execArgv, `-e` and its script included.
+    const file = join(mkdtempSync(join(tmpdir(), 'token-worker-')), 'exits.mjs');
+    writeFileSync(file, script);
+    const out = execFileSync(process.execPath, ['--import', 'tsx', file], { cwd: process.cwd(), timeout: 20_000 });
+    expect(out.toString().trim()).toBe('true 2');
+  }, 30_000);
 
   it('an encoding that cannot be loaded: every prompt is estimated', async () => {
     const tokenizer = acquire('no_such_encoding' as Encoding);
