@@ -3,7 +3,7 @@
  * next to the requests per window of `rate-limit`.
  *
  * Before the call the request reserves an estimate (token-count.ts: prompt counted with a
- * tokenizer, plus `max_completion_tokens` / `max_tokens` / `default_completion_tokens` per
+ * tokenizer in a worker thread shared per encoding, token-counter.ts, plus `max_completion_tokens` / `max_tokens` / `default_completion_tokens` per
  * choice); one that does not fit in what is left of the window is refused (429 `rate_limited`,
  * code `tokens`, Retry-After). After the answer the reservation is settled with the answer's
  * `usage.total_tokens` (tokens.ts: the difference refunded, or charged when the answer used
@@ -41,7 +41,8 @@ import {
 import { compileKey, compileLimitPath } from './keys.ts';
 import { createLimiter, type Limiter } from './limiter.ts';
 import { type LimiterConfig, limiterOptions, limiterProperties } from './options.ts';
-import { type CountFn, type Encoding, estimateRequest, loadTokenizer } from './token-count.ts';
+import { estimateRequest } from './token-count.ts';
+import { acquireTokenizer, type Tokenizer } from './token-counter.ts';
 import type { Reservation, TokenCounter, TokenState } from './tokens.ts';
 
 export interface TokenLimitOptions extends Omit<LimiterConfig, 'limit'> {
@@ -50,7 +51,7 @@ export interface TokenLimitOptions extends Omit<LimiterConfig, 'limit'> {
   limit_from?: string;
   key?: string;
   default_completion_tokens: number;
-  tokenizer: Encoding | 'estimate';
+  tokenizer: Tokenizer['encoding'] | 'estimate';
   exact_count_chars: number;
   stream_usage: boolean;
   headers: boolean;
@@ -114,6 +115,14 @@ class UsageFilter implements SseFilter {
   }
 }
 
+/** Waits for the tokenizer's worker to load, at most `ms`; the (referenced) timer also keeps
+ * the process alive meanwhile, which the unreferenced worker does not. */
+async function readyWithin(tokenizer: Tokenizer, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([tokenizer.ready(), new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}
+
 export default definePlugin<TokenLimitOptions>({
   name: 'token-limit',
   description:
@@ -175,7 +184,8 @@ export default definePlugin<TokenLimitOptions>({
         type: 'integer',
         minimum: 0,
         default: 65536,
-        description: 'Prompt characters counted with the tokenizer (at most 25 ms of it); the rest is estimated',
+        description:
+          'Prompt characters counted with the tokenizer (in its worker thread, at most 25 ms of it); the rest is estimated',
       },
       stream_usage: {
         type: 'boolean',
@@ -210,9 +220,12 @@ export default definePlugin<TokenLimitOptions>({
     const exactChars = options.exact_count_chars ?? 65536;
     const encoding = options.tokenizer ?? 'o200k_base';
     const askStreamUsage = options.stream_usage ?? true;
-    // Loaded once at load time (a module import takes a few hundred ms the first time), never per request.
-    const countFn: CountFn | undefined =
-      encoding === 'estimate' ? undefined : await loadTokenizer(encoding, env.logger);
+    // The process's tokenizer worker for this encoding (token-counter.ts), shared with other
+    // stages. Its import (a few hundred ms) runs in the worker, off this event loop; the service
+    // waits for it (at most 10 s, then counts are estimated until it is ready) so the first
+    // requests are counted too.
+    const tokenizer = encoding === 'estimate' ? undefined : acquireTokenizer(encoding, env.logger);
+    if (tokenizer) await readyWithin(tokenizer, 10_000);
     const decisions = env.metrics.counter({
       name: 'switchyard_token_limit_decisions_total',
       help: 'Token-limit reservations, by decision (allowed|limited) and the store that answered',
@@ -264,7 +277,7 @@ export default definePlugin<TokenLimitOptions>({
         if (limit === undefined) return next();
         const body = await readJson(ctx);
         const estimate = await estimateRequest(body, {
-          count: countFn,
+          count: tokenizer?.count,
           exactChars,
           defaultCompletionTokens: defaultCompletion,
         });
@@ -360,12 +373,15 @@ export default definePlugin<TokenLimitOptions>({
         ...(fallbackLimit !== undefined ? { limit: fallbackLimit } : {}),
         window_seconds: windowSeconds,
         backend: limiter.backend,
-        tokenizer: countFn ? encoding : 'estimate',
+        tokenizer: tokenizer?.available() ? encoding : 'estimate',
         default_completion_tokens: defaultCompletion,
         ...(options.limiter ? { limiter: options.limiter } : {}),
         ...(options.limit_from ? { limit_from: options.limit_from } : {}),
       }),
-      close: owned ? () => limiter.close() : undefined,
+      async close() {
+        await tokenizer?.release();
+        if (owned) await limiter.close();
+      },
     };
   },
 });

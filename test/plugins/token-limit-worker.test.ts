@@ -1,0 +1,161 @@
+/**
+ * The token-limit stage's tokenizer runs in a worker thread (plugins/rate-limit/token-counter.ts):
+ * loading an encoding evaluates its BPE ranks (a few hundred ms, measured here in a child process)
+ * and must not hold the event loop that serves requests, as it would when a hot reload adds the
+ * first token-limit stage. Also: what waits for the worker is bounded (more than 64 texts waiting
+ * are estimated, not queued), a count that takes too long falls back to the estimate and a stuck
+ * worker is replaced, the worker never keeps a process alive, and an encoding that cannot be
+ * loaded estimates every prompt. The fallback never reserves fewer tokens than one per 3 UTF-8
+ * bytes.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, describe, expect, it } from 'vitest';
+import { completeCount, countPrefix, estimateTokens } from '../../plugins/rate-limit/bounded-count.ts';
+import type { Encoding } from '../../plugins/rate-limit/token-count.ts';
+import { acquireTokenizer, type Tokenizer, tokenizerLimits } from '../../plugins/rate-limit/token-counter.ts';
+import { silentLogger } from '../../runtime/observability/logger.ts';
+
+const held: Tokenizer[] = [];
+afterAll(async () => {
+  await Promise.all(held.map((t) => t.release()));
+});
+
+function acquire(encoding: Encoding): Tokenizer {
+  const t = acquireTokenizer(encoding, silentLogger);
+  held.push(t);
+  return t;
+}
+
+/** How long importing the encoding holds a fresh process's main thread (ms). */
+function importMs(encoding: Encoding): number {
+  const script = `const t = performance.now(); await import('gpt-tokenizer/encoding/${encoding}'); console.log(performance.now() - t);`;
+  return Number(
+    execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: process.cwd() }).toString(),
+  );
+}
+
+const english = 'hello world '.repeat(100); // about 200 tokens counted, 400 estimated
+
+/**
+ * The same bounded count on this thread, with the tokenizer loaded here (after the first test):
+ * what the worker must answer. `upto`: the text is cut there before counting, as the main thread
+ * cuts it to exact_count_chars before posting it.
+ */
+async function exact(text: string, upto = 65536): Promise<number> {
+  const { countTokens } = await import('gpt-tokenizer/encoding/o200k_base');
+  return completeCount(text, countPrefix(text.slice(0, upto), countTokens, upto, text.length > upto));
+}
+
+describe('the tokenizer worker', () => {
+  it('loading the encoding and the first count do not hold the event loop (the import does, on a main thread)', async () => {
+    const imported = importMs('o200k_base');
+    // The longest gap between ticks of a 5 ms timer while a fresh worker starts, loads the
+    // encoding and counts its first prompt.
+    let maxGap = 0;
+    let last = performance.now();
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      maxGap = Math.max(maxGap, now - last);
+      last = now;
+    }, 5);
+    const histogram = monitorEventLoopDelay({ resolution: 5 });
+    histogram.enable();
+    const started = performance.now();
+    const tokenizer = acquire('o200k_base'); // what a token-limit stage does when it is built
+    expect(await tokenizer.ready()).toBe(true); // ... and waits for, before serving
+    const tokens = await tokenizer.count(english, 65536);
+    const firstCount = performance.now() - started;
+    histogram.disable();
+    clearInterval(ticker);
+    console.info(
+      `encoding import in a child process: ${imported.toFixed(0)} ms; worker start, load and first count: ${firstCount.toFixed(0)} ms, ` +
+        `longest timer gap meanwhile: ${maxGap.toFixed(1)} ms, max loop delay: ${(histogram.max / 1e6).toFixed(1)} ms`,
+    );
+    expect(tokens).toBe(await exact(english)); // counted by the tokenizer, not estimated (400)
+    expect(tokenizer.available()).toBe(true);
+    // The import holds a main thread long enough to matter; the worker keeps it off this loop.
+    expect(imported).toBeGreaterThan(150);
+    expect(maxGap).toBeLessThan(100);
+    expect(histogram.max / 1e6).toBeLessThan(100);
+  }, 30_000);
+
+  it('stages share one worker per encoding: a second stage counts at once', async () => {
+    const a = acquire('o200k_base');
+    const b = acquire('o200k_base');
+    expect(await a.ready()).toBe(true);
+    expect(await b.count(english, 65536)).toBe(await exact(english));
+    // A stage that closes leaves the worker to the others.
+    await a.release();
+    expect(await b.count(english, 65536)).toBe(await exact(english));
+  });
+
+  it('more than 64 texts waiting: the rest are estimated at once, not queued', async () => {
+    const tokenizer = acquire('o200k_base');
+    expect(await tokenizer.ready()).toBe(true);
+    const results = await Promise.all(Array.from({ length: 200 }, () => tokenizer.count(english, 65536)));
+    const counted = await exact(english);
+    expect(results.filter((n) => n === counted)).toHaveLength(tokenizerLimits.maxWaiting);
+    expect(results.filter((n) => n === estimateTokens(english))).toHaveLength(200 - tokenizerLimits.maxWaiting);
+    // Once answered, counting resumes.
+    expect(await tokenizer.count(english, 65536)).toBe(await exact(english));
+  });
+
+  it('a count over its time limit is estimated, the stuck worker replaced; the next one counts again', async () => {
+    const tokenizer = acquire('o200k_base');
+    expect(await tokenizer.ready()).toBe(true);
+    const hostile = Buffer.alloc(48 * 1024, 'x7Q/+9zA').toString('base64'); // 64 KiB without a space
+    const saved = tokenizerLimits.timeoutMs;
+    tokenizerLimits.timeoutMs = 1;
+    try {
+      expect(await tokenizer.count(hostile, 65536)).toBe(estimateTokens(hostile));
+    } finally {
+      tokenizerLimits.timeoutMs = saved;
+    }
+    await sleep(1100); // a worker is restarted at most once a second
+    expect(await tokenizer.ready()).toBe(true);
+    expect(await tokenizer.count(english, 65536)).toBe(await exact(english));
+  });
+
+  it('texts are cut to exact_count_chars before the worker; the rest is estimated, never under one token per 3 bytes', async () => {
+    const tokenizer = acquire('o200k_base');
+    const text = english + 'x7Q/+9zA'.repeat(1000);
+    expect(await tokenizer.ready()).toBe(true);
+    const tokens = await tokenizer.count(text, english.length);
+    // The worker counts the start (cut at its last space); the main thread estimates the rest.
+    expect(tokens).toBe(await exact(text, english.length));
+    expect(tokens).toBeGreaterThan(await exact(english));
+    expect(tokens).toBeGreaterThanOrEqual(estimateTokens(text.slice(english.length)));
+    // Nothing to count exactly: the estimate.
+    expect(await tokenizer.count(text, 0)).toBe(estimateTokens(text));
+  });
+
+  it('the worker never keeps the process alive: a process that counted and never released it exits', () => {
+    const module = new URL('../../plugins/rate-limit/token-counter.ts', import.meta.url).href;
+    const logger = new URL('../../runtime/observability/logger.ts', import.meta.url).href;
+    const script = `
+      const { acquireTokenizer } = await import(${JSON.stringify(module)});
+      const { silentLogger } = await import(${JSON.stringify(logger)});
+      const t = acquireTokenizer('cl100k_base', silentLogger);
+      const keep = setTimeout(() => {}, 20000); // what holds a service's loop while it loads
+      const ready = await t.ready();
+      clearTimeout(keep);
+      console.log(ready, await t.count('hello world', 65536));`;
+    // A file, not `-e`: a worker inherits the process's execArgv, `-e` and its script included.
+    const file = join(mkdtempSync(join(tmpdir(), 'token-worker-')), 'exits.mjs');
+    writeFileSync(file, script);
+    const out = execFileSync(process.execPath, ['--import', 'tsx', file], { cwd: process.cwd(), timeout: 20_000 });
+    expect(out.toString().trim()).toBe('true 2');
+  }, 30_000);
+
+  it('an encoding that cannot be loaded: every prompt is estimated', async () => {
+    const tokenizer = acquire('no_such_encoding' as Encoding);
+    expect(await tokenizer.ready()).toBe(false);
+    expect(tokenizer.available()).toBe(false);
+    expect(await tokenizer.count(english, 65536)).toBe(estimateTokens(english));
+  });
+});
