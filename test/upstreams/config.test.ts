@@ -153,10 +153,16 @@ describe('several endpoints of an http upstream', () => {
 
 describe('proxy options schema', () => {
   const validateProxy = ajv.compile(proxyPlugin.options);
-  it('defaults forward_headers, via and cooldown_ms, and rejects unknown options', () => {
+  it('defaults forward_headers, via, cooldown_ms and first_byte_timeout_ms, and rejects unknown options', () => {
     const options: Record<string, unknown> = { upstream: 'u' };
     expect(validateProxy(options)).toBe(true);
-    expect(options).toEqual({ upstream: 'u', forward_headers: [], via: 'auto', cooldown_ms: 30000 });
+    expect(options).toEqual({
+      upstream: 'u',
+      forward_headers: [],
+      via: 'auto',
+      cooldown_ms: 30000,
+      first_byte_timeout_ms: 120000,
+    });
     // A list of providers: at least one, none twice.
     expect(validateProxy({ upstream: ['a', 'b'] })).toBe(true);
     expect(validateProxy({ upstream: [] })).toBe(false);
