@@ -2,7 +2,7 @@
  * The runtime's public contract: the only module plugins import.
  */
 
-export { Answer, type AnswerInit, answerOf, readWhole } from './answer/answer.ts';
+export { Answer, type AnswerInit, answerOf, type ReadTimeout, readWhole } from './answer/answer.ts';
 export type { SseEvent, SseFilter, SseVerdict } from './answer/event-stream.ts';
 export { type OnUninspectable, uncheckedHeader } from './answer/guard.ts';
 export { isUninspectable, type UncheckedReason, UninspectableAnswer } from './answer/uninspectable.ts';

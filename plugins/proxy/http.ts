@@ -15,6 +15,7 @@ import {
   isUninspectable,
   type ProviderFailure,
   type ProvidersTried,
+  type ReadTimeout,
   readBody,
   readWhole,
 } from '../../runtime/index.ts';
@@ -62,86 +63,106 @@ export async function proxyHttp(
   ctx.state.providers = tried;
   const order = list.length > 1 ? tryOrder(list) : list;
   let retryAfter: number | undefined;
-  // A client that goes away before the upstream answered cancels the upstream request.
+  // A client that goes away cancels the upstream request, and later releases a streamed answer
+  // that a stage is still reading (the watch lasts as long as the response: nothing to undo).
   const signal = ClientAbort.watch(ctx.res);
-  try {
-    for (let i = 0; i < order.length; i++) {
-      const upstream = order[i] as HttpUpstream;
-      const last = i === order.length - 1;
-      const failover = order.length > 1;
-      const started = performance.now();
+  for (let i = 0; i < order.length; i++) {
+    const upstream = order[i] as HttpUpstream;
+    const last = i === order.length - 1;
+    const failover = order.length > 1;
+    const started = performance.now();
+    try {
+      const give = (failure: ProviderFailure, after?: number): void => {
+        tried.failed.push(failure);
+        if (after !== undefined) retryAfter = Math.min(retryAfter ?? after, after);
+        coolDown(upstream, o.cooldownMs, after);
+        o.onFailover?.(failure);
+      };
+      let res: HttpForwardResponse;
       try {
-        const give = (failure: ProviderFailure, after?: number): void => {
-          tried.failed.push(failure);
-          if (after !== undefined) retryAfter = Math.min(retryAfter ?? after, after);
-          coolDown(upstream, o.cooldownMs, after);
-          o.onFailover?.(failure);
-        };
-        let res: HttpForwardResponse;
-        try {
-          res = await upstream.forward({
-            method: ctx.method,
-            path: o.path ?? ctx.url,
-            ...providerRequest(ctx, upstream, headers, body),
-            signal,
-            timeoutMs: o.timeoutMs,
-            trace: ctx.state.trace,
-          });
-        } catch (err) {
-          const reason = failover ? failureOfError(err) : undefined;
-          if (reason === undefined || signal.aborted) throw err;
-          give({ upstream: upstream.name, reason });
-          if (last) throw noProviderError(tried.failed, retryAfter);
-          continue;
-        }
-        if (failover && failedStatus(res.status)) {
-          discard(res);
-          give(
-            { upstream: upstream.name, reason: 'status', status: res.status },
-            retryAfterMs(res.headers['retry-after']),
-          );
-          if (last) throw noProviderError(tried.failed, retryAfter);
-          continue;
-        }
-        // upstreamResponseHeaders leaves lower-case names and no undefined value: adopted, not copied.
-        const init = { status: res.status, headers: upstreamResponseHeaders(res.headers), headersNormalised: true };
-        try {
-          const answer = await answerBody(ctx, res);
-          // A stream that ends or fails before its first byte gave the client nothing: the next may answer.
-          const first =
-            failover && answer instanceof Readable ? await firstBytes(answer, o.firstByteTimeoutMs ?? 120000) : 'data';
-          if (first !== 'data' && !signal.aborted) {
-            (answer as Readable).destroy();
-            give({ upstream: upstream.name, reason: first === 'timeout' ? 'timeout' : 'broken' });
-            if (last) throw noProviderError(tried.failed, retryAfter);
-            continue;
-          }
-          ctx.state.answer = new Answer(ctx, { ...init, body: answer });
-        } catch (err) {
-          // The upstream's deadline passed while the body was read: a timeout (504), not a cut-short answer.
-          const cause = (err as { cause?: unknown }).cause;
-          const timedOut = isUninspectable(err) && cause instanceof GatewayError && cause.kind === 'upstream_timeout';
-          if (!timedOut && !isUninspectable(err)) throw err;
-          // Read whole, nothing of it reached the client: the next upstream may answer instead.
-          if (failover && !signal.aborted) {
-            give({ upstream: upstream.name, reason: timedOut ? 'timeout' : 'broken' });
-            if (last) throw noProviderError(tried.failed, retryAfter);
-            continue;
-          }
-          if (timedOut) throw cause;
-          // Cut short while read whole: the stages' readers refuse it, and it is never sent as a success.
-          ctx.state.answer = Answer.broken(ctx, init, err);
-        }
-        tried.served = upstream.name;
-        if (failover) recovered(upstream);
-        return;
-      } finally {
-        o.observe(upstream.name, (performance.now() - started) / 1000);
+        res = await upstream.forward({
+          method: ctx.method,
+          path: o.path ?? ctx.url,
+          ...providerRequest(ctx, upstream, headers, body),
+          signal,
+          timeoutMs: o.timeoutMs,
+          trace: ctx.state.trace,
+        });
+      } catch (err) {
+        const reason = failover ? failureOfError(err) : undefined;
+        if (reason === undefined || signal.aborted) throw err;
+        give({ upstream: upstream.name, reason });
+        if (last) throw noProviderError(tried.failed, retryAfter);
+        continue;
       }
+      if (failover && failedStatus(res.status)) {
+        discard(res);
+        give(
+          { upstream: upstream.name, reason: 'status', status: res.status },
+          retryAfterMs(res.headers['retry-after']),
+        );
+        if (last) throw noProviderError(tried.failed, retryAfter);
+        continue;
+      }
+      // upstreamResponseHeaders leaves lower-case names and no undefined value: adopted, not copied.
+      const init = { status: res.status, headers: upstreamResponseHeaders(res.headers), headersNormalised: true };
+      try {
+        const answer = await answerBody(ctx, res);
+        // A stream that ends or fails before its first byte gave the client nothing: the next may answer.
+        const first =
+          failover && answer instanceof Readable
+            ? await firstBytes(answer, o.firstByteTimeoutMs ?? 120000, signal)
+            : 'data';
+        if (signal.aborted) {
+          if (answer instanceof Readable) answer.destroy();
+          throw new GatewayError('bad_request', 'Request aborted by the client');
+        }
+        if (first !== 'data') {
+          (answer as Readable).destroy();
+          give({ upstream: upstream.name, reason: first === 'timeout' ? 'timeout' : 'broken' });
+          if (last) throw noProviderError(tried.failed, retryAfter);
+          continue;
+        }
+        ctx.state.answer = new Answer(ctx, {
+          ...init,
+          body: answer,
+          cancel: signal,
+          readTimeout: wholeReadTimeout(upstream.name, o.timeoutMs ?? res.timeoutMs),
+        });
+      } catch (err) {
+        // The upstream's deadline passed while the body was read: a timeout (504), not a cut-short answer.
+        const cause = (err as { cause?: unknown }).cause;
+        const timedOut = isUninspectable(err) && cause instanceof GatewayError && cause.kind === 'upstream_timeout';
+        if (!timedOut && !isUninspectable(err)) throw err;
+        // Read whole, nothing of it reached the client: the next upstream may answer instead.
+        if (failover && !signal.aborted) {
+          give({ upstream: upstream.name, reason: timedOut ? 'timeout' : 'broken' });
+          if (last) throw noProviderError(tried.failed, retryAfter);
+          continue;
+        }
+        if (timedOut) throw cause;
+        // Cut short while read whole: the stages' readers refuse it, and it is never sent as a success.
+        ctx.state.answer = Answer.broken(ctx, init, err);
+      }
+      tried.served = upstream.name;
+      if (failover) recovered(upstream);
+      return;
+    } finally {
+      o.observe(upstream.name, (performance.now() - started) / 1000);
     }
-  } finally {
-    ClientAbort.unwatch(ctx.res);
   }
+}
+
+/** A streamed answer a stage reads whole must be in within the response timeout (else 504). */
+function wholeReadTimeout(upstream: string, ms: number | undefined): ReadTimeout | undefined {
+  if (ms === undefined) return undefined;
+  return {
+    ms,
+    error: () =>
+      new GatewayError('upstream_timeout', `Upstream did not send its whole answer within ${ms} ms`, {
+        details: { upstream, timeout_ms: ms },
+      }),
+  };
 }
 
 /**
@@ -178,10 +199,11 @@ function parseJson(body: Buffer | string): unknown {
 
 /**
  * Waits for a streamed answer's first bytes and puts them back: `data` once they came, `ended`
- * when the stream ended or failed first, `timeout` when none came within `ms` (a provider that
- * sent its headers and nothing else, or hangs).
+ * when the stream ended or failed first (or the client went away), `timeout` when none came
+ * within `ms` (a provider that sent its headers and nothing else, or hangs). The stream is left
+ * paused: every reader of an answer resumes it (a `data` listener alone would not).
  */
-function firstBytes(body: Readable, ms: number): Promise<'data' | 'ended' | 'timeout'> {
+function firstBytes(body: Readable, ms: number, signal: ClientAbort): Promise<'data' | 'ended' | 'timeout'> {
   return new Promise((resolve) => {
     const timer = setTimeout(() => done('timeout'), ms);
     const done = (outcome: 'data' | 'ended' | 'timeout'): void => {
@@ -190,6 +212,7 @@ function firstBytes(body: Readable, ms: number): Promise<'data' | 'ended' | 'tim
       body.off('end', onEnd);
       body.off('close', onEnd);
       body.off('error', onEnd);
+      signal.off('abort', onEnd);
       if (outcome === 'timeout') body.pause();
       resolve(outcome);
     };
@@ -204,6 +227,7 @@ function firstBytes(body: Readable, ms: number): Promise<'data' | 'ended' | 'tim
     body.once('end', onEnd);
     body.once('close', onEnd);
     body.once('error', onEnd);
+    signal.once('abort', onEnd);
   });
 }
 

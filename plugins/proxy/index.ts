@@ -73,7 +73,9 @@ export default definePlugin<ProxyOptions>({
         minimum: 1,
         description:
           "Overrides the upstream's `timeout_ms`: the time allowed for the answer's headers; with the upstream's " +
-          '`retry:` (or several endpoints), for the whole request, every try and backoff included.',
+          '`retry:` (or several endpoints), for the whole request, every try and backoff included. An answer that a ' +
+          'stage reads whole (a policy, an audit) must also be complete within it from its headers (else ' +
+          '`upstream_timeout`), so a stalled upstream never holds a request slot longer.',
       },
       forward_headers: {
         type: 'array',

@@ -15,6 +15,7 @@
 import { Readable } from 'node:stream';
 import { GatewayError } from '../errors.ts';
 import type { GatewayContext } from '../state.ts';
+import type { ClientAbort } from '../util/client-abort.ts';
 import { checkDecodable, decodeBody, decodingStream, encodingsOf } from './decode.ts';
 import { type SseFilter, SseFilterTransform } from './event-stream.ts';
 import type { AnswerGuard } from './guard.ts';
@@ -33,6 +34,14 @@ export interface AnswerInit {
    * leaves them): the object is adopted rather than copied, a copy per request saved.
    */
   headersNormalised?: boolean;
+  /**
+   * A streamed body read whole by a stage must be in within this time (the upstream's response
+   * timeout), else the read fails 504 `upstream_timeout`: a stalled upstream never holds the
+   * request (and its `max_concurrent` slot) longer.
+   */
+  readTimeout?: ReadTimeout;
+  /** The client's signal (ClientAbort): when the client goes away, a streamed body is released. */
+  cancel?: ClientAbort;
 }
 
 /**
@@ -63,6 +72,9 @@ export class Answer {
   /** The upstream cut the body short before it could be read whole. */
   #broken: Error | undefined;
   #written = false;
+  #readTimeout: ReadTimeout | undefined;
+  /** The client went away and the streamed body was released. */
+  #cancelled = false;
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -78,9 +90,25 @@ export class Answer {
       }
     }
     const body = init.body ?? null;
-    if (body instanceof Readable) this.#stream = body;
-    else if (body !== null) this.#bytes = body;
+    if (body instanceof Readable) {
+      this.#stream = body;
+      this.#readTimeout = init.readTimeout;
+      if (init.cancel) this.#releaseOnAbort(init.cancel, body);
+    } else if (body !== null) this.#bytes = body;
     this.#encodings = encodingsOf(this.headers['content-encoding']);
+  }
+
+  #releaseOnAbort(cancel: ClientAbort, body: Readable): void {
+    const onAbort = (): void => {
+      this.#cancelled = true;
+      release(body);
+    };
+    if (cancel.aborted) {
+      onAbort();
+      return;
+    }
+    cancel.once('abort', onAbort);
+    body.once('close', () => cancel.off('abort', onAbort));
   }
 
   /**
@@ -163,7 +191,7 @@ export class Answer {
       if (this.#stream) {
         const stream = this.#stream;
         this.#stream = undefined;
-        this.#bytes = await readWhole(stream, this.#limit);
+        this.#bytes = await this.#readStream(stream);
       } else if (this.#parsed) {
         this.#bytes = Buffer.from(JSON.stringify(this.#json) ?? '');
       } else this.#bytes = Buffer.alloc(0);
@@ -178,16 +206,28 @@ export class Answer {
     return this.#bytes;
   }
 
-  /**
-   * The body parsed as JSON, read and parsed once; `undefined` for an empty body. Throws
-   * UninspectableAnswer when the content type is not JSON or the body does not parse (a cut-short
-   * answer included).
-   */
+  async #readStream(stream: Readable): Promise<Buffer> {
+    try {
+      return await readWhole(stream, this.#limit, this.#readTimeout);
+    } catch (err) {
+      // Neither is the answer's fault to pass or refuse: the client left, or the body never came.
+      if (this.#cancelled) throw new GatewayError('bad_request', 'Request aborted by the client', { cause: err });
+      const cause = (err as { cause?: unknown }).cause;
+      if (cause instanceof GatewayError && cause.kind === 'upstream_timeout') throw cause;
+      throw err;
+    }
+  }
+
   /** The JSON body if it was read (or set) already, else undefined: never reads it. */
   get readJson(): unknown {
     return this.#parsed ? this.#json : undefined;
   }
 
+  /**
+   * The body parsed as JSON, read and parsed once; `undefined` for an empty body. Throws
+   * UninspectableAnswer when the content type is not JSON or the body does not parse (a cut-short
+   * answer included).
+   */
   async json(): Promise<unknown> {
     if (this.#parsed) return this.#json;
     const type = this.contentType;
@@ -341,24 +381,59 @@ function streamEvents(ctx: GatewayContext): void {
 
 /**
  * Reads a stream whole, refusing more than `limit` bytes (event listeners: cheaper than async
- * iteration). A stream that fails before its end is UninspectableAnswer `truncated`.
+ * iteration). A stream that fails or is destroyed before its end is UninspectableAnswer
+ * `truncated`; one that is not whole within `timeout` is destroyed with its error (the cause of
+ * the `truncated`). The stream may have been paused explicitly (the first-byte wait of a provider
+ * list does): it is resumed here, as a `data` listener alone would not.
  */
-export function readWhole(stream: Readable, limit: number): Promise<Buffer> {
+export function readWhole(stream: Readable, limit: number, timeout?: ReadTimeout): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    stream.on('data', (chunk: Buffer) => {
+    const timer = timeout ? setTimeout(() => stream.destroy(timeout.error()), timeout.ms) : undefined;
+    const settle = (): void => {
+      clearTimeout(timer);
+      stream.off('data', onData);
+      stream.off('end', onEnd);
+      stream.off('error', onError);
+      stream.off('close', onClose);
+    };
+    const onData = (chunk: Buffer): void => {
       size += chunk.length;
       if (size > limit) {
+        settle();
+        stream.on('error', () => {});
         stream.destroy();
         reject(new UninspectableAnswer('too_large', `the answer is larger than ${limit} bytes`));
         return;
       }
       chunks.push(chunk);
-    });
-    stream.once('end', () => resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)));
-    stream.once('error', (err) => reject(truncated(err)));
+    };
+    const onEnd = (): void => {
+      settle();
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
+    };
+    const onError = (err: Error): void => {
+      settle();
+      reject(truncated(err));
+    };
+    // Destroyed without an error (the client went away and the answer was released): cut short.
+    const onClose = (): void => {
+      settle();
+      reject(truncated(new Error('the answer was released before it was read whole')));
+    };
+    stream.on('data', onData);
+    stream.once('end', onEnd);
+    stream.once('error', onError);
+    stream.once('close', onClose);
+    stream.resume();
   });
+}
+
+/** A bound on the time a whole read may take, and the error it fails with (an upstream_timeout). */
+export interface ReadTimeout {
+  ms: number;
+  error(): Error;
 }
 
 function truncated(cause: Error): UninspectableAnswer {

@@ -411,7 +411,12 @@ const httpSchema = (kinds: string[], withProtocol: boolean, balanced: boolean, p
     url: urlSchema,
     ...(balanced ? balancingProperties : {}),
     connect_timeout_ms: ms(5000),
-    timeout_ms: { ...ms(30000), description: 'Time allowed for the response headers (504 after it).' },
+    timeout_ms: {
+      ...ms(30000),
+      description:
+        'Time allowed for the response headers (504 after it); a streamed answer that a stage reads whole must ' +
+        'also be complete within it from its headers.',
+    },
     body_timeout_ms: { ...ms(0, 0), description: 'Idle time allowed between body chunks; 0 = none (SSE).' },
     connections: { ...ms(64), description: 'Connection pool size.' },
     max_requests: {

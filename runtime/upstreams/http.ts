@@ -117,7 +117,7 @@ export class HttpUpstreamImpl implements HttpUpstream {
       else deadline.clear();
       const bodyMs = this.config.body_timeout_ms;
       if (bodyMs > 0) watchBodyIdle(res.body, bodyMs, () => bodyTimeoutError(this.name, bodyMs));
-      return { status: res.statusCode, headers: res.headers, body: res.body };
+      return { status: res.statusCode, headers: res.headers, body: res.body, timeoutMs: timeouts.responseMs };
     } catch (err) {
       deadline.clear();
       if (isUnreachable(err)) this.state.down(describeFailure(err));

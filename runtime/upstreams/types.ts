@@ -54,6 +54,11 @@ export interface HttpForwardResponse {
   headers: Record<string, string | string[] | undefined>;
   /** The body as a stream, so SSE and chunked answers pass through unbuffered. */
   body: Readable;
+  /**
+   * The response timeout this request ran under (ms): a caller that reads the body whole bounds
+   * the read by it (the upstream's deadline stops at the headers of a streamed answer).
+   */
+  timeoutMs?: number;
 }
 
 /** `http`, `jsonrpc` (JSON-RPC over HTTP) and `openai` upstreams: raw HTTP forwarding. */

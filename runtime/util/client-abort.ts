@@ -24,8 +24,13 @@ export class ClientAbort extends EventEmitter {
     this.emit('abort');
   }
 
-  /** Aborts when `res` closes before it finished (the client disconnected). Undo with unwatch(). */
+  /**
+   * Aborts when `res` closes before it finished (the client disconnected). Undo with unwatch(),
+   * or leave it for the response's life. A response watched already gives its signal again.
+   */
   static watch(res: ServerResponse): ClientAbort {
+    const watched = (res as Watched)[watcher];
+    if (watched) return watched;
     const signal = new ClientAbort();
     (res as Watched)[watcher] = signal;
     res.once('close', onResponseClose);

@@ -21,7 +21,29 @@ import { openAiHandler, type RecordedRequest } from '../helpers/openai-backend.t
 const adminToken = 'test-admin-token';
 const awsKey = 'AKIAZ7Q3K5M2N8P4R6T1';
 
-type Mode = 'ok' | 'hang' | '429' | '503' | 'die-mid-stream' | 'headers-only' | 'headers-then-hang';
+type Mode =
+  | 'ok'
+  | 'hang'
+  | '429'
+  | '503'
+  | 'die-mid-stream'
+  | 'headers-only'
+  | 'headers-then-hang'
+  | 'chunked'
+  | 'large'
+  | 'body-then-hang';
+
+/** A chat completion as OpenAI answers it, with `content` as the assistant's message. */
+function completion(content: string): string {
+  return JSON.stringify({
+    id: 'chatcmpl-1',
+    object: 'chat.completion',
+    created: 1,
+    model: 'gpt-4o-mini',
+    choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 },
+  });
+}
 
 /** An OpenAI-compatible provider whose behaviour a test switches; it checks its own API key. */
 interface Provider {
@@ -71,6 +93,27 @@ async function startProvider(name: string, mode: Mode = 'ok'): Promise<Provider>
         setTimeout(() => res.socket?.destroy(), 20);
         return;
       }
+      if (provider.mode === 'chunked') {
+        // JSON without Content-Length: Transfer-Encoding: chunked, in two writes.
+        const body = completion(`[${name}] ${reply(requests.at(-1)!)}`);
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write(body.slice(0, 20));
+        setTimeout(() => res.end(body.slice(20)), 10);
+        return;
+      }
+      if (provider.mode === 'large') {
+        // ~100 KiB with its Content-Length: more than the proxy buffers itself (64 KiB), so streamed.
+        const body = completion(`[${name}] ${'lorem ipsum '.repeat(8500)}`);
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+        return;
+      }
+      if (provider.mode === 'body-then-hang') {
+        // The answer's headers and its first bytes, then nothing (the connection stays open).
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{"id":"chatcmpl-1","object":"chat.completion",');
+        return;
+      }
       if (provider.mode === 'die-mid-stream') {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         const chunk = {
@@ -106,6 +149,7 @@ async function refusedUrl(): Promise<string> {
 }
 
 let svc: StartedService;
+const maxConcurrent = 12;
 const p: Record<string, Provider> = {};
 let refused2: string;
 const providerKeys: string[] = [];
@@ -124,6 +168,10 @@ const tenants = {
   mapped: ['failing3', 'mapped'],
   egress: ['failing4', 'good'],
   flaky: ['flaky', 'good'],
+  chunked: ['chunky', 'good'],
+  large: ['big', 'good'],
+  stuck: ['stuck', 'good'],
+  stuckAlone: ['stuck2'],
   single: ['good'],
 } as const;
 const keyOf = (tenant: keyof typeof tenants) => `sk-tenant-${tenant}`;
@@ -139,6 +187,10 @@ beforeAll(async () => {
   p.mute = await startProvider('mute', 'headers-only');
   p.stalled = await startProvider('stalled', 'headers-then-hang');
   p.dier.mode = 'die-mid-stream';
+  p.chunky = await startProvider('chunky', 'chunked');
+  p.big = await startProvider('big', 'large');
+  p.stuck = await startProvider('stuck', 'body-then-hang');
+  p.stuck2 = await startProvider('stuck2', 'body-then-hang');
   refused2 = await refusedUrl();
 
   const dir = mkdtempSync(join(tmpdir(), 'failover-'));
@@ -167,7 +219,7 @@ beforeAll(async () => {
   for (const name of Object.keys(p)) {
     if (name === 'mapped') upstream(name, p[name].url, 5000, ', model_map: { gpt-4o-mini: provider-mini-2024 }');
     else if (name === 'gone') upstream(name, p[name].url, 5000, ', health_check: { interval_ms: 600000 }');
-    else upstream(name, p[name].url, name === 'hung' ? 300 : 5000);
+    else upstream(name, p[name].url, name === 'hung' ? 300 : name === 'stuck2' ? 800 : 5000);
   }
   upstream('gone2', refused2, 5000);
   // A stream's first byte is awaited 1 s on the chat route here (default 120 s).
@@ -178,6 +230,8 @@ beforeAll(async () => {
   ).routes[0]!;
   const proxyAt = chatRoute.pipeline.findIndex((stage) => 'proxy' in stage);
   set.push(`routes.0.pipeline.${proxyAt}.proxy.first_byte_timeout_ms=1000`);
+  // As few request slots as the attacker of issue 29 found (12): stuck requests would fill them.
+  set.push(`limits.max_concurrent=${maxConcurrent}`);
   // The provider keys come from the environment (api_key_env), as an operator would set them.
   Object.assign(process.env, env);
   providerKeys.push(...Object.keys(env));
@@ -410,3 +464,68 @@ describe('a failing provider leaves the front of the line, and comes back', () =
     expect((await third.json()).choices[0].message.content).toBe('[flaky] You said: three');
   });
 });
+
+describe('provider lists deliver any framing, and never hold a request slot', () => {
+  it('a JSON answer without Content-Length (chunked) is delivered whole', async () => {
+    const res = await chat('chunked', 'chunks please');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-filter-provider')).toBe('chunky');
+    expect((await res.json()).choices[0].message.content).toBe('[chunky] You said: chunks please');
+  });
+
+  it('a ~100 KiB answer with Content-Length (streamed by the proxy) is delivered whole', async () => {
+    const res = await chat('large', 'a long one');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-filter-provider')).toBe('big');
+    const content = (await res.json()).choices[0].message.content as string;
+    expect(content.length).toBe('[big] '.length + 'lorem ipsum '.length * 8500);
+  });
+
+  it('clients that leave while a provider stalls mid-answer release their slots', async () => {
+    const before = p.stuck.requests.length;
+    const clients = Array.from({ length: maxConcurrent }, () => new AbortController());
+    const pending = clients.map((c) =>
+      fetch(`${svc.url}/v1/chat/completions`, {
+        method: 'POST',
+        signal: c.signal,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${keyOf('stuck')}` },
+        body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hello' }] }),
+      }).catch((err: Error) => err),
+    );
+    // Every slot is taken by a request whose answer started and stalled.
+    await waitFor(() => p.stuck.requests.length - before === maxConcurrent);
+    expect((await fetch(`${svc.url}/health`)).status).toBe(503);
+    for (const c of clients) c.abort();
+    await Promise.all(pending);
+    // The slots come back once the clients are gone: health and every tenant answer again.
+    await waitFor(async () => (await fetch(`${svc.url}/health`)).status === 200);
+    const res = await chat('single', 'still there?');
+    expect(res.status).toBe(200);
+  });
+
+  it('a provider that stalls mid-answer while the client waits: refused at its timeout, slot released', async () => {
+    const res = await chat('stuckAlone', 'hello');
+    // The OpenAI dialect answers every backend failure 502 backend_error; the message says which.
+    expect(res.status).toBe(502);
+    const body = await res.json();
+    expect(body.error).toMatchObject({ type: 'backend_error', details: { upstream: 'stuck2', timeout_ms: 800 } });
+    expect(body.error.message).toContain('whole answer within 800 ms');
+    await waitFor(async () => (await inFlight()) === 0);
+  });
+});
+
+/** Polls until `check` holds (bounded: 10 s). */
+async function waitFor(check: () => boolean | Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (await check()) return;
+    await sleep(50);
+  }
+  throw new Error('condition not reached within 10 s');
+}
+
+/** `switchyard_requests_in_flight` of the service, read from its metrics listener. */
+async function inFlight(): Promise<number> {
+  const text = await (await fetch(`${svc.metricsUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith('switchyard_requests_in_flight'));
+  return Number(line?.split(' ').at(-1));
+}
