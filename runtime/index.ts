@@ -10,6 +10,7 @@ export { jsonDepth, readBody, readJson, readJsonObject, requireJsonContentType }
 export { isLoopbackHost } from './config/exposure.ts';
 export { recordDecision } from './decisions.ts';
 export type { Dialect, RenderedError } from './dialects.ts';
+export type { DryRun, DryRunAnswer, DryRunObservation, DryRunRequest, DryRunResult } from './dry-run.ts';
 export type { ErrorKind, GatewayErrorOptions } from './errors.ts';
 export { GatewayError, isGatewayError, toGatewayError } from './errors.ts';
 export { effectiveMode, enforcementModes, type Mode } from './mode.ts';

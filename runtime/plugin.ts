@@ -7,6 +7,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
+import type { DryRunRequest, DryRunResult } from './dry-run.ts';
 import type { GatewayError } from './errors.ts';
 import type { Mode } from './mode.ts';
 import type { MetricsKit } from './observability/metrics.ts';
@@ -59,6 +60,11 @@ export interface ServiceInfo {
    * only: in cluster mode, this worker's).
    */
   connections?: () => ConnectionsSnapshot;
+  /**
+   * Runs a request through a route of this service as a dry run (runtime/dry-run.ts): the real
+   * pipeline, without side effects. Set once the service runs.
+   */
+  dryRun?: (request: DryRunRequest) => Promise<DryRunResult>;
 }
 
 export interface ServiceReloadResult {
@@ -131,6 +137,12 @@ export interface StageInstance {
    * flight until it closes. A plain (non-upgrade) request on the route still goes to `handle`.
    */
   upgrade?(req: IncomingMessage, socket: Duplex, head: Buffer, info: UpgradeInfo): Promise<UpgradedConnection>;
+  /**
+   * What the stage does in a dry run instead of `handle` (runtime/dry-run.ts), when it has an effect
+   * outside the request: answer without calling the upstream, resolve the identity the dry run
+   * names, keep the records it would write on `ctx.state.dryRun`. Else the plugin's `dryRun` says.
+   */
+  dryRun?: Stage;
 }
 
 export interface UpgradeInfo {
@@ -187,6 +199,13 @@ export interface PluginDefinition<O = Record<string, unknown>> {
   needs?: StateFields<O>;
   /** Request-state fields this stage writes for the stages after it. */
   provides?: StateFields<O>;
+  /**
+   * In a dry run (runtime/dry-run.ts): `run` — the stage has no effect outside the request (it
+   * reads, checks, decides), so it runs as it is; `skip` — it is left out (a counter a dry run must
+   * not move, e.g. a rate limit). Unset, and no `dryRun` handler on the instance: a route with the
+   * stage cannot be dry-run (refused, naming it).
+   */
+  dryRun?: 'run' | 'skip';
   create(options: O, env: PluginEnv): StageInstance | Stage | Promise<StageInstance | Stage>;
 }
 

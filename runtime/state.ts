@@ -7,6 +7,7 @@
 import type { Next, ParameterizedContext } from 'koa';
 import type { Answer } from './answer/answer.ts';
 import type { Dialect } from './dialects.ts';
+import type { DryRun } from './dry-run.ts';
 import type { Mode } from './mode.ts';
 import type { RequestTrace } from './observability/request-trace.ts';
 
@@ -148,6 +149,11 @@ export interface GatewayState {
   answer?: Answer;
   /** W3C trace context to send upstream (`traceparent` header value). */
   traceparent?: string;
+  /**
+   * Set on a dry run only (runtime/dry-run.ts): the request runs the route's pipeline without
+   * side effects; stages with a dry-run handler read what it brings and report on it.
+   */
+  dryRun?: DryRun;
   /** Upstream wait time and, when tracing is on, the current span: pass it to upstream calls. */
   trace?: RequestTrace;
   /** Free-form notes stages leave for later stages, logs and response metadata. */

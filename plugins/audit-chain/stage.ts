@@ -33,6 +33,7 @@ import {
   type SseEvent,
   type SseFilter,
   type SseVerdict,
+  type Stage,
 } from '../../runtime/index.ts';
 import type { AuditChain, AuditEntry } from './api.ts';
 
@@ -55,8 +56,11 @@ export default definePlugin<{ chain?: string }>({
   create(options, env) {
     const name = options.chain ?? 'audit';
     const chain = env.resource<AuditChain>(name);
-    return {
-      async handle(ctx, next) {
+    /** The stage writing to `into`: the chain, or a dry run's list of records. */
+    const stage =
+      (into: (ctx: GatewayContext) => AuditChain): Stage =>
+      async (ctx, next) => {
+        const chain = into(ctx);
         try {
           await next();
         } catch (err) {
@@ -74,11 +78,30 @@ export default definePlugin<{ chain?: string }>({
         if (recordsAll(ctx, chain) || recorders.has(ctx) || ctx.state.decisions?.some((d) => d.action !== 'allow')) {
           await flush(ctx, chain, true);
         }
-      },
+      };
+    return {
+      handle: stage(() => chain),
+      // A dry run (runtime/dry-run.ts): the same records, kept on the dry run instead of appended.
+      dryRun: stage((ctx) => dryRunChain(chain, ctx)),
       describe: () => ({ chain: name, record: chain.settings.record, store_prompt: chain.settings.store_prompt }),
     };
   },
 });
+
+/** A chain that keeps what would be appended on the request's dry run. */
+function dryRunChain(chain: AuditChain, ctx: GatewayContext): AuditChain {
+  const records = ctx.state.dryRun?.records ?? [];
+  return {
+    settings: chain.settings,
+    async appendAll(entries) {
+      records.push(...entries.map((e) => structuredClone(e)));
+      return [];
+    },
+    append: () => Promise.reject(new Error('not in a dry run')),
+    query: () => Promise.reject(new Error('not in a dry run')),
+    verify: () => Promise.reject(new Error('not in a dry run')),
+  };
+}
 
 /**
  * Watches a checked stream from outside the stages that check it: when they recorded a decision,

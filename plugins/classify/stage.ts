@@ -30,6 +30,7 @@ export interface ClassifyOptions {
 
 export default definePlugin<ClassifyOptions>({
   name: 'classify',
+  dryRun: 'run',
   description: 'Run classifiers on the request text (every field a model reads) into ctx.state.classifications.',
   needs: (o) => stateFieldOf(o.use_from),
   provides: ['classifications'],

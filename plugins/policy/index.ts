@@ -66,6 +66,7 @@ export interface PolicyOptions {
 
 export const policyPlugin = definePlugin<PolicyOptions>({
   name: 'policy',
+  dryRun: 'run',
   description: 'Evaluate json-logic policy rules over the message, SType, scores and caller; deny, allow or flag.',
   // What the rules read (classifiers, caller...) is in the policy files, not the options: only
   // the selector path is a need.
@@ -403,6 +404,46 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       return effectiveMode(options.mode, ctx.state.mode);
     }
 
+    /** The policies that apply to this request now. */
+    function applicableNow(ctx: GatewayContext): readonly string[] {
+      return applicable(store.current, ctx.state.stype?.id ?? null, ctx);
+    }
+
+    /**
+     * A dry run (runtime/dry-run.ts) is told what this stage saw: the policies it applied, every
+     * rule that matched (not only the deciding one), each classifier's score and spans, the mode.
+     */
+    function observe(
+      ctx: GatewayContext,
+      phase: string,
+      policies: readonly string[],
+      matches: RuleMatch[],
+      results: Results | undefined,
+      m: Mode,
+      streamed = false,
+    ): void {
+      const classifiers: Record<string, unknown> = {};
+      for (const [name, r] of Object.entries(results ?? {})) {
+        classifiers[name] = { score: r.score, label: r.label, confidence: r.confidence, spans: r.spans };
+      }
+      ctx.state.dryRun?.observations.push({
+        stage: env.stageId,
+        phase,
+        mode: m,
+        policies: [...policies],
+        ...(streamed ? { streamed: true } : {}),
+        matches: matches.map((x) => ({
+          policy: x.policy,
+          rule: x.rule,
+          action: x.action,
+          verb: x.verb,
+          score: x.score,
+          message: x.detail,
+        })),
+        classifiers,
+      });
+    }
+
     async function ingress(ctx: GatewayContext, next: Next): Promise<void> {
       const started = performance.now();
       const m = mode(ctx);
@@ -417,6 +458,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         throw blockError(refused);
       }
       const { decision, matches } = current.evaluate(names, data, options.phase);
+      if (ctx.state.dryRun) observe(ctx, options.phase, names, matches, ctx.state.classifications as Results, m);
       count(matches);
       record(ctx, decision);
       const flags = matches.filter((x) => x.action === 'flag');
@@ -491,6 +533,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       // Through classify(), not classifySync: whole answers read in one turn are classified together.
       const results = await (classifierSet as ClassifierSet).classify(egressNames, text);
       const { decision, matches } = evaluateAnswer(ctx, results);
+      if (ctx.state.dryRun) observe(ctx, 'egress', applicableNow(ctx), matches, results, mode(ctx));
       count(matches);
       const hidden = decision.action === 'allow' ? undefined : evidenceOf(results);
       record(ctx, hidden ? { ...decision, details: { ...decision.details, hidden } } : decision);
@@ -564,6 +607,9 @@ export const policyPlugin = definePlugin<PolicyOptions>({
 
       verdictOf({ decision, matches, results }: AnswerCheck): WindowVerdict {
         if (matches.length > 0) this.remember(matches);
+        if (this.ctx.state.dryRun && matches.length > 0) {
+          observe(this.ctx, 'egress', applicableNow(this.ctx), matches, results, mode(this.ctx), true);
+        }
         const spans = redactSpans(matches, results);
         const enforce = mode(this.ctx) === 'strict';
         return { decision: enforce ? decision : { action: 'allow' }, spans };
@@ -713,3 +759,5 @@ const LISTING_SLICE_CHARS = 64 * 1024;
  * work, ~10-40 ms per MiB for the Tier A patterns); real definitions are a few KiB.
  */
 const MAX_TOOL_DEFINITION_CHARS = 1024 * 1024;
+
+type Results = Record<string, ClassifierResult>;

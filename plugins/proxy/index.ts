@@ -8,8 +8,12 @@
  * backends) is a list of providers tried in turn (failover.ts); `ctx.state.providers` says which
  * one served and which failed before it.
  */
+import { Readable } from 'node:stream';
 import {
+  Answer,
+  type DryRunAnswer,
   definePlugin,
+  type GatewayContext,
   isHttpUpstream,
   isRpcUpstream,
   latencyBuckets,
@@ -204,6 +208,12 @@ export default definePlugin<ProxyOptions>({
         }
         return target(ctx, next);
       },
+      // A dry run: the answer it brings, as if the upstream the request would reach had sent it.
+      async dryRun(ctx) {
+        const choice = ctx.state.upstream ?? names;
+        ctx.state.providers = { served: typeof choice === 'string' ? choice : choice[0], failed: [] };
+        ctx.state.answer = dryRunAnswer(ctx, ctx.state.dryRun?.answer);
+      },
       health() {
         const h = upstream.health();
         return {
@@ -217,3 +227,15 @@ export default definePlugin<ProxyOptions>({
     };
   },
 });
+
+/** The answer of a dry run: the one it brings (an event stream's events one chunk each), else 204. */
+function dryRunAnswer(ctx: GatewayContext, answer: DryRunAnswer | undefined): Answer {
+  if (!answer) return new Answer(ctx, { status: 204 });
+  const headers: Record<string, string> = {};
+  for (const name in answer.headers) headers[name.toLowerCase()] = answer.headers[name] as string;
+  const sse = (headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream');
+  const body = sse
+    ? Readable.from(answer.body.split(/(?<=\n\n)/).map((event) => Buffer.from(event)))
+    : Buffer.from(answer.body);
+  return new Answer(ctx, { status: answer.status, headers, body });
+}

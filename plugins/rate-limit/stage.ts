@@ -28,6 +28,8 @@ export interface RateLimitOptions extends Omit<LimiterConfig, 'limit'> {
 
 export default definePlugin<RateLimitOptions>({
   name: 'rate-limit',
+  // A dry run asks what the checks decide, not whether the budget is there: it moves no counter.
+  dryRun: 'skip',
   description: 'Per-client rate limiting (memory or Redis) with X-RateLimit-* headers and 429 rate_limited',
   // `key: caller` without a caller counts every client by its address; the default key falls back
   // to the address by design, so only the explicit choice is a need.

@@ -125,6 +125,8 @@ async function readyWithin(tokenizer: Tokenizer, ms: number): Promise<void> {
 
 export default definePlugin<TokenLimitOptions>({
   name: 'token-limit',
+  // A dry run reserves nothing (see rate-limit).
+  dryRun: 'skip',
   description:
     'Per-client tokens per window for OpenAI chat/completions: reserve an estimate, settle with the answer’s usage; X-RateLimit-*-Tokens headers',
   needs: (o) => [...(o.key === 'caller' ? (['caller'] as const) : []), ...stateFieldOf(o.limit_from)],

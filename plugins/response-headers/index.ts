@@ -23,6 +23,7 @@ const defaultDecimals = 3;
 
 export default definePlugin<ResponseHeadersOptions>({
   name: 'response-headers',
+  dryRun: 'run',
   description: 'Set response headers from per-request state (SType, score, mode, request id...), on errors too.',
   options: {
     type: 'object',

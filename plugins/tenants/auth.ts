@@ -104,6 +104,26 @@ export default definePlugin<Options>({
         ctx.state.upstream = tenant.backends.length > 1 ? tenant.backends : tenant.backend;
         return next();
       },
+      /**
+       * A dry run names the tenant instead of presenting its key (an unknown one is a 404); its
+       * attributes, when it brings some, replace the tenant's (a what-if: another policy). Without
+       * a tenant the caller is anonymous, with only those attributes: the stages after fall back
+       * to their defaults for everything else.
+       */
+      dryRun(ctx, next) {
+        const run = ctx.state.dryRun;
+        const id = run?.identity;
+        const tenant = id === undefined ? undefined : directory.get(id);
+        if (id !== undefined && !tenant) {
+          throw new GatewayError('not_found', `Unknown tenant "${id}"`, { details: { tenant: id } });
+        }
+        const caller = tenant ? callerOf(tenant) : { id: 'dry-run', authenticated: false, attributes: {} };
+        ctx.state.caller = run?.attributes
+          ? { ...caller, attributes: { ...caller.attributes, ...run.attributes } }
+          : caller;
+        if (tenant) ctx.state.upstream = tenant.backends.length > 1 ? tenant.backends : tenant.backend;
+        return next();
+      },
       describe: () => ({ tenants: options.tenants, header, tenants_loaded: directory.list().length }),
     };
   },

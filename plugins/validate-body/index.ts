@@ -16,6 +16,7 @@ interface ValidateBodyOptions {
 
 export default definePlugin<ValidateBodyOptions>({
   name: 'validate-body',
+  dryRun: 'run',
   description: 'Validate the JSON request body against a JSON Schema; 400 naming the field on failure.',
   options: {
     type: 'object',

@@ -6,13 +6,14 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { commitAnswer, discardAnswer } from '../answer/answer.ts';
 import { discardBody, discardBound } from '../body.ts';
+import { dryRunOf, keepDryRunState } from '../dry-run.ts';
 import { GatewayError, toGatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
 import { latencyBuckets, requestsCounter } from '../observability/metrics.ts';
 import { newRequestTrace } from '../observability/request-trace.ts';
 import { startServerSpan, type Tracing, traceparentOf } from '../observability/tracing.ts';
 import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
-import type { GatewayContext } from '../state.ts';
+import type { GatewayContext, Stage } from '../state.ts';
 import { randomHex } from '../util/random-hex.ts';
 import { checkHostAndOrigin } from './host-check.ts';
 import { endServerSpan } from './server-span.ts';
@@ -149,7 +150,7 @@ export function createRequestCore(
           });
         }
         pipelineRan = true;
-        await route.handle(ctx, async () => {
+        await pipelineOf(route, ctx)(ctx, async () => {
           if (ctx.body === undefined && ctx.status === 404 && !ctx.state.answer) {
             throw new GatewayError('internal_error', 'The route pipeline produced no response (no terminal stage)');
           }
@@ -169,6 +170,7 @@ export function createRequestCore(
         renderError(ctx, refused, route, graph, logger);
         failure = refused.kind;
       } finally {
+        if (ctx.state.dryRun) keepDryRunState(ctx.req, ctx.state);
         graph.inflight--;
         inflight.n--;
         if (!pipelineRan) graph.info.refusedRequests = (graph.info.refusedRequests ?? 0) + 1;
@@ -211,6 +213,22 @@ function inflightCount(metrics: MetricsKit): { n: number } {
     });
   }
   return count;
+}
+
+/**
+ * The route's pipeline for this request: its dry-run pipeline for a dry run (runtime/dry-run.ts),
+ * which only an in-process caller can start; refused when a stage of the route has none.
+ */
+function pipelineOf(route: CompiledRoute, ctx: GatewayContext): Stage {
+  const dryRun = dryRunOf(ctx.req);
+  if (!dryRun) return route.handle;
+  if (typeof route.dryRun === 'string') {
+    throw new GatewayError('bad_request', `Route ${route.id} cannot be dry-run: ${route.dryRun}`, {
+      details: { route: route.id, reason: route.dryRun },
+    });
+  }
+  ctx.state.dryRun = dryRun;
+  return route.dryRun;
 }
 
 export function findRoute(graph: ServiceGraph, ctx: GatewayContext): CompiledRoute {

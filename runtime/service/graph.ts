@@ -29,6 +29,11 @@ export interface CompiledRoute {
   mode?: Mode;
   handle: Stage;
   stages: BuiltStage[];
+  /**
+   * The pipeline of a dry run (runtime/dry-run.ts): each stage's dry-run handler, or the stage as
+   * it is, or left out, as each declares; a string when a stage declares nothing (why it is refused).
+   */
+  dryRun: Stage | string;
 }
 
 export interface OwnedUpstream {
@@ -155,6 +160,7 @@ export async function buildGraph(loaded: LoadedService, deps: BuildDeps): Promis
         onUninspectable: stage.onUninspectable,
         instance,
         options: stage.options,
+        dryRun: def.dryRun,
       };
       stages.push(built);
       return built;
@@ -209,7 +215,22 @@ async function compileRoute(
       deps.logger,
     ),
     stages: built,
+    dryRun: dryRunPipeline(built, deps),
   };
+}
+
+/** A route's dry-run pipeline (see CompiledRoute.dryRun), composed at load like the real one. */
+function dryRunPipeline(built: BuiltStage[], deps: BuildDeps): Stage | string {
+  const stages: BuiltStage[] = [];
+  for (const s of built) {
+    if (s.instance.inactive) continue;
+    if (s.instance.dryRun) stages.push({ ...s, instance: { ...s.instance, handle: s.instance.dryRun } });
+    else if (s.dryRun === 'run') stages.push(s);
+    else if (s.dryRun !== 'skip') {
+      return `stage ${s.id} (${s.plugin}) may act outside the request and has no dry-run behaviour`;
+    }
+  }
+  return composePipeline(stages, deps.metrics, deps.logger);
 }
 
 /** What each resource describes of itself (for reload reports and status pages). */

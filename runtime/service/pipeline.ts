@@ -31,6 +31,8 @@ export interface BuiltStage {
   instance: StageInstance;
   /** The validated options the stage was created with. */
   options: Record<string, unknown>;
+  /** What its plugin declares for dry runs (runtime/dry-run.ts). */
+  dryRun?: 'run' | 'skip';
 }
 
 export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logger: Logger): Stage {

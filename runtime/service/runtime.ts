@@ -16,6 +16,7 @@ import { exposedListeners } from '../config/exposure.ts';
 import { type LoadOptions, loadService } from '../config/load.ts';
 import { ConfigError, type ConfigProblem } from '../config/source.ts';
 import type { ServiceConfig } from '../config/types.ts';
+import { injectDryRun } from '../dry-run.ts';
 import { connectionCounters } from '../observability/connection-metrics.ts';
 import { monitorEventLoop } from '../observability/event-loop.ts';
 import {
@@ -229,6 +230,8 @@ export class ServiceRuntime {
       this.connections,
     );
     this.info.mainUrl = localUrl(config.listen.host, this.info.ports.main, this.tls !== undefined);
+    const host = new URL(this.info.mainUrl).host;
+    this.info.dryRun = (request) => injectDryRun(serveMain, host, request);
     if (this.options.listeners === 'main') return;
 
     if (config.metrics && config.metrics.enabled !== false) {

@@ -421,3 +421,44 @@ export function mapChunkText(
   if (mapper.changed) dropLogprobs(copy);
   return copy;
 }
+
+/**
+ * A chat completion whose assistant message is `text`, as an OpenAI-compatible backend answers
+ * (a sample answer: what an operator's dry run checks at egress).
+ */
+export function completionOf(text: string, model: string): Record<string, unknown> {
+  return {
+    id: 'chatcmpl-sample',
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model,
+    choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' }],
+  };
+}
+
+/**
+ * The same answer as a stream (`text/event-stream`): the text in deltas of `chunkChars`
+ * characters (never cutting a surrogate pair), a final chunk and `[DONE]`.
+ */
+export function completionStreamOf(text: string, model: string, chunkChars = 16): string {
+  const base = {
+    id: 'chatcmpl-sample',
+    object: 'chat.completion.chunk',
+    created: Math.floor(Date.now() / 1000),
+    model,
+  };
+  const events: string[] = [];
+  const chunk = (delta: Record<string, unknown>, finish: string | null) =>
+    events.push(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+  chunk({ role: 'assistant', content: '' }, null);
+  for (let i = 0; i < text.length; ) {
+    let end = Math.min(text.length, i + chunkChars);
+    const last = text.charCodeAt(end - 1);
+    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end++;
+    chunk({ content: text.slice(i, end) }, null);
+    i = end;
+  }
+  chunk({}, 'stop');
+  events.push('data: [DONE]\n\n');
+  return events.join('');
+}
