@@ -99,7 +99,9 @@ describe('typed proxy, stdio upstream: one child per client session', () => {
     svc = await startService(config, {
       warmupMs: 15000,
       env: { PROXY_AUDIT_PATH: auditPath },
-      set: [`upstreams.everything.max_sessions=${MAX}`],
+      // One test client (one address) opens them all: its share is all of them here
+      // (typed-proxy-session-owners.test.ts tests the share).
+      set: [`upstreams.everything.max_sessions=${MAX}`, `upstreams.everything.max_sessions_per_client=${MAX}`],
     });
   });
   afterEach(async () => {
@@ -125,7 +127,10 @@ describe('typed proxy, stdio upstream: one child per client session', () => {
       expect((result.content as Array<{ text: string }>)[0]?.text).toContain(s.id);
     }
     const health = await (await fetch(`${svc.url}/health`)).json();
-    expect(health).toMatchObject({ status: 'healthy', sessions: { mode: 'per-client', live: 2, max: MAX } });
+    expect(health).toMatchObject({
+      status: 'healthy',
+      sessions: { mode: 'per-client', live: 2, max: MAX, max_per_client: MAX, clients: 1 },
+    });
     expect(await metric(svc, /^switchyard_upstream_sessions\{.*upstream="everything"/)).toBe(2);
   });
 
@@ -219,7 +224,8 @@ describe('typed proxy, stdio upstream: one child per client session', () => {
   });
 
   it(`the ${MAX + 1}th live session gets a clear 503, counted`, async () => {
-    const refused = /^switchyard_upstream_sessions_refused_total\{.*upstream="everything"/;
+    const refused =
+      /^switchyard_upstream_sessions_refused_total\{(?=.*upstream="everything")(?=.*reason="max_sessions")/;
     const before = await metric(svc, refused);
     for (let i = 0; i < MAX; i++) await connect(svc.url);
     const res = await post(svc.url, {
@@ -266,6 +272,7 @@ describe('typed proxy, stdio upstream: idle sessions are reaped', () => {
       env: { PROXY_AUDIT_PATH: join(auditDir, 'audit-1.db') },
       set: [
         'upstreams.everything.max_sessions=2',
+        'upstreams.everything.max_sessions_per_client=2',
         'upstreams.everything.session_idle_timeout_ms=800',
         'upstreams.everything.spare_sessions=1',
       ],
@@ -313,6 +320,7 @@ describe('typed proxy, stdio upstream, sessions: shared (stateless servers)', ()
       set: [
         'upstreams.everything.sessions=shared',
         'upstreams.everything.max_sessions=2',
+        'upstreams.everything.max_sessions_per_client=2',
         'upstreams.everything.call_timeout_ms=4000',
       ],
     });
