@@ -32,7 +32,10 @@ interface ClientSession {
   client: string;
   /** The subject it is bound to (SessionOwner.subject). */
   subject?: string;
-  /** From open() until its initialize has been answered: never reclaimed for another client. */
+  /**
+   * From open() until its first call (the client's initialize) has been answered: never reclaimed
+   * for another client. (The idle sweep still ends one whose initialize never comes.)
+   */
   opening: boolean;
 }
 
@@ -262,8 +265,12 @@ export class StdioUpstream implements RpcUpstream {
       const child = this.takeSpare(id) ?? this.spawnChild({ session: id });
       session.child = child;
       this.refillSpares();
+      // Starting counts as use: neither the idle sweep nor a reclaim ends it meanwhile.
+      session.inFlight++;
       try {
         await child.started(this.config.call_timeout_ms);
+        session.inFlight--;
+        session.lastUsed = Date.now();
       } catch (err) {
         await this.endSession(id, 'child did not start');
         throw new GatewayError('upstream_error', `Session child did not start: ${(err as Error).message}`, {
@@ -338,7 +345,7 @@ export class StdioUpstream implements RpcUpstream {
   private sweep(): void {
     const before = Date.now() - this.config.session_idle_timeout_ms;
     for (const [id, s] of this.live) {
-      if (s.inFlight === 0 && !s.opening && s.lastUsed < before) void this.endSession(id, 'idle');
+      if (s.inFlight === 0 && s.lastUsed < before) void this.endSession(id, 'idle');
     }
   }
 }

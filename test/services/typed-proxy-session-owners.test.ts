@@ -172,7 +172,7 @@ describe('without credentials: one address holds at most its share', () => {
     }
     // The attacker's sessions are its own to keep using (none was ended for the second client).
     for (const { session } of opened) expect((await attacker.rpc(session, 'ping')).status).toBe(200);
-  });
+  }, 60_000);
 });
 
 describe('when every session is taken: the longest-idle session of the client holding the most', () => {
@@ -220,7 +220,7 @@ describe('when every session is taken: the longest-idle session of the client ho
       expect((await clients[ip]!.rpc(s, 'tools/list')).status, ip).toBe(200);
     }
     expect(await sessionsHealth(svc)).toMatchObject({ live: 4, clients: 4 });
-  });
+  }, 60_000);
 
   it('a session with a call in flight is not taken, even when it was used first', async () => {
     const a1 = await openAs(clients[a]!);
@@ -228,13 +228,18 @@ describe('when every session is taken: the longest-idle session of the client ho
     await openAs(clients[b]!);
     await openAs(clients[c]!);
     // a1 starts a long call, then a2 is used: a1 was used longest ago, but it is busy.
+    let answered = false;
     const long = clients[a]!.rpc(a1, 'tools/call', {
       name: 'trigger-long-running-operation',
-      arguments: { duration: 1.5, steps: 3 },
+      arguments: { duration: 5, steps: 5 },
+    });
+    void long.then(() => {
+      answered = true;
     });
     await tick();
     expect((await clients[a]!.rpc(a2, 'tools/list')).status).toBe(200);
     await openAs(clients[d]!);
+    expect(answered).toBe(false); // a1's call was in flight when D opened its session
     expect((await clients[a]!.rpc(a2, 'tools/list')).status).toBe(404);
     opened.splice(
       opened.findIndex((o) => o.session === a2),
@@ -244,7 +249,7 @@ describe('when every session is taken: the longest-idle session of the client ho
     expect(answer.status).toBe(200);
     expect(JSON.stringify(answer.body.result)).toMatch(/Long running operation completed/);
     expect((await clients[a]!.rpc(a1, 'tools/list')).status).toBe(200);
-  });
+  }, 60_000);
 
   it('nobody holds more than the client asking: 503 max_sessions, and no session is ended', async () => {
     const held = await Promise.all([a, b, c, d].map((ip) => openAs(clients[ip]!)));
@@ -268,7 +273,7 @@ describe('when every session is taken: the longest-idle session of the client ho
     for (const [i, ip] of [a, b, c, d].entries()) {
       expect((await clients[ip]!.rpc(held[i]!, 'ping')).status).toBe(200);
     }
-  });
+  }, 60_000);
 
   it('a client at its share is refused before anything is taken for it', async () => {
     await openAs(clients[a]!);
@@ -279,7 +284,7 @@ describe('when every session is taken: the longest-idle session of the client ho
     expect(res.body.error?.message).toMatch(/holds 2 of 2 \(max_sessions_per_client/);
     expect(await evictions()).toBe(before);
     expect((await sessionsHealth(svc)).live).toBe(2);
-  });
+  }, 60_000);
 });
 
 describe('with OAuth: a session belongs to the subject that opened it', () => {
@@ -352,7 +357,7 @@ describe('with OAuth: a session belongs to the subject that opened it', () => {
     opened.splice(0);
     expect((await alice.end(session)).status).toBe(204);
     expect((await alice.rpc(session, 'ping')).status).toBe(404);
-  });
+  }, 60_000);
 
   it('shares are counted per subject: Alice at hers does not hold Bob back (same address)', async () => {
     await openAs(alice);
@@ -363,5 +368,5 @@ describe('with OAuth: a session belongs to the subject that opened it', () => {
     const bobs = await openAs(bob);
     expect((await bob.rpc(bobs, 'ping')).status).toBe(200);
     await until(async () => (await sessionsHealth(svc)).clients === 2, 2000);
-  });
+  }, 60_000);
 });

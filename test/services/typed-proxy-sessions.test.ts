@@ -273,7 +273,8 @@ describe('typed proxy, stdio upstream: idle sessions are reaped', () => {
       set: [
         'upstreams.everything.max_sessions=2',
         'upstreams.everything.max_sessions_per_client=2',
-        'upstreams.everything.session_idle_timeout_ms=800',
+        // Long enough for a loaded CI machine to get from one request to the next within it.
+        'upstreams.everything.session_idle_timeout_ms=3000',
         'upstreams.everything.spare_sessions=1',
       ],
     });
@@ -298,10 +299,10 @@ describe('typed proxy, stdio upstream: idle sessions are reaped', () => {
   it('a session idle past session_idle_timeout_ms loses its child; one in use keeps it', async () => {
     const idle = await connect(svc.url);
     const busy = await connect(svc.url);
+    // `busy` keeps calling; a long call in flight (longer than the idle timeout) counts as use too.
+    const call = busy.client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 6, steps: 2 } });
     const [pidIdle, pidBusy] = (await upstreamDetail(svc)).detail.session_pids;
-    // `busy` keeps calling; a long call in flight counts as use too.
-    const call = busy.client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 2, steps: 2 } });
-    await until(() => !alive(pidIdle!), 5000);
+    await until(() => !alive(pidIdle!), 8000);
     expect(alive(pidBusy!)).toBe(true);
     await call;
     const gone = await post(svc.url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, idle.id);
