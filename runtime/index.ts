@@ -94,6 +94,7 @@ export type {
   RpcSessions,
   RpcUpstream,
   SessionMode,
+  SessionOwner,
   Upstream,
   UpstreamHealth,
 } from './upstreams/types.ts';

@@ -9,6 +9,11 @@
  * requests must carry it (400 without it from an MCP client, 404 once it is unknown or expired)
  * and DELETE ends it. A request with neither the session header nor `MCP-Protocol-Version` is a
  * plain JSON-RPC client's (the seed's `POST /`): it goes to the gateway's own server session.
+ *
+ * A session belongs to the authenticated subject that opened it (session-owner.ts): with any
+ * other subject's credentials (or none) its id is answered 404, as an unknown one, on POST, GET
+ * and DELETE alike; and one client's share of the sessions is bounded (the upstream's
+ * `max_sessions_per_client`).
  */
 import {
   Answer,
@@ -19,6 +24,7 @@ import {
   type RpcUpstream,
   readJson,
 } from '../../runtime/index.ts';
+import { sessionOwner, subjectOf } from './session-owner.ts';
 
 /** `sessions: false` (the typed-send route, `via: call`): always the gateway's own session. */
 export async function proxyRpc(
@@ -28,16 +34,19 @@ export async function proxyRpc(
   sessions: RpcSessions | undefined = upstream.sessions,
 ): Promise<void> {
   const sessionId = sessions ? ctx.get('mcp-session-id') || undefined : undefined;
-  if (sessions && ctx.method === 'DELETE') return endSession(ctx, sessions, sessionId);
+  const subject = sessions ? subjectOf(ctx) : undefined;
+  if (sessions && ctx.method === 'DELETE') return endSession(ctx, sessions, sessionId, subject);
   if (ctx.method !== 'POST') {
+    // A stream of a session that is not the caller's is not found, before there is no stream at all.
+    if (sessions && sessionId !== undefined && !sessions.has(sessionId, subject)) throw unknownSession();
     const allow = sessions ? 'POST, DELETE' : 'POST';
     throw new GatewayError('method_not_allowed', `This endpoint accepts ${allow}`, { headers: { Allow: allow } });
   }
   const rpc = ctx.state.rpc ?? (await parseMessage(ctx));
   let session: string | undefined;
-  if (sessions && rpc?.method === 'initialize') session = await sessions.open();
+  if (sessions && rpc?.method === 'initialize') session = await sessions.open(sessionOwner(ctx));
   else if (sessionId !== undefined) {
-    if (!sessions?.has(sessionId)) throw unknownSession();
+    if (!sessions?.has(sessionId, subject)) throw unknownSession();
     session = sessionId;
   } else if (sessions && ctx.get('mcp-protocol-version')) throw sessionRequired();
   if (!rpc) return accepted(ctx);
@@ -48,14 +57,14 @@ export async function proxyRpc(
   try {
     response = await upstream.call(rpc, { timeoutMs, signal: abort.signal, session, trace: ctx.state.trace });
   } catch (err) {
-    if (rpc.method === 'initialize' && session) await sessions?.end(session);
+    if (rpc.method === 'initialize' && session) await sessions?.end(session, subject);
     throw err;
   } finally {
     ctx.res.off('close', onClose);
   }
   if (rpc.method === 'initialize' && session) {
     // A refused initialize opens nothing.
-    if (!response || response.error !== undefined) await sessions?.end(session);
+    if (!response || response.error !== undefined) await sessions?.end(session, subject);
     else ctx.set('Mcp-Session-Id', session);
   }
   if (!response) return accepted(ctx);
@@ -63,9 +72,14 @@ export async function proxyRpc(
   ctx.state.answer = Answer.fromJson(ctx, response);
 }
 
-async function endSession(ctx: GatewayContext, sessions: RpcSessions, id: string | undefined): Promise<void> {
+async function endSession(
+  ctx: GatewayContext,
+  sessions: RpcSessions,
+  id: string | undefined,
+  subject: string | undefined,
+): Promise<void> {
   if (id === undefined) throw sessionRequired();
-  if (!(await sessions.end(id))) throw unknownSession();
+  if (!(await sessions.end(id, subject))) throw unknownSession();
   ctx.body = null;
   ctx.status = 204;
 }

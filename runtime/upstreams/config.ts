@@ -143,6 +143,11 @@ export interface StdioUpstreamConfig {
   sessions?: 'per-client' | 'shared';
   /** Cap on live client sessions (per-client: children besides the gateway's own). */
   max_sessions?: number;
+  /**
+   * Cap on the live sessions of one client (its authenticated subject, else its address); default
+   * max(1, floor(max_sessions / 4)), at most max_sessions.
+   */
+  max_sessions_per_client?: number;
   /** A client session with no request for this long is ended (its child reaped). */
   session_idle_timeout_ms?: number;
   /** per-client: children started ahead of the next initialize, so a session's start is not waited for. */
@@ -215,9 +220,16 @@ export function stdioDefaults(c: StdioUpstreamConfig): ResolvedStdioConfig {
     call_timeout_ms: c.call_timeout_ms ?? 30000,
     sessions: c.sessions ?? 'per-client',
     max_sessions: c.max_sessions ?? 16,
+    max_sessions_per_client: sessionsPerClient(c),
     session_idle_timeout_ms: c.session_idle_timeout_ms ?? 300_000,
     spare_sessions: c.spare_sessions ?? 0,
   };
+}
+
+/** One client's share of `max_sessions`: as configured (at most all of them), else a quarter. */
+function sessionsPerClient(c: StdioUpstreamConfig): number {
+  const max = c.max_sessions ?? 16;
+  return Math.min(c.max_sessions_per_client ?? Math.max(1, Math.floor(max / 4)), max);
 }
 
 const ms = (def: number, min = 1) => ({ type: 'integer', minimum: min, default: def });
@@ -513,7 +525,19 @@ const stdioSchema = {
         'bound to the Mcp-Session-Id the gateway issues); `shared` (stateless servers) runs one for ' +
         "all and scopes each client's request ids and notifications to its own calls.",
     },
-    max_sessions: { ...ms(16), description: 'Live client sessions allowed (503 beyond).' },
+    max_sessions: {
+      ...ms(16),
+      description:
+        'Live client sessions allowed. When all are taken, an initialize from a client under its share ' +
+        'ends the longest-idle session of the client holding the most (more than it holds); else 503.',
+    },
+    max_sessions_per_client: {
+      type: 'integer',
+      minimum: 1,
+      description:
+        'Live sessions one client may hold (503 beyond): the authenticated subject, else the client address ' +
+        '(an IPv6 /64). Default: max(1, floor(max_sessions / 4)); at most max_sessions.',
+    },
     session_idle_timeout_ms: {
       ...ms(300000, 100),
       description: 'A client session with no request for this long is ended (its child reaped).',

@@ -6,6 +6,12 @@
  * calls, resources or subscriptions; with `sessions: shared` they share the gateway's child and
  * only their request ids and notifications are scoped. Sessions end on DELETE, when idle past
  * `session_idle_timeout_ms`, when their child dies, and with the upstream (reload, stop).
+ *
+ * Fairness: one client (its authenticated subject, else its address) holds at most
+ * `max_sessions_per_client` of the `max_sessions`. When all are taken, a client under its share
+ * still gets one: the longest-idle session (none in flight) of the client holding the most, if
+ * that client holds more than the one asking, is ended for it; otherwise 503. A session is bound
+ * to the subject that opened it: to any other (or to none) it does not exist.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -15,14 +21,25 @@ import type { JsonRpcRequest } from '../state.ts';
 import type { ResolvedStdioConfig } from './config.ts';
 import { SharedSubscriptions } from './shared-subscriptions.ts';
 import { StdioChild } from './stdio-child.ts';
-import type { RpcCallOptions, RpcSessions, RpcUpstream, UpstreamHealth } from './types.ts';
+import type { RpcCallOptions, RpcSessions, RpcUpstream, SessionOwner, UpstreamHealth } from './types.ts';
 
 interface ClientSession {
   /** Its own child (per-client); undefined while spawning and in shared mode. */
   child?: StdioChild;
   lastUsed: number;
   inFlight: number;
+  /** What its share is counted by (SessionOwner.client). */
+  client: string;
+  /** The subject it is bound to (SessionOwner.subject). */
+  subject?: string;
+  /**
+   * From open() until its first call (the client's initialize) has been answered: never reclaimed
+   * for another client. (The idle sweep still ends one whose initialize never comes.)
+   */
+  opening: boolean;
 }
+
+type Refusal = 'max_sessions' | 'per_client';
 
 export class StdioUpstream implements RpcUpstream {
   readonly kind = 'stdio';
@@ -34,7 +51,8 @@ export class StdioUpstream implements RpcUpstream {
   private readonly subscriptions?: SharedSubscriptions;
   private readonly sweeper?: NodeJS.Timeout;
   private readonly count?: (n: number) => void;
-  private readonly refused?: () => void;
+  private readonly refused?: (reason: Refusal) => void;
+  private readonly evicted?: () => void;
   private readonly dropped?: (method: string) => void;
   private closed = false;
 
@@ -54,10 +72,18 @@ export class StdioUpstream implements RpcUpstream {
       this.count = (n) => gauge.set(labels, n);
       const refusedTotal = metrics.counter({
         name: 'switchyard_upstream_sessions_refused_total',
-        help: 'MCP client sessions refused because max_sessions were live (503)',
+        help:
+          'MCP client sessions refused (503), by reason: max_sessions (all live, none reclaimable) or ' +
+          'per_client (the client held max_sessions_per_client)',
+        labelNames: ['upstream', 'reason'] as const,
+      });
+      this.refused = (reason) => refusedTotal.inc({ upstream: name, reason });
+      const evictedTotal = metrics.counter({
+        name: 'switchyard_upstream_sessions_evicted_total',
+        help: 'MCP client sessions ended to make room for a client under its share (max_sessions reached)',
         labelNames: ['upstream'] as const,
       });
-      this.refused = () => refusedTotal.inc(labels);
+      this.evicted = () => evictedTotal.inc(labels);
       const droppedTotal = metrics.counter({
         name: 'switchyard_upstream_notifications_dropped_total',
         help: "Client notifications dropped because they named no request of the client's own",
@@ -73,9 +99,9 @@ export class StdioUpstream implements RpcUpstream {
     if (config.protocol === 'mcp') {
       this.sessions = {
         mode: config.sessions,
-        open: () => this.openSession(),
-        has: (id) => this.live.has(id),
-        end: (id) => this.endSession(id, 'deleted by the client'),
+        open: (owner) => this.openSession(owner ?? { client: `anonymous:${randomUUID()}` }),
+        has: (id, subject) => this.owns(id, subject),
+        end: async (id, subject) => this.owns(id, subject) && this.endSession(id, 'deleted by the client'),
       };
       const idle = config.session_idle_timeout_ms;
       this.sweeper = setInterval(() => this.sweep(), Math.min(Math.max(idle / 4, 50), 30_000));
@@ -93,7 +119,13 @@ export class StdioUpstream implements RpcUpstream {
     return {
       ...h,
       detail: { ...h.detail, session_pids: pids, spare_pids: this.spares.flatMap((s) => s.child.pid ?? []) },
-      sessions: { mode: this.config.sessions, live: this.live.size, max: this.config.max_sessions },
+      sessions: {
+        mode: this.config.sessions,
+        live: this.live.size,
+        max: this.config.max_sessions,
+        max_per_client: this.config.max_sessions_per_client,
+        clients: this.heldByClient().size,
+      },
     };
   }
 
@@ -114,6 +146,7 @@ export class StdioUpstream implements RpcUpstream {
       return await (session.child ? send() : this.callShared(message, id, send));
     } finally {
       session.inFlight--;
+      session.opening = false;
       session.lastUsed = Date.now();
     }
   }
@@ -148,24 +181,83 @@ export class StdioUpstream implements RpcUpstream {
     await Promise.all([this.own.close(), ...spares, ...ids.map((id) => this.endSession(id, 'upstream closed', false))]);
   }
 
-  private async openSession(): Promise<string> {
+  /** The session exists and is bound to `subject` (undefined: opened without one). */
+  private owns(id: string, subject: string | undefined): boolean {
+    const session = this.live.get(id);
+    return session !== undefined && session.subject === subject;
+  }
+
+  /** Live sessions per client. */
+  private heldByClient(): Map<string, number> {
+    const held = new Map<string, number>();
+    for (const s of this.live.values()) held.set(s.client, (held.get(s.client) ?? 0) + 1);
+    return held;
+  }
+
+  /**
+   * The session to end for a client holding `held` when all are taken: of the clients holding
+   * more than it, the one holding the most; of its sessions with no call in flight, the longest
+   * idle. Undefined when there is none.
+   */
+  private reclaimable(held: number): string | undefined {
+    const counts = this.heldByClient();
+    let best: { id: string; n: number; lastUsed: number } | undefined;
+    for (const [id, s] of this.live) {
+      const n = counts.get(s.client) ?? 0;
+      if (n <= held || s.inFlight > 0 || s.opening) continue;
+      if (!best || n > best.n || (n === best.n && s.lastUsed < best.lastUsed)) best = { id, n, lastUsed: s.lastUsed };
+    }
+    return best?.id;
+  }
+
+  private async openSession(owner: SessionOwner): Promise<string> {
     if (this.closed) throw new GatewayError('unavailable', 'Upstream closed', { details: { upstream: this.name } });
     const max = this.config.max_sessions;
-    if (this.live.size >= max) {
-      this.refused?.();
+    const share = this.config.max_sessions_per_client;
+    const held = this.heldByClient().get(owner.client) ?? 0;
+    // A share of all of them is no share: at the cap the refusal below says so.
+    if (held >= share && share < max) {
+      this.refused?.('per_client');
       throw new GatewayError(
         'unavailable',
-        `Too many MCP sessions: ${max} of ${max} (max_sessions of upstream "${this.name}") are live; ` +
-          'end one (DELETE with its Mcp-Session-Id) or retry later',
+        `Too many MCP sessions for one client: this client holds ${held} of ${share} ` +
+          `(max_sessions_per_client of upstream "${this.name}"); end one (DELETE with its Mcp-Session-Id) ` +
+          'or retry later',
         {
-          details: { upstream: this.name, live: this.live.size, max_sessions: max },
+          details: { upstream: this.name, client_sessions: held, max_sessions_per_client: share },
           headers: { 'Retry-After': '5' },
           rpcCode: -32000,
         },
       );
     }
+    if (this.live.size >= max) {
+      const victim = this.reclaimable(held);
+      if (victim === undefined) {
+        this.refused?.('max_sessions');
+        throw new GatewayError(
+          'unavailable',
+          `Too many MCP sessions: ${max} of ${max} (max_sessions of upstream "${this.name}") are live; ` +
+            'end one (DELETE with its Mcp-Session-Id) or retry later',
+          {
+            details: { upstream: this.name, live: this.live.size, max_sessions: max },
+            headers: { 'Retry-After': '5' },
+            rpcCode: -32000,
+          },
+        );
+      }
+      // Its slot is free at once (the child is reaped in the background); its client gets 404
+      // on its next request and initializes again.
+      this.evicted?.();
+      void this.endSession(victim, 'evicted: max_sessions live, a client under its share needed one');
+    }
     const id = randomUUID();
-    const session: ClientSession = { lastUsed: Date.now(), inFlight: 0 };
+    const session: ClientSession = {
+      lastUsed: Date.now(),
+      inFlight: 0,
+      client: owner.client,
+      subject: owner.subject,
+      opening: true,
+    };
     this.live.set(id, session); // the slot is taken before the spawn: concurrent opens respect the cap
     this.count?.(this.live.size);
     if (this.config.sessions === 'per-client') {
@@ -173,8 +265,12 @@ export class StdioUpstream implements RpcUpstream {
       const child = this.takeSpare(id) ?? this.spawnChild({ session: id });
       session.child = child;
       this.refillSpares();
+      // Starting counts as use: neither the idle sweep nor a reclaim ends it meanwhile.
+      session.inFlight++;
       try {
         await child.started(this.config.call_timeout_ms);
+        session.inFlight--;
+        session.lastUsed = Date.now();
       } catch (err) {
         await this.endSession(id, 'child did not start');
         throw new GatewayError('upstream_error', `Session child did not start: ${(err as Error).message}`, {

@@ -13,8 +13,11 @@ export interface UpstreamHealth {
   /** Why the upstream is not connected (last error), when it is not. */
   error?: string;
   detail?: Record<string, unknown>;
-  /** Client sessions of an upstream that keeps them (stdio MCP servers): live count and cap. */
-  sessions?: { mode: SessionMode; live: number; max: number };
+  /**
+   * Client sessions of an upstream that keeps them (stdio MCP servers): live count and cap, the
+   * cap of one client (`max_per_client`) and how many clients hold sessions.
+   */
+  sessions?: { mode: SessionMode; live: number; max: number; max_per_client: number; clients: number };
 }
 
 /** `per-client`: one server (child) per client session; `shared`: one for all, ids scoped per client. */
@@ -88,16 +91,34 @@ export interface RpcCallOptions {
 }
 
 /**
+ * Who opens an MCP client session. `client` is what its share of the sessions is counted by (the
+ * authenticated subject, else the client's address); `subject` is the authenticated identity the
+ * session is bound to (absent without authentication: then the session id alone is the key).
+ */
+export interface SessionOwner {
+  client: string;
+  subject?: string;
+}
+
+/**
  * Client sessions an RPC upstream keeps for the MCP clients of the gateway: the gateway issues
  * the `Mcp-Session-Id` at `initialize` (open), requires it afterwards (has) and ends it on DELETE.
+ * A session belongs to the subject that opened it: `has` and `end` with another subject (or none,
+ * for a session opened with one) see no such session.
  */
 export interface RpcSessions {
   readonly mode: SessionMode;
-  /** Starts a session (per-client: spawns its server); throws 503 `unavailable` at the cap. */
-  open(): Promise<string>;
-  has(id: string): boolean;
-  /** False when there was no such session. */
-  end(id: string): Promise<boolean>;
+  /**
+   * Starts a session (per-client: spawns its server). Throws 503 `unavailable` when the owner's
+   * client holds its share (`max_sessions_per_client`), or when every session is taken and none
+   * can be reclaimed from a client holding more than this one (the longest-idle is, otherwise).
+   * Without an owner: an anonymous client of its own.
+   */
+  open(owner?: SessionOwner): Promise<string>;
+  /** The session exists and is bound to `subject` (undefined: to none). */
+  has(id: string, subject?: string): boolean;
+  /** False when there was no such session bound to `subject` (nothing is ended then). */
+  end(id: string, subject?: string): Promise<boolean>;
 }
 
 /**

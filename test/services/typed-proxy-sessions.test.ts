@@ -99,7 +99,9 @@ describe('typed proxy, stdio upstream: one child per client session', () => {
     svc = await startService(config, {
       warmupMs: 15000,
       env: { PROXY_AUDIT_PATH: auditPath },
-      set: [`upstreams.everything.max_sessions=${MAX}`],
+      // One test client (one address) opens them all: its share is all of them here
+      // (typed-proxy-session-owners.test.ts tests the share).
+      set: [`upstreams.everything.max_sessions=${MAX}`, `upstreams.everything.max_sessions_per_client=${MAX}`],
     });
   });
   afterEach(async () => {
@@ -125,7 +127,10 @@ describe('typed proxy, stdio upstream: one child per client session', () => {
       expect((result.content as Array<{ text: string }>)[0]?.text).toContain(s.id);
     }
     const health = await (await fetch(`${svc.url}/health`)).json();
-    expect(health).toMatchObject({ status: 'healthy', sessions: { mode: 'per-client', live: 2, max: MAX } });
+    expect(health).toMatchObject({
+      status: 'healthy',
+      sessions: { mode: 'per-client', live: 2, max: MAX, max_per_client: MAX, clients: 1 },
+    });
     expect(await metric(svc, /^switchyard_upstream_sessions\{.*upstream="everything"/)).toBe(2);
   });
 
@@ -219,7 +224,8 @@ describe('typed proxy, stdio upstream: one child per client session', () => {
   });
 
   it(`the ${MAX + 1}th live session gets a clear 503, counted`, async () => {
-    const refused = /^switchyard_upstream_sessions_refused_total\{.*upstream="everything"/;
+    const refused =
+      /^switchyard_upstream_sessions_refused_total\{(?=.*upstream="everything")(?=.*reason="max_sessions")/;
     const before = await metric(svc, refused);
     for (let i = 0; i < MAX; i++) await connect(svc.url);
     const res = await post(svc.url, {
@@ -266,7 +272,9 @@ describe('typed proxy, stdio upstream: idle sessions are reaped', () => {
       env: { PROXY_AUDIT_PATH: join(auditDir, 'audit-1.db') },
       set: [
         'upstreams.everything.max_sessions=2',
-        'upstreams.everything.session_idle_timeout_ms=800',
+        'upstreams.everything.max_sessions_per_client=2',
+        // Long enough for a loaded CI machine to get from one request to the next within it.
+        'upstreams.everything.session_idle_timeout_ms=3000',
         'upstreams.everything.spare_sessions=1',
       ],
     });
@@ -291,10 +299,10 @@ describe('typed proxy, stdio upstream: idle sessions are reaped', () => {
   it('a session idle past session_idle_timeout_ms loses its child; one in use keeps it', async () => {
     const idle = await connect(svc.url);
     const busy = await connect(svc.url);
+    // `busy` keeps calling; a long call in flight (longer than the idle timeout) counts as use too.
+    const call = busy.client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 6, steps: 2 } });
     const [pidIdle, pidBusy] = (await upstreamDetail(svc)).detail.session_pids;
-    // `busy` keeps calling; a long call in flight counts as use too.
-    const call = busy.client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 2, steps: 2 } });
-    await until(() => !alive(pidIdle!), 5000);
+    await until(() => !alive(pidIdle!), 8000);
     expect(alive(pidBusy!)).toBe(true);
     await call;
     const gone = await post(svc.url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, idle.id);
@@ -313,6 +321,7 @@ describe('typed proxy, stdio upstream, sessions: shared (stateless servers)', ()
       set: [
         'upstreams.everything.sessions=shared',
         'upstreams.everything.max_sessions=2',
+        'upstreams.everything.max_sessions_per_client=2',
         'upstreams.everything.call_timeout_ms=4000',
       ],
     });

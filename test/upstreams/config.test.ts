@@ -2,6 +2,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import proxyPlugin from '../../plugins/proxy/index.ts';
 import { referenceKeyword } from '../../runtime/config/references.ts';
+import { type StdioUpstreamConfig, stdioDefaults } from '../../runtime/upstreams/config.ts';
 import { upstreamConfigSchema } from '../../runtime/upstreams/create.ts';
 
 // Strict mode on purpose: it rejects defaults that ajv would silently ignore (e.g. inside oneOf).
@@ -48,6 +49,18 @@ describe('upstream config schema', () => {
     const idle = check({ kind: 'stdio', command: 'node', session_idle_timeout_ms: 'soon' });
     expect(idle.errors.join('\n')).toMatch(/\/session_idle_timeout_ms must be integer/);
     expect(check({ kind: 'stdio', command: 'node', sessions: 'shared', max_sessions: 2 }).ok).toBe(true);
+  });
+
+  it('max_sessions_per_client: at least one; default a quarter of max_sessions (at least one), at most all', () => {
+    const zero = check({ kind: 'stdio', command: 'node', max_sessions_per_client: 0 });
+    expect(zero.errors.join('\n')).toMatch(/\/max_sessions_per_client must be >= 1/);
+    const share = (c: Partial<StdioUpstreamConfig>) =>
+      stdioDefaults({ kind: 'stdio', command: 'node', ...c }).max_sessions_per_client;
+    expect(share({})).toBe(4);
+    expect(share({ max_sessions: 3 })).toBe(1);
+    expect(share({ max_sessions: 40 })).toBe(10);
+    expect(share({ max_sessions: 40, max_sessions_per_client: 7 })).toBe(7);
+    expect(share({ max_sessions: 2, max_sessions_per_client: 5 })).toBe(2);
   });
 
   it('rejects unknown kinds, missing fields and fields of another kind', () => {
