@@ -8,7 +8,10 @@
  * per message and 3 for the reply's start (OpenAI's chat format overhead). Images, audio and
  * files are not text and are not counted (the settle corrects it).
  * Completion: `max_completion_tokens`, else `max_tokens`, else the stage's
- * `default_completion_tokens`, times the number of choices asked (`n`, `best_of`).
+ * `default_completion_tokens`, times the number of choices asked (`n`, `best_of`); `capped` says
+ * whether the request gave its own cap (the stage caps one that did not: token-stage.ts).
+ * Embeddings (`kind: 'embeddings'`): the tokens of `input` (strings counted, token-id arrays by
+ * their length), and no completion.
  *
  * Counting is bounded (the algorithm lives here, once; the tokenizer's worker runs it): BPE on
  * hostile text is slow (measured here: about 0.1 ms per KiB of English, but 4-5 ms per KiB of
@@ -31,12 +34,19 @@ export interface EstimateOptions {
   count: TextCounter | undefined;
   exactChars: number;
   defaultCompletionTokens: number;
+  /** An embeddings request (`input`, nothing generated); default: chat or completions. */
+  kind?: 'generation' | 'embeddings';
 }
 
 export interface Estimate {
   prompt: number;
+  /** Completion tokens per choice times the choices. */
   completion: number;
   total: number;
+  /** Choices generated (`n`, `best_of`), at most 128; 0 for embeddings. */
+  choices: number;
+  /** The request gives its own completion cap (`max_completion_tokens` or `max_tokens`), or generates nothing. */
+  capped: boolean;
 }
 
 function positiveInt(v: unknown): number | undefined {
@@ -46,14 +56,54 @@ function positiveInt(v: unknown): number | undefined {
 /** The reservation of a chat or completions request body (see the module comment). */
 export async function estimateRequest(body: unknown, o: EstimateOptions): Promise<Estimate> {
   const b = (typeof body === 'object' && body !== null && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
+  if (o.kind === 'embeddings') {
+    const prompt = await inputTokens(b.input, o);
+    return { prompt, completion: 0, total: prompt, choices: 0, capped: true };
+  }
   const messages = Array.isArray(b.messages) ? b.messages.length : 0;
   const overhead = messages > 0 ? messages * 4 + 3 : 0;
   const text = openaiWire.requestText(b);
   const counted = text === '' ? 0 : o.count ? await o.count(text, o.exactChars) : estimateTokens(text);
   const prompt = overhead + counted;
-  const perChoice = positiveInt(b.max_completion_tokens) ?? positiveInt(b.max_tokens) ?? o.defaultCompletionTokens;
+  const asked = positiveInt(b.max_completion_tokens) ?? positiveInt(b.max_tokens);
+  const perChoice = asked ?? o.defaultCompletionTokens;
   // Choices are capped (a body asking 10^6 choices is refused by the backend, not reserved for).
   const choices = Math.min(Math.max(positiveInt(b.n) ?? 1, positiveInt(b.best_of) ?? 1), 128);
   const completion = perChoice * choices;
-  return { prompt, completion, total: prompt + completion };
+  return { prompt, completion, total: prompt + completion, choices, capped: asked !== undefined };
+}
+
+/**
+ * The tokens of an embeddings `input`: a string or strings (counted, joined by newlines, one
+ * count), token ids (their number), or arrays of token ids. Anything else is estimated from its
+ * JSON text (the backend refuses it; nothing is reserved for less than it could be).
+ */
+async function inputTokens(input: unknown, o: EstimateOptions): Promise<number> {
+  const texts: string[] = [];
+  let ids = 0;
+  const items = Array.isArray(input) ? input : [input];
+  for (const item of items) {
+    if (typeof item === 'string') texts.push(item);
+    else if (typeof item === 'number') ids++;
+    else if (Array.isArray(item) && item.every((t) => typeof t === 'number')) ids += item.length;
+    else if (item !== undefined) texts.push(JSON.stringify(item));
+  }
+  const text = texts.join('\n');
+  const counted = text === '' ? 0 : o.count ? await o.count(text, o.exactChars) : estimateTokens(text);
+  return counted + ids;
+}
+
+/**
+ * The text a whole chat or completions answer generated, to count when the answer reports no
+ * usage: every choice's message (content, refusal, reasoning, tool calls) or text, as the egress
+ * checks read it (runtime/wire/openai.ts `answerText`), but not its log probabilities (they
+ * spell the same text again).
+ */
+export function generatedText(answer: Record<string, unknown>): string {
+  const choices = Array.isArray(answer.choices)
+    ? answer.choices.map((c) =>
+        typeof c === 'object' && c !== null && !Array.isArray(c) ? { ...c, logprobs: undefined } : c,
+      )
+    : answer.choices;
+  return openaiWire.answerText({ choices });
 }

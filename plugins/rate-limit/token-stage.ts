@@ -1,13 +1,28 @@
 /**
- * token-limit: per-client tokens per window for OpenAI-style chat and completions requests,
- * next to the requests per window of `rate-limit`.
+ * token-limit: per-client tokens per window for OpenAI-style chat, completions and embeddings
+ * requests, next to the requests per window of `rate-limit`.
  *
  * Before the call the request reserves an estimate (token-count.ts: prompt counted with a
- * tokenizer in a worker thread shared per encoding, token-counter.ts, plus `max_completion_tokens` / `max_tokens` / `default_completion_tokens` per
- * choice); one that does not fit in what is left of the window is refused (429 `rate_limited`,
- * code `tokens`, Retry-After). After the answer the reservation is settled with the answer's
+ * tokenizer in a worker thread shared per encoding, token-counter.ts, plus the completion tokens
+ * per choice; an embeddings request (a path ending in `/embeddings`): its input's tokens); one
+ * that does not fit in what is left of the window is refused (429 `rate_limited`, code `tokens`,
+ * Retry-After). After the answer the reservation is settled with the answer's
  * `usage.total_tokens` (tokens.ts: the difference refunded, or charged when the answer used
- * more). Counts are atomic in Redis, so gateway processes sharing a Redis share the budget.
+ * more, as debt into the next windows when the window cannot hold it). Counts are atomic in
+ * Redis, so gateway processes sharing a Redis share the budget.
+ *
+ * The cap (decided here, documented in docs/configuration.md#token-limits): the answer is bounded
+ * by the budget, not by the model.
+ * - A chat or completions request that gives no `max_completion_tokens` / `max_tokens` gets one:
+ *   what is left of the window after its prompt, at most `default_completion_tokens` per choice
+ *   (a provider refuses a cap above the model's output limit), reserved whole and sent upstream
+ *   in `cap_field` (`max_tokens` by default; legacy completions always `max_tokens`). When less
+ *   than `min_completion_tokens` per choice is left, it is refused (429) with what is left.
+ * - A request whose own cap does not fit in what is left is refused, not lowered (as OpenAI's own
+ *   rate limits do): the client chose the answer's length, and a silently shorter answer would
+ *   look complete to it (`finish_reason: length` aside). Retry-After says when it fits.
+ * - `cap_field: none` sends no cap (for a backend that refuses both fields): the reservation is
+ *   `default_completion_tokens` per choice, and an answer beyond it is charged as debt.
  *
  * Streams: a streamed request (`stream: true`) that does not ask for usage gets
  * `stream_options.include_usage: true` on its way to the backend, and the usage-only chunk
@@ -17,8 +32,10 @@
  * No usage (decided here, documented in docs/configuration.md):
  * - the backend did not answer with a success (an error from a later stage, a refused request,
  *   an upstream error status): nothing was generated, the whole reservation is refunded;
- * - a success without usage (a stream cut short or ended by the egress policy, a client gone, a
- *   backend that does not report usage): the reservation stands, the estimate counts.
+ * - a success without usage (a backend that does not report it, a stream cut short or ended by
+ *   the egress policy, a client gone): the prompt's count plus the generated text that passed,
+ *   counted with the tokenizer (a stream's text as its events pass; a whole answer's choices,
+ *   read here or by a later stage); only an answer no stage could read keeps the estimate.
  *
  * Headers (OpenAI's names): `X-RateLimit-Limit-Tokens`, `X-RateLimit-Remaining-Tokens` and
  * `X-RateLimit-Reset-Tokens` (time until the window ends, OpenAI's format: `1m30s`, `12s`), set
@@ -32,18 +49,20 @@ import {
   definePlugin,
   type GatewayContext,
   GatewayError,
+  openaiWire,
   readJson,
   type SseEvent,
   type SseFilter,
   type SseVerdict,
   stateFieldOf,
 } from '../../runtime/index.ts';
+import { estimateTokens } from './bounded-count.ts';
 import { compileKey, compileLimitPath } from './keys.ts';
 import { createLimiter, type Limiter } from './limiter.ts';
 import { type LimiterConfig, limiterOptions, limiterProperties } from './options.ts';
-import { estimateRequest } from './token-count.ts';
+import { type Estimate, estimateRequest, generatedText } from './token-count.ts';
 import { acquireTokenizer, type Tokenizer } from './token-counter.ts';
-import type { Reservation, TokenCounter, TokenState } from './tokens.ts';
+import type { Reservation, ReserveResult, TokenCounter, TokenState } from './tokens.ts';
 
 export interface TokenLimitOptions extends Omit<LimiterConfig, 'limit'> {
   limit?: number;
@@ -51,6 +70,8 @@ export interface TokenLimitOptions extends Omit<LimiterConfig, 'limit'> {
   limit_from?: string;
   key?: string;
   default_completion_tokens: number;
+  min_completion_tokens: number;
+  cap_field: 'max_tokens' | 'max_completion_tokens' | 'none';
   tokenizer: Tokenizer['encoding'] | 'estimate';
   exact_count_chars: number;
   stream_usage: boolean;
@@ -92,28 +113,70 @@ export function tokenHeaders(state: TokenState): Record<string, string> {
   };
 }
 
-// A usage object (not `"usage": null`): only such events are parsed.
-const usageInEvent = /"usage"\s*:\s*\{/;
+/**
+ * A streamed answer's generated text, kept for the tokenizer up to `exactChars` characters; of
+ * the rest only its length is kept (counted as token-count.ts completes a long prompt).
+ */
+class TextTally {
+  kept = '';
+  restChars = 0;
+  restBytes = 0;
+  constructor(private readonly exactChars: number) {}
 
-/** Reads the usage of a streamed answer as it passes; drops the usage-only chunk when asked to. */
+  add(text: string): void {
+    if (text === '') return;
+    const room = this.exactChars - this.kept.length;
+    const head = room > 0 ? text.slice(0, room) : '';
+    if (head) this.kept += head;
+    if (head.length < text.length) {
+      const rest = text.slice(head.length);
+      this.restChars += rest.length;
+      this.restBytes += Buffer.byteLength(rest, 'utf8');
+    }
+  }
+
+  async tokens(count: ((text: string, exactChars: number) => Promise<number>) | undefined): Promise<number> {
+    const counted = this.kept === '' ? 0 : count ? await count(this.kept, this.exactChars) : estimateTokens(this.kept);
+    if (this.restChars === 0) return counted;
+    const byRatio = this.kept.length > 0 ? Math.ceil((this.restChars * counted) / this.kept.length) : 0;
+    return counted + Math.max(byRatio, Math.ceil(this.restBytes / 3));
+  }
+}
+
+/**
+ * Reads a streamed answer as it passes: its usage (the usage-only chunk dropped when asked to)
+ * and the text its chunks generate, for an answer that ends without usage.
+ */
 class UsageFilter implements SseFilter {
   usage: Json | undefined;
-  constructor(private readonly strip: boolean) {}
+  readonly text: TextTally;
+  constructor(
+    private readonly strip: boolean,
+    exactChars: number,
+  ) {
+    this.text = new TextTally(exactChars);
+  }
 
   onEvent(event: SseEvent): SseVerdict | undefined {
-    if (!usageInEvent.test(event.data)) return undefined;
+    const data = event.data;
+    if (data.charCodeAt(0) !== 0x7b /* { */ && !data.trimStart().startsWith('{')) return undefined; // [DONE]
     let chunk: unknown;
     try {
-      chunk = JSON.parse(event.data);
+      chunk = JSON.parse(data);
     } catch {
       return undefined; // not ours to refuse: the egress policy checks the stream's wire format
     }
-    if (!isObject(chunk) || !isObject(chunk.usage)) return undefined;
+    if (!isObject(chunk)) return undefined;
+    if (this.usage === undefined) this.text.add(openaiWire.chunkText(chunk));
+    if (!isObject(chunk.usage)) return undefined;
     this.usage = chunk.usage;
     if (this.strip && Array.isArray(chunk.choices) && chunk.choices.length === 0) return { events: [] };
     return undefined;
   }
 }
+
+/** An embeddings request: its path's last segment (the OpenAI API's `/v1/embeddings`). */
+const embeddingsPath = /(^|\/)embeddings\/?$/;
 
 /** Waits for the tokenizer's worker to load, at most `ms`; the (referenced) timer also keeps
  * the process alive meanwhile, which the unreferenced worker does not. */
@@ -128,7 +191,7 @@ export default definePlugin<TokenLimitOptions>({
   // A dry run reserves nothing (see rate-limit).
   dryRun: 'skip',
   description:
-    'Per-client tokens per window for OpenAI chat/completions: reserve an estimate, settle with the answer’s usage; X-RateLimit-*-Tokens headers',
+    'Per-client tokens per window for OpenAI chat/completions/embeddings: reserve an estimate (an uncapped request capped at what is left), settle with the answer’s usage (or its counted text), overshoot carried as debt; X-RateLimit-*-Tokens headers',
   needs: (o) => [...(o.key === 'caller' ? (['caller'] as const) : []), ...stateFieldOf(o.limit_from)],
   provides: ['jsonModified'],
   options: {
@@ -170,10 +233,27 @@ export default definePlugin<TokenLimitOptions>({
       },
       default_completion_tokens: {
         type: 'integer',
-        minimum: 0,
-        default: 1024,
+        minimum: 1,
+        default: 4096,
         description:
-          'Completion tokens reserved per choice when the request gives neither max_completion_tokens nor max_tokens',
+          'The most completion tokens per choice a request that gives neither max_completion_tokens nor max_tokens is ' +
+          'capped at (reserved, and sent upstream in `cap_field`); less when less is left of the window after its prompt',
+      },
+      min_completion_tokens: {
+        type: 'integer',
+        minimum: 1,
+        default: 64,
+        description:
+          'A request without a cap of its own is refused (429, with what is left) when less than this per choice is ' +
+          'left of the window after its prompt',
+      },
+      cap_field: {
+        enum: ['max_tokens', 'max_completion_tokens', 'none'],
+        default: 'max_tokens',
+        description:
+          'Field a chat request without a cap of its own gets its cap in (legacy completions: always max_tokens); ' +
+          '`max_completion_tokens` for OpenAI’s reasoning models, which refuse max_tokens; `none`: no cap is sent ' +
+          '(default_completion_tokens is reserved, and an answer beyond it is charged as debt)',
       },
       tokenizer: {
         enum: ['o200k_base', 'cl100k_base', 'estimate'],
@@ -194,7 +274,7 @@ export default definePlugin<TokenLimitOptions>({
         default: true,
         description:
           'Ask the backend for a streamed answer’s usage (stream_options.include_usage) when the client did not, and strip ' +
-          'it from the client’s stream; false for a backend that refuses the field (such streams keep their estimate)',
+          'it from the client’s stream; false for a backend that refuses the field (such streams are counted from their text)',
       },
       headers: { type: 'boolean', default: true, description: 'Send X-RateLimit-*-Tokens headers' },
     },
@@ -218,7 +298,10 @@ export default definePlugin<TokenLimitOptions>({
     const limitFrom = options.limit_from ? compileLimitPath(options.limit_from) : undefined;
     const clientKey = compileKey(options.key);
     const sendHeaders = options.headers ?? true;
-    const defaultCompletion = options.default_completion_tokens ?? 1024;
+    const defaultCompletion = options.default_completion_tokens ?? 4096;
+    // A floor above the default would refuse every uncapped request: it is the default then.
+    const minCompletion = Math.min(options.min_completion_tokens ?? 64, defaultCompletion);
+    const capField = options.cap_field ?? 'max_tokens';
     const exactChars = options.exact_count_chars ?? 65536;
     const encoding = options.tokenizer ?? 'o200k_base';
     const askStreamUsage = options.stream_usage ?? true;
@@ -273,42 +356,102 @@ export default definePlugin<TokenLimitOptions>({
       }
     }
 
+    const tokenCount = tokenizer?.count;
+    const countText = (text: string) =>
+      text === ''
+        ? Promise.resolve(0)
+        : tokenCount
+          ? tokenCount(text, exactChars)
+          : Promise.resolve(estimateTokens(text));
+
+    /**
+     * What a success without usage used: the prompt's count plus the generated text of a whole
+     * answer (usage wins when there is one).
+     */
+    async function spentBy(ctx: GatewayContext, json: Json, estimate: Estimate): Promise<number | undefined> {
+      if (isObject(json.usage)) {
+        countUsage(ctx, json.usage);
+        const total = totalOf(json.usage);
+        if (total !== undefined) return total;
+      }
+      return estimate.prompt + (await countText(generatedText(json)));
+    }
+
+    /** Settles a whole answer read after the response was written (by a later stage); never throws. */
+    function settleLater(ctx: GatewayContext, r: Reservation, estimate: Estimate, limit: number): void {
+      ctx.res.once('close', () => {
+        const answer = ctx.state.answer;
+        const json = answer && answer.status < 400 ? answer.readJson : undefined;
+        if (!isObject(json)) return; // nobody could read it: the estimate stands
+        void spentBy(ctx, json, estimate)
+          .then((actual) => (actual === undefined ? undefined : settle(ctx, r, actual, limit)))
+          .catch(() => undefined);
+      });
+    }
+
+    /** The 429 for a reservation that did not fit (see the module comment). */
+    function refusal(result: ReserveResult, estimate: Estimate, need: number, capping: boolean, limit: number) {
+      // In debt (answers larger than reserved), the window after this one may still be full: the
+      // wait covers every window until `need` fits.
+      const windows = Math.max(0, Math.ceil((result.used + need - 2 * limit) / limit));
+      const retryAfter = Math.max(1, Math.ceil((result.msLeft + windows * windowSeconds * 1000) / 1000));
+      const debt = result.used > limit ? result.used - limit : 0;
+      const owed = debt > 0 ? `; ${debt} tokens over the limit carried from answers larger than reserved` : '';
+      let message: string;
+      if (need > limit) {
+        message = capping
+          ? `Request too large: its prompt (${estimate.prompt} tokens) and at least ${minCompletion} completion tokens per choice need ${need} tokens, more than the limit of ${limit} per ${windowSeconds}s`
+          : `Request too large: it may use ${need} tokens, more than the limit of ${limit} per ${windowSeconds}s`;
+      } else if (capping) {
+        message =
+          `Token budget exhausted: ${result.remaining} of ${limit} tokens left in this ${windowSeconds}s window, and a request ` +
+          `without max_tokens needs at least ${need} (its prompt and ${minCompletion} completion tokens per choice)${owed}`;
+      } else {
+        message = `Rate limit exceeded: ${limit} tokens per ${windowSeconds}s (requested ${need}, remaining ${result.remaining}${owed})`;
+      }
+      return new GatewayError('rate_limited', message, {
+        code: 'tokens',
+        details: {
+          limit,
+          window_seconds: windowSeconds,
+          requested: need,
+          remaining: result.remaining,
+          ...(debt > 0 ? { debt } : {}),
+          reset: result.resetAt,
+        },
+        extra: { retry_after_seconds: retryAfter },
+        headers: { 'Retry-After': String(retryAfter), ...(sendHeaders ? tokenHeaders(result) : {}) },
+      });
+    }
+
     return {
       async handle(ctx, next) {
         const limit = limitFrom?.(ctx) ?? fallbackLimit;
         if (limit === undefined) return next();
         const body = await readJson(ctx);
+        const kind = embeddingsPath.test(ctx.path) ? 'embeddings' : 'generation';
         const estimate = await estimateRequest(body, {
-          count: tokenizer?.count,
+          count: tokenCount,
           exactChars,
           defaultCompletionTokens: defaultCompletion,
+          kind,
         });
-        const result = await tokens.reserve(clientKey(ctx), estimate.total, limit);
+        // No cap of its own: the cap is what is left after the prompt (at most the default), at
+        // least the floor; reserved whole, so the answers of a window never exceed its budget.
+        const capping = !estimate.capped && capField !== 'none' && isObject(body);
+        const need = capping ? estimate.prompt + estimate.choices * minCompletion : estimate.total;
+        const result = await tokens.reserve(clientKey(ctx), estimate.total, limit, capping ? need : undefined);
         decisions.inc({ decision: result.allowed ? 'allowed' : 'limited', store: result.store });
         if (sendHeaders) ctx.set(tokenHeaders(result));
-        if (!result.allowed || !result.reservation) {
-          const retryAfter = Math.max(1, Math.ceil(result.msLeft / 1000));
-          const tooLarge = estimate.total > limit;
-          throw new GatewayError(
-            'rate_limited',
-            tooLarge
-              ? `Request too large: it may use ${estimate.total} tokens, more than the limit of ${limit} per ${windowSeconds}s`
-              : `Rate limit exceeded: ${limit} tokens per ${windowSeconds}s (requested ${estimate.total}, remaining ${result.remaining})`,
-            {
-              code: 'tokens',
-              details: {
-                limit,
-                window_seconds: windowSeconds,
-                requested: estimate.total,
-                remaining: result.remaining,
-                reset: result.resetAt,
-              },
-              extra: { retry_after_seconds: retryAfter },
-              headers: { 'Retry-After': String(retryAfter), ...(sendHeaders ? tokenHeaders(result) : {}) },
-            },
-          );
-        }
+        if (!result.allowed || !result.reservation) throw refusal(result, estimate, need, capping, limit);
         const reservation = result.reservation;
+
+        if (capping && isObject(body)) {
+          const cap = Math.floor((reservation.points - estimate.prompt) / estimate.choices);
+          const field = Array.isArray(body.messages) ? capField : 'max_tokens';
+          body[field] = cap;
+          ctx.state.jsonModified = true;
+        }
 
         // Streams: ask the backend for usage when the client did not.
         let strip = false;
@@ -324,15 +467,18 @@ export default definePlugin<TokenLimitOptions>({
         try {
           await next();
         } catch (err) {
-          // A later stage refused (or the backend failed): usage only if a whole answer was read.
+          // A later stage refused (or the backend failed): what was generated, if an answer came.
           const answered = ctx.state.answer;
-          const usage = answered && isObject(answered.readJson) ? answered.readJson.usage : undefined;
-          if (isObject(usage)) {
-            countUsage(ctx, usage);
-            await settle(ctx, reservation, totalOf(usage) ?? reservation.points, limit);
-          } else if (!answered || answered.status >= 400) {
+          if (!answered || answered.status >= 400) {
             // Refused before the backend answered, or the backend failed: nothing was generated.
             await settle(ctx, reservation, 0, limit);
+          } else if (isObject(answered.readJson)) {
+            // A whole answer a later stage read and refused (egress): the backend generated it.
+            const actual = await spentBy(ctx, answered.readJson, estimate);
+            if (actual !== undefined) await settle(ctx, reservation, actual, limit);
+          } else if (!answered.isEventStream) {
+            // Not read yet: a stage after the refusal may still read it.
+            settleLater(ctx, reservation, estimate, limit);
           }
           throw err;
         }
@@ -344,28 +490,36 @@ export default definePlugin<TokenLimitOptions>({
           return;
         }
         if (answer.isEventStream) {
-          const filter = new UsageFilter(strip);
+          const filter = new UsageFilter(strip, exactChars);
           answer.filterEvents(filter);
-          // Settled once the answer is written or the client went away, whichever comes first.
+          // Settled once the answer is written or the client went away, whichever comes first:
+          // with the usage, else with the prompt and the text that passed.
           ctx.res.once('close', () => {
             const usage = filter.usage;
             if (usage) countUsage(ctx, usage);
-            const actual = usage ? totalOf(usage) : undefined;
-            if (actual !== undefined) void settle(ctx, reservation, actual, limit);
+            const reported = usage ? totalOf(usage) : undefined;
+            const actual =
+              reported !== undefined
+                ? Promise.resolve(reported)
+                : filter.text.tokens(tokenCount).then((generated) => estimate.prompt + generated);
+            void actual.then((n) => settle(ctx, reservation, n, limit)).catch(() => undefined);
           });
           return;
         }
         if (!answer.hasBody || !/json/.test(answer.contentType)) return;
         // Read only what can be read whole (a failed read would consume the body): an answer of
-        // unknown or too large a size, not read by a stage before, keeps the estimate.
+        // unknown or too large a size, not read by a stage before, is settled once the response
+        // is written, if a stage after this one read it (the egress policy reads every answer);
+        // else it keeps the estimate.
         const declared = Number(answer.headers['content-length'] ?? Number.NaN);
-        if (answer.readJson === undefined && !(declared <= ctx.state.limits.answerBytes)) return;
+        if (answer.readJson === undefined && !(declared <= ctx.state.limits.answerBytes)) {
+          settleLater(ctx, reservation, estimate, limit);
+          return;
+        }
         // An answer that cannot be read after all (cut short, undecodable): on_uninspectable decides.
         const json = await answer.json();
-        const usage = isObject(json) ? json.usage : undefined;
-        if (!isObject(usage)) return;
-        countUsage(ctx, usage);
-        const actual = totalOf(usage);
+        if (!isObject(json)) return;
+        const actual = await spentBy(ctx, json, estimate);
         if (actual === undefined) return;
         const settled = await settle(ctx, reservation, actual, limit);
         if (settled && sendHeaders) ctx.set(tokenHeaders(settled));
@@ -377,6 +531,8 @@ export default definePlugin<TokenLimitOptions>({
         backend: limiter.backend,
         tokenizer: tokenizer?.available() ? encoding : 'estimate',
         default_completion_tokens: defaultCompletion,
+        min_completion_tokens: minCompletion,
+        cap_field: capField,
         ...(options.limiter ? { limiter: options.limiter } : {}),
         ...(options.limit_from ? { limit_from: options.limit_from } : {}),
       }),

@@ -43,8 +43,17 @@ export interface OpenAiBackendOptions {
   /**
    * Replaces fields of a chat or completion answer's `usage` (e.g. exact token counts, or
    * `prompt_tokens_details.cached_tokens`), streamed or not; `total_tokens` follows unless given.
+   * `null`: the answer reports no usage at all (a backend that does not count), streamed or not.
    */
-  usage?: (request: RecordedRequest) => Record<string, unknown> | undefined;
+  usage?: (request: RecordedRequest) => Record<string, unknown> | null | undefined;
+  /**
+   * Stop the answer at the request's `max_completion_tokens` / `max_tokens` (in this fixture's
+   * tokens of 4 characters) with `finish_reason: "length"`, as a model does (default false: the
+   * whole answer, as a backend that ignores the cap).
+   */
+  honourMaxTokens?: boolean;
+  /** Send non-streamed chat and completion answers without Content-Length (chunked), as some servers do. */
+  chunkedJson?: boolean;
   /** Characters per streamed delta (default 16). */
   chunkSize?: number;
   /** Pause between streamed deltas, ms (default 0). */
@@ -155,7 +164,10 @@ async function handle(
   if (wanted) return sendError(res, Number(wanted[1]));
   if (kind === 'embedding') return sendEmbeddings(res, body, options.embeddingDimensions ?? 1536);
 
-  const answer = answerOf(request, options);
+  const whole = answerOf(request, options);
+  const cap = options.honourMaxTokens ? capOf(body) : undefined;
+  const answer = cap !== undefined && whole.length > cap * 4 ? cut(whole, cap * 4) : whole;
+  const finish = answer === whole ? 'stop' : 'length';
   const meta = {
     id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomBytes(12).toString('hex')}`,
     created: Math.floor(Date.now() / 1000),
@@ -165,13 +177,14 @@ async function handle(
     prompt_tokens: tokens(kind === 'chat' ? messagesText(body.messages) : JSON.stringify(body.prompt)),
     completion_tokens: tokens(answer.length),
   };
-  const given = options.usage?.(request) ?? {};
+  const given = options.usage?.(request);
   const usage: Record<string, unknown> = { ...counted, ...given };
-  usage.total_tokens = given.total_tokens ?? Number(usage.prompt_tokens) + Number(usage.completion_tokens);
+  usage.total_tokens = given?.total_tokens ?? Number(usage.prompt_tokens) + Number(usage.completion_tokens);
+  const reported = given === null ? undefined : usage;
 
   if (body.stream === true) {
     const includeUsage = body.stream_options?.include_usage === true;
-    return streamAnswer(res, kind, meta, answer, includeUsage ? usage : undefined, options, body);
+    return streamAnswer(res, kind, meta, answer, includeUsage ? reported : undefined, options, body, finish);
   }
   // Only when asked: even a 0 ms timer would add ~1 ms to every answer.
   if (options.firstTokenDelayMs) await sleep(options.firstTokenDelayMs);
@@ -184,15 +197,43 @@ async function handle(
           message,
           logprobs:
             body.logprobs === true ? chatLogprobs(typeof message.content === 'string' ? message.content : '') : null,
-          finish_reason: 'stop',
+          finish_reason: finish,
         }
-      : { text: content, index: 0, logprobs: completionLogprobs(body, content, 0), finish_reason: 'stop' };
-  sendJson(res, 200, {
+      : { text: content, index: 0, logprobs: completionLogprobs(body, content, 0), finish_reason: finish };
+  const answerBody = {
     ...meta,
     object: kind === 'chat' ? 'chat.completion' : 'text_completion',
     choices: [choice],
-    usage,
-  });
+    ...(reported ? { usage: reported } : {}),
+  };
+  if (!options.chunkedJson) return sendJson(res, 200, answerBody);
+  const serialised = JSON.stringify(answerBody);
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.write(serialised.slice(0, serialised.length >> 1));
+  res.end(serialised.slice(serialised.length >> 1));
+}
+
+/** The request's cap on generated tokens: `max_completion_tokens`, else `max_tokens`. */
+function capOf(body: Record<string, unknown>): number | undefined {
+  for (const v of [body.max_completion_tokens, body.max_tokens]) {
+    if (typeof v === 'number' && Number.isInteger(v) && v >= 0) return v;
+  }
+  return undefined;
+}
+
+/** The first `length` characters of an answer. */
+function cut(answer: Answer, length: number): Answer {
+  return {
+    length,
+    *pieces(size) {
+      let left = length;
+      for (const piece of answer.pieces(size)) {
+        if (left <= 0) return;
+        yield piece.slice(0, left);
+        left -= piece.length;
+      }
+    },
+  };
 }
 
 /** The answer's length and its text in pieces of at most `size` characters, made on demand. */
@@ -246,6 +287,7 @@ async function streamAnswer(
   usage: object | undefined,
   options: OpenAiBackendOptions,
   body: Record<string, unknown>,
+  finish = 'stop',
 ): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
   res.flushHeaders();
@@ -279,7 +321,7 @@ async function streamAnswer(
     if (delayMs) await sleep(delayMs);
     if (!(await send(res, chunk(kind === 'chat' ? { content: piece } : piece, null)))) return;
   }
-  if (!(await send(res, chunk(kind === 'chat' ? {} : '', 'stop')))) return;
+  if (!(await send(res, chunk(kind === 'chat' ? {} : '', finish)))) return;
   if (usage && !(await send(res, { ...meta, object, choices: [], usage }))) return;
   res.end('data: [DONE]\n\n');
 }

@@ -84,6 +84,60 @@ for (const backend of ['memory', 'redis'] as const) {
       await sleep(1100);
       expect(await tokens.settle(large, 400, 1000)).toMatchObject({ used: 100 });
     });
+
+    it('with a minimum, a reservation takes what is left up to what it asks, and is refused under the minimum', async () => {
+      const { tokens } = await limiter(backend, `${runPrefix}:${backend}:upto`);
+      expect(await tokens.reserve('t', 600, 1000)).toMatchObject({ allowed: true, used: 600 });
+      const most = await tokens.reserve('t', 5000, 1000, 100);
+      expect(most).toMatchObject({ allowed: true, used: 1000, remaining: 0 });
+      expect(most.reservation?.points).toBe(400);
+      // Nothing left: refused, taking nothing.
+      expect(await tokens.reserve('t', 5000, 1000, 1)).toMatchObject({ allowed: false, used: 1000 });
+      // What fits is taken whole when it is less than what is left.
+      const other = await tokens.reserve('u', 300, 1000, 100);
+      expect(other.reservation?.points).toBe(300);
+      // A minimum larger than what is left: refused.
+      await tokens.settle(most.reservation!, 350, 1000);
+      expect(await tokens.reserve('t', 5000, 1000, 51)).toMatchObject({ allowed: false, used: 950, remaining: 50 });
+    });
+
+    it('an answer beyond the limit is carried into the next window as debt; idle windows pay it off', async () => {
+      const { tokens } = await limiter(backend, `${runPrefix}:${backend}:debt`, 1);
+      const r = (await tokens.reserve('t', 100, 1000)).reservation!;
+      expect(await tokens.settle(r, 3600, 1000)).toMatchObject({ used: 3600, remaining: 0 });
+      // The window ends: the next one starts with the 2,600 over the limit already used.
+      await sleep(1100);
+      const next = await tokens.reserve('t', 1, 1000);
+      expect(next.allowed).toBe(false);
+      // (1,600 had a whole second window passed meanwhile on a loaded machine.)
+      expect([2600, 1600]).toContain(next.used);
+      expect(await tokens.peek('t', 1000)).toMatchObject({ used: next.used, remaining: 0 });
+      // Each window pays off one limit: two windows later it is paid and the window is whole again.
+      await sleep(3100);
+      expect(await tokens.peek('t', 1000)).toMatchObject({ used: 0, remaining: 1000 });
+      expect(await tokens.reserve('t', 1000, 1000)).toMatchObject({ allowed: true, used: 1000 });
+    });
+
+    it('a refund settled after its window ended takes back the debt that window carried over, no more', async () => {
+      const { tokens } = await limiter(backend, `${runPrefix}:${backend}:late-refund`, 1);
+      const small = (await tokens.reserve('t', 500, 1000)).reservation!;
+      const large = (await tokens.reserve('t', 500, 1000)).reservation!;
+      // 2,500 used: 1,500 over the limit, with 500 of `small` still reserved in it.
+      expect(await tokens.settle(large, 2000, 1000)).toMatchObject({ used: 2500 });
+      await sleep(1100);
+      const carried = (await tokens.peek('t', 1000)).used;
+      expect(carried).toBeGreaterThanOrEqual(500);
+      // `small` used nothing: the old window really ended at 2,000, so 500 less was carried over.
+      expect(await tokens.settle(small, 0, 1000)).toMatchObject({ used: carried - 500 });
+      // A refund larger than the debt carried takes back the debt only, not the new window's budget.
+      const a = (await tokens.reserve('v', 500, 1000)).reservation!;
+      const b = (await tokens.reserve('v', 500, 1000)).reservation!;
+      expect(await tokens.settle(b, 700, 1000)).toMatchObject({ used: 1200 });
+      await sleep(1100);
+      expect((await tokens.peek('v', 1000)).used).toBeLessThanOrEqual(200);
+      expect(await tokens.settle(a, 0, 1000)).toMatchObject({ used: 0, remaining: 1000 });
+      expect(await tokens.reserve('v', 1001, 1000)).toMatchObject({ allowed: false, used: 0 });
+    });
   });
 }
 
@@ -126,7 +180,7 @@ describe('the estimate', () => {
     // The worker counts what the tokenizer counts (loaded here too, for the comparison only).
     const { countTokens } = await import('gpt-tokenizer/encoding/o200k_base');
     expect(text).toBe(countTokens('You are terse.\nHello world'));
-    expect(e).toEqual({ prompt: text + 2 * 4 + 3, completion: 100, total: text + 11 + 100 });
+    expect(e).toEqual({ prompt: text + 2 * 4 + 3, completion: 100, total: text + 11 + 100, choices: 2, capped: true });
     // Tools are read too; without max_tokens the default applies.
     const withTools = await estimateRequest(
       {
@@ -139,6 +193,7 @@ describe('the estimate', () => {
     );
     expect(withTools.prompt).toBeGreaterThan(e.prompt + 5);
     expect(withTools.completion).toBe(1000);
+    expect(withTools.capped).toBe(false);
     // Without the tokenizer: one token per 3 bytes.
     expect(
       (

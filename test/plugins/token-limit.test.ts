@@ -6,14 +6,23 @@
  * are sent, and cached and reasoning tokens are counted in /metrics. Driven by fetch (headers and
  * raw SSE) and by the official `openai` SDK.
  */
+import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type StartedService, startService } from '../../runtime/testing.ts';
-import { type OpenAiBackend, type RecordedRequest, startOpenAiBackend } from '../helpers/openai-backend.ts';
+import {
+  cannedAnswer,
+  type OpenAiBackend,
+  type OpenAiBackendOptions,
+  type RecordedRequest,
+  startOpenAiBackend,
+} from '../helpers/openai-backend.ts';
 import { writeServiceFile } from '../helpers/services.ts';
 
-/** What the backend reports as usage; tests change it. */
-let reported: Record<string, unknown> = { prompt_tokens: 5, completion_tokens: 5 };
+/** What the backend reports as usage (null: none); tests change it. */
+let reported: Record<string, unknown> | null = { prompt_tokens: 5, completion_tokens: 5 };
+/** The backend's behaviour, switched by tests. */
+const behaviour: OpenAiBackendOptions = { chunkSize: 8, usage: () => reported };
 
 let backend: OpenAiBackend;
 let svc: StartedService;
@@ -36,6 +45,10 @@ resources:
       - { id: abort, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-abort }] }
       - { id: plain, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-plain }] }
       - { id: unlimited, backend: llm, policy: default.yaml, requests_per_minute: 10000, api_keys: [{ key: sk-unlimited }] }
+      - { id: caps, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-caps }] }
+      - { id: embeds, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 1000, api_keys: [{ key: sk-embeds }] }
+      - { id: floor, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-floor }] }
+      - { id: silent, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-silent }] }
   limits: { type: rate-limiter, limit: 10000, window_seconds: 60 }
 routes:
   - match: { method: POST, path: /v1/chat/completions }
@@ -54,10 +67,25 @@ routes:
       - tenant-auth: { tenants: tenants }
       - token-limit: *tokens
       - proxy: { upstream: llm, strip_prefix: /v1 }
+  - match: { method: POST, path: /v1/embeddings }
+    pipeline:
+      - tenant-auth: { tenants: tenants }
+      - token-limit: *tokens
+      - proxy: { upstream: llm, strip_prefix: /v1 }
+  - match: { method: POST, path: /mct/v1/chat/completions }
+    pipeline:
+      - tenant-auth: { tenants: tenants }
+      - token-limit: { limiter: limits, key: caller, limit_from: caller.attributes.tokens_per_minute, default_completion_tokens: 50, cap_field: max_completion_tokens }
+      - proxy: { upstream: llm, strip_prefix: /mct/v1 }
+  - match: { method: POST, path: /nocap/v1/chat/completions }
+    pipeline:
+      - tenant-auth: { tenants: tenants }
+      - token-limit: { limiter: limits, key: caller, limit_from: caller.attributes.tokens_per_minute, default_completion_tokens: 50, cap_field: none }
+      - proxy: { upstream: llm, strip_prefix: /nocap/v1 }
 `;
 
 beforeAll(async () => {
-  backend = await startOpenAiBackend({ chunkSize: 8, usage: () => reported });
+  backend = await startOpenAiBackend(behaviour);
   svc = await startService(writeServiceFile(serviceYaml), { env: { BACKEND_URL: backend.url } });
 }, 30_000);
 
@@ -70,8 +98,8 @@ beforeEach(() => {
   reported = { prompt_tokens: 5, completion_tokens: 5 };
 });
 
-function chat(key: string, body: Record<string, unknown>): Promise<Response> {
-  return fetch(`${svc.url}/v1/chat/completions`, {
+function chat(key: string, body: Record<string, unknown>, prefix = ''): Promise<Response> {
+  return fetch(`${svc.url}${prefix}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
     body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hello there' }], ...body }),
@@ -182,7 +210,7 @@ describe('streamed answers', () => {
     expect(settledLeft).toBeGreaterThan(limitBefore + 400);
   });
 
-  it('a stream the client abandons keeps its reservation (no usage arrived)', async () => {
+  it('a stream the client abandons is charged its prompt and the text that passed, not its reservation', async () => {
     const controller = new AbortController();
     // A paced model: 2000 characters at 200 a second, far longer than the test waits.
     const res = await fetch(`${svc.url}/v1/chat/completions`, {
@@ -200,17 +228,26 @@ describe('streamed answers', () => {
     const reserved = 100000 - Number(res.headers.get('x-ratelimit-remaining-tokens'));
     expect(reserved).toBeGreaterThan(1000);
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    await reader.read();
+    const first = new TextDecoder().decode((await reader.read()).value);
     controller.abort();
     await reader.read().catch(() => undefined);
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 300));
     const next = await chat('sk-abort', { max_tokens: 1 });
     await next.json();
-    // The abandoned stream's estimate still counts; the small request settled to its usage (10).
-    expect(Number(next.headers.get('x-ratelimit-remaining-tokens'))).toBe(100000 - reserved - 10);
+    // The small request settled to its usage (10); the abandoned stream to what passed.
+    const charged = 100000 - 10 - Number(next.headers.get('x-ratelimit-remaining-tokens'));
+    const prompt = countTokens('hi') + 4 + 3;
+    const seen = events(first)
+      .filter((d) => d.startsWith('{'))
+      .map((d) => JSON.parse(d).choices[0]?.delta?.content ?? '')
+      .join('');
+    expect(charged).toBeGreaterThanOrEqual(prompt + countTokens(seen));
+    // Less than the whole answer (2000 characters, which would take 10 s), far less than reserved.
+    const whole = 'The quick brown fox jumps over the lazy dog. '.repeat(45).slice(0, 2000);
+    expect(charged).toBeLessThan(prompt + countTokens(whole));
   });
 
-  it('with stream_usage off the stream goes upstream as sent, and keeps its estimate', async () => {
+  it('with stream_usage off the stream goes upstream as sent (with its cap), and is charged its counted text', async () => {
     const res = await fetch(`${svc.url}/plain/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: 'Bearer sk-plain' },
@@ -218,13 +255,19 @@ describe('streamed answers', () => {
     });
     const data = events(await res.text());
     expect(lastRequest().body.stream_options).toBeUndefined();
+    // No cap of its own: the default (50 here) is sent as its cap.
+    expect(lastRequest().body.max_tokens).toBe(50);
     expect(data.some((d) => d.includes('"usage"'))).toBe(false);
     const left = Number(res.headers.get('x-ratelimit-remaining-tokens'));
+    const prompt = countTokens('hi') + 4 + 3;
+    expect(left).toBe(100000 - prompt - 50);
     await new Promise((r) => setTimeout(r, 50));
     const next = await chat('sk-plain', { max_tokens: 1 });
     await next.json();
-    // The stream's estimate stands; the small request settled to its usage (10).
-    expect(Number(next.headers.get('x-ratelimit-remaining-tokens'))).toBe(left - 10);
+    // Settled to the prompt and the answer's text counted with the tokenizer; the small request to its usage (10).
+    expect(Number(next.headers.get('x-ratelimit-remaining-tokens'))).toBe(
+      100000 - prompt - countTokens(cannedAnswer) - 10,
+    );
   });
 
   it('a client that asked for usage gets the usage chunk, as the backend sent it', async () => {
@@ -261,6 +304,133 @@ describe('streamed answers', () => {
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.RateLimitError);
     expect((err as InstanceType<typeof OpenAI.RateLimitError>).code).toBe('tokens');
+  });
+});
+
+describe('caps: a request without one is bounded by the budget', () => {
+  const prompt = countTokens('hello there') + 4 + 3;
+
+  it('gets the cap in max_tokens by default, in max_completion_tokens or none as configured; a client’s own cap passes as sent', async () => {
+    const left = async (res: Response) => {
+      await res.json();
+      return Number(res.headers.get('x-ratelimit-remaining-tokens'));
+    };
+    // Settled answers use 10 each (the backend's usage): what is left before each request is known.
+    let before = 100000;
+    const plain = await chat('sk-caps', {});
+    expect(lastRequest().body).toMatchObject({ max_tokens: 50 });
+    expect(lastRequest().body.max_completion_tokens).toBeUndefined();
+    before = await left(plain);
+    expect(before).toBe(100000 - 10);
+
+    await left(await chat('sk-caps', {}, '/mct'));
+    expect(lastRequest().body).toMatchObject({ max_completion_tokens: 50 });
+    expect(lastRequest().body.max_tokens).toBeUndefined();
+
+    const none = await chat('sk-caps', {}, '/nocap');
+    expect(lastRequest().body.max_tokens).toBeUndefined();
+    expect(lastRequest().body.max_completion_tokens).toBeUndefined();
+    // Reserved all the same: the prompt and the default.
+    await none.json();
+
+    // The cap is per choice: n choices reserve n times it.
+    const two = await chat('sk-caps', { n: 2 });
+    expect(lastRequest().body).toMatchObject({ max_tokens: 50, n: 2 });
+    await two.json();
+
+    const own = await chat('sk-caps', { max_completion_tokens: 7 });
+    expect(lastRequest().body.max_completion_tokens).toBe(7);
+    expect(lastRequest().body.max_tokens).toBeUndefined();
+    await own.json();
+
+    // A legacy completion gets max_tokens.
+    const legacy = await fetch(`${svc.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-caps' },
+      body: JSON.stringify({ model: 'gpt-3.5-turbo-instruct', prompt: 'say hi' }),
+    });
+    expect(legacy.status).toBe(200);
+    expect(lastRequest().body.max_tokens).toBe(50);
+    await legacy.json();
+  });
+
+  it('under the floor (here the default: min_completion_tokens is larger) a request without a cap is refused with the budget', async () => {
+    // One answer reports all but prompt + 20 tokens of the 100,000.
+    reported = { prompt_tokens: 10, completion_tokens: 100_000 - prompt - 20 - 10 };
+    const big = await chat('sk-floor', { max_tokens: 60 });
+    await big.json();
+    expect(Number(big.headers.get('x-ratelimit-remaining-tokens'))).toBe(prompt + 20);
+    reported = { prompt_tokens: 5, completion_tokens: 5 };
+    const before = backend.requests.length;
+    const refused = await chat('sk-floor', {});
+    expect(refused.status).toBe(429);
+    const body = await refused.json();
+    expect(body.error.message).toMatch(new RegExp(`Token budget exhausted: ${prompt + 20} of 100000 tokens left`));
+    expect(body.error.details).toMatchObject({ remaining: prompt + 20, requested: prompt + 50 });
+    expect(backend.requests.length).toBe(before);
+    // A request with its own small cap still fits.
+    expect((await chat('sk-floor', { max_tokens: 20 })).status).toBe(200);
+  });
+});
+
+describe('embeddings', () => {
+  it('reserve their input tokens (strings counted, token ids by number) and settle with the usage', async () => {
+    const input = ['the quick brown fox', 'jumps over the lazy dog'];
+    const res = await fetch(`${svc.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-embeds' },
+      body: JSON.stringify({ model: 'text-embedding-3-small', input }),
+    });
+    expect(res.status).toBe(200);
+    const body = await res.json();
+    // Nothing generated: no cap is added.
+    expect(lastRequest().body.max_tokens).toBeUndefined();
+    expect(Number(res.headers.get('x-ratelimit-remaining-tokens'))).toBe(1000 - body.usage.total_tokens);
+    const ids = await fetch(`${svc.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-embeds' },
+      body: JSON.stringify({ model: 'text-embedding-3-small', input: Array.from({ length: 2000 }, (_, i) => i) }),
+    });
+    // 2,000 token ids: more than the whole limit.
+    expect(ids.status).toBe(429);
+    expect((await ids.json()).error.details.requested).toBe(2000);
+  });
+});
+
+describe('answers without usage', () => {
+  const prompt = countTokens('hello there') + 4 + 3;
+
+  async function leftNow(): Promise<number> {
+    const res = await chat('sk-silent', { max_tokens: 1 });
+    await res.json();
+    return Number(res.headers.get('x-ratelimit-remaining-tokens'));
+  }
+
+  it('a whole answer read here is charged its prompt and its text counted with the tokenizer', async () => {
+    const before = await leftNow();
+    reported = null;
+    const res = await chat('sk-silent', { max_tokens: 30 });
+    const body = await res.json();
+    expect(body.usage).toBeUndefined();
+    // The headers say what is left once settled: the prompt and the answer's text, not the estimate (prompt + 30).
+    expect(Number(res.headers.get('x-ratelimit-remaining-tokens'))).toBe(before - prompt - countTokens(cannedAnswer));
+  });
+
+  it('a whole answer no stage can read (no Content-Length, nothing after this stage reads it) keeps its estimate', async () => {
+    const before = await leftNow();
+    reported = null;
+    behaviour.chunkedJson = true;
+    try {
+      const res = await chat('sk-silent', { max_tokens: 30 });
+      expect(res.status).toBe(200);
+      expect((await res.json()).usage).toBeUndefined();
+    } finally {
+      behaviour.chunkedJson = false;
+    }
+    reported = { prompt_tokens: 5, completion_tokens: 5 };
+    await new Promise((r) => setTimeout(r, 50));
+    // The estimate (prompt + 30) stands; the probe settled to its usage (10).
+    expect(await leftNow()).toBe(before - prompt - 30 - 10);
   });
 });
 

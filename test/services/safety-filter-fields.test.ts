@@ -34,9 +34,11 @@ type Body = Record<string, unknown>;
 type Place = (text: string) => { path: '/v1/chat/completions' | '/v1/completions'; body: Body };
 
 const user = { role: 'user', content: 'What is the weather like?' };
+// Each body gives its own max_tokens: without one, the token limit adds the cap it is given (what
+// is left of the tenant's budget) to what the backend receives.
 const chatWith = (extra: Body, messages: unknown[] = [user]): ReturnType<Place> => ({
   path: '/v1/chat/completions',
-  body: { model: 'gpt-4o-mini', messages, ...extra },
+  body: { model: 'gpt-4o-mini', messages, max_tokens: 256, ...extra },
 });
 
 /** Request fields a model reads that the filter once skipped (and a few more), each a way to place a text. */
@@ -80,11 +82,11 @@ const ingressFields: Record<string, Place> = {
     chatWith({ prediction: { type: 'content', content: [{ type: 'text', text: t }] } }),
   'completions suffix': (t) => ({
     path: '/v1/completions',
-    body: { model: 'gpt-3.5-turbo-instruct', prompt: 'def weather(', suffix: t },
+    body: { model: 'gpt-3.5-turbo-instruct', prompt: 'def weather(', suffix: t, max_tokens: 256 },
   }),
   'completions prompt array': (t) => ({
     path: '/v1/completions',
-    body: { model: 'gpt-3.5-turbo-instruct', prompt: ['Say hello', t] },
+    body: { model: 'gpt-3.5-turbo-instruct', prompt: ['Say hello', t], max_tokens: 256 },
   }),
 };
 
