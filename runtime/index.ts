@@ -85,6 +85,8 @@ export {
   VersionConflictError,
   WriteConflictError,
 } from './store/index.ts';
+// The MCP protocol version the gateway asks for in its own sessions (stdio children, MCP over HTTP).
+export { MCP_PROTOCOL_VERSION } from './upstreams/jsonrpc-http.ts';
 export { sseData } from './upstreams/sse.ts';
 export type {
   HttpForwardRequest,

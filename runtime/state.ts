@@ -125,6 +125,12 @@ export interface GatewayState {
    * response to a server request (then `rpc` stays unset: there is no method to check).
    */
   rpcKind?: 'request' | 'notification' | 'response';
+  /**
+   * The MCP session (`Mcp-Session-Id`) the request belongs to, once a stage checked that it is one
+   * the gateway issued and still live (or issued it, at `initialize`); the audit trail attributes
+   * records to it. A session id a client merely claims is never put here.
+   */
+  mcpSession?: string;
   stype?: ResolvedSType;
   /** Schema validation of the request. */
   validation?: { valid: boolean; violations: Violation[] };

@@ -10,6 +10,7 @@
  */
 import { canonicalJson, sha256Hex } from '../../runtime/index.ts';
 import type { AuditEntry, AuditRecord } from './api.ts';
+import { boundDetails, type Cut, cutText, recordTextLimit } from './bounds.ts';
 
 export type UnhashedRecord = Omit<AuditRecord, 'hash'>;
 
@@ -44,21 +45,24 @@ export function normaliseEntry(entry: AuditEntry): Omit<UnhashedRecord, 'id' | '
   if (typeof entry.action !== 'string' || entry.action === '') {
     throw new TypeError('audit entry: action must be a non-empty string');
   }
-  const text = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : String(v));
+  // Every field bounded (bounds.ts): what was cut is named in details.cut with its length and hash.
+  const cut: Cut = {};
+  const text = (v: unknown, field: string) =>
+    cutText(typeof v === 'string' ? v : v == null ? '' : String(v), recordTextLimit, `$.${field}`, cut);
+  const fields = {
+    request_id: text(entry.request_id, 'request_id'),
+    tenant: text(entry.tenant, 'tenant'),
+    action: text(entry.action, 'action'),
+    rule: text(entry.rule, 'rule'),
+    regulation: text(entry.regulation, 'regulation'),
+    phase: text(entry.phase, 'phase'),
+  };
   // Round-trip through the canonical form so that the record holds exactly what is hashed.
   const details = JSON.parse(canonicalJson(entry.details ?? {})) as unknown;
   if (details === null || typeof details !== 'object' || Array.isArray(details)) {
     throw new TypeError('audit entry: details must be a JSON object');
   }
-  return {
-    request_id: entry.request_id,
-    tenant: text(entry.tenant),
-    action: entry.action,
-    rule: text(entry.rule),
-    regulation: text(entry.regulation),
-    phase: text(entry.phase),
-    details: details as Record<string, unknown>,
-  };
+  return { ...fields, details: boundDetails(details as Record<string, unknown>, cut) };
 }
 
 /** A table row as the drivers return it (seq is a string from PostgreSQL, a number from SQLite). */

@@ -217,8 +217,12 @@ function toEntry(ctx: GatewayContext, d: PolicyDecision): AuditEntry & { details
     const tool = jsonrpcWire.toolCallOf(rpc)?.name;
     if (tool) details.tool ??= tool;
     if (ctx.state.stype?.id) details.stype ??= ctx.state.stype.id;
-    const session = ctx.get('mcp-session-id');
-    if (session) details.session ??= session.slice(0, 200);
+    // Attributed to a session only when the gateway issued it and it is live (ctx.state.mcpSession,
+    // set by mcp-validate or the proxy): an id any client can claim is kept apart, as claimed.
+    const session = ctx.state.mcpSession;
+    const claimed = ctx.get('mcp-session-id');
+    if (session) details.session ??= session;
+    else if (claimed) details.claimed_session ??= claimed;
   }
   return {
     request_id: ctx.state.requestId,

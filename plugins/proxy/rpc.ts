@@ -48,6 +48,7 @@ export async function proxyRpc(
   else if (sessionId !== undefined) {
     if (!sessions?.has(sessionId, subject)) throw unknownSession();
     session = sessionId;
+    ctx.state.mcpSession = session; // a session the gateway issued: the audit trail may name it
   } else if (sessions && ctx.get('mcp-protocol-version')) throw sessionRequired();
   if (!rpc) return accepted(ctx);
   const abort = new AbortController();
@@ -65,7 +66,10 @@ export async function proxyRpc(
   if (rpc.method === 'initialize' && session) {
     // A refused initialize opens nothing.
     if (!response || response.error !== undefined) await sessions?.end(session, subject);
-    else ctx.set('Mcp-Session-Id', session);
+    else {
+      ctx.set('Mcp-Session-Id', session);
+      ctx.state.mcpSession = session;
+    }
   }
   if (!response) return accepted(ctx);
   // The response message is the answer: the stages' answer phase reads it (already parsed).

@@ -70,6 +70,12 @@ const cases: Case[] = [
     ],
   },
   {
+    name: 'mcp-validate without a parsed message',
+    stages: ['mcp-validate: {}', proxy],
+    refused: [{ stage: 0, need: 'rpc', hint: provide.rpc }],
+    fixed: ['jsonrpc-parse: {}', 'mcp-validate: {}', proxy],
+  },
+  {
     name: 'schema-validate with neither a parser nor a resolver',
     stages: ['schema-validate: { registry: registry }', proxy],
     refused: [

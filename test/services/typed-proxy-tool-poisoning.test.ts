@@ -407,7 +407,10 @@ describe('the audit trail (one hash-chained record per refusal, with method, too
       withheld: true,
     });
     expect(find('withhold-injected-tool', (r) => r.phase === 'ingress' || r.details.tool === 'add')).toBeDefined();
-    expect(records.some((r) => r.details.tool === 'add' && r.details.session === 'session-7')).toBe(true);
+    // 'session-7' is only claimed (the gateway issued no such session): kept apart, never as the session.
+    const claimed = records.find((r) => r.details.tool === 'add' && r.details.claimed_session === 'session-7');
+    expect(claimed).toBeDefined();
+    expect(claimed?.details.session).toBeUndefined();
     expect(find('refuse-injected-result')?.details).toMatchObject({ method: 'tools/call', tool: 'clock' });
     // What the tag characters spelled is in the trail: the reviewer could not see it.
     const smuggler = (r: AuditRecord) => (r.details.tools as string[] | undefined)?.includes('smuggler') === true;
