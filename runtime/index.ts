@@ -33,6 +33,7 @@ export type {
 } from './plugin.ts';
 export { coreStateFields, definePlugin, defineResource, stateFieldOf } from './plugin.ts';
 export type { ClientConnection, ConnectionsSnapshot } from './server/connections.ts';
+export { addressKey, sessionOwner, subjectOf } from './session-owner.ts';
 export type {
   Caller,
   GatewayContext,

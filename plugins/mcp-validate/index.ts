@@ -14,8 +14,8 @@
  * such a version is refused (-32602 `Unsupported protocol version`) and its session ended.
  *
  * With `upstream`, the stage also tells the audit trail which session a request belongs to
- * (`ctx.state.mcpSession`): only a session id the gateway issued and that is still live, never one
- * a client merely claims.
+ * (`ctx.state.mcpSession`): only a session id the gateway issued and that is still live (and, with
+ * authentication, the caller's own), never one a client merely claims.
  */
 import {
   definePlugin,
@@ -25,6 +25,7 @@ import {
   type JsonRpcRequest,
   MCP_PROTOCOL_VERSION,
   type RpcSessions,
+  subjectOf,
 } from '../../runtime/index.ts';
 import {
   isProtocolVersion,
@@ -172,7 +173,7 @@ export default definePlugin<McpValidateOptions>({
       async handle(ctx, next) {
         if (sessions) {
           const claimed = ctx.get('mcp-session-id');
-          if (claimed !== '' && sessions.has(claimed)) ctx.state.mcpSession = claimed;
+          if (claimed !== '' && sessions.has(claimed, subjectOf(ctx))) ctx.state.mcpSession = claimed;
         }
         const rpc = ctx.state.rpc;
         if (rpc) {

@@ -10,7 +10,7 @@
  * and DELETE ends it. A request with neither the session header nor `MCP-Protocol-Version` is a
  * plain JSON-RPC client's (the seed's `POST /`): it goes to the gateway's own server session.
  *
- * A session belongs to the authenticated subject that opened it (session-owner.ts): with any
+ * A session belongs to the authenticated subject that opened it (runtime/session-owner.ts): with any
  * other subject's credentials (or none) its id is answered 404, as an unknown one, on POST, GET
  * and DELETE alike; and one client's share of the sessions is bounded (the upstream's
  * `max_sessions_per_client`).
@@ -23,8 +23,9 @@ import {
   type RpcSessions,
   type RpcUpstream,
   readJson,
+  sessionOwner,
+  subjectOf,
 } from '../../runtime/index.ts';
-import { sessionOwner, subjectOf } from './session-owner.ts';
 
 /** `sessions: false` (the typed-send route, `via: call`): always the gateway's own session. */
 export async function proxyRpc(

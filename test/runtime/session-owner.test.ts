@@ -3,8 +3,8 @@
  * address by its /64 (one host's block; each of its addresses apart would give it no bound).
  */
 import { describe, expect, it } from 'vitest';
-import { addressKey, sessionOwner } from '../../plugins/proxy/session-owner.ts';
 import type { GatewayContext } from '../../runtime/index.ts';
+import { addressKey, sessionOwner } from '../../runtime/session-owner.ts';
 
 const ctx = (ip: string, caller?: GatewayContext['state']['caller']) =>
   ({ ip, state: { caller } }) as unknown as GatewayContext;

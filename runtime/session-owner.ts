@@ -14,7 +14,8 @@
  *   is normally given: counting each of its 2^64 addresses apart would give it no bound).
  */
 import { isIPv6 } from 'node:net';
-import type { GatewayContext, SessionOwner } from '../../runtime/index.ts';
+import type { GatewayContext } from './state.ts';
+import type { SessionOwner } from './upstreams/types.ts';
 
 export function sessionOwner(ctx: GatewayContext): SessionOwner {
   const subject = subjectOf(ctx);
