@@ -20,6 +20,7 @@ import { readFileSync } from 'node:fs';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
+import { describeSchemaError, pointerSegments } from '../../runtime/index.ts';
 
 /** The versions vendored, oldest first: every version the MCP SDK servers negotiate but 2024-10-07. */
 export const protocolVersions = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
@@ -185,7 +186,7 @@ function fromAjv(errors: ErrorObject[] | null | undefined, version: ProtocolVers
   const leaf = leafProperty(err);
   if (leaf !== undefined) segments.push(leaf);
   const code = segments[0] === 'params' ? -32602 : -32600;
-  return problem(code, renderPath(segments), describe(err), version);
+  return problem(code, renderPath(segments), describeSchemaError(err), version);
 }
 
 function leafProperty(err: ErrorObject): string | undefined {
@@ -193,32 +194,6 @@ function leafProperty(err: ErrorObject): string | undefined {
   if (err.keyword === 'required') return String(params.missingProperty);
   if (err.keyword === 'additionalProperties') return String(params.additionalProperty);
   return undefined;
-}
-
-function describe(err: ErrorObject): string {
-  const params = err.params as Record<string, unknown>;
-  switch (err.keyword) {
-    case 'required':
-      return 'is required';
-    case 'additionalProperties':
-      return 'is not allowed';
-    case 'type':
-      return `must be ${[params.type].flat().join(' or ')}`;
-    case 'const':
-      return `must be ${JSON.stringify(params.allowedValue)}`;
-    case 'enum':
-      return `must be one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
-    default:
-      return err.message ?? `fails ${err.keyword}`;
-  }
-}
-
-function pointerSegments(pointer: string): string[] {
-  if (pointer === '') return [];
-  return pointer
-    .slice(1)
-    .split('/')
-    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;

@@ -4,7 +4,7 @@
  * extra one, so that every path names the field a user must fix.
  */
 import type { ErrorObject } from 'ajv';
-import type { Violation } from '../../runtime/index.ts';
+import { describeSchemaError, pointerSegments, type Violation } from '../../runtime/index.ts';
 
 const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 
@@ -17,7 +17,7 @@ export function toViolations(errors: ErrorObject[] | null | undefined, data: unk
     const extra = leafProperty(err);
     if (extra !== undefined) segments.push(extra);
     const path = root + renderPath(segments, data);
-    const message = describe(err);
+    const message = describeSchemaError(err);
     const key = `${path}\u0000${message}`;
     if (seen.has(key)) continue;
     seen.add(key);
@@ -32,32 +32,6 @@ function leafProperty(err: ErrorObject): string | undefined {
   if (err.keyword === 'additionalProperties') return String(params.additionalProperty);
   if (err.keyword === 'unevaluatedProperties') return String(params.unevaluatedProperty);
   return undefined;
-}
-
-function describe(err: ErrorObject): string {
-  const params = err.params as Record<string, unknown>;
-  switch (err.keyword) {
-    case 'required':
-    case 'dependentRequired':
-      return 'is required';
-    case 'additionalProperties':
-    case 'unevaluatedProperties':
-      return 'is not allowed';
-    case 'enum':
-      return `must be one of ${(params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
-    case 'const':
-      return `must be ${JSON.stringify(params.allowedValue)}`;
-    default:
-      return err.message ?? `fails ${err.keyword}`;
-  }
-}
-
-function pointerSegments(pointer: string): string[] {
-  if (pointer === '') return [];
-  return pointer
-    .slice(1)
-    .split('/')
-    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 /** Walks the data alongside the path so that array indexes render as `[n]` and keys as `.k`. */
@@ -86,5 +60,5 @@ export function fieldName(err: ErrorObject, data: unknown): string {
 }
 
 export function problemMessage(err: ErrorObject): string {
-  return describe(err);
+  return describeSchemaError(err);
 }

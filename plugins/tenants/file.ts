@@ -6,6 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import { type Document, isNode, LineCounter, parseDocument } from 'yaml';
+import { pointerSegments } from '../../runtime/index.ts';
 import { type TenantSpec, tenantsFileSchema } from './schema.ts';
 
 const ajv = new Ajv2020({ allErrors: true, useDefaults: true, allowUnionTypes: true });
@@ -51,11 +52,7 @@ function position(doc: Document, error: ErrorObject, at: (offset: number) => str
 }
 
 function pathOf(error: ErrorObject): Array<string | number> {
-  return error.instancePath
-    .split('/')
-    .slice(1)
-    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
-    .map((s) => (/^\d+$/.test(s) ? Number(s) : s));
+  return pointerSegments(error.instancePath).map((s) => (/^\d+$/.test(s) ? Number(s) : s));
 }
 
 function describe(error: ErrorObject): string {

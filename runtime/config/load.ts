@@ -12,6 +12,7 @@ import { type Catalog, loadCatalog } from '../catalog.ts';
 import type { Mode } from '../mode.ts';
 import type { OnError } from '../service/pipeline.ts';
 import { canonicalJson, sha256Hex } from '../util/hash.ts';
+import { pointerSegments } from '../util/schema-errors.ts';
 import { developmentCredentialProblems } from './exposure.ts';
 import { type DevelopmentDefault, type InterpolationProblem, interpolate } from './interpolate.ts';
 import { checkNeeds } from './needs.ts';
@@ -180,14 +181,7 @@ async function checkPlugins(raw: Record<string, unknown>, configDir: string, rep
 }
 
 function reportAjv(e: ErrorObject, base: ConfigPath, report: Report): void {
-  const at: ConfigPath = [
-    ...base,
-    ...e.instancePath
-      .split('/')
-      .slice(1)
-      .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
-      .map((s) => (/^\d+$/.test(s) ? Number(s) : s)),
-  ];
+  const at: ConfigPath = [...base, ...pointerSegments(e.instancePath).map((s) => (/^\d+$/.test(s) ? Number(s) : s))];
   // `if`/`then` only says that a conditional branch failed: the branch's own error says where.
   if (e.keyword === 'if') return;
   const params = e.params as Record<string, unknown>;
