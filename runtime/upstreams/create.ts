@@ -27,7 +27,8 @@ export interface UpstreamDeps {
   metrics?: MetricsKit;
   /**
    * The gateway's environment (default: the process's): where an `openai` upstream's `api_key_env`
-   * is read, and what a `stdio` child's environment is drawn from (child-env.ts).
+   * is read, what a `stdio` child's environment is drawn from (child-env.ts), and the session tag
+   * secret of a balanced `jsonrpc` upstream (session-tags.ts).
    */
   environment?: NodeJS.ProcessEnv;
 }
@@ -66,7 +67,13 @@ function buildUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps)
     }
     case 'jsonrpc':
       if (config.endpoints) {
-        return new BalancedJsonRpcUpstream(name, { ...config, endpoints: config.endpoints }, deps.logger, deps.metrics);
+        return new BalancedJsonRpcUpstream(
+          name,
+          { ...config, endpoints: config.endpoints },
+          deps.logger,
+          deps.metrics,
+          deps.environment,
+        );
       }
       return new JsonRpcHttpUpstream(name, httpDefaults(withUrl(name, config)), deps.logger);
     case 'http':
