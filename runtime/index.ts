@@ -100,6 +100,7 @@ export { isHttpUpstream, isRpcUpstream } from './upstreams/types.ts';
 export { ClientAbort } from './util/client-abort.ts';
 export { type Deadline, deadline } from './util/deadline.ts';
 export { canonicalJson, sha256Hex } from './util/hash.ts';
+export { publicReason } from './util/public-reason.ts';
 export { compileStatePath, type StateReader } from './util/state-path.ts';
 export { TurnBatch } from './util/turn-batch.ts';
 export { startTypeScriptWorker } from './util/typescript-worker.ts';
