@@ -91,6 +91,11 @@ export class SecretScrubber {
     return { status: res.status, headers, body };
   }
 
+  /** Whether `buf` holds a needle. */
+  holds(buf: Buffer): boolean {
+    return this.needles.some((n) => buf.includes(n.bytes));
+  }
+
   /** Overwrites every needle in `buf` (in place); true when one was found. */
   redact(buf: Buffer): boolean {
     let found = false;
@@ -126,8 +131,9 @@ class ScrubStream extends Transform {
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
-    // A copy: the chunk may be a view into a buffer the source reuses.
-    const buf = Buffer.concat([this.tail, chunk]);
+    let buf = this.tail.length > 0 ? Buffer.concat([this.tail, chunk]) : chunk;
+    // Written into a copy: the chunk may be a view into a buffer the source reuses.
+    if (buf === chunk && this.scrubber.holds(buf)) buf = Buffer.from(buf);
     this.scrubber.redact(buf);
     const keep = this.scrubber.heldBack(buf);
     this.tail = buf.subarray(buf.length - keep);
