@@ -70,11 +70,17 @@ export class IssuerKeys {
     this.discovering ??= (async () => {
       try {
         const uri = this.options.jwksUri ?? (await this.discoverJwksUri());
-        this.remote = createRemoteJWKSet(new URL(uri), {
+        let url: URL;
+        try {
+          url = new URL(uri);
+        } catch (err) {
+          throw this.fail('the issuer metadata names no valid jwks_uri', err);
+        }
+        this.remote = createRemoteJWKSet(url, {
           cooldownDuration: 30_000,
           cacheMaxAge: 600_000,
           timeoutDuration: this.timeoutMs,
-          [customFetch]: (url, init) => this.fetchKeySet(url, init),
+          [customFetch]: (u, init) => this.fetchKeySet(u, init),
         });
         return this.remote;
       } finally {
