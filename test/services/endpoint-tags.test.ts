@@ -121,7 +121,7 @@ describe('keyed endpoint tags', () => {
     expect(found).not.toContain(Number(port));
     // The session itself works (its requests reach the endpoint holding it).
     expect((await ping(svc.url, session)).status).toBe(200);
-  });
+  }, 90_000);
 
   it('the tag is the HMAC under the deployment secret: a session continues through another gateway with it, not one without', async () => {
     const secret = 'deployment-secret-0123456789abcdef';
@@ -139,11 +139,11 @@ describe('keyed endpoint tags', () => {
     // Another secret: the tag names none of its endpoints; the holder (if picked) or the other says 404.
     const foreign = await ping(other.url, session);
     expect(foreign.status).toBe(404);
-  });
+  }, 90_000);
 
   it('a secret shorter than 16 characters stops the start, naming the variable', async () => {
     await expect(gateway('short')).rejects.toThrow(/SWITCHYARD_SESSION_TAG_SECRET must be at least 16 characters/);
-  });
+  }, 90_000);
 });
 
 describe('a cluster without a configured secret', () => {

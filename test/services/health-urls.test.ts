@@ -57,7 +57,7 @@ describe('public health names no upstream URL', () => {
     const admin = await (await fetch(`${svc.adminUrl}/admin/health`)).json();
     const endpoints = admin.checks['upstream:everything'].detail.endpoints as Array<{ url: string }>;
     expect(endpoints.map((e) => e.url)).toEqual(urls);
-  });
+  }, 90_000);
 
   it('typed proxy, its one endpoint down: /health says why only', async () => {
     const port = await freePort();
@@ -68,7 +68,7 @@ describe('public health names no upstream URL', () => {
     );
     const body = await publicBody(`${svc.url}/health`, [port]);
     expect(body).toMatchObject({ status: 'unhealthy', upstream: 'disconnected', error: 'connection refused' });
-  });
+  }, 90_000);
 
   it('safety filter, backend down: /health/ready names no address', async () => {
     const port = await freePort();
@@ -78,7 +78,7 @@ describe('public health names no upstream URL', () => {
     });
     const body = await publicBody(`${svc.url}/health/ready`, [port]);
     expect(body).toMatchObject({ status: 'not_ready', checks: { backend: 'unreachable' } });
-  });
+  }, 90_000);
 });
 
 describe('publicReason', () => {
