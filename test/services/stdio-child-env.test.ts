@@ -50,7 +50,7 @@ beforeAll(async () => {
   reference = await spawnService('configs/typed-proxy.yaml', {
     env: { ...env, PROXY_AUDIT_PATH: join(dir, 'audit-ref.db') },
   });
-}, 60_000);
+}, 120_000);
 
 afterAll(async () => {
   await svc?.stop();
