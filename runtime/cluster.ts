@@ -31,6 +31,7 @@ import { createListener, metricsEndpoint, startListener } from './server/listene
 import { describeResources } from './service/graph.ts';
 import { loggingOptions, type ReloadOutcome } from './service/runtime.ts';
 import { type ConfigWatcher, watchConfig } from './service/watch.ts';
+import { workersTagSecret } from './upstreams/session-tags.ts';
 
 type Op = 'status' | 'reload' | 'health' | 'metrics' | 'reload-all';
 
@@ -234,7 +235,11 @@ export class ClusterPrimary {
 
   /** Forks the slot's worker; resolves when it serves, rejects if it fails to start. */
   private fork(slot: Slot): Promise<void> {
-    const worker = cluster.fork({ [mainPortsVariable]: JSON.stringify(this.services.map((s) => s.ports.main)) });
+    const worker = cluster.fork({
+      [mainPortsVariable]: JSON.stringify(this.services.map((s) => s.ports.main)),
+      // Every worker tags MCP sessions alike (a session is served by any of them).
+      ...workersTagSecret(),
+    });
     slot.worker = worker;
     slot.ready = false;
     slot.startedAt = Date.now();

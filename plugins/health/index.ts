@@ -2,9 +2,10 @@
  * health: answers the typed-proxy health object (terminal stage).
  * 200 {status: healthy, upstream: connected, uptime_seconds, version} while the named upstream
  * is reachable; 503 {status: unhealthy, upstream: disconnected, error} when it is not. Without
- * an upstream it reports the process itself: healthy, with uptime and version.
+ * an upstream it reports the process itself: healthy, with uptime and version. The answer is
+ * public: it says why an upstream is down, never where (no URL, address or host:port).
  */
-import { definePlugin, type Upstream } from '../../runtime/index.ts';
+import { definePlugin, publicReason, type Upstream } from '../../runtime/index.ts';
 
 interface HealthOptions {
   upstream?: string;
@@ -41,7 +42,8 @@ export default definePlugin<HealthOptions>({
         ctx.body = {
           status: 'unhealthy',
           upstream: 'disconnected',
-          error: h.error ?? 'upstream unreachable',
+          // Why, never where: no URL or address on this unauthenticated answer (admin health has them).
+          error: publicReason(h.error ?? 'upstream unreachable'),
           ...(endpoints ? { endpoints } : {}),
         };
         return;

@@ -8,7 +8,8 @@
  *
  *   - oauth-metadata: answers `GET /.well-known/oauth-protected-resource` (terminal).
  *   - oauth-bearer: checks `Authorization: Bearer <JWT>` against the issuer's JWKS (fetched from
- *     its metadata, cached and refetched when a new key id appears: jose's remote key set), with
+ *     its metadata, cached and refetched when a new key id appears: jose's remote key set; one
+ *     discovery at a time, a failure remembered for `failure_cache_ms`: issuer-keys.ts), with
  *     issuer, audience, expiry (and not-before) and the scopes the route requires. A missing or
  *     bad token is 401 with `WWW-Authenticate: Bearer resource_metadata="…", scope="…"`; a token
  *     without a required scope is 403 `insufficient_scope`. Subject, client and scopes go to
@@ -16,8 +17,9 @@
  *     names the scopes which would lift it (a policy rule's `scopes`) becomes 403
  *     `insufficient_scope` with those scopes in the challenge (step-up).
  */
-import { createRemoteJWKSet, type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
+import { type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
 import { definePlugin, type GatewayContext, GatewayError, isGatewayError } from '../../runtime/index.ts';
+import { IssuerKeys, KeysUnavailable } from './issuer-keys.ts';
 
 export interface OAuthResourceOptions {
   /** false: the stage lets every request through (and the metadata route answers 404). */
@@ -34,6 +36,8 @@ export interface OAuthResourceOptions {
   algorithms: string[];
   /** Allowed clock skew, seconds. */
   clock_tolerance_s: number;
+  /** A failed discovery or key fetch is remembered this long (requests meanwhile: 503 at once). */
+  failure_cache_ms: number;
 }
 
 const commonOptions = {
@@ -105,6 +109,15 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
         default: ['RS256', 'ES256', 'EdDSA'],
       },
       clock_tolerance_s: { type: 'integer', minimum: 0, maximum: 300, default: 30 },
+      failure_cache_ms: {
+        type: 'integer',
+        minimum: 0,
+        maximum: 300000,
+        default: 5000,
+        description:
+          "After the issuer's metadata or keys could not be fetched, requests are refused (503, Retry-After) " +
+          'without asking it again for this long; one fetch is in flight at a time.',
+      },
     },
   },
   create(options, env) {
@@ -115,17 +128,17 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
       help: 'Requests refused by the OAuth resource server, by reason',
       labelNames: ['reason'] as const,
     });
-    let keys: ReturnType<typeof createRemoteJWKSet> | undefined;
-    async function keySet(): Promise<ReturnType<typeof createRemoteJWKSet>> {
-      if (keys) return keys;
-      const uri = options.jwks_uri ?? (await discoverJwksUri(options.issuer));
-      keys = createRemoteJWKSet(new URL(uri), {
-        cooldownDuration: 30_000,
-        cacheMaxAge: 600_000,
-        timeoutDuration: 5000,
-      });
-      return keys;
-    }
+    const fetches = env.metrics.counter({
+      name: 'switchyard_oauth_issuer_requests_total',
+      help: 'Requests sent to the authorization server for its metadata (discovery) or its keys (jwks)',
+      labelNames: ['kind'] as const,
+    });
+    const keys = new IssuerKeys({
+      issuer: options.issuer,
+      jwksUri: options.jwks_uri,
+      failureCacheMs: options.failure_cache_ms ?? 5000,
+      onFetch: (kind) => fetches.inc({ kind }),
+    });
 
     /** RFC 6750 §3 challenge: where the metadata is, the scopes needed, and what was wrong. */
     function challenge(
@@ -192,7 +205,7 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
         if (!match) refuse(ctx, 'malformed', 'The Authorization header must be Bearer <token>');
         let payload: JWTPayload;
         try {
-          ({ payload } = await jwtVerify(match[1], await keySet(), {
+          ({ payload } = await jwtVerify(match[1], keys.getKey, {
             issuer: options.issuer,
             audience: options.resource,
             algorithms: options.algorithms ?? ['RS256', 'ES256', 'EdDSA'],
@@ -207,9 +220,15 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
           if (err instanceof joseErrors.JOSEError && !(err instanceof joseErrors.JWKSTimeout)) {
             refuse(ctx, 'invalid', 'The access token is not valid');
           }
-          // The issuer's keys could not be fetched: nothing can be checked (fail closed, 503).
+          // The issuer's keys could not be fetched: nothing can be checked (fail closed, 503), and
+          // the issuer is not asked again before the failure's window ends.
           failures.inc({ reason: 'keys_unavailable' });
-          throw new GatewayError('unavailable', "The authorization server's keys are unavailable", { cause: err });
+          const retryAfter =
+            err instanceof KeysUnavailable ? Math.max(1, Math.ceil((err.until - Date.now()) / 1000)) : 1;
+          throw new GatewayError('unavailable', "The authorization server's keys are unavailable", {
+            cause: err,
+            headers: { 'Retry-After': String(retryAfter) },
+          });
         }
         const granted = scopesOf(payload);
         const missing = required.filter((s) => !granted.includes(s));
@@ -251,28 +270,6 @@ function scopesOf(payload: JWTPayload): string[] {
   if (typeof payload.scope === 'string') return payload.scope.split(' ').filter(Boolean);
   if (Array.isArray(payload.scp)) return payload.scp.filter((s): s is string => typeof s === 'string');
   return [];
-}
-
-/** The issuer's `jwks_uri`, from its authorization server metadata (RFC 8414), else OpenID discovery. */
-async function discoverJwksUri(issuer: string): Promise<string> {
-  const base = issuer.replace(/\/$/, '');
-  const u = new URL(issuer);
-  const path = u.pathname === '/' ? '' : u.pathname.replace(/\/$/, '');
-  for (const url of [
-    `${u.origin}/.well-known/oauth-authorization-server${path}`,
-    `${base}/.well-known/openid-configuration`,
-  ]) {
-    try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
-      if (!res.ok) continue;
-      const meta = (await res.json()) as { issuer?: string; jwks_uri?: string };
-      // RFC 8414 §3.3: the metadata must name the issuer it was fetched for.
-      if (meta.issuer === issuer && typeof meta.jwks_uri === 'string') return meta.jwks_uri;
-    } catch {
-      // try the next
-    }
-  }
-  throw new Error(`no jwks_uri found in the metadata of issuer ${issuer}`);
 }
 
 export default [oauthMetadataPlugin, oauthBearerPlugin];

@@ -7,7 +7,7 @@
  * level instead (`{status, storage: "ok"}`); `connections: true` adds the number of open client
  * connections of the service.
  */
-import { definePlugin, type HealthReport } from '../../runtime/index.ts';
+import { definePlugin, type HealthReport, publicReason } from '../../runtime/index.ts';
 
 interface CheckSpec {
   resource?: string;
@@ -101,7 +101,8 @@ export default definePlugin<ReadinessOptions>({
         }
         ready &&= h.ok;
         out[name] = (h.ok ? spec.ok : spec.failed) ?? h.status;
-        if (!h.ok && h.error) errors[name] = h.error;
+        // A public answer: why, never where (no URL, address or host:port of a backend or database).
+        if (!h.ok && h.error) errors[name] = publicReason(h.error);
       }
       ctx.status = ready ? 200 : 503;
       ctx.body = {

@@ -233,11 +233,11 @@ export class BalancedHttpUpstream implements HttpUpstream {
       };
     });
     const connected = endpoints.some((e) => e.state === 'up');
+    // Why, not where: `error` reaches public health answers; each endpoint's URL stays in `detail`.
+    const reasons = [...new Set(endpoints.map((e) => e.error ?? e.state))];
     return {
       connected,
-      ...(connected
-        ? {}
-        : { error: endpoints.map((e) => `${e.url}: ${e.error ?? e.state}`).join('; ') || 'no endpoint' }),
+      ...(connected ? {} : { error: `no endpoint takes requests: ${reasons.join('; ')}` }),
       detail: {
         url: this.url.href,
         kind: this.kind,
@@ -264,7 +264,10 @@ export class BalancedHttpUpstream implements HttpUpstream {
     try {
       await Promise.any(this.endpoints.map((e) => e.upstream.ready(timeoutMs)));
     } catch {
-      throw new Error(`upstream "${this.name}" not ready after ${timeoutMs} ms: ${this.health().error ?? 'unknown'}`);
+      // For the operator's log: each endpoint by its URL.
+      const now = Date.now();
+      const why = this.endpoints.map((e) => `${e.label}: ${e.upstream.health().error ?? this.stateOf(e, now)}`);
+      throw new Error(`upstream "${this.name}" not ready after ${timeoutMs} ms: ${why.join('; ')}`);
     }
   }
 

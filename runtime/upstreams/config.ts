@@ -3,6 +3,7 @@
  * Schema (used by config validation) and the defaults, applied here too so that an upstream built
  * from a hand-written object behaves like one built from a validated config.
  */
+import { childEnvironment } from './child-env.ts';
 
 export type RpcProtocol = 'mcp' | 'jsonrpc';
 
@@ -134,7 +135,10 @@ export interface StdioUpstreamConfig {
   kind: 'stdio';
   command: string;
   args?: string[];
+  /** Variables set in the child's environment (child-env.ts). */
   env?: Record<string, string>;
+  /** Variables of the gateway's environment the child gets besides the base ones (names, or `PREFIX*`). */
+  inherit_env?: string[];
   cwd?: string;
   restart?: { initial_delay_ms?: number; max_delay_ms?: number };
   protocol?: RpcProtocol;
@@ -178,6 +182,8 @@ export type ResolvedHttpConfig = Required<
 export type ResolvedStdioConfig = Required<Omit<StdioUpstreamConfig, 'restart' | 'cwd'>> & {
   cwd?: string;
   restart: { initial_delay_ms: number; max_delay_ms: number };
+  /** The child's whole environment (child-env.ts): base variables, `inherit_env`, then `env`. */
+  environment: Record<string, string>;
 };
 
 /** One endpoint's config (`url` given: the upstream's own, or one of its `endpoints`). */
@@ -208,12 +214,15 @@ function healthCheckDefaults(c: HttpUpstreamConfig): ResolvedHealthCheck {
   };
 }
 
-export function stdioDefaults(c: StdioUpstreamConfig): ResolvedStdioConfig {
+/** `source`: the gateway's environment, of which the child gets only what child-env.ts lets through. */
+export function stdioDefaults(c: StdioUpstreamConfig, source: NodeJS.ProcessEnv = process.env): ResolvedStdioConfig {
   return {
     kind: 'stdio',
     command: c.command,
     args: c.args ?? [],
     env: c.env ?? {},
+    inherit_env: c.inherit_env ?? [],
+    environment: childEnvironment(c, source),
     cwd: c.cwd,
     restart: { initial_delay_ms: c.restart?.initial_delay_ms ?? 200, max_delay_ms: c.restart?.max_delay_ms ?? 10000 },
     protocol: c.protocol ?? 'mcp',
@@ -502,7 +511,21 @@ const stdioSchema = {
     kind: { const: 'stdio' },
     command: { type: 'string', minLength: 1 },
     args: { type: 'array', items: { type: 'string' } },
-    env: { type: 'object', additionalProperties: { type: 'string' } },
+    env: {
+      type: 'object',
+      additionalProperties: { type: 'string' },
+      description: "Variables set in the child's environment (they win over inherited ones).",
+    },
+    inherit_env: {
+      type: 'array',
+      uniqueItems: true,
+      items: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*\\*?$' },
+      description:
+        "Variables of the gateway's environment the child gets besides PATH, HOME, USER, LOGNAME, SHELL, TERM, " +
+        'the locale (LANG, LANGUAGE, LC_*), TZ and TMPDIR (and on Windows its system variables): names, or ' +
+        "prefixes ending in `*` (e.g. `npm_config_*`). Nothing else of the gateway's environment (its tokens, " +
+        'database URLs, provider keys) reaches the child.',
+    },
     cwd: { type: 'string', description: "Resolved against the config file's directory." },
     restart: {
       type: 'object',

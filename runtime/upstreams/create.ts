@@ -25,7 +25,11 @@ export interface UpstreamDeps {
   configDir: string;
   /** The service's metrics (a stdio upstream counts its client sessions). */
   metrics?: MetricsKit;
-  /** Where an `openai` upstream's `api_key_env` is read (default: the process environment). */
+  /**
+   * The gateway's environment (default: the process's): where an `openai` upstream's `api_key_env`
+   * is read, what a `stdio` child's environment is drawn from (child-env.ts), and the session tag
+   * secret of a balanced `jsonrpc` upstream (session-tags.ts).
+   */
   environment?: NodeJS.ProcessEnv;
 }
 
@@ -57,13 +61,19 @@ function slotBounds(config: UpstreamConfig): SlotBounds | undefined {
 function buildUpstream(name: string, config: UpstreamConfig, deps: UpstreamDeps): Upstream {
   switch (config.kind) {
     case 'stdio': {
-      const resolved = stdioDefaults(config);
+      const resolved = stdioDefaults(config, deps.environment ?? process.env);
       if (resolved.cwd && !isAbsolute(resolved.cwd)) resolved.cwd = resolve(deps.configDir, resolved.cwd);
       return new StdioUpstream(name, resolved, deps.logger, deps.metrics);
     }
     case 'jsonrpc':
       if (config.endpoints) {
-        return new BalancedJsonRpcUpstream(name, { ...config, endpoints: config.endpoints }, deps.logger, deps.metrics);
+        return new BalancedJsonRpcUpstream(
+          name,
+          { ...config, endpoints: config.endpoints },
+          deps.logger,
+          deps.metrics,
+          deps.environment,
+        );
       }
       return new JsonRpcHttpUpstream(name, httpDefaults(withUrl(name, config)), deps.logger);
     case 'http':

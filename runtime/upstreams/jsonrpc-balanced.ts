@@ -3,13 +3,15 @@
  * issued it, so besides balancing (balanced.ts) each session goes back to its endpoint. The
  * binding travels in the session id itself: the `Mcp-Session-Id` an endpoint issues (in the
  * answer to an initialize, which may go anywhere) reaches the client as `<tag>.<id>`, the tag
- * naming the endpoint (a hash of its URL); a request carrying it goes to that endpoint with the
+ * naming the endpoint (an HMAC of its URL under the deployment's secret, session-tags.ts: it
+ * tells a client nothing of the URL); a request carrying it goes to that endpoint with the
  * endpoint's own id restored. Nothing is kept per session in the gateway, so stickiness holds
- * across cluster workers, several gateway processes and restarts, as long as the endpoint list
- * names the same URLs.
+ * across cluster workers, and across several gateway processes and restarts when they share
+ * `SWITCHYARD_SESSION_TAG_SECRET`, as long as the endpoint list names the same URLs.
  *
  * When the session's endpoint is out (down, ejected, or refusing connections) while another is
- * up, the request is answered 404 `session_not_found` rather than sent elsewhere: that is the
+ * up, or the tag names none of the endpoints (tagged by another secret or for an endpoint no
+ * longer listed), the request is answered 404 `session_not_found` rather than sent elsewhere: that is the
  * transport's "initialize a new session", and the new one lands on a healthy endpoint. The
  * gateway's own `call()` (protocol: mcp) rides the same forward, so its session sticks and is
  * reopened the same way.
@@ -20,14 +22,14 @@ import type { MetricsKit } from '../observability/metrics.ts';
 import type { JsonRpcRequest } from '../state.ts';
 import { BalancedHttpUpstream } from './balanced.ts';
 import { type HttpUpstreamConfig, httpDefaults } from './config.ts';
-import { hash32 } from './hash-ring.ts';
 import { RpcOverHttp } from './rpc-over-http.ts';
+import { endpointTag, sessionTagSecret } from './session-tags.ts';
 import type { HttpForwardRequest, HttpForwardResponse, RpcCallOptions, RpcUpstream } from './types.ts';
 
 const sessionHeader = 'mcp-session-id';
 
 export class BalancedJsonRpcUpstream extends BalancedHttpUpstream implements RpcUpstream {
-  /** Each endpoint's tag (8 hex digits of its URL's hash), and the way back. */
+  /** Each endpoint's tag (8 hex digits of its URL's HMAC), and the way back. */
   private readonly tags: readonly string[];
   private readonly byTag: ReadonlyMap<string, number>;
   /** The endpoint a request's session is bound to, once its header is rewritten (a retry sees it again). */
@@ -39,9 +41,17 @@ export class BalancedJsonRpcUpstream extends BalancedHttpUpstream implements Rpc
     config: HttpUpstreamConfig & { endpoints: NonNullable<HttpUpstreamConfig['endpoints']> },
     logger: Logger,
     metrics?: MetricsKit,
+    environment: NodeJS.ProcessEnv = process.env,
   ) {
     super(name, config, logger, metrics);
-    this.tags = this.endpoints.map((e) => hash32(e.label).toString(16).padStart(8, '0'));
+    const { secret, random } = sessionTagSecret(environment);
+    if (random) {
+      logger.info(
+        `upstream "${name}": MCP session tags keyed with this process's own secret; set SWITCHYARD_SESSION_TAG_SECRET ` +
+          'to keep sessions across gateway processes and restarts',
+      );
+    }
+    this.tags = this.endpoints.map((e) => endpointTag(secret, e.label));
     const byTag = new Map<string, number>();
     // The same URL twice: the first (the same server either way).
     this.tags.forEach((t, i) => {
@@ -73,8 +83,9 @@ export class BalancedJsonRpcUpstream extends BalancedHttpUpstream implements Rpc
       const sid = sessionOf(req.headers);
       if (sid === undefined || sid.charAt(8) !== '.') return undefined;
       i = this.byTag.get(sid.slice(0, 8));
-      // Not one of ours (a stale tag, a list changed): balanced; the endpoint says 404 if it is lost.
-      if (i === undefined) return undefined;
+      // Tagged, but by no endpoint of ours (another secret, a gateway restarted without a shared one,
+      // an endpoint left the list): no endpoint holds it under that id, so the client is told at once.
+      if (i === undefined) throw sessionUnknown(this.name);
       req.headers = { ...req.headers, [sessionHeader]: sid.slice(9) };
       this.pinned.set(req, i);
     }
@@ -100,6 +111,14 @@ export class BalancedJsonRpcUpstream extends BalancedHttpUpstream implements Rpc
 function sessionOf(headers: HttpForwardRequest['headers']): string | undefined {
   const v = headers[sessionHeader] ?? headers['Mcp-Session-Id'];
   return Array.isArray(v) ? v[0] : v;
+}
+
+function sessionUnknown(upstream: string): GatewayError {
+  return new GatewayError('not_found', 'This MCP session is not known here: initialize a new one', {
+    code: 'session_not_found',
+    rpcCode: -32000,
+    details: { upstream },
+  });
 }
 
 function sessionGone(upstream: string): GatewayError {

@@ -5,12 +5,15 @@
  *
  * - `api_key_env`: every request carries `Authorization: Bearer <key>`; a client's Authorization
  *   header (were a route to forward it) is replaced, so a client's key never reaches a provider.
- *   The key is never logged nor reported: only the variable's name is in the config.
+ *   The key is never logged nor reported: only the variable's name is in the config. A provider
+ *   that echoes it (in a 401 body, a header) has it overwritten before anyone sees the answer
+ *   (secret-scrub.ts); answers are asked for uncompressed so that they can be searched.
  * - `model_map`: `providerModel(name)` gives the provider's name of a client's model; the proxy
  *   rewrites the request's `model` with it (it holds the parsed body; the transport only bytes).
  */
 import { around } from './around.ts';
 import type { HttpUpstreamConfig } from './config.ts';
+import { SecretScrubber } from './secret-scrub.ts';
 import { isHttpUpstream, type Upstream } from './types.ts';
 
 export function asProvider<U extends Upstream>(
@@ -28,12 +31,17 @@ export function asProvider<U extends Upstream>(
   const key = environment[variable]?.trim();
   if (!key) throw new Error(`upstream "${upstream.name}": api_key_env: environment variable ${variable} is not set`);
   const authorization = `Bearer ${key}`;
+  const scrubber = new SecretScrubber(key);
   return around(upstream, {
-    forward: (forward) => (req) => {
+    forward: (forward) => async (req) => {
       const headers: typeof req.headers = {};
-      for (const name in req.headers) if (name.toLowerCase() !== 'authorization') headers[name] = req.headers[name];
+      for (const name in req.headers) {
+        const lower = name.toLowerCase();
+        if (lower !== 'authorization' && lower !== 'accept-encoding') headers[name] = req.headers[name];
+      }
       headers.authorization = authorization;
-      return forward({ ...req, headers });
+      headers['accept-encoding'] = 'identity';
+      return scrubber.answer(await forward({ ...req, headers }), upstream.name);
     },
   });
 }

@@ -177,8 +177,9 @@ export class StdioChild {
   }
 
   private start(): void {
-    const { command, args, env, cwd } = this.config;
-    const child = spawn(command, args, { cwd, env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const { command, args, environment, cwd } = this.config;
+    // Never the gateway's environment itself (its secrets): see child-env.ts.
+    const child = spawn(command, args, { cwd, env: environment, stdio: ['pipe', 'pipe', 'pipe'] });
     this.child = child;
     this.spawnedAt = Date.now();
     // Until it is up, health keeps saying why the previous child ended.

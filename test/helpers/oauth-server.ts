@@ -5,6 +5,8 @@
  * real server would never issue (expired, another audience, another key, `alg: none`).
  * `clients` registers more clients, each with the scopes it may be granted (a request for another
  * is refused with `invalid_scope`, RFC 6749 §5.2); the default client may get any scope.
+ * `down` makes it answer 503 to everything (`'all'`) or to its key set only (`'jwks'`); `paths`
+ * records the path of every request it received, whatever it answered.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -16,6 +18,10 @@ export interface OAuthServer {
   clientSecret: string;
   /** Tokens issued by the token endpoint, newest last. */
   issued: string[];
+  /** What answers 503 (an outage): nothing (false), everything, or the key set only. */
+  down: false | 'all' | 'jwks';
+  /** The path of every request received, in order. */
+  paths: string[];
   mint(claims: JWTPayload, o?: { key?: 'own' | 'other'; kid?: string }): Promise<string>;
   close(): Promise<void>;
 }
@@ -35,6 +41,7 @@ export async function startOAuthServer(o: { clients?: Record<string, OAuthClient
   const clients: Record<string, OAuthClient> = { [clientId]: { secret: clientSecret }, ...o.clients };
   const issued: string[] = [];
   let issuer = '';
+  const state: { down: OAuthServer['down']; paths: string[] } = { down: false, paths: [] };
 
   const mint: OAuthServer['mint'] = (claims, o = {}) =>
     new SignJWT(claims)
@@ -52,6 +59,10 @@ export async function startOAuthServer(o: { clients?: Record<string, OAuthClient
         res.end(JSON.stringify(value));
       };
       const url = new URL(req.url ?? '/', issuer);
+      state.paths.push(url.pathname);
+      if (state.down === 'all' || (state.down === 'jwks' && url.pathname === '/jwks')) {
+        return json(503, { error: 'temporarily_unavailable' });
+      }
       if (req.method === 'GET' && url.pathname === '/.well-known/oauth-authorization-server') {
         return json(200, {
           issuer,
@@ -102,6 +113,13 @@ export async function startOAuthServer(o: { clients?: Record<string, OAuthClient
     clientId,
     clientSecret,
     issued,
+    get down() {
+      return state.down;
+    },
+    set down(v) {
+      state.down = v;
+    },
+    paths: state.paths,
     mint,
     close: () => new Promise<void>((r) => server.close(() => r())),
   };

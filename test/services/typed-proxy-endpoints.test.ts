@@ -13,18 +13,21 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StartedService, startService } from '../../runtime/testing.ts';
-import { hash32 } from '../../runtime/upstreams/hash-ring.ts';
+import { endpointTag, sessionTagSecretVariable } from '../../runtime/upstreams/session-tags.ts';
 import { freePort, startEverythingHttp, stop } from '../helpers/servers.ts';
 
 let servers: ChildProcess[] = [];
 let urls: string[] = [];
 let svc: StartedService;
+const tagSecret = 'typed-proxy-endpoints-test-secret';
 const clients: Client[] = [];
 
 beforeAll(async () => {
   const ports = [await freePort(), await freePort()];
   servers = await Promise.all(ports.map((p) => startEverythingHttp(p)));
   urls = ports.map((p) => `http://127.0.0.1:${p}/mcp`);
+  // The deployment's secret (it keys the endpoint tags in session ids): set here to read them back.
+  process.env[sessionTagSecretVariable] = tagSecret;
   svc = await startService('configs/typed-proxy.yaml', {
     set: [
       `upstreams.everything={kind: jsonrpc, protocol: mcp, endpoints: [${urls.map((u) => `{url: "${u}"}`).join(', ')}], health_check: {interval_ms: 500, jsonrpc_method: ping}}`,
@@ -32,6 +35,7 @@ beforeAll(async () => {
     env: { PROXY_AUDIT_PATH: join(mkdtempSync(join(tmpdir(), 'typed-proxy-endpoints-')), 'audit.db') },
     warmupMs: 15000,
   });
+  delete process.env[sessionTagSecretVariable];
 }, 60_000);
 
 afterAll(async () => {
@@ -51,9 +55,9 @@ async function connect(): Promise<{ client: Client; transport: StreamableHTTPCli
 const echo = async (c: Client, message: string) =>
   (await c.callTool({ name: 'echo', arguments: { message } })).content as Array<{ text: string }>;
 
-/** The endpoint a client's session id names (its tag: the hash of the endpoint's URL). */
+/** The endpoint a client's session id names (its tag: the HMAC of the endpoint's URL). */
 const endpointOf = (sessionId: string | undefined) =>
-  urls.findIndex((u) => hash32(u).toString(16).padStart(8, '0') === sessionId?.slice(0, 8));
+  urls.findIndex((u) => endpointTag(tagSecret, u) === sessionId?.slice(0, 8));
 
 describe('typed proxy with two MCP endpoints', () => {
   it('sessions spread over both and every request of each reaches its own server; a dead one sends new sessions to the other', async () => {
