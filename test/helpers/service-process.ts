@@ -74,7 +74,7 @@ export async function spawnService(
       () => true,
       () => false,
     );
-  }, 30_000);
+  }, 90_000); // a cold start of several services takes 20-60 s on a loaded 2-core machine
   return {
     child,
     url,
