@@ -34,6 +34,7 @@ export type {
 export { coreStateFields, definePlugin, defineResource, stateFieldOf } from './plugin.ts';
 export type { ClientConnection, ConnectionsSnapshot } from './server/connections.ts';
 export { addressKey, sessionOwner, subjectOf } from './session-owner.ts';
+export { sessionTagSecret } from './upstreams/session-tags.ts';
 export type {
   Caller,
   GatewayContext,

@@ -29,6 +29,7 @@ import {
   tryOrder,
 } from './failover.ts';
 import { upstreamRequestHeaders, upstreamResponseHeaders } from './headers.ts';
+import type { SessionBinding } from './session-binding.ts';
 
 export interface HttpProxyOptions {
   headerNames: string[];
@@ -42,6 +43,8 @@ export interface HttpProxyOptions {
   observe(upstream: string, seconds: number): void;
   /** Called for each upstream given up on (failover), before the next is tried. */
   onFailover?(failure: ProviderFailure): void;
+  /** MCP session ids the upstream issues, bound to the caller (session-binding.ts). */
+  sessions?: SessionBinding;
 }
 
 const noBodyStatus = new Set([204, 205, 304]);
@@ -58,6 +61,7 @@ export async function proxyHttp(
   const replaced = Boolean(ctx.state.rpcModified && ctx.state.rpc);
   const reserialised = replaced || Boolean(ctx.state.jsonModified && ctx.state.json !== undefined);
   const headers = upstreamRequestHeaders(ctx, o.headerNames, reserialised);
+  o.sessions?.forward(ctx, headers);
   const body = await requestBody(ctx, replaced);
   const tried: ProvidersTried = { failed: [] };
   ctx.state.providers = tried;
@@ -106,6 +110,7 @@ export async function proxyHttp(
       }
       // upstreamResponseHeaders leaves lower-case names and no undefined value: adopted, not copied.
       const init = { status: res.status, headers: upstreamResponseHeaders(res.headers), headersNormalised: true };
+      o.sessions?.answer(ctx, init.headers);
       try {
         const answer = await answerBody(ctx, res);
         // A stream that ends or fails before its first byte gave the client nothing: the next may answer.

@@ -24,6 +24,7 @@ import {
 import { requestHeaderNames } from './headers.ts';
 import { proxyHttp } from './http.ts';
 import { proxyRpc } from './rpc.ts';
+import { SessionBinding } from './session-binding.ts';
 
 interface ProxyOptions {
   upstream: string | string[];
@@ -140,6 +141,7 @@ export default definePlugin<ProxyOptions>({
       cooldownMs: options.cooldown_ms ?? 30000,
       firstByteTimeoutMs: options.first_byte_timeout_ms ?? 120000,
       observe: (name: string, seconds: number) => latency.labels(name).observe(seconds),
+      sessions: new SessionBinding(),
     };
 
     /** How requests reach an upstream: forwarded over HTTP, or called as JSON-RPC. */

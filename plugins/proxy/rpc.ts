@@ -26,6 +26,7 @@ import {
   sessionOwner,
   subjectOf,
 } from '../../runtime/index.ts';
+import { unknownSession } from './session-binding.ts';
 
 /** `sessions: false` (the typed-send route, `via: call`): always the gateway's own session. */
 export async function proxyRpc(
@@ -92,13 +93,6 @@ async function endSession(
 function sessionRequired(): GatewayError {
   return new GatewayError('bad_request', 'Mcp-Session-Id header required: use the one the initialize answer carried', {
     code: 'session_required',
-    rpcCode: -32000,
-  });
-}
-
-function unknownSession(): GatewayError {
-  return new GatewayError('not_found', 'Unknown or expired MCP session: initialize a new one', {
-    code: 'session_not_found',
     rpcCode: -32000,
   });
 }
