@@ -15,6 +15,7 @@ import {
 import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
 import { TextView } from '../../plugins/classify/patterns/detector.ts';
 import { normalizeForPhrases } from '../../plugins/classify/patterns/normalize.ts';
+import { DEFAULT_PHONE_REGIONS, phoneValidator } from '../../plugins/classify/patterns/phone.ts';
 
 /** The substrings a single detector (or family) flags in a text, with their labels. */
 function found(detector: string, text: string): Array<[string, string]> {
@@ -140,7 +141,7 @@ describe('pii detectors', () => {
       'version 10.0.19041.1234',
       'order 1234567890',
       '3.14159 2.71828',
-      '000-123-4567',
+      '000-000-0000',
       '+0 123 456 789',
       '4111 1111 1111 1112',
       '4111-1111-1111-1112',
@@ -179,6 +180,32 @@ describe('pii detectors', () => {
     expect(texts('phone', 'tel 1. 415-555-2671, 2. 212-555-0123')).toEqual(['415-555-2671', '212-555-0123']);
   });
 
+  it('property: the phone detector’s shortcuts (length and pattern checks before parsing, a cache) decide as the library does', () => {
+    const validator = phoneValidator(DEFAULT_PHONE_REGIONS);
+    const digits = fc
+      .tuple(
+        // Trunk and international prefixes, and calling codes written without their + (4930…, 49030…).
+        fc.constantFrom(
+          ...['', '0', '00', '011', '1', '01', '06', '07', '09', '3', '4', '5', '6', '9'],
+          ...['43', '49', '490', '430', '33', '330', '55', '52', '91', '61', '610'],
+        ),
+        fc.stringMatching(/^[0-9]{5,15}$/),
+      )
+      .map(([lead, rest]) => (lead + rest).slice(0, 17));
+    let accepted = 0;
+    fc.assert(
+      fc.property(digits, fc.boolean(), (d, plus) => {
+        const shape = { digits: d, plus };
+        const fast = validator.valid(shape);
+        expect(fast, `${plus ? '+' : ''}${d}`).toBe(validator.valid(shape, true));
+        expect(validator.valid(shape)).toBe(fast); // cached
+        if (fast) accepted++;
+      }),
+      { numRuns: 1500, seed: 25 },
+    );
+    expect(accepted).toBeGreaterThan(100); // both answers were exercised
+  });
+
   it('phone_regions: national formats of the regions named, international ones of every country', () => {
     const brazil = new PatternClassifier({ name: 'br', type: 'pattern', detectors: ['phone'], phone_regions: ['BR'] });
     const spans = (text: string) => brazil.classifySync(text).spans.map((s) => text.slice(s.start, s.end));
@@ -211,6 +238,7 @@ describe('pii detectors', () => {
       '4111-1111 1111-1111',
       '1234 5678 9012 3456',
       '94111111111111111',
+      '+4330212869066', // an international phone number that passes Luhn by chance
     ]) {
       expect(texts('credit_card', `card: ${miss}.`), miss).toEqual([]);
     }

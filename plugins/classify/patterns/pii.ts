@@ -81,7 +81,7 @@ const phone: Detector = phoneDetector(DEFAULT_PHONE_REGIONS, undefined, (view) =
 
 // ---------------------------------------------------------------- payment cards
 
-const CARD_CANDIDATE = /(?<![\d-])\d(?:[ -]?\d){12,18}(?!\d)/g;
+const CARD_CANDIDATE = /(?<![\d+-])\d(?:[ -]?\d){12,18}(?!\d)/g;
 /** Issuer ranges and lengths: Visa, Mastercard, Amex, Diners, Discover, JCB, UnionPay, Maestro. */
 const CARD_ISSUER =
   /^(?:4\d{12}(?:\d{3}){0,2}|5[1-5]\d{14}|2(?:22[1-9]|2[3-9]\d|[3-6]\d\d|7[01]\d|720)\d{12}|3[47]\d{13}|3(?:0[0-5]\d|[689]\d\d)\d{10,15}|6(?:011|5\d\d|4[4-9]\d|22\d)\d{12,15}|35(?:2[89]|[3-8]\d)\d{12,15}|62\d{14,17}|(?:5018|5020|5038|5893|6304|6759|676[1-3])\d{8,15})$/;
