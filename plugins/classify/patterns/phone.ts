@@ -20,7 +20,6 @@
 import {
   type CountryCode,
   getCountries,
-  getCountryCallingCode,
   Metadata,
   type MetadataJson,
   type PhoneNumber,
@@ -396,8 +395,6 @@ interface Region {
   lengths: ReadonlySet<number>;
   /** The plan's national number pattern (every valid number's national significant number matches it). */
   pattern: RegExp;
-  /** The country calling code (the library reads national digits that start with it as international). */
-  callingCode: string;
   /** The national (trunk) prefix when it is all there is to strip (`0`, `1`); undefined otherwise. */
   simplePrefix?: string;
   /** National prefix parsing is more than a fixed prefix (carrier codes): lengths are not checked. */
@@ -416,7 +413,6 @@ function regionOf(metadata: MetadataJson, code: CountryCode): Region {
     plan,
     lengths: new Set(plan.possibleLengths() ?? []),
     pattern: new RegExp(`^(?:${plan.nationalNumberPattern()})$`),
-    callingCode: getCountryCallingCode(code, metadata),
     simplePrefix: prefix,
     complex,
   };
@@ -434,11 +430,7 @@ function mayFit(region: Region, digits: string): boolean {
   if (region.complex) return true;
   const p = region.simplePrefix;
   const fits = (nsn: string) => region.lengths.has(nsn.length) && region.pattern.test(nsn);
-  const withOrWithoutPrefix = (d: string) => fits(d) || (p !== undefined && d.startsWith(p) && fits(d.slice(p.length)));
-  if (withOrWithoutPrefix(digits)) return true;
-  // 431 234567 read in Austria as +43 1 234567: the country code written without its + (and
-  // the national prefix after it, 49 030 …).
-  return digits.startsWith(region.callingCode) && withOrWithoutPrefix(digits.slice(region.callingCode.length));
+  return fits(digits) || (p !== undefined && digits.startsWith(p) && fits(digits.slice(p.length)));
 }
 
 /**
@@ -460,6 +452,18 @@ function nationalPrefixPresentIfRequired(phone: PhoneNumber, digits: string, reg
   if (format.nationalPrefixIsOptionalWhenFormattingInNationalFormat()) return true;
   if (!format.usesNationalPrefix()) return true;
   return digits.length > nsn.length; // something was stripped: the prefix (and a carrier code)
+}
+
+/**
+ * Did the library read national digits as starting with the region's country calling code
+ * written without its `+` (4930… in Germany as +49 30…)? A national format has no country code:
+ * such digits are another number, or none (a 16-digit card number starting 49 is no German
+ * phone). The library keeps how it found the code in `__countryCallingCodeSource` (its own
+ * leniency checks read it).
+ */
+function readCountryCode(phone: PhoneNumber): boolean {
+  const source = (phone as unknown as { __countryCallingCodeSource?: string }).__countryCallingCodeSource;
+  return source === 'FROM_NUMBER_WITHOUT_PLUS_SIGN';
 }
 
 export interface PhoneValidator {
@@ -492,7 +496,8 @@ export function phoneValidator(
     for (const region of plans) {
       if (!plain && !mayFit(region, digits)) continue;
       const phone = parsePhoneNumberFromString(digits, region.code, metadata);
-      if (phone?.isValid() && nationalPrefixPresentIfRequired(phone, digits, region)) return true;
+      if (!phone?.isValid() || readCountryCode(phone)) continue;
+      if (nationalPrefixPresentIfRequired(phone, digits, region)) return true;
     }
     return false;
   };
