@@ -21,6 +21,7 @@ import type { Classifier, ClassifierSet } from './api.ts';
 import { createMlClassifier, mlClassifierSchema } from './ml/index.ts';
 import { DETECTOR_NAMES, DETECTORS } from './patterns/catalog.ts';
 import { PatternClassifier, type PatternClassifierSpec } from './patterns/classifier.ts';
+import { DEFAULT_PHONE_REGIONS, PHONE_REGION_CODES } from './patterns/phone.ts';
 import { NamedClassifierSet } from './set.ts';
 
 interface ClassifierEntry {
@@ -81,6 +82,15 @@ const patternEntry: JsonSchema = {
       propertyNames: { enum: DETECTORS.map((d) => d.id) },
       additionalProperties: { type: 'number', minimum: 0, maximum: 1 },
       description: 'Weight of every match of the given detectors, replacing their built-in weights.',
+    },
+    phone_regions: {
+      type: 'array',
+      minItems: 1,
+      uniqueItems: true,
+      items: { enum: [...PHONE_REGION_CODES] },
+      description:
+        `Regions (ISO 3166 alpha-2) whose national phone formats the phone detector recognises (default: ${DEFAULT_PHONE_REGIONS.join(', ')}); ` +
+        'international numbers (+ or 00) of every country are found anyway.',
     },
   },
 };

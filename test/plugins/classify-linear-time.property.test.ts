@@ -30,7 +30,17 @@ import { type Detector, TextView } from '../../plugins/classify/patterns/detecto
 /** At least one real match per detector: their prefixes and variants are the near-matches. */
 const MATCHES: Record<string, string[]> = {
   email: ['john.doe@example.com', 'a.b-c_d@sub.example.co.uk'],
-  phone: ['+44 20 7946 0958', '(415) 555-2671', '0044 20 7946 0958'],
+  // International, national of several regions, a bare run said to be one, parentheses and joiners.
+  phone: [
+    '+44 20 7946 0958',
+    '(415) 555-2671',
+    '0044 20 7946 0958',
+    '(25) 49703-3867',
+    '922 86 37 95',
+    '18-188-46-21',
+    'call 4155552671',
+    '+49 (0) 30 / 123 456 78',
+  ],
   credit_card: ['4111 1111 1111 1111', '4111-1111-1111-1111'],
   iban: ['DE89 3704 0044 0532 0130 00', 'GB82WEST12345698765432'],
   us_ssn: ['123-45-6789', '123 45 6789'],

@@ -410,7 +410,7 @@ const AT_MAX: Record<string, { text: string; value: string }> = (() => {
   };
   const out: Record<string, { text: string; value: string }> = {
     email: whole(`${'a'.repeat(64)}@${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(57)}.com`),
-    phone: whole('+(1) 2 3 4 5 6 7 8 9 0 1 2 3'),
+    phone: whole('+49 (0) 30 / 123 / 456 / 78 / 90'),
     credit_card: whole([...luhnNumber('4', 19, 1)].join(' ')),
     iban: whole(`${ru.slice(0, 4)} ${[...ru.slice(4)].join(' ')}`),
     us_ssn: whole('123-45-6789'),
@@ -526,7 +526,7 @@ describe('ClassifierSet.maxSpanChars', () => {
     expect(secrets.maxSpanChars).toBe(Math.max(detector('jwt').maxSpanChars, detector('private_key').maxSpanChars));
     expect(set.maxSpanChars()).toBe(secrets.maxSpanChars);
     expect(set.maxSpanChars(['pii', 'phone'])).toBe(pii.maxSpanChars);
-    expect(set.maxSpanChars(['phone'])).toBe(28);
+    expect(set.maxSpanChars(['phone'])).toBe(32);
     expect(set.maxSpanChars([])).toBe(0);
     expect(() => set.maxSpanChars(['nope'])).toThrow(/unknown classifier "nope"/);
   });
@@ -732,21 +732,44 @@ describe('detectChars of a classifier: the score on the cut text', () => {
   }
 
   it('cut from detectChars characters into a match, the score is at least the match’s weight: every threshold the match crosses alone is crossed', () => {
-    // A fixed seed while the gap below is open (a random one found it once in ~4 CI runs).
-    expect(checkCuts({ numRuns: 200, seed: 20261127 })).toBeGreaterThan(1000);
+    expect(checkCuts({ numRuns: 200 })).toBeGreaterThan(1000);
   });
 
-  // KNOWN GAP (found by this property in CI, 2026-11-27, seed 1988016420): a phone number such as
-  // "+9.8427)1702980610" in a longer run of digits and punctuation, cut 21 characters into it,
-  // scores 0 where its weight is 0.8. Replayed here so it fails until the detector is fixed;
-  // then make this `it` and drop the fixed seed above.
-  it.fails('known gap: a phone number cut inside a longer digit run is missed (replay of seed 1988016420)', () => {
+  // Found by the property above in CI (2026-11-27, seed 1988016420): "+9.8427)1702980610" in a
+  // longer run of digits and punctuation was a phone number, and none once the text was cut 21
+  // characters into it. The phone detector now reads a run of digits as a whole: a number inside
+  // a longer run is none, and text after a number never turns a number into none.
+  it('replay: a phone number cut inside a longer digit run (seed 1988016420)', () => {
     checkCuts({
       numRuns: 200,
       seed: 1988016420,
       path: '196:1:0:0:8:1:35:1:8:1:36:35:35:33:34:34:33:33:33:36:34:34:33:34:33:33:33:33',
       endOnFailure: true,
     });
+    const text =
+      '4139-.7(/) 184+ 90) -0((.7/9.26/)3 07.+8(0)/0.-/7+)1(017/3.777+-0649/(((+7624)6).+- +9.8427)1702980610(-38133923';
+    const phone = detector('phone');
+    for (let cut = text.length - 30; cut <= text.length; cut++) {
+      expect(phone.find(new TextView(text.slice(0, cut))), `cut at ${cut}`).toEqual([]);
+    }
+  });
+
+  it('phone numbers followed by more text: found on every cut from their end on', () => {
+    const after = ['', ' ', ' 1', ' 12ab', ' 555', ' (0', ' -', ' - 12', '.', ', and 12', ' x', ' +4', ' 555-98'];
+    for (const number of ['+44 20 7946 0958', '(415) 555-2671', '415-555-2671', '06 12 34 56 78', '030 / 1234567']) {
+      const text = `call ${number}`;
+      for (const tail of after) {
+        const full = text + tail;
+        const found = detector('phone').find(new TextView(full));
+        if (!found.some((f) => f.start === 5 && f.end === text.length)) continue; // the tail joined the number
+        for (let cut = text.length; cut <= full.length; cut++) {
+          const hit = detector('phone')
+            .find(new TextView(full.slice(0, cut)))
+            .some((f) => f.start < text.length && f.end > 5 && f.weight >= 0.8);
+          expect(hit, `${JSON.stringify(full)} cut at ${cut}`).toBe(true);
+        }
+      }
+    }
   });
 });
 
@@ -762,7 +785,7 @@ describe('ClassifierSet.detectChars', () => {
     expect(secrets.detectChars).toBe(detector('generic_secret').detectChars);
     expect(set.detectChars()).toBe(Math.max(pii.detectChars, secrets.detectChars));
     expect(set.detectChars(['pii', 'secrets'])).toBeLessThan(set.maxSpanChars(['pii', 'secrets']) / 10);
-    expect(set.detectChars(['phone'])).toBe(28);
+    expect(set.detectChars(['phone'])).toBe(32);
     expect(set.detectChars([])).toBe(0);
     expect(() => set.detectChars(['nope'])).toThrow(/unknown classifier "nope"/);
     for (const c of [pii, secrets, phone])

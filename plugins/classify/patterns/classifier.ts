@@ -23,6 +23,7 @@ import type { Classifier, ClassifierInfo, ClassifierResult, Span } from '../api.
 import { mergeSpans } from '../redact.ts';
 import { FAMILY_LABELS, selectDetectors } from './catalog.ts';
 import { type Detector, type Finding, TextView } from './detector.ts';
+import { type CountryCode, PHONE_REGION_CODES, phoneDetector } from './phone.ts';
 
 export interface PatternClassifierSpec {
   name: string;
@@ -34,6 +35,11 @@ export interface PatternClassifierSpec {
   labels?: { positive?: string; negative?: string };
   /** Replaces the weight of every match of the given detectors. */
   weights?: Record<string, number>;
+  /**
+   * Regions (ISO 3166 alpha-2) whose national formats the `phone` detector recognises, instead
+   * of DEFAULT_PHONE_REGIONS; international numbers (`+`, `00`) of every country are found anyway.
+   */
+  phone_regions?: string[];
 }
 
 export const DEFAULT_THRESHOLD = 0.5;
@@ -59,6 +65,18 @@ export class PatternClassifier implements Classifier {
     this.name = spec.name;
     this.#tier = spec.tier ?? 'A';
     this.#detectors = selectDetectors(spec.detectors);
+    if (spec.phone_regions !== undefined) {
+      const at = this.#detectors.findIndex((d) => d.id === 'phone');
+      if (at === -1)
+        throw new Error(`classifier "${spec.name}": phone_regions, but it does not use the phone detector`);
+      const unknown = spec.phone_regions.filter((r) => !PHONE_REGION_CODES.includes(r));
+      if (unknown.length > 0 || spec.phone_regions.length === 0) {
+        throw new Error(
+          `classifier "${spec.name}": phone_regions: ${unknown.length > 0 ? `unknown region ${unknown.map((r) => `"${r}"`).join(', ')} (ISO 3166 alpha-2 codes, upper case, e.g. US, GB, DE)` : 'empty'}`,
+        );
+      }
+      this.#detectors[at] = phoneDetector(spec.phone_regions as CountryCode[]);
+    }
     if (options.reference) {
       this.#detectors = this.#detectors.map((d) => (d.reference ? { ...d, find: d.reference } : d));
     }

@@ -13,8 +13,9 @@
  *   Emoji ZWJ sequences (VS16 then ZWJ), Persian ZWNJ, Indic ZWJ, CJK ideographic variation
  *   selectors each put one or two in a row; a run of four, or three selectors, is data.
  * - Bidirectional overrides (U+202D/202E), which reverse what a reader sees ("Trojan Source",
- *   CVE-2021-42574), and embeddings/isolates left unpaired in their paragraph. Marks (LRM, RLM,
- *   ALM) and paired isolates, which right-to-left text and localized strings use, are not flagged.
+ *   CVE-2021-42574), and embeddings/isolates left open at the end of their paragraph, which
+ *   reorder the rest of it (closers that close nothing, weakly). Marks (LRM, RLM, ALM) and paired
+ *   isolates, which right-to-left text and localized strings use, are not flagged.
  *
  * Each scans the text once; `find` skips to the first character that can start a finding
  * (indexOf or one character-class regex), `reference` walks every code unit.
@@ -237,10 +238,13 @@ const isParagraphEnd = (c: number) =>
 
 /**
  * Walks the bidi controls from `from` (each at most once on the stack): an override is reported
- * where it stands (0.8); an embedding or isolate not closed by the end of its paragraph, and a
- * PDF or PDI that closes nothing, where it stands (0.4, weak: text cut mid-paragraph leaves a
- * legitimate one open). PDF closes the innermost embedding or override unless an isolate is
- * innermost; PDI closes the innermost isolate and whatever was opened inside it (UAX #9, X6a, X7).
+ * where it stands (0.8); an embedding or isolate not closed by the end of its paragraph (or of
+ * the text) where it stands, as strongly (0.8): it reorders everything after it up to the end of
+ * the line, which is what Trojan Source (CVE-2021-42574) does with an isolate left open, and
+ * software that writes isolates for right-to-left names closes them. A PDF or PDI that closes
+ * nothing reorders nothing: weak (0.4). PDF closes the innermost embedding or override unless an
+ * isolate is innermost; PDI closes the innermost isolate and whatever was opened inside it
+ * (UAX #9, X6a, X7).
  */
 function bidiControls(text: string, positions: Iterable<number>): Finding[] {
   const out: Finding[] = [];
@@ -248,12 +252,15 @@ function bidiControls(text: string, positions: Iterable<number>): Finding[] {
   const open: number[] = [];
   const isolate: boolean[] = [];
   let isolates = 0;
-  const unpaired = (at: number) => {
+  /** An opener left open (an override was reported where it stands). */
+  const unclosed = (at: number) => {
     const c = text.charCodeAt(at);
-    if (c !== LRO && c !== RLO) out.push({ start: at, end: at + 1, label: LABEL, weight: 0.4 });
+    if (c !== LRO && c !== RLO) out.push({ start: at, end: at + 1, label: LABEL, weight: 0.8 });
   };
+  /** A closer that closes nothing. */
+  const unpaired = (at: number) => out.push({ start: at, end: at + 1, label: LABEL, weight: 0.4 });
   const closeParagraph = () => {
-    for (const at of open) unpaired(at);
+    for (const at of open) unclosed(at);
     open.length = 0;
     isolate.length = 0;
     isolates = 0;
@@ -310,9 +317,10 @@ function* everyPosition(text: string): Generator<number> {
 const bidiControl: Detector = {
   id: 'bidi_control',
   family: 'hidden_text',
-  description: 'Bidirectional overrides (Trojan Source) and embeddings or isolates left unpaired in their paragraph.',
+  description:
+    'Bidirectional overrides (Trojan Source), embeddings or isolates left open at the end of their paragraph, stray closers (weak).',
   maxSpanChars: 1, // one control character
-  detectChars: 1, // an override at once; an unpaired one is unpaired at the end of the text too
+  detectChars: 1, // an override or an opener at once (open at the end of the text too); a stray closer at once
   find(view) {
     const text = view.text;
     const first = text.search(BIDI);

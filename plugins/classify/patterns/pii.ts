@@ -1,7 +1,8 @@
 /**
  * PII detectors: e-mail addresses, phone numbers, payment card numbers, IBANs and national
  * identifiers. Candidates are found with linear regexes and then validated (Luhn, mod-97, control
- * letters, issuing ranges), so that look-alike numbers (order ids, dates, versions) are not flagged.
+ * letters, issuing ranges, numbering plans), so that look-alike numbers (order ids, dates,
+ * versions) are not flagged. Phone numbers: phone.ts.
  */
 import { IBAN_LENGTHS, ibanChecksumValid, luhnValid, ninoPrefixValid, spanishIdValid, ssnValid } from './checksums.ts';
 import {
@@ -13,6 +14,7 @@ import {
   pushFinding,
   type TextView,
 } from './detector.ts';
+import { DEFAULT_PHONE_REGIONS, phoneDetector } from './phone.ts';
 
 const isAlnum = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
 /** Characters of an e-mail local part (the common unquoted subset of RFC 5322). */
@@ -74,86 +76,12 @@ const email: Detector = {
 
 // ---------------------------------------------------------------- phone
 
-/** A run of digits with the separators phone numbers use, optionally after `+` or `(`. */
-const PHONE_CANDIDATE = /(?<![\w+])\+?\(?\d[\d ()./-]{5,24}\d(?!\w)/g;
-/** North American: optional 1, area code and exchange not starting with 0/1, 3-3-4 grouping. */
-const NANP = /^(?:1[ .-]?)?(?:\([2-9]\d{2}\) ?|[2-9]\d{2}[ .-])[2-9]\d{2}[ .-]\d{4}$/;
-/** National numbers with a trunk 0 (most of Europe, UK, Australia...): groups of 2-4 digits. */
-const TRUNK = /^\(?0\d{1,4}\)?(?:[ ./-]?\d{2,4}){1,5}$/;
-const DATE = /^\d{1,2}[./-]\d{1,2}[./-]\d{2,4}\b/;
-
-/** Weight of a phone-number candidate, 0 when it is not one. */
-function phoneWeight(candidate: string): number {
-  if (/[ ./-]{2}/.test(candidate.replace(/\) \(?|\) /g, ')'))) return 0; // doubled separators
-  const digits = candidate.replace(/\D/g, '');
-  if (candidate.startsWith('+') || candidate.startsWith('00')) {
-    const national = candidate.startsWith('+') ? digits : digits.slice(2);
-    return national.length >= 8 && national.length <= 15 && national[0] !== '0' ? 0.8 : 0;
-  }
-  if (NANP.test(candidate)) return 0.75;
-  // National numbers use one kind of separator; mixed ones are dates and times ("01.02.2024 10.30").
-  if (new Set(candidate.replace(/[\d()]/g, '')).size > 1 || DATE.test(candidate)) return 0;
-  if (TRUNK.test(candidate) && digits.length >= 10 && digits.length <= 12) return 0.6;
-  return 0;
-}
-
-const phone: Detector = {
-  id: 'phone',
-  family: 'pii',
-  description: 'Phone number: international (+ or 00, 8-15 digits), North American, or national with a trunk 0.',
-  // PHONE_CANDIDATE: `+`, `(`, a digit, 24 digits or separators, a digit; the pieces of one as much.
-  maxSpanChars: 28,
-  detectChars: 28, // the whole number: digit counts and groupings decide
-  find: (view) => findPhones(view.text, fromDigit(view, 2)),
-  reference: (view) => findPhones(view.text, 0),
-};
-
-function findPhones(text: string, from: number): Finding[] {
-  const out: Finding[] = [];
-  if (from < 0) return out;
-  PHONE_CANDIDATE.lastIndex = from;
-  for (let m = PHONE_CANDIDATE.exec(text); m !== null; m = PHONE_CANDIDATE.exec(text)) {
-    const weight = phoneWeight(m[0]);
-    if (weight > 0) out.push({ start: m.index, end: m.index + m[0].length, label: 'PHONE', weight });
-    else out.push(...phonesWithin(m[0], m.index));
-  }
-  return out;
-}
-
-/**
- * A candidate that is not one number may hold several separated by spaces ("555-123-4567
- * 555-987-6543"): from each piece on, the longest valid run of at most 6 pieces. Runs whose digit
- * count no phone form allows (8-17) are skipped without a regex.
- */
-function phonesWithin(candidate: string, offset: number): Finding[] {
-  const pieces: Array<{ start: number; end: number; digits: number }> = [];
-  for (const m of candidate.matchAll(/\S+/g)) {
-    pieces.push({ start: m.index, end: m.index + m[0].length, digits: m[0].replace(/\D/g, '').length });
-  }
-  const out: Finding[] = [];
-  for (let s = 0; s < pieces.length; s++) {
-    let digits = 0;
-    let last = s;
-    while (last + 1 < pieces.length && last - s < 5) last++;
-    for (let e = s; e <= last; e++) digits += pieces[e].digits;
-    for (let e = last; e >= s; e--) {
-      if (digits >= 8 && digits <= 17 && !(s === 0 && e === pieces.length - 1)) {
-        const weight = phoneWeight(candidate.slice(pieces[s].start, pieces[e].end));
-        if (weight > 0) {
-          out.push({ start: offset + pieces[s].start, end: offset + pieces[e].end, label: 'PHONE', weight });
-          s = e;
-          break;
-        }
-      }
-      digits -= pieces[e].digits;
-    }
-  }
-  return out;
-}
+/** Phone numbers (phone.ts), national formats of the default regions; a classifier may name others. */
+const phone: Detector = phoneDetector(DEFAULT_PHONE_REGIONS, undefined, (view) => view.derived(firstDigit));
 
 // ---------------------------------------------------------------- payment cards
 
-const CARD_CANDIDATE = /(?<![\d-])\d(?:[ -]?\d){12,18}(?!\d)/g;
+const CARD_CANDIDATE = /(?<![\d+-])\d(?:[ -]?\d){12,18}(?!\d)/g;
 /** Issuer ranges and lengths: Visa, Mastercard, Amex, Diners, Discover, JCB, UnionPay, Maestro. */
 const CARD_ISSUER =
   /^(?:4\d{12}(?:\d{3}){0,2}|5[1-5]\d{14}|2(?:22[1-9]|2[3-9]\d|[3-6]\d\d|7[01]\d|720)\d{12}|3[47]\d{13}|3(?:0[0-5]\d|[689]\d\d)\d{10,15}|6(?:011|5\d\d|4[4-9]\d|22\d)\d{12,15}|35(?:2[89]|[3-8]\d)\d{12,15}|62\d{14,17}|(?:5018|5020|5038|5893|6304|6759|676[1-3])\d{8,15})$/;
