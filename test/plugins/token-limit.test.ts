@@ -87,7 +87,7 @@ routes:
 beforeAll(async () => {
   backend = await startOpenAiBackend(behaviour);
   svc = await startService(writeServiceFile(serviceYaml), { env: { BACKEND_URL: backend.url } });
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await svc?.close();

@@ -111,7 +111,7 @@ beforeAll(async () => {
       FILTER_ADMIN_TOKEN: 'test-admin-token',
     },
   });
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await svc?.close();

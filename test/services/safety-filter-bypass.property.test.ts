@@ -207,7 +207,7 @@ beforeAll(async () => {
     },
   });
   client = new OpenAI({ baseURL: `${svc.url}/v1`, apiKey: devKey, maxRetries: 0 });
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await svc?.close();

@@ -36,7 +36,7 @@ beforeAll(async () => {
       FILTER_AUDIT_PATH: join(mkdtempSync(join(tmpdir(), 'safety-filter-conn-')), 'audit.db'),
     },
   });
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await svc?.close();

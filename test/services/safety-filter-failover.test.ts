@@ -245,7 +245,7 @@ beforeAll(async () => {
     },
     set,
   });
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await svc?.close();

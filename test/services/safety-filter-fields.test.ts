@@ -143,7 +143,7 @@ beforeAll(async () => {
       FILTER_AUDIT_PATH: join(mkdtempSync(join(tmpdir(), 'sf-fields-')), 'audit.db'),
     },
   });
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await svc?.close();

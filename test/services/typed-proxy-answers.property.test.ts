@@ -114,7 +114,7 @@ beforeAll(async () => {
   svc = await startService('configs/typed-proxy.yaml', {
     set: [`upstreams.everything={kind: jsonrpc, url: "${base}/"}`],
   });
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await svc?.close();
