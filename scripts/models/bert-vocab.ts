@@ -171,7 +171,7 @@ export function unigramTokenizer(): {
     do_lower_case: false,
     vocab_type: 'spm',
     split_by_punct: false,
-    model_max_length: 1000000000000000019884624838656,
+    model_max_length: 1e30, // transformers writes 1000000000000000019884624838656 (the same double)
     bos_token: '[CLS]',
     eos_token: '[SEP]',
     cls_token: '[CLS]',
