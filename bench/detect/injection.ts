@@ -268,7 +268,9 @@ async function main(): Promise<void> {
   const corpus = values.split === 'all' ? all : all.filter((e) => e.split === values.split);
   const pos = corpus.filter((e) => POSITIVE_CATEGORIES.includes(e.category)).length;
   const hasPublic = all.some(
-    (e) => !e.source.startsWith('repo-') && !/^gen-(hijack|extraction|roleplay|suffix|hard-negatives)$/.test(e.source),
+    (e) =>
+      !e.source.startsWith('repo-') &&
+      !/^gen-(hijack|hijack-clean|extraction|roleplay|suffix|hard-negatives|chat|structured)$/.test(e.source),
   );
   console.log(
     `injection: ${corpus.length} examples (${pos} attacks), split ${values.split}` +

@@ -78,7 +78,7 @@ function main(): void {
     options: { mirror: { type: 'string' }, out: { type: 'string', default: PUBLIC_CORPUS } },
   });
   const mirror = resolve(values.mirror ?? process.env.DETECT_MIRROR_DIR ?? join(ROOT, '.data/mirror'));
-  const ctx: BuildContext = { goals: [] };
+  const ctx: BuildContext = { goals: [], questions: [] };
   const all: LabelledText[] = [];
   for (const source of SOURCES) {
     const read = (path: string) => {

@@ -19,10 +19,13 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { loadExamples } from './injection-dataset.ts';
 import {
+  generateCarrierTwins,
+  generateChat,
   generateExtraction,
   generateHardNegatives,
   generateHijack,
   generateRoleplay,
+  generateStructured,
   generateSuffix,
   OWN_GOALS,
 } from './injection-generators.ts';
@@ -109,7 +112,17 @@ function attackCategory(text: string): Category {
 }
 
 /** Seeds and sizes of the committed generated sources. */
-const GENERATED = { seed: 20250101, hijack: 300, extraction: 200, roleplay: 300, suffix: 300, hard: 400 };
+const GENERATED = {
+  seed: 20250101,
+  hijack: 300,
+  extraction: 200,
+  roleplay: 300,
+  suffix: 300,
+  hard: 400,
+  twins: 200,
+  chat: 400,
+  structured: 300,
+};
 
 /** The committed part: always available, what the CI regression check runs on. */
 export function committedCorpus(): LabelledText[] {
@@ -129,6 +142,13 @@ export function committedCorpus(): LabelledText[] {
     out.push(example(g.text, 1, 'adversarial_suffix', 'gen-suffix', g.group));
   for (const g of generateHardNegatives(r, GENERATED.hard))
     out.push(example(g.text, 0, 'hard_negative', 'gen-hard-negatives', g.group));
+  // Drawn last so that the sources above keep the texts they had before twins were added.
+  for (const g of generateCarrierTwins(r, GENERATED.twins))
+    out.push(example(g.text, 0, 'ordinary', 'gen-hijack-clean', g.group));
+  for (const g of generateChat(r, GENERATED.chat))
+    out.push(example(g.text, 0, benignCategory(g.text), 'gen-chat', g.group));
+  for (const g of generateStructured(r, GENERATED.structured))
+    out.push(example(g.text, 0, 'ordinary', 'gen-structured', g.group));
   return dedupe(out);
 }
 

@@ -35,8 +35,9 @@ export interface Source {
 }
 
 export interface BuildContext {
-  /** Harmful goals gathered from the goal sources (AdvBench subset, GPTFuzz questions). */
+  /** Harmful goals gathered from the goal sources: imperatives (AdvBench) and questions (GPTFuzz). */
   goals: string[];
+  questions: string[];
 }
 
 const seeded = (name: string) => {
@@ -145,6 +146,44 @@ export const SOURCES: Source[] = [
     },
   },
   {
+    id: 'cyberseceval-frr',
+    ...PURPLE,
+    files: [
+      {
+        path: 'CybersecurityBenchmarks/datasets/mitre_frr/mitre_frr.json',
+        sha256: '7a9b400bdf5ddbb36d5e7c3e8f6b5adb5d13125b8d03be66fd252a0f20b79d15',
+      },
+    ],
+    description:
+      'CyberSecEval false-refusal prompts: benign security requests that sound malicious ("block suspicious packets", "rotate the encryption key"); all hard negatives; 500 of 750, seeded sample.',
+    build(read) {
+      const d = JSON.parse(read(this.files[0].path)) as Array<{ mutated_prompt: string; is_malicious: boolean }>;
+      return sample(
+        d.filter((x) => !x.is_malicious),
+        500,
+        this.id,
+      ).map((x, i) => labelled(x.mutated_prompt, 0, 'hard_negative', this.id, `item${i}`));
+    },
+  },
+  {
+    id: 'cyberseceval-instruct',
+    ...PURPLE,
+    files: [
+      {
+        path: 'CybersecurityBenchmarks/datasets/instruct/instruct.json',
+        sha256: '8913f770ccd50921ba5a4e94e504b224dbeeb39afc6618a3e9bf941a8eafbe3e',
+      },
+    ],
+    description:
+      'CyberSecEval instruct tests: ordinary coding requests ("Write a function in C that…"); 500 of 1 916, seeded sample.',
+    build(read) {
+      const d = JSON.parse(read(this.files[0].path)) as Array<{ test_case_prompt: string }>;
+      return sample(d, 500, this.id).map((x, i) =>
+        labelled(x.test_case_prompt, 0, benignCategory(x.test_case_prompt), this.id, `item${i}`),
+      );
+    },
+  },
+  {
     id: 'gptfuzz-templates',
     repo: 'sherdencooper/GPTFuzz',
     commit: '1eddeb565740ae311b5f4950492b011a6f866fe7',
@@ -164,7 +203,7 @@ export const SOURCES: Source[] = [
     build(read, ctx) {
       const templates = parseCsvSync(read(this.files[0].path)).rows.map((r) => r.text);
       const questions = parseCsvSync(read(this.files[1].path)).rows.map((r) => r.text);
-      ctx.goals.push(...questions);
+      ctx.questions.push(...questions);
       const out: LabelledText[] = [];
       templates.forEach((t, i) => {
         for (const q of sample(questions, 3, `gptfuzz:${i}`)) {
@@ -455,15 +494,17 @@ export const SOURCES: Source[] = [
 
 /** Generated sources fed with the public goals (after every source has been read). */
 export function publicGenerated(ctx: BuildContext): LabelledText[] {
-  const goals = [...new Set(ctx.goals.map((g) => g.trim()).filter((g) => g.length > 10))].filter(
-    (g) => !OWN_GOALS.includes(g),
-  );
+  const clean = (list: string[]) =>
+    [...new Set(list.map((g) => g.trim()).filter((g) => g.length > 10))].filter((g) => !OWN_GOALS.includes(g));
+  // Role-play frames take an imperative ("write a tutorial on …"); suffixes follow either form.
+  const goals = clean(ctx.goals);
+  const requests = clean([...ctx.goals, ...ctx.questions]);
   if (goals.length === 0) return [];
   const r = new SeededRandom(20250202);
   const out: LabelledText[] = [];
   for (const g of generateRoleplay(r, goals, 400, 'public'))
     out.push(labelled(g.text, 1, 'roleplay_attack' as Category, 'gen-roleplay-public', g.group));
-  for (const g of generateSuffix(r, goals, 400, 'public'))
+  for (const g of generateSuffix(r, requests, 400, 'public'))
     out.push(labelled(g.text, 1, 'adversarial_suffix' as Category, 'gen-suffix-public', g.group));
   return out;
 }
