@@ -145,10 +145,14 @@ export function committedCorpus(): LabelledText[] {
   // Drawn last so that the sources above keep the texts they had before twins were added.
   for (const g of generateCarrierTwins(r, GENERATED.twins))
     out.push(example(g.text, 0, 'ordinary', 'gen-hijack-clean', g.group));
-  for (const g of generateChat(r, GENERATED.chat))
-    out.push(example(g.text, 0, benignCategory(g.text), 'gen-chat', g.group));
-  for (const g of generateStructured(r, GENERATED.structured))
-    out.push(example(g.text, 0, 'ordinary', 'gen-structured', g.group));
+  // Background negatives (everyday chat, JSON / code / URLs): grouped per text, not per template,
+  // so every split sees every template — they teach ordinary shapes, they do not test generalising.
+  generateChat(r, GENERATED.chat).forEach((g, i) => {
+    out.push(example(g.text, 0, benignCategory(g.text), 'gen-chat', `${g.group}:${i}`));
+  });
+  generateStructured(r, GENERATED.structured).forEach((g, i) => {
+    out.push(example(g.text, 0, 'ordinary', 'gen-structured', `${g.group}:${i}`));
+  });
   return dedupe(out);
 }
 
