@@ -75,11 +75,10 @@ describe('committed corpus, test split, shipped configuration', () => {
     expect(s['tier-b'].recall).toBeGreaterThanOrEqual(FLOORS.tierB.recall);
     expect(s['tier-b'].fpr_ordinary).toBeLessThanOrEqual(FLOORS.tierB.fprOrdinary);
     expect(s['tier-b'].fpr_hard).toBeLessThanOrEqual(FLOORS.tierB.fprHard);
-    // The default tenant (patterns + model, default policy) and the strict one.
-    expect(s.default.recall).toBeGreaterThanOrEqual(FLOORS.default.recall);
-    expect(s.default.fpr_ordinary).toBeLessThanOrEqual(FLOORS.default.fprOrdinary);
-    expect(s.default.fpr_hard).toBeLessThanOrEqual(FLOORS.default.fprHard);
-    expect(s.strict.recall).toBeGreaterThanOrEqual(s.default.recall ?? 1);
+    // The default tenant (Tier A, default policy) and the strict one (Tier A + the model).
+    expect(s.default.recall).toBeGreaterThanOrEqual(s.pattern.recall ?? 1);
+    expect(s.default.fpr_hard).toBeLessThanOrEqual(0.02);
+    expect(s.strict.recall).toBeGreaterThanOrEqual(FLOORS.strict.recall);
   }, 120_000);
 });
 
@@ -88,7 +87,8 @@ const FLOORS = {
   // Measured: recall 0.785 / 0.794, false positives 4.0 % ordinary (mostly the carrier twins of
   // the generated hijacks), 6.9 % hard negatives.
   tierB: { recall: 0.74, fprOrdinary: 0.07, fprHard: 0.11 },
-  default: { recall: 0.74, fprOrdinary: 0.07, fprHard: 0.11 },
+  // Measured 0.933 (its other rules refuse personal data and other languages too).
+  strict: { recall: 0.88 },
 };
 
 const pub = publicCorpus().filter((e) => e.split === 'test');
@@ -102,11 +102,11 @@ describe(`public corpus, test split (${reason})`, () => {
     it.skip(reason, () => {});
     return;
   }
-  it('the default tenant keeps its recall and false-positive rates', async () => {
+  it('the Tier B model at the default operating point keeps its recall and false-positive rates', async () => {
     const s = byName(await evaluateInjection(pub));
-    // Measured: recall 0.859, false positives 1.9 % ordinary, 1.5 % hard negatives.
-    expect(s.default.recall).toBeGreaterThanOrEqual(0.8);
-    expect(s.default.fpr_ordinary).toBeLessThanOrEqual(0.035);
-    expect(s.default.fpr_hard).toBeLessThanOrEqual(0.03);
+    // Measured (public test split): recall 0.87, false positives 1.2 % ordinary, 0.8 % hard negatives.
+    expect(s['tier-b'].recall).toBeGreaterThanOrEqual(0.8);
+    expect(s['tier-b'].fpr_ordinary).toBeLessThanOrEqual(0.035);
+    expect(s['tier-b'].fpr_hard).toBeLessThanOrEqual(0.03);
   }, 300_000);
 });
