@@ -213,11 +213,12 @@ async function benchLinear() {
     .map((e) => e.text)
     .slice(0, 256);
   const features = (batch: string[]) => {
-    const data = new Float32Array(batch.length * scheme.dimension);
+    const width = extractor.length;
+    const data = new Float32Array(batch.length * width);
     batch.forEach((t, k) => {
-      extractor.extract(t, data, k * scheme.dimension);
+      extractor.extract(t, data, k * width);
     });
-    return { features: new ort.Tensor('float32', data, [batch.length, scheme.dimension]) };
+    return { features: new ort.Tensor('float32', data, [batch.length, width]) };
   };
   const session = await createSession(join(modelDir, 'model.onnx'));
   const single = texts.map((t) => features([t]));

@@ -99,3 +99,86 @@ export function bertBaseUncasedTokenizer(modelMaxLength = 512): {
   };
   return { tokenizer, tokenizerConfig };
 }
+
+/**
+ * The same pieces as a SentencePiece **Unigram** tokenizer laid out as DeBERTa-v3 and Prompt Guard
+ * exports ship it: `[PAD]` 0, `[CLS]` 1, `[SEP]` 2, `[UNK]` 3, then the pieces (word-initial ones
+ * with `▁`), `[MASK]` last; Metaspace pre-tokenizer (`▁`, prepended), `[CLS] $A [SEP]`, and a
+ * tokenizer_config.json whose model_max_length is the "no limit" sentinel transformers writes (so
+ * the length comes from config.json). Scores fall with the piece's rank in the vocabulary (the
+ * BERT vocabulary is ordered roughly by frequency), so Viterbi prefers long, common pieces. Lower
+ * case only (the pieces are), hence a Lowercase step after NFKC.
+ */
+export function unigramTokenizer(): {
+  tokenizer: Record<string, unknown>;
+  tokenizerConfig: Record<string, unknown>;
+  vocabSize: number;
+} {
+  const raw = JSON.parse(readFileSync(bertTokenizerVocabPath(), 'utf8')) as string[];
+  const pieces = raw.filter((p) => !/^\[.+\]$/.test(p) && p !== '▁');
+  const specials = ['[PAD]', '[CLS]', '[SEP]', '[UNK]'];
+  const vocab: Array<[string, number]> = [
+    ...specials.map((s): [string, number] => [s, 0]),
+    ['▁', -2],
+    ...pieces.map((p, i): [string, number] => [p, -Math.log(10 + i)]),
+    ['[MASK]', 0],
+  ];
+  const id = (token: string) => vocab.findIndex(([p]) => p === token);
+  const special = (token: string) => ({ id: token, ids: [id(token)], tokens: [token] });
+  const tokenizer = {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: [...specials, '[MASK]'].map((content) => ({
+      id: id(content),
+      content,
+      single_word: false,
+      lstrip: false,
+      rstrip: false,
+      normalized: false,
+      special: true,
+    })),
+    normalizer: {
+      type: 'Sequence',
+      normalizers: [
+        { type: 'NFKC' },
+        { type: 'Lowercase' },
+        { type: 'Replace', pattern: { Regex: ' {2,}' }, content: ' ' },
+      ],
+    },
+    pre_tokenizer: { type: 'Metaspace', replacement: '▁', prepend_scheme: 'always', split: true },
+    post_processor: {
+      type: 'TemplateProcessing',
+      single: [
+        { SpecialToken: { id: '[CLS]', type_id: 0 } },
+        { Sequence: { id: 'A', type_id: 0 } },
+        { SpecialToken: { id: '[SEP]', type_id: 0 } },
+      ],
+      pair: [
+        { SpecialToken: { id: '[CLS]', type_id: 0 } },
+        { Sequence: { id: 'A', type_id: 0 } },
+        { SpecialToken: { id: '[SEP]', type_id: 0 } },
+        { Sequence: { id: 'B', type_id: 1 } },
+        { SpecialToken: { id: '[SEP]', type_id: 1 } },
+      ],
+      special_tokens: { '[CLS]': special('[CLS]'), '[SEP]': special('[SEP]') },
+    },
+    decoder: { type: 'Metaspace', replacement: '▁', prepend_scheme: 'always', split: true },
+    model: { type: 'Unigram', unk_id: id('[UNK]'), vocab, byte_fallback: false },
+  };
+  const tokenizerConfig = {
+    tokenizer_class: 'DebertaV2Tokenizer',
+    do_lower_case: false,
+    vocab_type: 'spm',
+    split_by_punct: false,
+    model_max_length: 1e30, // transformers writes 1000000000000000019884624838656 (the same double)
+    bos_token: '[CLS]',
+    eos_token: '[SEP]',
+    cls_token: '[CLS]',
+    sep_token: '[SEP]',
+    pad_token: '[PAD]',
+    unk_token: '[UNK]',
+    mask_token: '[MASK]',
+  };
+  return { tokenizer, tokenizerConfig, vocabSize: vocab.length };
+}

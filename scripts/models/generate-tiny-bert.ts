@@ -8,6 +8,7 @@
  *   npx tsx scripts/models/generate-tiny-bert.ts --out DIR [--task sequence-classification|feature-extraction]
  *       [--layers 2] [--hidden 64] [--heads 4] [--intermediate 4*hidden] [--max-positions 512]
  *       [--labels BENIGN,INJECTION] [--seed 42] [--init-std 0.2] [--no-token-type-ids]
+ *       [--tokenizer wordpiece|unigram]
  *
  * Graph (opset 17): word + position + token-type embeddings → LayerNorm → N encoder layers
  * (multi-head self-attention with the additive attention mask, residual + LayerNorm, GELU (erf)
@@ -18,7 +19,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { bertBaseUncasedTokenizer, bertBaseUncasedVocab } from './bert-vocab.ts';
+import { bertBaseUncasedTokenizer, bertBaseUncasedVocab, unigramTokenizer } from './bert-vocab.ts';
 import { FLOAT, GraphBuilder, INT64 } from './onnx-graph.ts';
 import { SeededRandom } from './seeded-random.ts';
 
@@ -39,6 +40,12 @@ export interface TinyBertOptions {
   initStd: number;
   /** Whether the graph declares a `token_type_ids` input (some exports do not). */
   tokenTypeIds: boolean;
+  /**
+   * `wordpiece`: bert-base-uncased's tokenizer files. `unigram`: the same pieces as a SentencePiece
+   * Unigram tokenizer in the layout of DeBERTa-v3 / Prompt Guard exports (bert-vocab.ts,
+   * unigramTokenizer); the graph stays a BERT.
+   */
+  tokenizer: 'wordpiece' | 'unigram';
 }
 
 export const defaultTinyBertOptions: TinyBertOptions = {
@@ -51,6 +58,7 @@ export const defaultTinyBertOptions: TinyBertOptions = {
   seed: 42,
   initStd: 0.2,
   tokenTypeIds: true,
+  tokenizer: 'wordpiece',
 };
 
 /** Layer-norm epsilon and the additive mask value, as in Hugging Face's BERT. */
@@ -66,7 +74,8 @@ export function generateTinyBert(
   const { hidden, heads, layers, task } = options;
   const intermediate = options.intermediate ?? hidden * 4;
   if (hidden % heads !== 0) throw new Error(`hidden (${hidden}) must be a multiple of heads (${heads})`);
-  const vocabSize = bertBaseUncasedVocab().length;
+  const unigram = options.tokenizer === 'unigram' ? unigramTokenizer() : undefined;
+  const vocabSize = unigram?.vocabSize ?? bertBaseUncasedVocab().length;
   const random = new SeededRandom(options.seed);
   const g = new GraphBuilder(`tiny-bert-${task}`);
 
@@ -175,6 +184,7 @@ export function generateTinyBert(
     type_vocab_size: 2,
     layer_norm_eps: LAYER_NORM_EPS,
     pad_token_id: 0,
+    ...(unigram ? { type_vocab_size: options.tokenTypeIds ? 2 : 0 } : {}),
     _generator: { script: 'scripts/models/generate-tiny-bert.ts', seed: options.seed, init_std: options.initStd },
   };
 
@@ -203,7 +213,7 @@ export function generateTinyBert(
   mkdirSync(dir, { recursive: true });
   const model = join(dir, 'model.onnx');
   writeFileSync(model, g.toBytes(17, 'Tiny BERT with random weights, for tests and benchmarks only.'));
-  const { tokenizer, tokenizerConfig } = bertBaseUncasedTokenizer(options.maxPositions);
+  const { tokenizer, tokenizerConfig } = unigram ?? bertBaseUncasedTokenizer(options.maxPositions);
   writeFileSync(join(dir, 'config.json'), `${JSON.stringify(config, null, 2)}\n`);
   writeFileSync(join(dir, 'tokenizer.json'), JSON.stringify(tokenizer));
   writeFileSync(join(dir, 'tokenizer_config.json'), `${JSON.stringify(tokenizerConfig, null, 2)}\n`);
@@ -224,14 +234,22 @@ function main(): void {
       seed: { type: 'string' },
       'init-std': { type: 'string' },
       'no-token-type-ids': { type: 'boolean', default: false },
+      tokenizer: { type: 'string', default: 'wordpiece' },
     },
   });
   if (!values.out) throw new Error('--out DIR is required');
   if (values.task !== 'sequence-classification' && values.task !== 'feature-extraction') {
     throw new Error(`--task must be sequence-classification or feature-extraction, not ${values.task}`);
   }
+  if (values.tokenizer !== 'wordpiece' && values.tokenizer !== 'unigram') {
+    throw new Error(`--tokenizer must be wordpiece or unigram, not ${values.tokenizer}`);
+  }
   const num = (value: string | undefined) => (value === undefined ? undefined : Number(value));
-  const options: Partial<TinyBertOptions> = { task: values.task, tokenTypeIds: !values['no-token-type-ids'] };
+  const options: Partial<TinyBertOptions> = {
+    task: values.task,
+    tokenTypeIds: !values['no-token-type-ids'],
+    tokenizer: values.tokenizer,
+  };
   const set = <K extends keyof TinyBertOptions>(key: K, value: TinyBertOptions[K] | undefined) => {
     if (value !== undefined) options[key] = value;
   };

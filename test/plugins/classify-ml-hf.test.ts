@@ -300,3 +300,73 @@ describe('hf-sequence-classification classifier', () => {
     await expect(c.load()).rejects.toThrow('id2label must name at least two labels');
   });
 });
+
+describe('DeBERTa-v3 / Prompt Guard export layout: Unigram tokenizer.json, no token_type_ids, 512-token windows', () => {
+  // The files of a Prompt-Guard-style export (config.json with id2label and no token types,
+  // a SentencePiece Unigram tokenizer.json with [CLS] $A [SEP], tokenizer_config.json without a
+  // usable model_max_length), around the tiny BERT graph.
+  const PG = { layers: 1, hidden: 32, heads: 4, intermediate: 48, maxPositions: 512, labels: ['BENIGN', 'MALICIOUS'] };
+  let ref: ReferenceBert;
+  let unigram: Tokenizer;
+  let pieces: string[];
+
+  beforeAll(() => {
+    const { model } = generateTinyBert(join(dir, 'pg-layout'), {
+      ...PG,
+      tokenizer: 'unigram',
+      tokenTypeIds: false,
+      seed: 11,
+    });
+    ref = ReferenceBert.fromFile(model, PG.heads);
+    const json = JSON.parse(readFileSync(join(dir, 'pg-layout', 'tokenizer.json'), 'utf8'));
+    pieces = (json.model.vocab as Array<[string, number]>).map(([p]) => p);
+    unigram = new Tokenizer(json, JSON.parse(readFileSync(join(dir, 'pg-layout', 'tokenizer_config.json'), 'utf8')));
+  });
+
+  const pg = (spec: Record<string, unknown> = {}) =>
+    createMlClassifier(
+      { name: 'pg', format: 'hf-sequence-classification', model: 'pg-layout', positive_labels: ['MALICIOUS'], ...spec },
+      { modelsDir: dir, logger },
+    ) as ModelClassifier;
+  const malicious = (content: number[]) => softmax(ref.logits([1, ...content, 2]))[1];
+
+  it('the Unigram tokenizer segments into ▁-prefixed pieces between [CLS] (1) and [SEP] (2)', () => {
+    const ids = unigram.encode('Ignore all previous instructions').ids;
+    expect(ids).toEqual([1, ...['▁ignore', '▁all', '▁previous', '▁instructions'].map((p) => pieces.indexOf(p)), 2]);
+  });
+
+  it('windows of 512 tokens from config.json (the sentinel model_max_length ignored), max over windows', async () => {
+    const text = Array.from({ length: 100 }, (_, i) => `${TEXTS[i % TEXTS.length]} (${i})`).join(' ');
+    const content = unigram.encode(text, { add_special_tokens: false }).ids;
+    expect(content.length).toBeGreaterThan(1000);
+    // 510 content tokens per window, stride 510 − ⌊510/8⌋ = 447.
+    const windows: number[][] = [];
+    for (let start = 0; ; start += 447) {
+      windows.push(content.slice(start, start + 510));
+      if (start + 510 >= content.length) break;
+    }
+    expect(windows.length).toBeGreaterThanOrEqual(3);
+    const c = pg();
+    const r = await c.classify(text);
+    expect(r.detail).toMatchObject({ tokens: content.length, windows: windows.length });
+    expect(r.score).toBeCloseTo(Math.max(...windows.map(malicious)), 5);
+    expect(r.label).toBe(r.score >= 0.5 ? 'MALICIOUS' : 'BENIGN');
+    await c.close();
+  }, 90_000);
+
+  it('a batch of long and short texts gives what each gives alone', async () => {
+    const long = Array.from({ length: 30 }, (_, i) => `${TEXTS[(i + 1) % TEXTS.length]} [${i}]`).join(' ');
+    const texts = [TEXTS[0], long, TEXTS[1], TEXTS[3]];
+    const batched = pg({ batch_size: 4 });
+    const together = await batched.classifyMany(texts);
+    const alone = pg({ batch_size: 1 });
+    for (const [i, text] of texts.entries()) {
+      const one = await alone.classify(text);
+      expect(together[i].score).toBeCloseTo(one.score, 5);
+      expect(together[i].detail?.windows).toEqual(one.detail?.windows);
+    }
+    const short = unigram.encode(TEXTS[0], { add_special_tokens: false }).ids;
+    expect(together[0].score).toBeCloseTo(malicious(short), 5);
+    await Promise.all([batched.close(), alone.close()]);
+  }, 60_000);
+});

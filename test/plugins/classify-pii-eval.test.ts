@@ -4,7 +4,7 @@
  * addresses, cards, IBANs, national identifiers, and hard negatives: order numbers, dates, times,
  * versions, prices, ISBNs, 16-digit numbers failing Luhn, postal codes, coordinates, ids). The
  * classifier is the shipped one (configs/safety-filter.yaml: `detectors: [pii]`), loaded from
- * that file. The figures on the whole set are in docs/classifiers.md (`npx tsx bench/detect/pii-run.ts`).
+ * that file. The figures on the whole set are in docs/classifiers.md (`npx tsx bench/detect/pii.ts`).
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';

@@ -13,17 +13,143 @@
  *    sign = −1 when bit 31 is set (signed feature hashing, so collisions tend to cancel).
  * 5. Weighting: per group, signed counts c → sign(c)·log(1 + |c|), the group vector L2-normalised,
  *    then word group × word_weight + char group × char_weight (each 1/√2 by default).
+ * 6. Version 2 only: `shape_features`, dense features of the text's shape (NFKC, whitespace runs →
+ *    one space, trimmed, case kept) appended after the hashed slots (vector length = dimension +
+ *    their count), each in [0, 1] times shape_weight — see
+ *    SHAPE_FEATURES for their definitions (adversarial-suffix gibberish, role-play and rule-override
+ *    cues, length).
  */
 
 export interface FeatureScheme {
   scheme: 'hashed-ngrams';
-  version: 1;
+  version: 1 | 2;
   dimension: number;
   word_ngrams: number;
   char_ngrams: [number, number];
   word_weight: number;
   char_weight: number;
+  /** Version 2: names of the dense shape features appended after the hashed slots, in order. */
+  shape_features?: ShapeFeature[];
+  shape_weight?: number;
 }
+
+/** Length of the vector a scheme produces (the model's input width). */
+export function vectorLength(scheme: FeatureScheme): number {
+  return scheme.dimension + (scheme.shape_features?.length ?? 0);
+}
+
+const ROLEPLAY_CUE =
+  /\b(?:imagine (?:you are|you're|that you|a world)|pretend (?:to be|you are|you're|that)|act(?:ing)? as|you are (?:now |going to be |to be )?(?:a|an|my|the) |role[- ]?play|stay in character|in character|play the (?:role|part)|hypothetical(?:ly)?|fictional|a story (?:where|in which|about)|screenplay|novel|simulat(?:e|ion)|persona|character)/i;
+const OVERRIDE_CUE =
+  /\b(?:ignor(?:e|ing)|disregard|forget|bypass|override|no (?:longer )?(?:restrictions?|rules|limits|filters?|guidelines|ethics|morals?|censorship)|without (?:any )?(?:restrictions?|rules|limits|filters?|guidelines|ethic\w*|censorship|refus\w*)|(?:not|never) (?:be )?(?:bound|restricted|limited) by|unfiltered|uncensored|unrestricted|jailbr\w*|never refuse|always (?:answer|comply)|do anything now|developer mode|(?:rules|guidelines|policies) (?:do not|don't) apply|(?:ethical|moral) implications)/i;
+
+const LETTER = /\p{L}/u;
+const DIGIT = /\p{N}/u;
+const OPENERS = new Set([...'("\'“‘[']);
+const CLOSERS = new Set([...'.,;:!?)"\'”’]']);
+
+/** 1: ASCII letter, 2: other letter, 3: digit, 0: anything else. */
+function charClass(ch: string): number {
+  const c = ch.charCodeAt(0);
+  if ((c >= 97 && c <= 122) || (c >= 65 && c <= 90)) return 1;
+  if (c >= 48 && c <= 57) return 3;
+  if (c < 128) return 0;
+  return LETTER.test(ch) ? 2 : DIGIT.test(ch) ? 3 : 0;
+}
+
+/**
+ * A token that does not look like a word of prose (GCG / random-search suffix material): a case
+ * switch inside it (`similarlyNow`), two or more symbols, letters with a symbol, Latin letters
+ * mixed with another script, or symbols only — once the quotes and brackets around it and the
+ * punctuation after it are set aside.
+ */
+export function oddToken(token: string): boolean {
+  const chars = [...token];
+  let start = 0;
+  let end = chars.length;
+  while (start < end && OPENERS.has(chars[start])) start++;
+  while (end > start && CLOSERS.has(chars[end - 1])) end--;
+  if (start === end) return chars.length > 0 && !chars.every((c) => CLOSERS.has(c) || OPENERS.has(c));
+  let latin = 0;
+  let other = 0;
+  let digits = 0;
+  let symbols = 0;
+  let prevLower = false;
+  let caseSwitch = false;
+  for (let i = start; i < end; i++) {
+    const ch = chars[i];
+    const k = charClass(ch);
+    if (k === 1 || k === 2) {
+      if (k === 1) latin++;
+      else other++;
+      const upper = ch !== ch.toLowerCase();
+      if (upper && prevLower) caseSwitch = true;
+      prevLower = !upper && ch !== ch.toUpperCase();
+    } else {
+      prevLower = false;
+      if (k === 3) digits++;
+      else if (ch !== "'" && ch !== '’' && ch !== '-') symbols++;
+    }
+  }
+  const letters = latin + other;
+  return (
+    caseSwitch ||
+    symbols >= 2 ||
+    (letters > 0 && symbols >= 1) ||
+    (latin > 0 && other > 0) ||
+    (letters === 0 && digits === 0 && symbols > 0)
+  );
+}
+
+function oddShare(tokens: string[]): number {
+  if (tokens.length === 0) return 0;
+  let odd = 0;
+  for (const t of tokens) if (oddToken(t)) odd++;
+  return odd / tokens.length;
+}
+
+const words = (text: string) => text.split(/\s+/).filter((t) => t !== '');
+
+/** Dense features of the text's shape, each in [0, 1]. */
+export const SHAPE_FEATURES = {
+  /** Share of odd tokens (oddToken) among the last 40 whitespace-separated tokens. */
+  tail_odd_tokens(text: string): number {
+    return oddShare(words(text.slice(-1000)).slice(-40));
+  },
+  /** Share of symbols (not letters, digits, blanks or . , ? ! ' " ’) among the last 200 non-blank characters, ×3, capped at 1. */
+  tail_symbols(text: string): number {
+    let n = 0;
+    let symbols = 0;
+    const tail = [...text.slice(-400)];
+    for (let i = tail.length - 1; i >= 0 && n < 200; i--) {
+      const ch = tail[i];
+      if (/\s/.test(ch)) continue;
+      n++;
+      if (charClass(ch) === 0 && !'.,?!\'"’'.includes(ch)) symbols++;
+    }
+    return n === 0 ? 0 : Math.min(1, (3 * symbols) / n);
+  },
+  /** Share of odd tokens in the whole text. */
+  odd_tokens(text: string): number {
+    return oddShare(words(text));
+  },
+  roleplay(text: string): number {
+    return ROLEPLAY_CUE.test(text) ? 1 : 0;
+  },
+  override(text: string): number {
+    return OVERRIDE_CUE.test(text) ? 1 : 0;
+  },
+  /** Role-play framing and a rule override together: the structure of most jailbreaks. */
+  roleplay_override(text: string): number {
+    return ROLEPLAY_CUE.test(text) && OVERRIDE_CUE.test(text) ? 1 : 0;
+  },
+  /** log(1 + characters) / log(1 + 8000), capped at 1. */
+  length(text: string): number {
+    return Math.min(1, Math.log1p(text.length) / Math.log1p(8000));
+  },
+} as const;
+
+export type ShapeFeature = keyof typeof SHAPE_FEATURES;
 
 export const defaultFeatureScheme: FeatureScheme = {
   scheme: 'hashed-ngrams',
@@ -48,8 +174,17 @@ function fnvString(hash: number, text: string): number {
 /** Validates a features.json object; throws with the offending field. */
 export function parseFeatureScheme(value: unknown): FeatureScheme {
   const v = value as Partial<FeatureScheme> | null;
-  if (v?.scheme !== 'hashed-ngrams' || v.version !== 1) {
-    throw new Error('features.json: expected scheme "hashed-ngrams", version 1');
+  if (v?.scheme !== 'hashed-ngrams' || (v.version !== 1 && v.version !== 2)) {
+    throw new Error('features.json: expected scheme "hashed-ngrams", version 1 or 2');
+  }
+  if (v.version === 2) {
+    const names = v.shape_features;
+    if (!Array.isArray(names) || names.some((n) => !Object.hasOwn(SHAPE_FEATURES, n))) {
+      throw new Error(`features.json: shape_features must list names among ${Object.keys(SHAPE_FEATURES).join(', ')}`);
+    }
+    if (typeof v.shape_weight !== 'number') throw new Error('features.json: shape_weight must be a number');
+  } else if (v.shape_features !== undefined) {
+    throw new Error('features.json: shape_features need version 2');
   }
   const d = v.dimension;
   if (typeof d !== 'number' || d < 2 || (d & (d - 1)) !== 0)
@@ -123,7 +258,12 @@ export class FeatureExtractor {
     this.chars = new HashedCounts(scheme.dimension - 1);
   }
 
-  /** Writes the vector of `text` into `out` at `offset` (dimension values, overwritten). */
+  /** Values per vector: the hashed slots and the shape features. */
+  get length(): number {
+    return vectorLength(this.scheme);
+  }
+
+  /** Writes the vector of `text` into `out` at `offset` (`length` values, overwritten). */
   extract(text: string, out: Float32Array, offset = 0): void {
     const normalized = normalizeText(text);
     const { words, chars, scheme } = this;
@@ -150,5 +290,13 @@ export class FeatureExtractor {
     out.fill(0, offset, offset + scheme.dimension);
     words.flushInto(out, offset, scheme.word_weight);
     chars.flushInto(out, offset, scheme.char_weight);
+    const shape = scheme.shape_features;
+    if (shape) {
+      // On the text NFKC-normalised with its whitespace runs collapsed, case kept (a case switch
+      // inside a token is one of the signs of an adversarial suffix).
+      const shaped = text.normalize('NFKC').replace(/\s+/g, ' ').trim();
+      const w = scheme.shape_weight ?? 1;
+      for (let k = 0; k < shape.length; k++) out[offset + scheme.dimension + k] = w * SHAPE_FEATURES[shape[k]](shaped);
+    }
   }
 }

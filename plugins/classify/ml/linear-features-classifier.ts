@@ -63,7 +63,7 @@ export class LinearFeaturesClassifier extends ModelClassifier {
   protected async predict(texts: string[]): Promise<Prediction[]> {
     const { session, extractor } = this;
     if (!session || !extractor) throw new Error('classifier is closed');
-    const dimension = extractor.scheme.dimension;
+    const dimension = extractor.length;
     const size = texts.length * dimension;
     if (this.buffer.length < size) this.buffer = new Float32Array(size);
     const features = this.buffer.subarray(0, size);

@@ -3,9 +3,9 @@
  * F1, recall per phone locale and style, the share of hard negatives flagged (per kind), and CPU
  * µs per item.
  *
- *   npx tsx bench/detect/pii-run.ts
- *   PII_BASELINE=/path/to/other/plugins/classify/patterns/classifier.ts npx tsx bench/detect/pii-run.ts
- *   PII_METADATA=1 npx tsx bench/detect/pii-run.ts     # the phone detector with each metadata set
+ *   npx tsx bench/detect/pii.ts
+ *   PII_BASELINE=/path/to/other/plugins/classify/patterns/classifier.ts npx tsx bench/detect/pii.ts
+ *   PII_METADATA=1 npx tsx bench/detect/pii.ts     # the phone detector with each metadata set
  *
  * A gold span counts as found when predicted spans of its label cover at least half of it; a
  * predicted span is right when it overlaps a gold span of its label. `PII_SEED` (default 25)

@@ -1,0 +1,112 @@
+/**
+ * Regression check of prompt-injection / jailbreak detection (bench/detect/injection.ts) on a small
+ * fixed subset: the test split of the committed corpus (hand-written + seeded generators,
+ * scripts/models/injection-corpus.ts), through the shipped classifiers and the shipped tenants'
+ * policies of configs/safety-filter.yaml. Floors sit below what was measured (docs/classifiers.md),
+ * so a change that makes detection worse fails here. When the public corpus has been assembled in
+ * .data/ (scripts/models/assemble-injection-data.ts) its test split is checked as well; without it
+ * that suite is skipped, saying so (its texts are not ours to commit).
+ */
+import { describe, expect, it } from 'vitest';
+import { type DetectorRun, evaluateInjection } from '../../bench/detect/injection.ts';
+import { recallAtFpr, type Scored, summarize } from '../../bench/detect/lib/metrics.ts';
+import { committedCorpus, publicCorpus } from '../../scripts/models/injection-corpus.ts';
+
+const byName = (runs: DetectorRun[]) => Object.fromEntries(runs.map((r) => [r.name, summarize(r.items)]));
+
+describe('metrics', () => {
+  const item = (label: 0 | 1, score: number, kind = label ? 'injection' : 'ordinary'): Scored => ({
+    label,
+    kind,
+    source: 's',
+    score,
+    flagged: score >= 0.5,
+  });
+
+  it('precision, recall, F1 and false-positive rates per kind of negative', () => {
+    const s = summarize([
+      item(1, 0.9),
+      item(1, 0.8),
+      item(1, 0.2),
+      item(0, 0.6),
+      item(0, 0.1),
+      item(0, 0.7, 'hard_negative'),
+      item(0, 0.3, 'hard_negative'),
+    ]);
+    expect(s).toMatchObject({ tp: 2, fn: 1, fp: 2, tn: 2, precision: 0.5, fpr: 0.5, fpr_ordinary: 0.5, fpr_hard: 0.5 });
+    expect(s.recall).toBeCloseTo(2 / 3, 10);
+    expect(s.f1).toBeCloseTo(4 / 7, 10);
+  });
+
+  it('recall at a false-positive budget never splits a tie', () => {
+    const negatives = Array.from({ length: 100 }, (_, i) => item(0, i / 100));
+    const positives = [0.995, 0.99, 0.985, 0.97, 0.5].map((s) => item(1, s));
+    // 1 %: one negative (0.99) may pass, so positives above the next one (0.98) are caught.
+    expect(recallAtFpr([...negatives, ...positives], 0.01)).toBeCloseTo(3 / 5, 10);
+    expect(recallAtFpr([...negatives, ...positives], 0.05)).toBeCloseTo(4 / 5, 10);
+    // Every negative at the same score as a positive: nothing can be flagged without all of them.
+    expect(recallAtFpr([item(0, 0.5), item(0, 0.5), item(1, 0.5)], 0.4)).toBe(0);
+  });
+});
+
+describe('committed corpus, test split, shipped configuration', () => {
+  const corpus = committedCorpus().filter((e) => e.split === 'test');
+
+  it('holds attacks of every category and both kinds of benign text', () => {
+    const categories = new Set(corpus.map((e) => e.category));
+    for (const c of [
+      'injection',
+      'extraction',
+      'jailbreak',
+      'roleplay_attack',
+      'adversarial_suffix',
+      'hard_negative',
+      'ordinary',
+    ])
+      expect(categories).toContain(c);
+  });
+
+  it('detection stays at or above the measured floors', async () => {
+    const s = byName(await evaluateInjection(corpus));
+    // Tier A alone: precise, low recall (its job is the sure cases).
+    expect(s.pattern.precision).toBeGreaterThanOrEqual(0.97);
+    expect(s.pattern.fpr_hard).toBeLessThanOrEqual(0.02);
+    // The shipped Tier B model at the default policy's threshold.
+    expect(s['tier-b'].recall).toBeGreaterThanOrEqual(FLOORS.tierB.recall);
+    expect(s['tier-b'].fpr_ordinary).toBeLessThanOrEqual(FLOORS.tierB.fprOrdinary);
+    expect(s['tier-b'].fpr_hard).toBeLessThanOrEqual(FLOORS.tierB.fprHard);
+    // The default tenant (Tier A, default policy) and the strict one (Tier A + the model).
+    expect(s.default.recall).toBeGreaterThanOrEqual(s.pattern.recall ?? 1);
+    expect(s.default.fpr_hard).toBeLessThanOrEqual(0.02);
+    expect(s.strict.recall).toBeGreaterThanOrEqual(FLOORS.strict.recall);
+  }, 120_000);
+});
+
+/** Below the figures measured on the committed test split (docs/classifiers.md). */
+const FLOORS = {
+  // Measured: recall 0.785 / 0.794, false positives 4.0 % ordinary (mostly the carrier twins of
+  // the generated hijacks), 6.9 % hard negatives.
+  tierB: { recall: 0.74, fprOrdinary: 0.07, fprHard: 0.11 },
+  // Measured 0.933 (its other rules refuse personal data and other languages too).
+  strict: { recall: 0.88 },
+};
+
+const pub = publicCorpus().filter((e) => e.split === 'test');
+const reason =
+  pub.length === 0
+    ? 'skipped: the public corpus is not assembled (scripts/models/assemble-injection-data.ts)'
+    : `${pub.length} examples`;
+
+describe(`public corpus, test split (${reason})`, () => {
+  if (pub.length === 0) {
+    it.skip(reason, () => {});
+    return;
+  }
+  it('the Tier B model at the default operating point keeps its recall and false-positive rates', async () => {
+    const s = byName(await evaluateInjection(pub));
+    // Measured (public test split): recall 0.87, false positives 1.2 % ordinary, 0.8 % hard negatives.
+    expect(s['tier-b'].recall).toBeGreaterThanOrEqual(0.8);
+    expect(s['tier-b'].fpr_ordinary).toBeLessThanOrEqual(0.035);
+    expect(s['tier-b'].fpr_hard).toBeLessThanOrEqual(0.03);
+  }, 300_000);
+});
