@@ -34,7 +34,6 @@ export type {
 export { coreStateFields, definePlugin, defineResource, stateFieldOf } from './plugin.ts';
 export type { ClientConnection, ConnectionsSnapshot } from './server/connections.ts';
 export { addressKey, sessionOwner, subjectOf } from './session-owner.ts';
-export { sessionTagSecret } from './upstreams/session-tags.ts';
 export type {
   Caller,
   GatewayContext,
@@ -89,6 +88,7 @@ export {
 } from './store/index.ts';
 // The MCP protocol version the gateway asks for in its own sessions (stdio children, MCP over HTTP).
 export { MCP_PROTOCOL_VERSION } from './upstreams/jsonrpc-http.ts';
+export { sessionTagSecret } from './upstreams/session-tags.ts';
 export { sseData } from './upstreams/sse.ts';
 export type {
   HttpForwardRequest,
