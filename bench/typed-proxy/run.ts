@@ -34,6 +34,8 @@ const settings = {
   /** Extra `--set` overrides for the typed proxy, `;`-separated (e.g. `mode=permissive`). */
   /** CPU-profile (b) and (c) and print where their time goes (the profiler inflates every figure). */
   profile: process.env.BENCH_PROFILE === '1',
+  /** How many of the profile's hottest functions are printed. */
+  profileRows: Math.floor(envNum('BENCH_PROFILE_ROWS', 25)),
   typedSet: (process.env.BENCH_TYPED_SET ?? '')
     .split(';')
     .map((x) => x.trim())
@@ -125,7 +127,7 @@ const resultsDir = join(root, 'bench', 'results');
 const profileDir = join(resultsDir, `typed-proxy-${stamp}-profiles`);
 /** Node flags that make a target write a CPU profile into its own directory on exit. */
 const profiling = (key: TargetKey) =>
-  settings.profile && (key === 'bare' || key === 'typed')
+  settings.profile && (key === 'bare' || key === 'typed' || key === 'typedBase')
     ? ['--cpu-prof', `--cpu-prof-dir=${join(profileDir, key)}`]
     : [];
 
@@ -391,17 +393,54 @@ async function profileReports(list: Target[], all: Row[]): Promise<Record<string
     const windows = rows.map((r) => [BigInt(r.windowNs[0]), BigInt(r.windowNs[1])] as [bigint, bigint]);
     const requests = rows.reduce((s, r) => s + r.requests, 0);
     const cpuUs = rows.reduce((s, r) => s + r.cpuUsPerReq * r.requests, 0);
-    const report = await analyseProfile(files[0], windows, requests, cpuUs, root);
+    // The baseline checkout's frames are its own project code.
+    const report = await analyseProfile(
+      files[0],
+      windows,
+      requests,
+      cpuUs,
+      t.key === 'typedBase' ? (settings.baseline ?? root) : root,
+    );
     out[t.key] = report;
     console.log(
       `\nprofile of ${targets[t.key].label}, measured windows only: shares of the main thread's samples, ` +
         `µs = share of the measured ${fmt(report.cpuUsPerRequest, 1)} µs CPU/request\n  ${files[0]}`,
     );
-    for (const h of report.hotspots.slice(0, 25)) {
+    for (const h of report.hotspots.slice(0, settings.profileRows)) {
       console.log(`  ${fmt(h.usPerRequest, 1).padStart(7)} µs  ${fmt(h.share * 100, 1).padStart(5)}%  ${h.where}`);
     }
   }
+  const [base, now] = [out.typedBase, out.typed];
+  if (base && now) printProfileDiff(base, now);
   return out;
+}
+
+/**
+ * Where (c) spends more CPU per request than (c0), by source file (stages and runtime modules, or
+ * the library or Node module the time went to): the first place to look for a regression.
+ */
+function printProfileDiff(base: ProfileReport, now: ProfileReport): void {
+  const byFile = (r: ProfileReport) => {
+    const m = new Map<string, number>();
+    for (const h of r.hotspots) {
+      const file = h.where.replace(/:\d+(:\d+)? .*$/, '');
+      m.set(file, (m.get(file) ?? 0) + h.usPerRequest);
+    }
+    return m;
+  };
+  const [b, n] = [byFile(base), byFile(now)];
+  const rows = [...new Set([...b.keys(), ...n.keys()])]
+    .map((file) => ({ file, base: b.get(file) ?? 0, now: n.get(file) ?? 0 }))
+    .sort((x, y) => y.now - y.base - (x.now - x.base));
+  console.log(
+    `\nprofile difference, (c) vs (c0): CPU µs per request by file (${fmt(now.cpuUsPerRequest, 1)} vs ` +
+      `${fmt(base.cpuUsPerRequest, 1)}), the largest increases first`,
+  );
+  for (const r of rows.slice(0, settings.profileRows)) {
+    console.log(
+      `  ${fmt(r.base, 1).padStart(7)} ${fmt(r.now, 1).padStart(7)} ${signed(r.now - r.base, 1).padStart(7)}  ${r.file}`,
+    );
+  }
 }
 
 async function main(): Promise<number> {
