@@ -183,7 +183,7 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
             minimum: 10,
             default: 1000,
             description:
-              "Near max_connections, a connection that has not completed its request headers this long after connecting is closed (oldest first) to make room for a new one, as idle keep-alives are, so a slowloris cannot hold slots until header_timeout_ms. Also how long a connection being refused with 503 has to send its request.",
+              'Near max_connections, a connection that has not completed its request headers this long after connecting is closed (oldest first) to make room for a new one, as idle keep-alives are, so a slowloris cannot hold slots until header_timeout_ms. Also how long a connection being refused with 503 has to send its request.',
           },
           header_timeout_ms: {
             type: 'integer',

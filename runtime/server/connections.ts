@@ -17,8 +17,9 @@
  * - a refusal is an answered `503` with `Retry-After` and `Connection: close` once the request is
  *   read (the caller answers it: `refusalOf`), not a reset the client cannot tell from a crash. A
  *   connection being refused gets `slowHeaderMs` to send its request; at most `refusalSlots(max)`
- *   wait at once, past that (and past Node's `maxConnections`, set to `max` plus those) they are
- *   closed at once;
+ *   wait at once, past that they are closed at once. Node's own `maxConnections` is only a
+ *   backstop far above (`nodeBound`): it counts sockets until their 'close' event, those being
+ *   refused and those just reclaimed too, and would reset the newcomer a reclaim made room for;
  * - a request whose body stops arriving (no byte for `bodyIdleMs` while the service waits for
  *   it) has its connection cut. A slow but progressing upload is never cut, nor a long answer.
  *
@@ -165,7 +166,7 @@ export class ConnectionTracker {
    * handshake is not listed yet, but counts against the maximum and its client's share.
    */
   attach(server: Server, tls: boolean): void {
-    server.maxConnections = this.limits.max + refusalSlots(this.limits.max);
+    server.maxConnections = nodeBound(this.limits.max);
     this.servers.push(server);
     // Before the HTTP server's own 'connection' listener: a connection closed here is never parsed.
     server.prependListener('connection', (socket: Socket) => this.admit(socket));
@@ -191,7 +192,7 @@ export class ConnectionTracker {
     const headersChanged = limits.headersMs !== this.limits.headersMs;
     this.limits = limits;
     for (const s of this.servers) {
-      s.maxConnections = limits.max + refusalSlots(limits.max);
+      s.maxConnections = nodeBound(limits.max);
       (s as Server & { headersTimeout: number }).headersTimeout = limits.headersMs;
       // Checked at the pace the new bound needs.
       if (headersChanged) startConnectionChecks(s as HttpServer, limits.headersMs);
@@ -468,6 +469,14 @@ export function reclaimHeadroom(max: number): number {
 /** Open connections from which the per-client share applies ("near the maximum"). */
 export function highWaterMark(limits: Pick<ConnectionLimits, 'max' | 'highWater'>): number {
   return Math.min(limits.max, Math.ceil(limits.max * limits.highWater));
+}
+
+/**
+ * Node's `maxConnections` (connections it closes before any listener sees them): the maximum,
+ * the refusal slots, and as many again for sockets closed but not yet gone.
+ */
+function nodeBound(max: number): number {
+  return 2 * max + refusalSlots(max);
 }
 
 /** Connections that may wait at once to be refused with a 503: 1/8 of the maximum, at least 8. */

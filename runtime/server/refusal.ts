@@ -5,7 +5,7 @@
  * "maybe done"). A body the client already sent is read first, up to a bound: closing a socket
  * with unread bytes in it sends a reset, which may reach the client before the answer does.
  */
-import { type IncomingMessage, STATUS_CODES, type ServerResponse } from 'node:http';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Dialect } from '../dialects.ts';
 import { GatewayError } from '../errors.ts';

@@ -33,7 +33,6 @@ import { drainAcceptQueue } from '../server/accept-backlog.ts';
 import { createAdminApp } from '../server/admin.ts';
 import { ConnectionTracker, connectionLimitsOf } from '../server/connections.ts';
 import { createRequestCore, type RequestCore } from '../server/handler.ts';
-import { answerRefusal, answerRefusalRaw } from '../server/refusal.ts';
 import {
   type ConnectionSource,
   createListener,
@@ -44,6 +43,7 @@ import {
   type TlsMaterial,
   type UpgradeListener,
 } from '../server/listener.ts';
+import { answerRefusal, answerRefusalRaw } from '../server/refusal.ts';
 import { respondWithStream } from '../server/stream-body.ts';
 import { loadTlsMaterial } from '../server/tls.ts';
 import { createUpgradeHandler, type UpgradeHandler } from '../server/upgrade.ts';

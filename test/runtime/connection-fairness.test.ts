@@ -237,7 +237,9 @@ describe('connection fairness on the main listener', () => {
     for (const s of held.splice(0, 4)) s.destroy();
     await sleep(50);
     const again = await rawSocket(port);
-    expect((await exchange(again.socket, 'GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n')).status).toBe(200);
+    expect(
+      (await exchange(again.socket, 'GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n')).status,
+    ).toBe(200);
     for (const s of held) s.destroy();
   });
 
