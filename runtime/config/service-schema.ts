@@ -161,7 +161,7 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
             minimum: 1,
             default: 1024,
             description:
-              'Client connections open at once on the main listener. Near it, idle keep-alive connections and connections that have not completed their request headers within slow_header_ms are closed, oldest first, to make room; at it, a client holding two or more connections than the newcomer gives up one that has not sent its headers yet; past that a new connection is refused with 503 and Retry-After (up to max_connections / 8 such refusals at once, further ones are closed at once).',
+              'Client connections open at once on the main listener. Near it, idle keep-alive connections and connections that have not completed their request headers within slow_header_ms are closed, oldest first, to make room; at it, an address holding at least two more connections than the address of the newcomer gives up one that has not sent its headers yet; past that a new connection is refused with 503 and Retry-After (up to max_connections / 8 such refusals at once, further ones are closed at once).',
           },
           max_connections_per_client: {
             type: 'integer',
