@@ -287,10 +287,16 @@ export class ConnectionTracker {
     const address = socket.remoteAddress ?? 'unknown';
     const held = this.perAddress.get(address) ?? 0;
     const { max, perClient } = this.limits;
-    if (this.admitted >= highWaterMark(this.limits) && held >= perClient) return this.refuse(socket, 'per_client');
+    if (this.admitted >= highWaterMark(this.limits) && held >= perClient) {
+      this.refuse(socket, 'per_client');
+      return;
+    }
     if (this.admitted >= max) {
       this.reclaim(this.admitted - max + 1);
-      if (this.admitted >= max && !this.swapFor(held)) return this.refuse(socket, 'max_connections');
+      if (this.admitted >= max && !this.swapFor(held)) {
+        this.refuse(socket, 'max_connections');
+        return;
+      }
     }
     const slot: Slot = { address, released: false };
     const key = clientOf(socket);
