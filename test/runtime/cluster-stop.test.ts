@@ -15,8 +15,8 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RawConnection } from '../helpers/raw-http.ts';
-import { type ServiceProcess, spawnService } from '../helpers/service-process.ts';
 import { until } from '../helpers/servers.ts';
+import { type ServiceProcess, spawnService } from '../helpers/service-process.ts';
 import { writeServiceFile } from '../helpers/services.ts';
 
 const probes = join(import.meta.dirname, 'fixtures/runtime-probes.ts');
@@ -53,17 +53,21 @@ function load(port: number, keepAlive: number, fresh: number, done: () => boolea
     });
   const keepAliveClient = async () => {
     let conn = await open();
+    let used = 0;
     while (conn && !done()) {
       try {
         const answer = await conn.post('/who', {});
+        used++;
         outcomes.answered++;
         if (answer.headers.connection === 'close') {
           conn.close();
           conn = await open();
+          used = 0;
         }
       } catch (err) {
-        outcomes.failed.push((err as Error).message);
-        conn.close();
+        outcomes.failed.push(`keep-alive (${used} answered on it before): ${(err as Error).message}`);
+        used = 0;
+        conn?.close();
         conn = await open();
       }
     }
@@ -87,7 +91,7 @@ function load(port: number, keepAlive: number, fresh: number, done: () => boolea
       else if (outcome === 'ECONNREFUSED') {
         outcomes.refused++;
         return;
-      } else outcomes.failed.push(outcome);
+      } else outcomes.failed.push(`fresh: ${outcome}`);
     }
   };
   return Promise.all([
@@ -120,7 +124,7 @@ describe('cluster stop under reconnecting load', () => {
     expect(pids).toHaveLength(2);
 
     let stopWorkerLoad = false;
-    const workerLoad = load(svc.port, 16, 24, () => stopWorkerLoad);
+    const workerLoad = load(svc.port, 32, 64, () => stopWorkerLoad);
     await sleep(300);
     process.kill(pids[0] as number, 'SIGTERM');
     await until(async () => {
@@ -136,7 +140,7 @@ describe('cluster stop under reconnecting load', () => {
     expect(afterWorker.answered).toBeGreaterThan(20);
 
     let stopped = false;
-    const primaryLoad = load(svc.port, 16, 24, () => stopped);
+    const primaryLoad = load(svc.port, 32, 64, () => stopped);
     await sleep(300);
     // The primary alone (not its group): it relays the stop to its workers.
     svc.child.kill('SIGTERM');
@@ -157,7 +161,7 @@ describe('cluster stop under reconnecting load', () => {
     const svc = await spawnService(file, { workers: 2 });
     started.push(svc);
     let stopped = false;
-    const groupLoad = load(svc.port, 16, 24, () => stopped);
+    const groupLoad = load(svc.port, 32, 64, () => stopped);
     await sleep(300);
     const code = await svc.stop('SIGTERM');
     stopped = true;
