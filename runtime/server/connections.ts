@@ -171,7 +171,7 @@ export class ConnectionTracker {
     // Before the HTTP server's own 'connection' listener: a connection closed here is never parsed.
     server.prependListener('connection', (socket: Socket) => this.admit(socket));
     server.on(tls ? 'secureConnection' : 'connection', (socket: Socket) => {
-      if (!socket.destroyed && !this.refusing.has(clientOf(socket))) this.accept(socket);
+      if (!socket.destroyed && !this.isRefusing(socket)) this.accept(socket);
     });
     // Node ≥ 18.6 emits 'drop' for a connection refused over maxConnections.
     server.on('drop', () => {
@@ -207,6 +207,8 @@ export class ConnectionTracker {
    * for any connection admitted. Counts the refusal as answered.
    */
   refusalOf(socket: Socket): Refusal | undefined {
+    // The usual case, on every request: nothing is being refused, no key is built.
+    if (this.refusing.size === 0) return undefined;
     const refusing = this.refusing.get(clientOf(socket));
     if (!refusing) return undefined;
     clearTimeout(refusing.timer);
@@ -216,7 +218,7 @@ export class ConnectionTracker {
 
   /** Whether `socket` is being refused (without counting anything). */
   isRefusing(socket: Socket): boolean {
-    return this.refusing.has(clientOf(socket));
+    return this.refusing.size > 0 && this.refusing.has(clientOf(socket));
   }
 
   /** Counts a request on its connection; returns the record so the caller can end it. */
