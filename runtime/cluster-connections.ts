@@ -118,7 +118,10 @@ export class ConnectionDispatch {
 
   private dispatch(socket: Socket): void {
     // The plug is back: nobody can be queued behind it, the listener is closed now.
-    if (this.plug?.isPlug(socket)) return;
+    if (this.plug?.isPlug(socket)) {
+      socket.destroy();
+      return;
+    }
     this.handOn(socket);
   }
 

@@ -22,26 +22,35 @@
  * Measured with a listener that spends 2 ms per accept and 64–128 reconnecting clients: closed at
  * once, 61–125 resets per close; behind the plug, 0 in 8 runs (test/runtime/plug-close.test.ts).
  * Linux only (where the bound of 0 behaves so, and where Node's listen handle can re-listen).
+ * Used by a cluster's primary (cluster-connections.ts) and by every listener of a service that
+ * stops (accept-backlog.ts).
  */
 import { connect, type Server, type Socket } from 'node:net';
 
-/** The longest a close waits for its plug before closing anyway. */
+/** The longest a close waits for its plug before closing anyway (unless the caller says). */
 const plugWaitMs = 2000;
 
 export interface PlugClose {
   /**
-   * Whether an accepted `socket` is the plug: if so it is destroyed and `close` is called now
-   * (the caller passes it on no further).
+   * Whether an accepted connection (a socket, or what Node's 'drop' event says of one) is the
+   * plug: if so `close` is called now, and the caller passes the connection on no further (and
+   * destroys it).
    */
-  isPlug(socket: Socket): boolean;
+  isPlug(peer: { remoteAddress?: string; remotePort?: number }): boolean;
 }
 
 /**
  * Starts closing `server` (listening on `host`) behind a plug; `close` is called once: when the
  * caller's connection handler sees the plug (`isPlug`), when the plug fails, or after `plugWaitMs`. Returns
- * undefined where the plug cannot work (not Linux, no re-listen): then close at once.
+ * undefined where the plug cannot work (not Linux, no re-listen): then close at once. `host`: the
+ * address the server listens on (every interface: the plug comes over loopback).
  */
-export function closeBehindPlug(server: Server, host: string, close: () => void): PlugClose | undefined {
+export function closeBehindPlug(
+  server: Server,
+  host: string,
+  close: () => void,
+  waitMs = plugWaitMs,
+): PlugClose | undefined {
   const handle = (server as Server & { _handle?: { listen?(backlog: number): number } | null })._handle;
   const address = server.address();
   if (process.platform !== 'linux' || typeof handle?.listen !== 'function' || address === null) return undefined;
@@ -59,12 +68,11 @@ export function closeBehindPlug(server: Server, host: string, close: () => void)
   plug.on('error', finish);
   // Queued after Node's own next-tick connect(2) of the plug: runs right after it.
   process.nextTick(() => handle.listen?.(0));
-  const timer = setTimeout(finish, plugWaitMs).unref();
+  const timer = setTimeout(finish, Math.max(0, waitMs)).unref();
   return {
-    isPlug(socket) {
+    isPlug(peer) {
       if (done || plug.localPort === undefined) return false;
-      if (socket.remotePort !== plug.localPort || socket.remoteAddress !== plug.localAddress) return false;
-      socket.destroy();
+      if (peer.remotePort !== plug.localPort || peer.remoteAddress !== plug.localAddress) return false;
       finish();
       return true;
     },

@@ -22,7 +22,10 @@ async function run(stop: (server: Server) => PlugClose | undefined): Promise<Out
   const server = createServer({ pauseOnConnect: true }, (socket: Socket) => {
     const until = performance.now() + 2;
     while (performance.now() < until); // a busy accept loop
-    if (plug?.isPlug(socket)) return;
+    if (plug?.isPlug(socket)) {
+      socket.destroy();
+      return;
+    }
     socket.on('error', () => {});
     socket.resume();
     socket.once('data', () => socket.end('HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'));
