@@ -25,7 +25,7 @@
  * Used by a cluster's primary (cluster-connections.ts) and by every listener of a service that
  * stops (accept-backlog.ts).
  */
-import { connect, type Server, type Socket } from 'node:net';
+import { connect, type Server } from 'node:net';
 
 /** The longest a close waits for its plug before closing anyway (unless the caller says). */
 const plugWaitMs = 2000;
