@@ -16,10 +16,15 @@
  * the process group) asks to stop receiving; the primary lets it go once another worker takes
  * new connections or the primary itself stopped accepting, and sends it connections until then
  * (answered with `Connection: close`: it is draining).
+ *
+ * The primary closes its listening socket behind a plug (server/plug-close.ts): clients that
+ * reconnect at once keep its accept queue filled, and a plain close reset them (1–18
+ * ECONNRESET per SIGTERM to the primary under reconnecting load, test/runtime/cluster-stop.test.ts).
  */
 import type { Worker } from 'node:cluster';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
 import { type ConnectionSource, type Server, startConnectionChecks } from './server/listener.ts';
+import { closeBehindPlug, type PlugClose } from './server/plug-close.ts';
 
 export type ConnectionMessage =
   | { sy: 'conn'; service: number }
@@ -37,7 +42,11 @@ export class ConnectionDispatch {
   /** Connections accepted while no worker could take them (all restarting). */
   private readonly queue: Socket[] = [];
   private turn = 0;
+  /** The listening socket is closed: every connection it will ever pass on is passed on. */
   private closed = false;
+  /** A stop is under way: waiting for the plug before the listening socket is closed. */
+  private plug: PlugClose | undefined;
+  private host = '127.0.0.1';
 
   constructor(
     private readonly service: number,
@@ -49,6 +58,7 @@ export class ConnectionDispatch {
   }
 
   listen(host: string, port: number): Promise<number> {
+    this.host = host;
     return new Promise((resolve, reject) => {
       this.server.once('error', reject);
       this.server.listen(port, host, () => {
@@ -78,8 +88,18 @@ export class ConnectionDispatch {
     this.releaseStopping();
   }
 
-  /** Stops accepting (the listening socket is closed at once), hands on what was accepted, releases every worker. */
+  /**
+   * Stops accepting, hands on what was accepted, then releases every worker. On Linux the
+   * listening socket is closed once the kernel's accept queue is empty and can take no client
+   * (the plug, above); elsewhere at once.
+   */
   close(): void {
+    if (this.closed || this.plug) return;
+    this.plug = closeBehindPlug(this.server, this.host, () => this.closeListener());
+    if (!this.plug) this.closeListener();
+  }
+
+  private closeListener(): void {
     if (this.closed) return;
     this.closed = true;
     // Not waited for: net.Server's callback waits until every connection passed on has closed.
@@ -97,6 +117,15 @@ export class ConnectionDispatch {
   }
 
   private dispatch(socket: Socket): void {
+    // The plug is back: nobody can be queued behind it, the listener is closed now.
+    if (this.plug?.isPlug(socket)) {
+      socket.destroy();
+      return;
+    }
+    this.handOn(socket);
+  }
+
+  private handOn(socket: Socket): void {
     const targets = this.targets();
     if (targets.length === 0) {
       if (this.closed || this.queue.length >= this.maxQueued) socket.destroy();
@@ -114,7 +143,7 @@ export class ConnectionDispatch {
   }
 
   private flush(): void {
-    while (this.queue.length > 0 && this.targets().length > 0) this.dispatch(this.queue.shift() as Socket);
+    while (this.queue.length > 0 && this.targets().length > 0) this.handOn(this.queue.shift() as Socket);
   }
 
   /**

@@ -161,14 +161,29 @@ export function serviceSchema(stage: JsonSchema = stageSchema): JsonSchema {
             minimum: 1,
             default: 1024,
             description:
-              'Client connections open at once on the main listener; more are refused (closed at once). Near it, idle keep-alive connections are closed, oldest first, to make room.',
+              'Client connections open at once on the main listener. Near it, idle keep-alive connections and connections that have not completed their request headers within slow_header_ms are closed, oldest first, to make room; at it, an address holding at least two more connections than the address of the newcomer gives up one that has not sent its headers yet; past that a new connection is refused with 503 and Retry-After (up to max_connections / 8 such refusals at once, further ones are closed at once).',
           },
           max_connections_per_client: {
             type: 'integer',
             minimum: 1,
             default: 64,
             description:
-              'Connections one client address may hold open on the main listener; more from it are closed at once. Behind your own load balancer every client has its address: raise it to max_connections.',
+              "A client address's share of the main listener's connections, applied only under pressure: while the open connections are at or above connections_high_water × max_connections, a new connection from an address holding this many is refused with 503 and Retry-After. Below that mark a client may open as many as it likes (one app server's pool, clients behind one NAT). Behind your own load balancer every client has its address: raise it to max_connections.",
+          },
+          connections_high_water: {
+            type: 'number',
+            exclusiveMinimum: 0,
+            maximum: 1,
+            default: 0.75,
+            description:
+              'Where "near max_connections" starts: from this fraction of max_connections open (rounded up), max_connections_per_client applies. 1: only at max_connections itself.',
+          },
+          slow_header_ms: {
+            type: 'integer',
+            minimum: 10,
+            default: 1000,
+            description:
+              'Near max_connections, a connection that has not completed its request headers this long after connecting is closed (oldest first) to make room for a new one, as idle keep-alives are, so a slowloris cannot hold slots until header_timeout_ms. Also how long a connection being refused with 503 has to send its request.',
           },
           header_timeout_ms: {
             type: 'integer',

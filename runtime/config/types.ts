@@ -55,6 +55,10 @@ export interface ServiceConfig {
     drain_timeout_ms: number;
     max_connections: number;
     max_connections_per_client: number;
+    /** Fraction of max_connections from which max_connections_per_client applies. */
+    connections_high_water: number;
+    /** Near max_connections, headers not complete after this long: the connection may be closed to make room. */
+    slow_header_ms: number;
     header_timeout_ms: number;
     body_idle_timeout_ms: number;
     max_upgraded_connections: number;

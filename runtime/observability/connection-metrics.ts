@@ -9,9 +9,12 @@ import type { MetricsKit } from './metrics.ts';
 
 /** Connections (or upgrade handshakes) refused before serving anything. */
 export const refusalReasons = [
-  /** Over `limits.max_connections`: closed at once. */
+  /** At `limits.max_connections` with no room to make: answered 503 with Retry-After (closed at once past the refusal slots). */
   'max_connections',
-  /** Its client address had `limits.max_connections_per_client` open: closed at once. */
+  /**
+   * Near `limits.max_connections` (from `connections_high_water` of it), its client address held
+   * `limits.max_connections_per_client`: answered 503 with Retry-After.
+   */
   'per_client',
   /** A WebSocket handshake over `limits.max_upgraded_connections`: 503. */
   'upgrade_limit',
@@ -27,6 +30,12 @@ export const closeReasons = [
   'body_stalled',
   /** An idle keep-alive connection closed near `limits.max_connections` to make room. */
   'idle_reclaimed',
+  /**
+   * Near `limits.max_connections`, a connection without complete headers `limits.slow_header_ms`
+   * after connecting (or, at the maximum, one of an address holding two more than a newcomer's)
+   * closed to make room.
+   */
+  'slow_header_reclaimed',
 ] as const;
 
 export type RefusalReason = (typeof refusalReasons)[number];

@@ -2,20 +2,34 @@
  * Connection tracking and fairness for a service's main listener: how many client connections
  * are open, how many were accepted since start, and per connection its client address, when it
  * connected, how many requests it carried and how many are in flight on it. It also keeps one
- * client from locking the others out:
+ * client from locking the others out, acting under pressure only (an idle service lets one
+ * address open as many connections as it likes: one app server's pool, clients behind one NAT):
  *
- * - above `max` open connections Node refuses new ones at once (`server.maxConnections`);
- * - a client address with `perClient` connections open gets its next ones closed at once;
- * - when the open connections come near `max` (within `reclaimHeadroom`), idle keep-alive
- *   connections (a request served, none in flight) are closed, oldest first, so a new client
- *   finds a free slot instead of being refused;
+ * - "near the maximum" starts at `highWater` (a fraction of `max`, rounded up) connections open;
+ *   from there a new connection from an address holding `perClient` is refused;
+ * - within `reclaimHeadroom` of `max`, idle keep-alive connections (a request served, none in
+ *   flight) and connections that have not completed their request headers `slowHeaderMs` after
+ *   connecting are closed, oldest first, so a new client finds a free slot (a slowloris from
+ *   many addresses cannot hold the slots until the header timeout);
+ * - at `max`, a newcomer takes the slot of a connection still waiting for its headers from an
+ *   address that holds at least two more than the newcomer's (fairer after the swap, so a swap
+ *   never starts a cycle); without one, the newcomer is refused;
+ * - a refusal is an answered `503` with `Retry-After` and `Connection: close` once the request is
+ *   read (the caller answers it: `refusalOf`), not a reset the client cannot tell from a crash. A
+ *   connection being refused gets `slowHeaderMs` to send its request; at most `refusalSlots(max)`
+ *   wait at once, past that they are closed at once. Node's own `maxConnections` is only a
+ *   backstop far above (`nodeBound`): it counts sockets until their 'close' event, those being
+ *   refused and those just reclaimed too, and would reset the newcomer a reclaim made room for;
  * - a request whose body stops arriving (no byte for `bodyIdleMs` while the service waits for
  *   it) has its connection cut. A slow but progressing upload is never cut, nor a long answer.
  *
- * Headers that do not arrive in time are Node's `headersTimeout` (see listener.ts).
+ * Headers that do not arrive in time are Node's `headersTimeout` (see listener.ts). On an HTTPS
+ * listener a connection still in its TLS handshake counts against the limits but is not listed
+ * (nor reclaimed) until the handshake completes.
  *
  * Cheap on the hot path: one record per connection (created when it is accepted), a Map lookup and
- * two number updates per request, and one sweep of the open connections every second or so.
+ * two number updates per request, and one sweep of the open connections every second or so; the
+ * scans that make room run only near the maximum.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Server, Socket } from 'node:net';
@@ -41,16 +55,22 @@ export interface ConnectionsSnapshot {
   total: number;
   /** Connections refused because `max` were open. */
   refused: number;
-  /** Connections refused because their client address had `max_per_client` open. */
+  /** Connections refused because their client address held `max_per_client` near the maximum. */
   refused_per_client: number;
+  /** Of the refusals, those answered `503` (the others were closed before a request arrived). */
+  refused_answered: number;
   /** Idle keep-alive connections closed to make room near the maximum. */
   reclaimed: number;
+  /** Connections closed near the maximum because their headers were not complete after `slow_header_ms`. */
+  slow_header_reclaimed: number;
   /** Connections cut because a request body stalled. */
   body_stalled: number;
   /** Connections closed (408) because their headers did not arrive in time. */
   header_timeouts: number;
   max: number;
   max_per_client: number;
+  /** Open connections from which `max_per_client` applies. */
+  high_water: number;
   clients: ClientConnection[];
 }
 
@@ -58,6 +78,10 @@ export interface ConnectionsSnapshot {
 export interface ConnectionLimits {
   max: number;
   perClient: number;
+  /** Fraction of `max` from which `perClient` applies. */
+  highWater: number;
+  /** Headers not complete after this long: reclaimable near the maximum; also a refused connection's wait. */
+  slowHeaderMs: number;
   /** Milliseconds without a byte of a request body before its connection is cut. */
   bodyIdleMs: number;
   /** Node's `headersTimeout`, set again on a reload. */
@@ -69,14 +93,21 @@ export function connectionLimitsOf(limits: ServiceConfig['limits']): ConnectionL
   return {
     max: limits.max_connections,
     perClient: limits.max_connections_per_client,
+    highWater: limits.connections_high_water,
+    slowHeaderMs: limits.slow_header_ms,
     bodyIdleMs: limits.body_idle_timeout_ms,
     headersMs: limits.header_timeout_ms,
   };
 }
 
+/** Why a connection is being refused: the caller answers its request with a 503 naming it. */
+export type Refusal = 'max_connections' | 'per_client';
+
 /** Per-connection counters, mutable: the request wrapper updates them. */
 export interface ConnectionRecord {
   client: string;
+  /** The remote address the per-client share counts against. */
+  address: string;
   connectedAt: number;
   requests: number;
   inFlight: number;
@@ -89,14 +120,33 @@ export interface ConnectionRecord {
   upgraded: boolean;
 }
 
+/** A TCP connection admitted (counted against the limits) from accept until it closes or is reclaimed. */
+interface Slot {
+  address: string;
+  released: boolean;
+}
+
+/** A connection being refused: answered 503 once its request is read, closed after `slowHeaderMs` without one. */
+interface Refusing {
+  reason: Refusal;
+  timer: NodeJS.Timeout;
+}
+
 export class ConnectionTracker {
   private readonly open = new Map<Socket, ConnectionRecord>();
-  /** Open TCP connections per remote address (counted on accept, before any TLS handshake). */
+  /** Admitted connections per remote address (counted on accept, before any TLS handshake). */
   private readonly perAddress = new Map<string, number>();
+  /** Admitted TCP connections by `address:port` (the same key for a raw socket and its TLS socket). */
+  private readonly slots = new Map<string, Slot>();
+  /** Connections being refused, by `address:port`. */
+  private readonly refusing = new Map<string, Refusing>();
+  private admitted = 0;
   private total = 0;
   private refused = 0;
   private refusedPerClient = 0;
+  private refusedAnswered = 0;
   private reclaimed = 0;
+  private slowHeaderReclaimed = 0;
   private bodyStalled = 0;
   private headerTimeouts = 0;
   /** Date.now() of the last connection accepted (0: none yet). */
@@ -113,15 +163,15 @@ export class ConnectionTracker {
   /**
    * Tracks the connections of `server`. For a TLS server the tracked socket is the TLS socket
    * (`secureConnection`), the one requests see as `req.socket`; a connection still in its
-   * handshake is not listed yet, but counts against the maximum and its client's cap.
+   * handshake is not listed yet, but counts against the maximum and its client's share.
    */
   attach(server: Server, tls: boolean): void {
-    server.maxConnections = this.limits.max;
+    server.maxConnections = nodeBound(this.limits.max);
     this.servers.push(server);
-    // Before the HTTP server's own 'connection' listener: a refused socket is never parsed.
+    // Before the HTTP server's own 'connection' listener: a connection closed here is never parsed.
     server.prependListener('connection', (socket: Socket) => this.admit(socket));
     server.on(tls ? 'secureConnection' : 'connection', (socket: Socket) => {
-      if (!socket.destroyed) this.accept(socket);
+      if (!socket.destroyed && !this.isRefusing(socket)) this.accept(socket);
     });
     // Node ≥ 18.6 emits 'drop' for a connection refused over maxConnections.
     server.on('drop', () => {
@@ -142,13 +192,33 @@ export class ConnectionTracker {
     const headersChanged = limits.headersMs !== this.limits.headersMs;
     this.limits = limits;
     for (const s of this.servers) {
-      s.maxConnections = limits.max;
+      s.maxConnections = nodeBound(limits.max);
       (s as Server & { headersTimeout: number }).headersTimeout = limits.headersMs;
       // Checked at the pace the new bound needs.
       if (headersChanged) startConnectionChecks(s as HttpServer, limits.headersMs);
     }
     this.stopSweeping();
     if (this.servers.length > 0) this.startSweeping();
+  }
+
+  /**
+   * Whether the connection of a request is being refused, and why: the caller answers the request
+   * with `503`, `Retry-After` and `Connection: close` instead of serving it. Undefined (serve it)
+   * for any connection admitted. Counts the refusal as answered.
+   */
+  refusalOf(socket: Socket): Refusal | undefined {
+    // The usual case, on every request: nothing is being refused, no key is built.
+    if (this.refusing.size === 0) return undefined;
+    const refusing = this.refusing.get(clientOf(socket));
+    if (!refusing) return undefined;
+    clearTimeout(refusing.timer);
+    this.refusedAnswered++;
+    return refusing.reason;
+  }
+
+  /** Whether `socket` is being refused (without counting anything). */
+  isRefusing(socket: Socket): boolean {
+    return this.refusing.size > 0 && this.refusing.has(clientOf(socket));
   }
 
   /** Counts a request on its connection; returns the record so the caller can end it. */
@@ -198,30 +268,78 @@ export class ConnectionTracker {
       total: this.total,
       refused: this.refused,
       refused_per_client: this.refusedPerClient,
+      refused_answered: this.refusedAnswered,
       reclaimed: this.reclaimed,
+      slow_header_reclaimed: this.slowHeaderReclaimed,
       body_stalled: this.bodyStalled,
       header_timeouts: this.headerTimeouts,
       max: this.limits.max,
       max_per_client: this.limits.perClient,
+      high_water: highWaterMark(this.limits),
       clients,
     };
   }
 
-  /** The per-client cap, on the raw TCP connection: a refused one costs no handshake or parsing. */
+  /**
+   * Admission, on the raw TCP connection (before any TLS handshake or parsing): the client's share
+   * near the maximum, then room at the maximum. A refused connection is kept to answer its request
+   * with a 503 (at most `refusalSlots` at once), or closed at once.
+   */
   private admit(socket: Socket): void {
     const address = socket.remoteAddress ?? 'unknown';
-    const count = this.perAddress.get(address) ?? 0;
-    if (count >= this.limits.perClient) {
+    const held = this.perAddress.get(address) ?? 0;
+    const { max, perClient } = this.limits;
+    if (this.admitted >= highWaterMark(this.limits) && held >= perClient) {
+      this.refuse(socket, 'per_client');
+      return;
+    }
+    if (this.admitted >= max) {
+      this.reclaim(this.admitted - max + 1);
+      if (this.admitted >= max && !this.swapFor(held)) {
+        this.refuse(socket, 'max_connections');
+        return;
+      }
+    }
+    const slot: Slot = { address, released: false };
+    const key = clientOf(socket);
+    this.slots.set(key, slot);
+    this.admitted++;
+    this.perAddress.set(address, held + 1);
+    socket.once('close', () => {
+      this.release(slot);
+      if (this.slots.get(key) === slot) this.slots.delete(key);
+    });
+  }
+
+  /** Gives a slot back (once): when its connection closes, or as it is reclaimed (its 'close' comes later). */
+  private release(slot: Slot): void {
+    if (slot.released) return;
+    slot.released = true;
+    this.admitted--;
+    const left = (this.perAddress.get(slot.address) ?? 1) - 1;
+    if (left > 0) this.perAddress.set(slot.address, left);
+    else this.perAddress.delete(slot.address);
+  }
+
+  private refuse(socket: Socket, reason: Refusal): void {
+    if (reason === 'per_client') {
       this.refusedPerClient++;
       this.counters?.refused('per_client');
+    } else {
+      this.refused++;
+      this.counters?.refused('max_connections');
+    }
+    const key = clientOf(socket);
+    if (this.refusing.size >= refusalSlots(this.limits.max) || this.refusing.has(key)) {
       socket.destroy();
       return;
     }
-    this.perAddress.set(address, count + 1);
+    // No request within the short wait: closed, so refusals cannot hold file descriptors.
+    const timer = setTimeout(() => socket.destroy(), this.limits.slowHeaderMs).unref();
+    this.refusing.set(key, { reason, timer });
     socket.once('close', () => {
-      const left = (this.perAddress.get(address) ?? 1) - 1;
-      if (left > 0) this.perAddress.set(address, left);
-      else this.perAddress.delete(address);
+      clearTimeout(timer);
+      this.refusing.delete(key);
     });
   }
 
@@ -231,6 +349,7 @@ export class ConnectionTracker {
     this.lastAcceptedAt = now;
     const record: ConnectionRecord = {
       client: clientOf(socket),
+      address: socket.remoteAddress ?? 'unknown',
       connectedAt: now,
       requests: 0,
       inFlight: 0,
@@ -246,26 +365,63 @@ export class ConnectionTracker {
       this.headerTimeouts++;
       this.counters?.closed('header_timeout');
     });
-    this.reclaimIdle();
+    this.reclaim(this.admitted - (this.limits.max - reclaimHeadroom(this.limits.max)));
   }
 
   /**
-   * Near the maximum, closes idle keep-alive connections, oldest first (Map order is accept
-   * order), until there is headroom again or none is idle. Connections that have not sent a
-   * request yet are left to the header timeout: they may be a client in the middle of its first one.
+   * Closes up to `wanted` connections that hold a slot for nothing, oldest first (Map order is
+   * accept order): idle keep-alives, and connections whose headers are not complete
+   * `slowHeaderMs` after they connected. A connection younger than that which has not sent a
+   * request yet may be a client in the middle of its first one: left alone here.
    */
-  private reclaimIdle(): void {
-    const threshold = this.limits.max - reclaimHeadroom(this.limits.max);
-    let excess = this.open.size - threshold;
-    if (excess <= 0) return;
+  private reclaim(wanted: number): void {
+    if (wanted <= 0) return;
+    const since = Date.now() - this.limits.slowHeaderMs;
     for (const [socket, r] of this.open) {
-      if (excess <= 0) break;
-      if (r.requests === 0 || r.inFlight > 0 || r.upgraded) continue;
-      this.reclaimed++;
-      this.counters?.closed('idle_reclaimed');
-      excess--;
-      socket.destroy();
+      if (wanted <= 0) break;
+      if (r.inFlight > 0 || r.upgraded) continue;
+      if (r.requests > 0) {
+        this.reclaimed++;
+        this.counters?.closed('idle_reclaimed');
+      } else if (r.connectedAt <= since) {
+        this.slowHeaderReclaimed++;
+        this.counters?.closed('slow_header_reclaimed');
+      } else continue;
+      wanted--;
+      this.close(socket);
     }
+  }
+
+  /**
+   * At the maximum, for a newcomer whose address holds `held`: closes a connection that has sent
+   * no complete request yet (none in flight) from the address holding the most, if that address
+   * holds at least `held + 2` (after the swap neither holds more than the other did, so swaps
+   * cannot go on in a cycle). Among that address's connections, the oldest goes.
+   */
+  private swapFor(held: number): boolean {
+    let victim: Socket | undefined;
+    let most = held + 1;
+    for (const [socket, r] of this.open) {
+      if (r.inFlight > 0 || r.upgraded || r.requests > 0) continue;
+      const count = this.perAddress.get(r.address) ?? 0;
+      if (count > most) {
+        most = count;
+        victim = socket;
+      }
+    }
+    if (!victim) return false;
+    this.slowHeaderReclaimed++;
+    this.counters?.closed('slow_header_reclaimed');
+    this.close(victim);
+    return true;
+  }
+
+  /** Closes a connection and frees its slot now (its 'close' event comes later). */
+  private close(socket: Socket): void {
+    const slot = this.slots.get(clientOf(socket));
+    if (slot) this.release(slot);
+    this.open.delete(socket);
+    socket.destroy();
   }
 
   private receiving(req: IncomingMessage): void {
@@ -313,9 +469,27 @@ export class ConnectionTracker {
   }
 }
 
-/** How close to the maximum idle keep-alive connections start being reclaimed: 1/16 of it, at least 1. */
+/** How close to the maximum idle and slow-header connections start being reclaimed: 1/16 of it, at least 1. */
 export function reclaimHeadroom(max: number): number {
   return Math.max(1, Math.ceil(max / 16));
+}
+
+/** Open connections from which the per-client share applies ("near the maximum"). */
+export function highWaterMark(limits: Pick<ConnectionLimits, 'max' | 'highWater'>): number {
+  return Math.min(limits.max, Math.ceil(limits.max * limits.highWater));
+}
+
+/**
+ * Node's `maxConnections` (connections it closes before any listener sees them): the maximum,
+ * the refusal slots, and as many again for sockets closed but not yet gone.
+ */
+function nodeBound(max: number): number {
+  return 2 * max + refusalSlots(max);
+}
+
+/** Connections that may wait at once to be refused with a 503: 1/8 of the maximum, at least 8. */
+export function refusalSlots(max: number): number {
+  return Math.max(8, Math.ceil(max / 8));
 }
 
 function clientOf(socket: Socket): string {

@@ -5,7 +5,7 @@
  * closed once they are done — including the responses still streaming their body (SSE) after
  * the pipeline returned. A config that fails to load or build changes nothing.
  */
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import { extname, resolve } from 'node:path';
 import Koa from 'koa';
@@ -43,6 +43,7 @@ import {
   type TlsMaterial,
   type UpgradeListener,
 } from '../server/listener.ts';
+import { answerRefusal, answerRefusalRaw } from '../server/refusal.ts';
 import { respondWithStream } from '../server/stream-body.ts';
 import { loadTlsMaterial } from '../server/tls.ts';
 import { createUpgradeHandler, type UpgradeHandler } from '../server/upgrade.ts';
@@ -307,7 +308,9 @@ export class ServiceRuntime {
     const { keep_alive_timeout_ms, header_timeout_ms } = this.graph.loaded.config.limits;
     const tls = connections ? this.tls : undefined;
     const timeouts = { keepAliveMs: keep_alive_timeout_ms, headersMs: header_timeout_ms };
-    const server = createListener(handler, timeouts, onUpgrade, tls);
+    const main = connections ? this.refusing(connections, handler) : handler;
+    const upgrade = connections && onUpgrade ? this.refusingUpgrade(connections, onUpgrade) : onUpgrade;
+    const server = createListener(main, timeouts, upgrade, tls);
     if (connections) {
       connections.attach(server, tls !== undefined);
       this.mainServer = server;
@@ -317,8 +320,8 @@ export class ServiceRuntime {
         if (Number(req.headers['content-length']) > this.graph.loaded.config.limits.body_bytes) {
           bodyNotInvited.add(req);
           res.setHeader('Connection', 'close');
-        } else res.writeContinue();
-        handler(req, res);
+        } else if (!connections.isRefusing(req.socket)) res.writeContinue();
+        main(req, res);
       });
     }
     this.servers.push(server);
@@ -328,6 +331,30 @@ export class ServiceRuntime {
       return Promise.resolve(source.port);
     }
     return startListener(server, host, port);
+  }
+
+  /**
+   * The main listener's handler: a request on a connection the tracker refused (near the
+   * maximum, over its client's share; or at the maximum) is answered 503 with Retry-After in the
+   * service's dialect, not served (runtime/server/refusal.ts).
+   */
+  private refusing(
+    connections: ConnectionTracker,
+    handler: (req: IncomingMessage, res: ServerResponse) => void,
+  ): (req: IncomingMessage, res: ServerResponse) => void {
+    return (req, res) => {
+      const reason = connections.refusalOf(req.socket);
+      if (reason) answerRefusal(req, res, reason, this.graph.dialect);
+      else handler(req, res);
+    };
+  }
+
+  private refusingUpgrade(connections: ConnectionTracker, onUpgrade: UpgradeListener): UpgradeListener {
+    return (req, socket, head) => {
+      const reason = connections.refusalOf(req.socket);
+      if (reason) answerRefusalRaw(socket, reason, this.graph.dialect);
+      else onUpgrade(req, socket, head);
+    };
   }
 
   /**

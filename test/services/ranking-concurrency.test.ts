@@ -14,8 +14,9 @@ for (const { driver, skip } of backends) {
   describe.skipIf(skip)(`concurrent comparisons on ${driver}`, () => {
     let r: Ranking;
     beforeAll(async () => {
-      // 1000 connections from one address at once: above the default per-client cap by design.
-      r = await startRanking(driver, {}, ['limits.max_connections_per_client=1024']);
+      // 1000 connections from one address at once, with the shipped limits: the per-client share
+      // (64) applies only near max_connections, which these stay under (issue 29 item 3).
+      r = await startRanking(driver);
     });
     afterAll(() => r?.close());
 
