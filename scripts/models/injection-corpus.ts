@@ -30,6 +30,7 @@ import {
   OWN_GOALS,
 } from './injection-generators.ts';
 import { SeededRandom } from './seeded-random.ts';
+import { generateWordSalad } from './word-salad-generators.ts';
 
 export type Category =
   | 'jailbreak'
@@ -122,6 +123,7 @@ const GENERATED = {
   twins: 200,
   chat: 400,
   structured: 300,
+  salad: 900,
 };
 
 /** The committed part: always available, what the CI regression check runs on. */
@@ -153,6 +155,10 @@ export function committedCorpus(): LabelledText[] {
   generateStructured(r, GENERATED.structured).forEach((g, i) => {
     out.push(example(g.text, 0, 'ordinary', 'gen-structured', `${g.group}:${i}`));
   });
+  // Word salads, lorem ipsum, faker sentences, alone and around personal data, code and JSON
+  // (word-salad-generators.ts): background negatives too, grouped per text.
+  for (const g of generateWordSalad(r, GENERATED.salad))
+    out.push(example(g.text, 0, benignCategory(g.text), 'gen-word-salad', g.group));
   return dedupe(out);
 }
 

@@ -336,7 +336,7 @@ function main(): void {
   const corpus = loadCorpus({ publicPart: !values['committed-only'] });
   const isCommitted = (e: LabelledText) =>
     e.source.startsWith('repo-') ||
-    /^gen-(hijack|hijack-clean|extraction|roleplay|suffix|hard-negatives|chat|structured)$/.test(e.source);
+    /^gen-(hijack|hijack-clean|extraction|roleplay|suffix|hard-negatives|chat|structured|word-salad)$/.test(e.source);
   if (!values['committed-only'] && corpus.every(isCommitted)) {
     throw new Error(
       'the public corpus is not assembled (.data/detect/injection/public.jsonl): run scripts/models/assemble-injection-data.ts first, or pass --committed-only',
