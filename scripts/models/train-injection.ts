@@ -27,7 +27,6 @@ import { parseArgs } from 'node:util';
 import {
   FeatureExtractor,
   type FeatureScheme,
-  SHAPE_FEATURES,
   type ShapeFeature,
   vectorLength,
 } from '../../plugins/classify/ml/features.ts';
@@ -45,12 +44,23 @@ export const SCHEME: FeatureScheme = {
   char_ngrams: [3, 5],
   word_weight: Math.SQRT1_2,
   char_weight: Math.SQRT1_2,
-  shape_features: Object.keys(SHAPE_FEATURES) as ShapeFeature[],
+  // The densities, not the shares, of odd tokens: a text of one odd token (an e-mail address
+  // alone) had a share of 1 and read as an adversarial suffix.
+  shape_features: [
+    'tail_odd_density',
+    'tail_symbols',
+    'odd_density',
+    'roleplay',
+    'override',
+    'roleplay_override',
+    'length',
+  ] satisfies ShapeFeature[],
   shape_weight: 0.5,
 };
 
-const LAMBDAS = [1e-5, 3e-5];
-const ITERATIONS = 300;
+const LAMBDAS = [3e-6, 1e-5];
+// 300 iterations left the model short of convergence (val recall 0.86 against 0.93 with 600).
+const ITERATIONS = 1000;
 const TRAIN_CAP = 500;
 const SAMPLE_SEED = 20250303;
 

@@ -94,6 +94,38 @@ const around = (f: Faker, value: string) => `${salad(f, 0, 6)} ${value} ${salad(
 
 const TOOL = (f: Faker) => `${f.word.verb()}_${f.word.noun()}`;
 
+const COMMANDS = [
+  'say',
+  'Say',
+  'tell me',
+  'write',
+  'send',
+  'find',
+  'make',
+  'give me',
+  'list',
+  'translate',
+  'summarize',
+  'describe',
+  'check',
+  'show me',
+  'echo',
+  'print',
+  'spell',
+  'explain',
+];
+
+/** Placeholders as templates and redacted text write them. */
+const PLACEHOLDERS: Make[] = [
+  (f) => `{{${f.database.column()}}}`,
+  (f) => `{${f.database.column()}}`,
+  (f) => `\${${f.database.column().toUpperCase()}}`,
+  (f) => `[${f.helpers.arrayElement(['EMAIL', 'PHONE', 'NAME', 'REDACTED', 'CREDIT_CARD', 'IBAN', 'ADDRESS'])}]`,
+  (f) => `<${f.database.column()}>`,
+  (f) => `%${f.helpers.arrayElement(['s', 'd', '(name)s'])}`,
+  (f) => `:${f.database.column()}`,
+];
+
 /**
  * Kinds of text; each text is its own group (background negatives, like gen-chat: every split
  * sees every kind — they teach what ordinary text looks like).
@@ -125,6 +157,24 @@ const KINDS: Record<string, Make> = {
       )
       .join(' '),
   'salad-pii': (f) => around(f, f.helpers.arrayElement(VALUES)(f)),
+  // A value or a placeholder alone or nearly: a short text of one odd token.
+  value: (f) => {
+    const value = f.helpers.arrayElement([...VALUES, ...PLACEHOLDERS, ...PLACEHOLDERS])(f);
+    return f.helpers.arrayElement([
+      () => value,
+      () => value,
+      () => `${salad(f, 1, 2)} ${value}`,
+      () => `${value} ${salad(f, 1, 2)}`,
+      () => `${f.word.verb()} ${value}`,
+      () => `${f.helpers.arrayElement(['def', 'function', 'fn', 'let', 'print'])} ${f.word.noun()}(\n${value}`,
+    ])();
+  },
+  // An everyday verb and words: "say …", "write …", "send …" with no attack in them.
+  command: (f) =>
+    `${f.helpers.arrayElement(COMMANDS)} ${f.helpers.arrayElement([() => salad(f, 1, 8), () => around(f, f.helpers.arrayElement([...VALUES, ...PLACEHOLDERS])(f))])()}`,
+  // A label and a number, as test traffic and tickets write them ("scenario 12", "order 4711").
+  'label-number': (f) =>
+    `${f.helpers.arrayElement([() => f.word.noun(), () => f.lorem.word(), () => f.database.column()])()} ${f.number.int(f.helpers.arrayElement([9, 99, 999, 99999]))}`,
   'salad-pii-several': (f) =>
     f.helpers.multiple(() => around(f, f.helpers.arrayElement(VALUES)(f)), { count: { min: 2, max: 4 } }).join(' '),
   'salad-code': (f) => `${salad(f, 0, 8)}\n${f.helpers.arrayElement(CODE)(f)}\n${salad(f, 0, 8)}`.trim(),
