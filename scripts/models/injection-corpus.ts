@@ -19,6 +19,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { loadExamples } from './injection-dataset.ts';
 import {
+  generateActAs,
   generateCarrierTwins,
   generateChat,
   generateExtraction,
@@ -124,6 +125,7 @@ const GENERATED = {
   chat: 400,
   structured: 300,
   salad: 900,
+  actAs: 400,
 };
 
 /** The committed part: always available, what the CI regression check runs on. */
@@ -159,6 +161,8 @@ export function committedCorpus(): LabelledText[] {
   // (word-salad-generators.ts): background negatives too, grouped per text.
   for (const g of generateWordSalad(r, GENERATED.salad))
     out.push(example(g.text, 0, benignCategory(g.text), 'gen-word-salad', g.group));
+  for (const g of generateActAs(r, GENERATED.actAs))
+    out.push(example(g.text, 0, 'hard_negative', 'gen-act-as', g.group));
   return dedupe(out);
 }
 

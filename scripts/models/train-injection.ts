@@ -70,7 +70,7 @@ const SAMPLE_SEED = 20250303;
  * policy uses, `strict` the strict one.
  */
 export const POLICIES = {
-  default: { max_fpr_ordinary: 0.015, max_fpr_hard: 0.05 },
+  default: { max_fpr_ordinary: 0.01, max_fpr_hard: 0.04 },
   strict: { max_fpr_ordinary: 0.04, max_fpr_hard: 0.12 },
 } as const;
 
@@ -346,7 +346,9 @@ function main(): void {
   const corpus = loadCorpus({ publicPart: !values['committed-only'] });
   const isCommitted = (e: LabelledText) =>
     e.source.startsWith('repo-') ||
-    /^gen-(hijack|hijack-clean|extraction|roleplay|suffix|hard-negatives|chat|structured|word-salad)$/.test(e.source);
+    /^gen-(hijack|hijack-clean|extraction|roleplay|suffix|hard-negatives|chat|structured|word-salad|act-as)$/.test(
+      e.source,
+    );
   if (!values['committed-only'] && corpus.every(isCommitted)) {
     throw new Error(
       'the public corpus is not assembled (.data/detect/injection/public.jsonl): run scripts/models/assemble-injection-data.ts first, or pass --committed-only',
