@@ -124,7 +124,7 @@ const GENERATED = {
   twins: 200,
   chat: 400,
   structured: 300,
-  salad: 900,
+  salad: 1000,
   actAs: 400,
 };
 

@@ -44,6 +44,33 @@ function salad(f: Faker, min: number, max: number): string {
   ])();
 }
 
+/** The words of the classic "Lorem ipsum" filler (the Latin most tools and test generators draw from). */
+const LOREM_CLASSIC = (
+  'lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore ' +
+  'magna aliqua enim ad minim veniam quis nostrud exercitation ullamco laboris nisi aliquip ex ea commodo ' +
+  'consequat duis aute irure in reprehenderit voluptate velit esse cillum eu fugiat nulla pariatur excepteur sint ' +
+  'occaecat cupidatat non proident sunt culpa qui officia deserunt mollit anim id est laborum curabitur pretium ' +
+  'tincidunt lacus nulla gravida orci a odio nullam varius turpis et commodo pharetra eros bibendum nec luctus ' +
+  'felis sollicitudin mauris integer dui quam posuere ultrices pellentesque vitae justo fusce augue sodales ' +
+  'blandit massa aliquam erat volutpat cras tempus ligula semper ornare purus convallis euismod mi egestas ' +
+  'vestibulum diam primis cubilia curae maecenas porttitor suspendisse faucibus dignissim praesent vehicula ' +
+  'congue tortor nisl placerat lectus metus aenean nibh libero ante fermentum sem proin mollis pede ullamcorper'
+).split(' ');
+
+/** Sentences of classic lorem ipsum: capitalised, with commas here and there. */
+function loremClassic(f: Faker): string {
+  return f.helpers
+    .multiple(
+      () => {
+        const words = f.helpers.multiple(() => f.helpers.arrayElement(LOREM_CLASSIC), { count: { min: 2, max: 16 } });
+        const text = words.map((w) => (f.datatype.boolean(0.15) ? `${w},` : w)).join(' ');
+        return `${text[0].toUpperCase()}${text.slice(1).replace(/,$/, '')}.`;
+      },
+      { count: { min: 1, max: 6 } },
+    )
+    .join(f.helpers.arrayElement([' ', '  ', '\n']));
+}
+
 /** Values a salad may carry (placed in ordinary text by people and tests alike). */
 const VALUES: Make[] = [
   (f) => f.internet.email(),
@@ -141,6 +168,13 @@ const KINDS: Record<string, Make> = {
       () => f.lorem.paragraph(),
       () => f.lorem.lines(f.number.int({ min: 1, max: 4 })),
       () => f.lorem.slug(f.number.int({ min: 1, max: 6 })),
+    ])(),
+  'lorem-classic': (f) =>
+    f.helpers.arrayElement([
+      () => loremClassic(f),
+      () => loremClassic(f),
+      () => `${salad(f, 0, 6)} ${f.helpers.arrayElement(VALUES)(f)} ${loremClassic(f)}`.trim(),
+      () => `${loremClassic(f)} ${f.helpers.arrayElement(VALUES)(f)} ${loremClassic(f)}`,
     ])(),
   sentences: (f) =>
     f.helpers
