@@ -163,6 +163,70 @@ export const SHAPE_FEATURES = {
 
 export type ShapeFeature = keyof typeof SHAPE_FEATURES;
 
+/**
+ * SHAPE_FEATURES of one text with the work they share done once: the tokens and which are odd
+ * (four features read them), the two cues (three read them). Same values as SHAPE_FEATURES
+ * (a test compares them); what extraction uses.
+ */
+export function shapeValues(text: string, names: readonly ShapeFeature[]): number[] {
+  let all: string[] | undefined;
+  let odd: Uint8Array | undefined;
+  const tokens = () => {
+    all ??= words(text);
+    return all;
+  };
+  const oddFlags = () => {
+    odd ??= Uint8Array.from(tokens(), (t) => (oddToken(t) ? 1 : 0));
+    return odd;
+  };
+  // The last 40 tokens: of the whole text when it is at most 1 000 characters (the same tokens).
+  const tailShare = (atLeast: number) => {
+    if (text.length > 1000) return oddShare(words(text.slice(-1000)).slice(-40), atLeast);
+    const flags = oddFlags();
+    const from = Math.max(0, flags.length - 40);
+    let n = 0;
+    for (let i = from; i < flags.length; i++) n += flags[i];
+    return flags.length === from ? 0 : n / Math.max(atLeast, flags.length - from);
+  };
+  const share = (atLeast: number) => {
+    const flags = oddFlags();
+    if (flags.length === 0) return 0;
+    let n = 0;
+    for (const f of flags) n += f;
+    return n / Math.max(atLeast, flags.length);
+  };
+  let roleplay: boolean | undefined;
+  let override: boolean | undefined;
+  const isRoleplay = () => {
+    roleplay ??= ROLEPLAY_CUE.test(text);
+    return roleplay;
+  };
+  const isOverride = () => {
+    override ??= OVERRIDE_CUE.test(text);
+    return override;
+  };
+  return names.map((name) => {
+    switch (name) {
+      case 'tail_odd_tokens':
+        return tailShare(1);
+      case 'tail_odd_density':
+        return tailShare(40);
+      case 'odd_tokens':
+        return share(1);
+      case 'odd_density':
+        return share(40);
+      case 'roleplay':
+        return isRoleplay() ? 1 : 0;
+      case 'override':
+        return isOverride() ? 1 : 0;
+      case 'roleplay_override':
+        return isRoleplay() && isOverride() ? 1 : 0;
+      default:
+        return SHAPE_FEATURES[name](text);
+    }
+  });
+}
+
 export const defaultFeatureScheme: FeatureScheme = {
   scheme: 'hashed-ngrams',
   version: 1,
@@ -365,7 +429,8 @@ export class FeatureExtractor {
     const shape = scheme.shape_features;
     if (shape) {
       const w = scheme.shape_weight ?? 1;
-      for (let k = 0; k < shape.length; k++) out[offset + scheme.dimension + k] = w * SHAPE_FEATURES[shape[k]](shaped);
+      const values = shapeValues(shaped, shape);
+      for (let k = 0; k < shape.length; k++) out[offset + scheme.dimension + k] = w * values[k];
     }
   }
 
@@ -383,8 +448,9 @@ export class FeatureExtractor {
     const shape = scheme.shape_features;
     if (shape) {
       const w = scheme.shape_weight ?? 1;
+      const values = shapeValues(shaped, shape);
       for (let k = 0; k < shape.length; k++) {
-        const v = w * SHAPE_FEATURES[shape[k]](shaped);
+        const v = w * values[k];
         if (v === 0) continue;
         const row = (scheme.dimension + k) * classes;
         for (let j = 0; j < classes; j++) logits[j] += v * weights[row + j];
