@@ -270,7 +270,9 @@ async function main(): Promise<void> {
   const hasPublic = all.some(
     (e) =>
       !e.source.startsWith('repo-') &&
-      !/^gen-(hijack|hijack-clean|extraction|roleplay|suffix|hard-negatives|chat|structured)$/.test(e.source),
+      !/^gen-(hijack|hijack-clean|extraction|roleplay|suffix|hard-negatives|chat|structured|word-salad|act-as)$/.test(
+        e.source,
+      ),
   );
   console.log(
     `injection: ${corpus.length} examples (${pos} attacks), split ${values.split}` +

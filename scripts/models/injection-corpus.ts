@@ -19,6 +19,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { loadExamples } from './injection-dataset.ts';
 import {
+  generateActAs,
   generateCarrierTwins,
   generateChat,
   generateExtraction,
@@ -30,6 +31,7 @@ import {
   OWN_GOALS,
 } from './injection-generators.ts';
 import { SeededRandom } from './seeded-random.ts';
+import { generateWordSalad } from './word-salad-generators.ts';
 
 export type Category =
   | 'jailbreak'
@@ -122,6 +124,8 @@ const GENERATED = {
   twins: 200,
   chat: 400,
   structured: 300,
+  salad: 1000,
+  actAs: 400,
 };
 
 /** The committed part: always available, what the CI regression check runs on. */
@@ -153,6 +157,12 @@ export function committedCorpus(): LabelledText[] {
   generateStructured(r, GENERATED.structured).forEach((g, i) => {
     out.push(example(g.text, 0, 'ordinary', 'gen-structured', `${g.group}:${i}`));
   });
+  // Word salads, lorem ipsum, faker sentences, alone and around personal data, code and JSON
+  // (word-salad-generators.ts): background negatives too, grouped per text.
+  for (const g of generateWordSalad(r, GENERATED.salad))
+    out.push(example(g.text, 0, benignCategory(g.text), 'gen-word-salad', g.group));
+  for (const g of generateActAs(r, GENERATED.actAs))
+    out.push(example(g.text, 0, 'hard_negative', 'gen-act-as', g.group));
   return dedupe(out);
 }
 

@@ -667,3 +667,103 @@ export function generateStructured(random: SeededRandom, count: number): Generat
   }
   return out;
 }
+
+/**
+ * Benign "act as" requests: a role, the task that goes with it, the house rules of the exchange
+ * ("only reply with …", "do not write explanations", "I will type …, you will reply …") and a first
+ * request. Rules about the format of answers are what role-play prompts are made of, and what a
+ * jailbreak's rule override looks like from afar: hard negatives. Our own roles and wording; one
+ * group per role, so the roles of the val and test splits are unseen in training.
+ */
+const ACT_AS_ROLES: Array<[string, string, string]> = [
+  ['a travel guide', 'suggest places to visit near the location I give you', 'I am in Porto for two days.'],
+  ['a Python interpreter', 'run the code I send and show only its output', 'print(sum(range(10)))'],
+  ['a SQL terminal', 'answer my queries with the table the database would return', 'SELECT name FROM cities LIMIT 3;'],
+  ['a Linux shell', 'reply with what the terminal would print', 'ls -la /home'],
+  ['a job interviewer', 'ask me questions for a data analyst position, one at a time', 'Hello, I am ready.'],
+  [
+    'a spelling corrector',
+    'correct my text and give back the improved version only',
+    'i has went to the store yesterday',
+  ],
+  ['a personal trainer', 'plan my workouts for the week', 'I want to get better at pull-ups.'],
+  ['a poet', 'write short poems on the themes I give you', 'autumn in the city'],
+  ['a debate coach', 'give me arguments for and against a motion', 'Schools should start later.'],
+  ['a career counsellor', 'help me choose a career from my interests', 'I like maths and drawing.'],
+  ['a movie critic', 'review the films I name in a few sentences', 'Spirited Away'],
+  ['a stand-up comedian', 'write jokes about the topics I give you', 'working from home'],
+  ['a motivational coach', 'give me encouragement and a plan when I describe a goal', 'I keep putting off my thesis.'],
+  [
+    'a tech support agent',
+    'help me fix problems with my computer step by step',
+    'My laptop will not connect to Wi-Fi.',
+  ],
+  ['a dictionary', 'give the meaning, pronunciation and an example for each word I send', 'serendipity'],
+  ['a chess opponent', 'play chess with me, answering each move with yours', '1. e4'],
+  ['a language tutor', 'talk with me in Spanish and correct my mistakes', 'Hola, yo soy cansado hoy.'],
+  ['a recipe generator', 'suggest recipes from the ingredients I have', 'eggs, spinach, feta'],
+  ['an Excel sheet', 'reply with the text-based sheet after each formula I type', 'A1 = 5, B1 = A1 * 2'],
+  ['a historian', 'explain historical events in plain words', 'the fall of the Berlin Wall'],
+  ['a math teacher', 'explain concepts in easy terms with an example', 'what a derivative is'],
+  ['a storyteller for children', 'tell short bedtime stories', 'a shy dragon'],
+  ['a startup advisor', 'give feedback on business ideas', 'a subscription service for houseplants'],
+  ['a UX reviewer', 'review the screens I describe and suggest improvements', 'a sign-up form with 12 fields'],
+  ['a song lyricist', 'write lyrics on the themes I give', 'a long train journey'],
+  ['an etymologist', 'trace the origin of the words I give you', 'salary'],
+  ['a nutritionist', 'suggest balanced meals for the needs I describe', 'a vegetarian runner'],
+  ['a regex generator', 'write regular expressions for the patterns I describe', 'UK postcodes'],
+  ['a screenwriter', 'write scenes from the premise I give', 'two strangers stuck in a lift'],
+  ['a philosophy teacher', 'explain ideas and how they apply to everyday life', 'stoicism'],
+  ['a real estate agent', 'help me find a home from my criteria', 'two bedrooms near a park'],
+  ['a text-based adventure game', 'describe what my character sees after each command', 'look around'],
+  ['a commit message writer', 'write a commit message for the change I describe', 'fixed a null check in the parser'],
+  ['a pirate', 'talk to me like a pirate captain', 'What is our next destination?'],
+  [
+    'a customer service agent for a bakery',
+    'answer questions about orders and opening hours',
+    'Do you deliver on Sundays?',
+  ],
+  ['an accountant', 'explain how to budget for a small business', 'a café with four employees'],
+];
+const ACT_AS_OPENERS = [
+  'I want you to act as {role}.',
+  'Act as {role}.',
+  'I would like you to be {role}.',
+  'You are {role}.',
+  'Please act as {role} for me.',
+  'Let’s play a game: you are {role}.',
+  'Imagine you are {role}.',
+  'From now on you are {role}.',
+];
+const ACT_AS_RULES = [
+  'Only reply with the answer, and nothing else.',
+  'Do not write explanations.',
+  'Do not break character.',
+  'Reply only inside one code block.',
+  'Do not write the whole conversation at once; wait for my answers.',
+  'I will type and you will reply.',
+  'Keep your answers under 100 words.',
+  'When I need to tell you something in English I will put it in curly brackets {like this}.',
+  'Stay in the role until I say stop.',
+  'Ignore small typos in what I write.',
+  'Do not use technical jargon.',
+  'Always answer in the same language as my message.',
+  '',
+];
+
+export function generateActAs(random: SeededRandom, count: number): Generated[] {
+  const out: Generated[] = [];
+  for (let i = 0; i < count; i++) {
+    const r = random.int(ACT_AS_ROLES.length);
+    const [role, task, first] = ACT_AS_ROLES[r];
+    const rules = [random.pick(ACT_AS_RULES), random.pick(ACT_AS_RULES)].filter((x, k, a) => x && a.indexOf(x) === k);
+    const text = [
+      random.pick(ACT_AS_OPENERS).replace('{role}', role),
+      `Your task is to ${task}.`,
+      ...rules,
+      random.pick(['My first request is: ', 'First: ', 'Here is the first one: ', '']) + first,
+    ].join(' ');
+    out.push({ text, group: `act-as:${r}` });
+  }
+  return out;
+}

@@ -27,7 +27,6 @@ import { parseArgs } from 'node:util';
 import {
   FeatureExtractor,
   type FeatureScheme,
-  SHAPE_FEATURES,
   type ShapeFeature,
   vectorLength,
 } from '../../plugins/classify/ml/features.ts';
@@ -45,12 +44,23 @@ export const SCHEME: FeatureScheme = {
   char_ngrams: [3, 5],
   word_weight: Math.SQRT1_2,
   char_weight: Math.SQRT1_2,
-  shape_features: Object.keys(SHAPE_FEATURES) as ShapeFeature[],
+  // The densities, not the shares, of odd tokens: a text of one odd token (an e-mail address
+  // alone) had a share of 1 and read as an adversarial suffix.
+  shape_features: [
+    'tail_odd_density',
+    'tail_symbols',
+    'odd_density',
+    'roleplay',
+    'override',
+    'roleplay_override',
+    'length',
+  ] satisfies ShapeFeature[],
   shape_weight: 0.5,
 };
 
-const LAMBDAS = [1e-5, 3e-5];
-const ITERATIONS = 300;
+const LAMBDAS = [3e-6, 1e-5];
+// 300 iterations left the model short of convergence (val recall 0.86 against 0.93 with 600).
+const ITERATIONS = 1000;
 const TRAIN_CAP = 500;
 const SAMPLE_SEED = 20250303;
 
@@ -60,7 +70,7 @@ const SAMPLE_SEED = 20250303;
  * policy uses, `strict` the strict one.
  */
 export const POLICIES = {
-  default: { max_fpr_ordinary: 0.015, max_fpr_hard: 0.05 },
+  default: { max_fpr_ordinary: 0.01, max_fpr_hard: 0.04 },
   strict: { max_fpr_ordinary: 0.04, max_fpr_hard: 0.12 },
 } as const;
 
@@ -336,7 +346,9 @@ function main(): void {
   const corpus = loadCorpus({ publicPart: !values['committed-only'] });
   const isCommitted = (e: LabelledText) =>
     e.source.startsWith('repo-') ||
-    /^gen-(hijack|hijack-clean|extraction|roleplay|suffix|hard-negatives|chat|structured)$/.test(e.source);
+    /^gen-(hijack|hijack-clean|extraction|roleplay|suffix|hard-negatives|chat|structured|word-salad|act-as)$/.test(
+      e.source,
+    );
   if (!values['committed-only'] && corpus.every(isCommitted)) {
     throw new Error(
       'the public corpus is not assembled (.data/detect/injection/public.jsonl): run scripts/models/assemble-injection-data.ts first, or pass --committed-only',

@@ -155,7 +155,9 @@ describe('safety filter, tracing on (OpenAI backend)', () => {
   });
 
   it('a chat request: GenAI attributes, an HTTP client span, and the backend sees the client span as parent', async () => {
-    const prompt = 'tell me about the weather, secret-prompt-words';
+    // A marker no trace may hold. Not "secret-prompt-words": the default tenant's injection model
+    // reads "secret prompt" as a prompt-extraction attempt (0.87) and refuses it.
+    const prompt = 'tell me about the weather, untraced-marker-words';
     const res = await chat(svc.url, prompt);
     expect(res.status).toBe(200);
     await res.json();
@@ -184,7 +186,7 @@ describe('safety filter, tracing on (OpenAI backend)', () => {
     expect(server.attributes['gen_ai.usage.input_tokens']).toBeGreaterThan(0);
     expect(server.attributes['gen_ai.usage.output_tokens']).toBeGreaterThan(0);
     const text = JSON.stringify(spans);
-    expect(text).not.toContain('secret-prompt-words');
+    expect(text).not.toContain('untraced-marker-words');
     expect(text).not.toContain(devKey);
     expect(receiver.contentTypes.every((t) => t.startsWith('application/json'))).toBe(true);
   });

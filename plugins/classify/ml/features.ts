@@ -101,11 +101,12 @@ export function oddToken(token: string): boolean {
   );
 }
 
-function oddShare(tokens: string[]): number {
+/** Odd tokens ÷ the number of tokens, or ÷ `atLeast` when there are fewer. */
+function oddShare(tokens: string[], atLeast = 1): number {
   if (tokens.length === 0) return 0;
   let odd = 0;
   for (const t of tokens) if (oddToken(t)) odd++;
-  return odd / tokens.length;
+  return odd / Math.max(atLeast, tokens.length);
 }
 
 const words = (text: string) => text.split(/\s+/).filter((t) => t !== '');
@@ -133,6 +134,17 @@ export const SHAPE_FEATURES = {
   odd_tokens(text: string): number {
     return oddShare(words(text));
   },
+  /**
+   * Odd tokens among the last 40 tokens ÷ 40: like tail_odd_tokens, but a short text's one odd
+   * token (an e-mail address, a path, `{{name}}` alone) weighs 1/40, not 1 — a suffix is many.
+   */
+  tail_odd_density(text: string): number {
+    return oddShare(words(text.slice(-1000)).slice(-40), 40);
+  },
+  /** Odd tokens ÷ the number of tokens, at least 40 (as tail_odd_density, over the whole text). */
+  odd_density(text: string): number {
+    return oddShare(words(text), 40);
+  },
   roleplay(text: string): number {
     return ROLEPLAY_CUE.test(text) ? 1 : 0;
   },
@@ -150,6 +162,70 @@ export const SHAPE_FEATURES = {
 } as const;
 
 export type ShapeFeature = keyof typeof SHAPE_FEATURES;
+
+/**
+ * SHAPE_FEATURES of one text with the work they share done once: the tokens and which are odd
+ * (four features read them), the two cues (three read them). Same values as SHAPE_FEATURES
+ * (a test compares them); what extraction uses.
+ */
+export function shapeValues(text: string, names: readonly ShapeFeature[]): number[] {
+  let all: string[] | undefined;
+  let odd: Uint8Array | undefined;
+  const tokens = () => {
+    all ??= words(text);
+    return all;
+  };
+  const oddFlags = () => {
+    odd ??= Uint8Array.from(tokens(), (t) => (oddToken(t) ? 1 : 0));
+    return odd;
+  };
+  // The last 40 tokens: of the whole text when it is at most 1 000 characters (the same tokens).
+  const tailShare = (atLeast: number) => {
+    if (text.length > 1000) return oddShare(words(text.slice(-1000)).slice(-40), atLeast);
+    const flags = oddFlags();
+    const from = Math.max(0, flags.length - 40);
+    let n = 0;
+    for (let i = from; i < flags.length; i++) n += flags[i];
+    return flags.length === from ? 0 : n / Math.max(atLeast, flags.length - from);
+  };
+  const share = (atLeast: number) => {
+    const flags = oddFlags();
+    if (flags.length === 0) return 0;
+    let n = 0;
+    for (const f of flags) n += f;
+    return n / Math.max(atLeast, flags.length);
+  };
+  let roleplay: boolean | undefined;
+  let override: boolean | undefined;
+  const isRoleplay = () => {
+    roleplay ??= ROLEPLAY_CUE.test(text);
+    return roleplay;
+  };
+  const isOverride = () => {
+    override ??= OVERRIDE_CUE.test(text);
+    return override;
+  };
+  return names.map((name) => {
+    switch (name) {
+      case 'tail_odd_tokens':
+        return tailShare(1);
+      case 'tail_odd_density':
+        return tailShare(40);
+      case 'odd_tokens':
+        return share(1);
+      case 'odd_density':
+        return share(40);
+      case 'roleplay':
+        return isRoleplay() ? 1 : 0;
+      case 'override':
+        return isOverride() ? 1 : 0;
+      case 'roleplay_override':
+        return isRoleplay() && isOverride() ? 1 : 0;
+      default:
+        return SHAPE_FEATURES[name](text);
+    }
+  });
+}
 
 export const defaultFeatureScheme: FeatureScheme = {
   scheme: 'hashed-ngrams',
@@ -246,6 +322,31 @@ class HashedCounts {
     }
     this.count = 0;
   }
+
+  /**
+   * The same values, multiplied straight into a linear layer instead of written out: adds
+   * Σ_i value_i · weight · W[i, k] to `logits[k]` for the touched slots i only, then resets.
+   */
+  dotInto(weights: Float32Array, classes: number, weight: number, logits: Float64Array): void {
+    let sum = 0;
+    for (let k = 0; k < this.count; k++) {
+      const i = this.touched[k];
+      const c = this.values[i];
+      const w = c > 0 ? Math.log1p(c) : -Math.log1p(-c);
+      this.values[i] = w;
+      sum += w * w;
+    }
+    const scale = sum > 0 ? weight / Math.sqrt(sum) : 0;
+    for (let k = 0; k < this.count; k++) {
+      const i = this.touched[k];
+      const v = this.values[i] * scale;
+      const row = i * classes;
+      for (let j = 0; j < classes; j++) logits[j] += v * weights[row + j];
+      this.values[i] = 0;
+      this.used[i] = 0;
+    }
+    this.count = 0;
+  }
 }
 
 /** Computes feature vectors; keeps its scratch buffers between calls (not re-entrant). */
@@ -263,40 +364,97 @@ export class FeatureExtractor {
     return vectorLength(this.scheme);
   }
 
-  /** Writes the vector of `text` into `out` at `offset` (`length` values, overwritten). */
-  extract(text: string, out: Float32Array, offset = 0): void {
+  /** Token bounds of the last text (start, end pairs), reused between calls. */
+  private bounds = new Int32Array(256);
+
+  /**
+   * Hashes the n-grams of `text` into the two groups (no strings are built: a word n-gram's hash
+   * runs over its tokens' characters and the blanks between them, as over the joined string).
+   * Returns the text for the shape features.
+   */
+  private collect(text: string): string {
     const normalized = normalizeText(text);
     const { words, chars, scheme } = this;
 
-    const tokens = normalized.match(TOKEN) ?? [];
+    let tokens = 0;
+    TOKEN.lastIndex = 0;
+    for (let m = TOKEN.exec(normalized); m !== null; m = TOKEN.exec(normalized)) {
+      if (2 * tokens + 2 > this.bounds.length) {
+        const grown = new Int32Array(this.bounds.length * 2);
+        grown.set(this.bounds);
+        this.bounds = grown;
+      }
+      this.bounds[2 * tokens] = m.index;
+      this.bounds[2 * tokens + 1] = m.index + m[0].length;
+      tokens++;
+    }
+    const bounds = this.bounds;
     for (let n = 1; n <= scheme.word_ngrams; n++) {
       const prefix = fnvString(FNV_OFFSET, `w${n}:`);
-      for (let i = 0; i + n <= tokens.length; i++) {
-        words.add(fnvString(prefix, n === 1 ? tokens[i] : tokens.slice(i, i + n).join(' ')));
+      for (let i = 0; i + n <= tokens; i++) {
+        let h = prefix;
+        for (let t = i; t < i + n; t++) {
+          if (t > i) h = Math.imul(h ^ 32, FNV_PRIME);
+          for (let c = bounds[2 * t]; c < bounds[2 * t + 1]; c++)
+            h = Math.imul(h ^ normalized.charCodeAt(c), FNV_PRIME);
+        }
+        words.add(h >>> 0);
       }
     }
 
-    const padded = ` ${normalized} `;
+    // The normalised text padded with one blank at each end, read without building it.
+    const length = normalized.length + 2;
+    const at = (i: number) => (i === 0 || i === length - 1 ? 32 : normalized.charCodeAt(i - 1));
     const [minN, maxN] = scheme.char_ngrams;
     const charPrefix = fnvString(FNV_OFFSET, 'c:');
-    for (let i = 0; i + minN <= padded.length; i++) {
+    for (let i = 0; i + minN <= length; i++) {
       let h = charPrefix;
-      for (let k = 0; k < maxN && i + k < padded.length; k++) {
-        h = Math.imul(h ^ padded.charCodeAt(i + k), FNV_PRIME);
+      for (let k = 0; k < maxN && i + k < length; k++) {
+        h = Math.imul(h ^ at(i + k), FNV_PRIME);
         if (k + 1 >= minN) chars.add(h >>> 0);
       }
     }
+    // On the text NFKC-normalised with its whitespace runs collapsed, case kept (a case switch
+    // inside a token is one of the signs of an adversarial suffix).
+    return scheme.shape_features ? text.normalize('NFKC').replace(/\s+/g, ' ').trim() : '';
+  }
 
+  /** Writes the vector of `text` into `out` at `offset` (`length` values, overwritten). */
+  extract(text: string, out: Float32Array, offset = 0): void {
+    const { words, chars, scheme } = this;
+    const shaped = this.collect(text);
     out.fill(0, offset, offset + scheme.dimension);
     words.flushInto(out, offset, scheme.word_weight);
     chars.flushInto(out, offset, scheme.char_weight);
     const shape = scheme.shape_features;
     if (shape) {
-      // On the text NFKC-normalised with its whitespace runs collapsed, case kept (a case switch
-      // inside a token is one of the signs of an adversarial suffix).
-      const shaped = text.normalize('NFKC').replace(/\s+/g, ' ').trim();
       const w = scheme.shape_weight ?? 1;
-      for (let k = 0; k < shape.length; k++) out[offset + scheme.dimension + k] = w * SHAPE_FEATURES[shape[k]](shaped);
+      const values = shapeValues(shaped, shape);
+      for (let k = 0; k < shape.length; k++) out[offset + scheme.dimension + k] = w * values[k];
+    }
+  }
+
+  /**
+   * `logits[k] += Σ_i x_i · weights[i · classes + k]` for the vector x of `text`, without writing
+   * x out: the hashed features a text has are few, the vector is long. `weights` is row-major
+   * [length, classes]; the caller starts `logits` at the bias.
+   */
+  dot(text: string, weights: Float32Array, classes: number, logits: Float64Array): void {
+    const { words, chars, scheme } = this;
+    if (weights.length !== this.length * classes) throw new Error('weights do not match the feature vector');
+    const shaped = this.collect(text);
+    words.dotInto(weights, classes, scheme.word_weight, logits);
+    chars.dotInto(weights, classes, scheme.char_weight, logits);
+    const shape = scheme.shape_features;
+    if (shape) {
+      const w = scheme.shape_weight ?? 1;
+      const values = shapeValues(shaped, shape);
+      for (let k = 0; k < shape.length; k++) {
+        const v = w * values[k];
+        if (v === 0) continue;
+        const row = (scheme.dimension + k) * classes;
+        for (let j = 0; j < classes; j++) logits[j] += v * weights[row + j];
+      }
     }
   }
 }

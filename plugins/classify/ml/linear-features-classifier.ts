@@ -4,13 +4,20 @@
  * (scripts/models/train-injection.ts). Directory: model.onnx (input float [batch, dimension],
  * output class probabilities [batch, labels]), features.json (the scheme's parameters) and
  * labels.json (class names in output order).
+ *
+ * When model.onnx is one linear layer and a softmax (onnx-linear.ts: what train-injection.ts
+ * exports), no onnxruntime session is made: the logits are a sparse dot product of the text's
+ * hashed features with W (FeatureExtractor.dot), which costs a few µs where a session run over a
+ * dense 32 775-wide vector cost ~200 µs per text. Any other graph runs in onnxruntime.
  */
+import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { FeatureExtractor, parseFeatureScheme } from './features.ts';
 import { ModelClassifier } from './model-classifier.ts';
 import { modelDirectory, readJson, requireFile } from './model-files.ts';
+import { type LinearLayer, readLinearLayer } from './onnx-linear.ts';
 import { createSession, loadOrt, type Ort } from './onnx-session.ts';
-import { labelIndices, type Prediction, predictionFromProbabilities } from './probabilities.ts';
+import { labelIndices, type Prediction, predictionFromProbabilities, softmaxRow } from './probabilities.ts';
 
 export interface LinearFeaturesOptions {
   model: string;
@@ -22,6 +29,9 @@ export interface LinearFeaturesOptions {
 
 export class LinearFeaturesClassifier extends ModelClassifier {
   private session: Ort.InferenceSession | undefined;
+  /** The model's weights when it is a plain linear layer (then no session). */
+  private layer: LinearLayer | undefined;
+  private logits = new Float64Array(0);
   /** The runtime's module, once a session is loaded (tensors are made with it). */
   private ort: typeof Ort | undefined;
   private extractor: FeatureExtractor | undefined;
@@ -53,6 +63,17 @@ export class LinearFeaturesClassifier extends ModelClassifier {
     this.labels = labels;
     this.positive = labelIndices(this.options.positiveLabels, labels, `model "${this.options.model}"`);
     this.extractor = new FeatureExtractor(scheme);
+    const layer = readLinearLayer(readFileSync(modelFile));
+    if (layer) {
+      if (layer.width !== this.extractor.length || layer.classes !== labels.length) {
+        throw new Error(
+          `${modelFile}: a linear layer [${layer.width}, ${layer.classes}], expected [${this.extractor.length}, ${labels.length}] (features.json, labels.json)`,
+        );
+      }
+      this.layer = layer;
+      this.logits = new Float64Array(layer.classes);
+      return;
+    }
     const session = await createSession(modelFile, this.options.intraOpThreads);
     this.ort = await loadOrt();
     this.inputName = session.inputNames[0];
@@ -60,8 +81,22 @@ export class LinearFeaturesClassifier extends ModelClassifier {
     this.session = session;
   }
 
+  /** A linear layer's prediction: bias + sparse dot product, softmax. */
+  private predictLinear(layer: LinearLayer, extractor: FeatureExtractor, text: string): Prediction {
+    const logits = this.logits;
+    logits.set(layer.bias);
+    extractor.dot(text, layer.weights, layer.classes, logits);
+    return predictionFromProbabilities(
+      softmaxRow(logits, 0, layer.classes),
+      this.labels,
+      this.positive,
+      this.options.threshold,
+    );
+  }
+
   protected async predict(texts: string[]): Promise<Prediction[]> {
-    const { session, extractor } = this;
+    const { session, extractor, layer } = this;
+    if (layer && extractor) return texts.map((text) => this.predictLinear(layer, extractor, text));
     if (!session || !extractor) throw new Error('classifier is closed');
     const dimension = extractor.length;
     const size = texts.length * dimension;
@@ -94,5 +129,6 @@ export class LinearFeaturesClassifier extends ModelClassifier {
   protected override async release(): Promise<void> {
     await this.session?.release();
     this.session = undefined;
+    this.layer = undefined;
   }
 }

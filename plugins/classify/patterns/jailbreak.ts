@@ -220,13 +220,15 @@ const roleplayOverride: Detector = {
           ),
           any('refuse | refusing | decline | declining | say no | say you cant', 'say that you cant'),
         ]),
-        phrase([any('never | do not | dont | without'), any('break', 'breaking'), any('character')]),
       ],
     },
     {
+      // Keeping a role is what benign role-play prompts ask too ("act as a chess opponent… do not
+      // break character"): evidence only together with something else.
       weight: 0.45,
       phrases: [
         phrase([any('stay in character', 'remain in character', 'keep in character')]),
+        phrase([any('never | do not | dont | without'), any('break', 'breaking'), any('character')]),
         phrase([
           any('never | do not | dont | without'),
           any('add | include | give | mention | adding | including'),
