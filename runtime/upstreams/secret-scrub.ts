@@ -88,7 +88,8 @@ export class SecretScrubber {
     // Either side ending early ends the other: a client that leaves releases the connection.
     const body = pipeline(source, scrub, () => {});
     if (source !== res.body) scrub.once('close', () => res.body.destroy());
-    return { status: res.status, headers, body };
+    // Everything else the transport said (its read deadline, timeoutMs) goes on with the answer.
+    return { ...res, headers, body };
   }
 
   /** Whether `buf` holds a needle. */
