@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { sample } from '../helpers/prometheus.ts';
+import { until } from '../helpers/servers.ts';
 import { writeServiceFile } from '../helpers/services.ts';
 
 const attacker = '127.0.0.2';
@@ -128,7 +129,8 @@ describe('connection fairness on the main listener', () => {
     }, 200);
     for (const { socket } of sockets) socket.write('GET /health HTTP/1.1\r\nHost: localhost\r\n');
     try {
-      await sleep(300);
+      // Waited for, not slept on: the refusals come when the loaded machine gets to them.
+      await until(() => sockets.filter((s) => !s.socket.destroyed).length <= 8, 20_000);
       const held = sockets.filter((s) => !s.socket.destroyed).length;
       expect(held).toBe(8);
 
@@ -137,11 +139,9 @@ describe('connection fairness on the main listener', () => {
 
       const lifetimes = await Promise.all(sockets.map((s) => s.closedAfterMs));
       const heldLifetimes = lifetimes.sort((a, b) => a - b).slice(attempts - held);
-      // Cut by the header bound (checked every 250 ms here), not by anything sooner or much later.
-      for (const ms of heldLifetimes) {
-        expect(ms).toBeGreaterThanOrEqual(headerTimeoutMs * 0.9);
-        expect(ms).toBeLessThan(headerTimeoutMs * 4);
-      }
+      // Cut by the header bound, not sooner (a timer never fires early); that it was the header
+      // bound is counted below (closed: header_timeout), not timed: how late depends on the load.
+      for (const ms of heldLifetimes) expect(ms).toBeGreaterThanOrEqual(headerTimeoutMs * 0.9);
       console.info(`slowloris: ${held}/${attempts} sockets held, lived ${heldLifetimes[0]}-${heldLifetimes.at(-1)} ms`);
       // Counted: the connections over the client's cap, and those cut by the header bound.
       const metricsAfter = await scrape(svc);
@@ -168,8 +168,7 @@ describe('connection fairness on the main listener', () => {
     const stalled = await rawSocket(port);
     stalled.socket.write(head + body.slice(0, 20));
     const stalledMs = await stalled.closedAfterMs;
-    expect(stalledMs).toBeGreaterThanOrEqual(bodyIdleMs * 0.9);
-    expect(stalledMs).toBeLessThan(bodyIdleMs * 4);
+    expect(stalledMs).toBeGreaterThanOrEqual(bodyIdleMs * 0.9); // the reason is counted next
     expect(counted(await scrape(svc), 'closed', 'body_stalled')).toBe(before + 1);
 
     // 10 chunks 400 ms apart: 4 s in all, each gap well under the bound.
@@ -237,8 +236,7 @@ describe('connection fairness on the main listener', () => {
       const [code] = await closed;
       expect(code).toBe(1000);
       const lived = Date.now() - openedAt;
-      expect(lived).toBeGreaterThanOrEqual(wsIdleMs * 0.9);
-      expect(lived).toBeLessThan(wsIdleMs * 4);
+      expect(lived).toBeGreaterThanOrEqual(wsIdleMs * 0.9); // nothing else closes them with 1000
     }
     // Their slots are free again.
     const again = new WebSocket(url, { headers, localAddress: attacker });
@@ -312,7 +310,7 @@ describe('connection refusal metrics', () => {
     const port = portOf(svc.url);
     const held = [await rawSocket(port, '127.0.0.1'), await rawSocket(port, '127.0.0.1')];
     const third = await rawSocket(port, '127.0.0.1');
-    expect(await third.closedAfterMs).toBeLessThan(1000);
+    await third.closedAfterMs; // refused, as counted below (max_connections), not timed
     for (const s of held) s.socket.destroy();
     await Promise.all(held.map((s) => s.closedAfterMs));
     // A request naming a host outside hosts.allow (DNS rebinding): 403, counted as a rejected request.
@@ -357,8 +355,9 @@ describe('connection limits on reload', () => {
       const sockets = await Promise.all([1, 2, 3].map(() => rawSocket(port)));
       for (const { socket } of sockets) socket.write('GET /health HTTP/1.1\r\n');
       const lifetimes = (await Promise.all(sockets.map((s) => s.closedAfterMs))).sort((a, b) => a - b);
-      // One over the new cap at once; the others after the new header bound (the old one was 20 s).
-      expect(lifetimes[0]).toBeLessThan(250);
+      // One over the new cap (counted); the others after the new header bound (the old one was
+      // 20 s: 5 s is a wide margin for waiting on a loaded machine, not a measure of speed).
+      expect(counted(await scrape(svc), 'refused', 'per_client')).toBeGreaterThanOrEqual(1);
       for (const ms of lifetimes.slice(1)) {
         expect(ms).toBeGreaterThanOrEqual(450);
         expect(ms).toBeLessThan(20000 / 4);
@@ -376,7 +375,11 @@ describe('connection limits on reload', () => {
       }
       const longest = Math.max(...(await Promise.all(staggered)));
       expect(longest).toBeGreaterThanOrEqual(450);
-      expect(longest).toBeLessThan(1050);
+      // The pace itself, read from the server rather than timed (1050 ms against 1.2 s failed on a
+      // loaded machine): Node checks header deadlines every 125 ms after the reload, not every 1 s.
+      const servers = (svc.runtime as unknown as { servers: Array<{ connectionsCheckingInterval: number }> }).servers;
+      expect(servers[0]?.connectionsCheckingInterval).toBe(125); // the main listener (the admin one keeps its own)
+      console.info(`staggered sockets: the longest lived ${longest} ms`);
     } finally {
       await svc.close();
     }
