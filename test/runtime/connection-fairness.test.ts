@@ -219,9 +219,11 @@ describe('connection fairness on the main listener', () => {
     const headers = { authorization: `Bearer ${key}` };
     const open: Array<{ ws: WebSocket; openedAt: number; closed: Promise<[number, Buffer]> }> = [];
     for (let i = 0; i < 4; i++) {
+      // Timed from before the handshake: the server's idle timer starts after it, whatever the load.
+      const openedAt = Date.now();
       const ws = new WebSocket(url, { headers, localAddress: attacker });
       await once(ws, 'open');
-      open.push({ ws, openedAt: Date.now(), closed: once(ws, 'close') as Promise<[number, Buffer]> });
+      open.push({ ws, openedAt, closed: once(ws, 'close') as Promise<[number, Buffer]> });
     }
     const extra = new WebSocket(url, { headers, localAddress: attacker });
     extra.on('error', () => {});
