@@ -23,12 +23,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
 import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
-import {
-  type Detector,
-  FAMILIES,
-  type Finding,
-  TextView,
-} from '../../plugins/classify/patterns/detector.ts';
+import { type Detector, FAMILIES, type Finding, TextView } from '../../plugins/classify/patterns/detector.ts';
 import { notLinear } from '../helpers/linear-regexp.ts';
 import { countWork, recordRegExps } from '../helpers/work-count.ts';
 
