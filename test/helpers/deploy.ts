@@ -94,7 +94,7 @@ export async function startEntrypoint(env: Record<string, string>): Promise<Repl
       (r) => r.ok,
       () => false,
     );
-  }, 45_000);
+  }, 120_000); // waiting only: a cold start on a loaded 2-core machine took over 45 s
   return {
     child,
     url,

@@ -9,7 +9,7 @@
  * bytes.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -52,7 +52,7 @@ async function exact(text: string, upto = 65536): Promise<number> {
 }
 
 describe('the tokenizer worker', () => {
-  it('loading the encoding and the first count do not hold the event loop (the import does, on a main thread)', async () => {
+  it('loading the encoding and the first count happen in the worker, not on this thread (figures printed)', async () => {
     const imported = importMs('o200k_base');
     // The longest gap between ticks of a 5 ms timer while a fresh worker starts, loads the
     // encoding and counts its first prompt.
@@ -78,11 +78,18 @@ describe('the tokenizer worker', () => {
     );
     expect(tokens).toBe(await exact(english)); // counted by the tokenizer, not estimated (400)
     expect(tokenizer.available()).toBe(true);
-    // The import holds a main thread long enough to matter; the worker keeps it off this loop.
-    expect(imported).toBeGreaterThan(150);
-    expect(maxGap).toBeLessThan(100);
-    expect(histogram.max / 1e6).toBeLessThan(100);
-  }, 30_000);
+    // The times above depend on the machine and its load, so they are printed, not bounded (issue
+    // 32); what keeps the import off this loop is where it is: only the worker module imports an
+    // encoding, and the module this thread runs starts that worker instead.
+    const source = (file: string) => readFileSync(new URL(`../../plugins/rate-limit/${file}`, import.meta.url), 'utf8');
+    const importsEncoding = /import\s*\(\s*`gpt-tokenizer\/encoding\//;
+    expect(source('token-worker.ts')).toMatch(importsEncoding);
+    for (const file of readdirSync(new URL('../../plugins/rate-limit/', import.meta.url))) {
+      if (file.endsWith('.ts') && file !== 'token-worker.ts')
+        expect(source(file), file).not.toMatch(/from 'gpt-tokenizer|import\(\s*[`'"]gpt-tokenizer/);
+    }
+    expect(source('token-counter.ts')).toMatch(/startTypeScriptWorker\(WORKER_MODULE/);
+  }, 60_000);
 
   it('stages share one worker per encoding: a second stage counts at once', async () => {
     const a = acquire('o200k_base');

@@ -187,7 +187,9 @@ describe('serve --workers 2', () => {
     for (const { ms, answer } of lifetimes) {
       expect(answer).toMatch(/^HTTP\/1\.1 408/);
       expect(ms).toBeGreaterThanOrEqual(450);
-      expect(ms).toBeLessThan(3000);
+      // A wide margin for a loaded machine, not a speed: without the worker's own checks the 408
+      // would come at Node's default pace (30 s) or never.
+      expect(ms).toBeLessThan(15_000);
     }
   });
 
@@ -198,13 +200,13 @@ describe('serve --workers 2', () => {
     await until(async () => {
       const s = await status();
       return s.cluster.workers_ready === 2 && !s.workers.some((w) => w.pid === victim);
-    }, 15000);
+    }, 60_000); // waiting only: a fork took over 15 s on the loaded 2-core machine
     const answers = await Promise.all(Array.from({ length: 4 }, () => who(url)));
     expect(new Set(answers.map((a) => a.pid)).size).toBe(2);
     expect(new Set(answers.map((a) => a.label))).toEqual(new Set(['four']));
     const metrics = await (await fetch(`http://127.0.0.1:${ports.metrics}/metrics`)).text();
     expect(metrics).toMatch(/switchyard_cluster_worker_restarts_total\{service="cluster-test"\} 1/);
-  }, 20000);
+  }, 90_000);
 
   it('a worker stopped alone (SIGTERM to its pid) drains and is replaced; clients are served throughout', async () => {
     const before = await status();
@@ -220,19 +222,21 @@ describe('serve --workers 2', () => {
         );
       }
     })();
-    await new Promise((r) => setTimeout(r, 200));
+    await until(() => served > 0, 30_000);
     process.kill(victim, 'SIGTERM');
     await until(async () => {
       const s = await status();
       return s.cluster.workers_ready === 2 && !s.workers.some((w) => w.pid === victim);
-    }, 15000);
-    await new Promise((r) => setTimeout(r, 200));
+    }, 60_000); // waiting only, as above
+    // Served throughout: counted, so a slow machine waits for the answers instead of failing.
+    const servedAtReplacement = served;
+    await until(() => served > Math.max(10, servedAtReplacement), 30_000);
     stop = true;
     await load;
     expect(() => process.kill(victim, 0)).toThrow();
     expect(failures).toBe(0);
     expect(served).toBeGreaterThan(10);
-  }, 20000);
+  }, 150_000);
 
   it('SIGTERM drains every worker and exits 0', async () => {
     const pids = (await status()).workers.map((w) => w.pid);

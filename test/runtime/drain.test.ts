@@ -15,6 +15,12 @@ const probes = join(import.meta.dirname, 'fixtures/runtime-probes.ts');
 const eventCount = 6;
 const eventGapMs = 80;
 
+/**
+ * When the upstream last ended an `/events` stream (this process's clock, like the probes'): the
+ * gateway ends its answer after it, and a graph closes after that, whatever the machine's load.
+ */
+let upstreamEndedAt = 0;
+
 /** SSE upstream: `/events` sends `eventCount` events `eventGapMs` apart; `/forever` never ends. */
 function sseServer(): Server {
   return createServer((req, res) => {
@@ -26,6 +32,7 @@ function sseServer(): Server {
       res.write(`data: ${i}\n\n`);
       if (req.url === '/events' && i === eventCount) {
         clearInterval(timer);
+        upstreamEndedAt = Date.now();
         res.end();
       }
     }, eventGapMs);
@@ -54,7 +61,7 @@ routes:
 /** Reads an SSE response to its end; `onFirst` runs once the first event arrived. */
 async function readEvents(
   res: Response,
-  onFirst?: () => void | Promise<void>,
+  onFirst?: (data: readonly string[]) => void | Promise<void>,
 ): Promise<{ data: string[]; error?: unknown; endedAt: number }> {
   const data: string[] = [];
   const decoder = new TextDecoder();
@@ -69,7 +76,7 @@ async function readEvents(
       }
       if (!firstSeen && data.length > 0) {
         firstSeen = true;
-        await onFirst?.();
+        await onFirst?.(data);
       }
     }
   } catch (error) {
@@ -112,7 +119,8 @@ describe('draining waits for streamed responses', () => {
       expect(reloadedAt).toBeGreaterThan(0);
       await until(() => probeEvents().some((e) => e.label === 'reload-v1'), 3000);
       const closed = probeEvents().find((e) => e.label === 'reload-v1') as { closedAt: number };
-      expect(closed.closedAt).toBeGreaterThanOrEqual(stream.endedAt - 50);
+      // Causal order, not a time: the old graph closed after the upstream ended the stream.
+      expect(closed.closedAt).toBeGreaterThanOrEqual(upstreamEndedAt);
       expect(probeEvents().some((e) => e.label === 'reload-v2')).toBe(false);
     } finally {
       await svc.close();
@@ -137,7 +145,7 @@ describe('draining waits for streamed responses', () => {
     await closing;
     expect(stream.error).toBeUndefined();
     expect(stream.data).toEqual(allEvents);
-    expect(closedAt).toBeGreaterThanOrEqual(stream.endedAt - 50);
+    expect(closedAt).toBeGreaterThanOrEqual(upstreamEndedAt);
     // The replaced graph still draining was closed by close(), not left to its drain timer.
     const labels = probeEvents().map((e) => e.label);
     expect(labels).toContain('close-v1');
@@ -145,14 +153,16 @@ describe('draining waits for streamed responses', () => {
   });
 
   it('close() stops waiting at the drain timeout and ends an event stream that does not end, cleanly', async () => {
-    const drainMs = 400;
+    const drainMs = 1000;
     const file = writeServiceFile(serviceYaml(upstreamUrl, 'timeout-v1', drainMs));
     const svc = await startService(file);
     const res = await fetch(`${svc.url}/forever`);
     let started = 0;
     let stoppedAfter = 0;
     let closing: Promise<void> | undefined;
-    const stream = await readEvents(res, () => {
+    let seenAtClose = 0;
+    const stream = await readEvents(res, (data) => {
+      seenAtClose = data.length;
       started = Date.now();
       closing = svc.close().then(() => {
         stoppedAfter = Date.now() - started;
@@ -161,9 +171,11 @@ describe('draining waits for streamed responses', () => {
     await closing;
     // Ended where the last event stopped, not reset: an SSE client sees the stream end.
     expect(stream.error).toBeUndefined();
-    expect(stream.data.length).toBeGreaterThanOrEqual(Math.floor(drainMs / eventGapMs) - 1);
+    // It flowed on while draining (a gap of 80 ms against a drain of 1 s: a count, not a time).
+    expect(stream.data.length).toBeGreaterThan(seenAtClose);
+    // Not before the drain timeout (a timer never fires early); no upper bound on a loaded machine:
+    // the stream never ends, so a close that did not end it at the timeout would never resolve.
     expect(stoppedAfter).toBeGreaterThanOrEqual(drainMs - 30);
-    expect(stoppedAfter).toBeLessThan(drainMs + 3000);
     expect(probeEvents().some((e) => e.label === 'timeout-v1')).toBe(true);
   });
 

@@ -6,13 +6,13 @@
  * 3 rounds of 8 concurrent POST /v1/process of distinct 1 MB pages from a local site, then
  * 3 rounds of 8 concurrent POST /v1/embed of 96 texts of 10,000 characters.
  *
- * Relative bounds, each from the same run (and a fresh process for each burst): what is still held after the idle time, over the
- * baseline, is at most a fraction of the peak growth. Main thread heap used + external memory: at
- * most 35% (measured with the trim 3-8%, without it 75-85%: V8 does not collect an idle process).
- * RSS: at most 45% after pages (with the trim 20-37%, without it 51-57%), 65% after embedding
- * batches (with the trim 18-60%, widest under parallel test load; without it 81%): the rest is
- * glibc malloc arenas of the session workers (onnxruntime), which no collection returns and whose
- * share varies from run to run (onnxruntime's own CPU arena off changed nothing: 42-58%).
+ * Asserted, as properties the machine's load cannot change: a trim ran, and what the main thread
+ * still holds after it (heap used + external memory, i.e. live objects after a full collection)
+ * is at most 35% of the burst's peak growth over the baseline (measured with the trim 3-8%, without
+ * it 75-85%: V8 does not collect an idle process). Not asserted: RSS. What glibc's malloc arenas of
+ * the session workers (onnxruntime) keep varies with the run and the machine's load (with the trim
+ * 20-60% of the peak growth, widest under parallel test load; without it 51-81%), so RSS is printed
+ * as a figure, and recorded in bench/README.md ("Memory after a burst"), not bounded here (issue 32).
  * The figures (and the trim's log line, with its collections' pauses) are printed.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -90,7 +90,7 @@ async function post(path: string, body: unknown): Promise<string> {
  * Runs `burst` from an idle baseline, then waits (up to 30 s) for the memory to come back; returns
  * the baseline, the peaks, what is left, the trims counted and the loop delay while idle.
  */
-async function burstAndIdle(burst: () => Promise<void>, rssShare: number) {
+async function burstAndIdle(burst: () => Promise<void>) {
   const baseline = await reading();
   let peakRss = baseline.rss;
   let peakHeap = baseline.heapExternal;
@@ -113,9 +113,7 @@ async function burstAndIdle(burst: () => Promise<void>, rssShare: number) {
   peakHeap = Math.max(peakHeap, end.heapExternal);
   const loopBefore = await readLoopDelay(svc.metricsUrl);
   const deadline = Date.now() + 30_000;
-  const back = (r: Reading) =>
-    r.heapExternal - baseline.heapExternal <= 0.35 * (peakHeap - baseline.heapExternal) &&
-    r.rss - baseline.rss <= rssShare * (peakRss - baseline.rss);
+  const back = (r: Reading) => r.heapExternal - baseline.heapExternal <= 0.35 * (peakHeap - baseline.heapExternal);
   let after = end;
   await new Promise((r) => setTimeout(r, IDLE_TRIM_MS));
   while (Date.now() < deadline) {
@@ -128,9 +126,10 @@ async function burstAndIdle(burst: () => Promise<void>, rssShare: number) {
     rss_mb: [baseline.rss, peakRss, after.rss].map((b) => Math.round(b / MB)),
     heap_external_mb: [baseline.heapExternal, peakHeap, after.heapExternal].map((b) => Math.round(b / MB)),
     trims: after.trims - baseline.trims,
+    rss_left_share: Math.round((100 * (after.rss - baseline.rss)) / (peakRss - baseline.rss)) / 100,
     loop_p99_ms: loop.p99 * 1000,
   };
-  return { baseline, peakRss, peakHeap, after, loop, figures, rssShare };
+  return { baseline, peakRss, peakHeap, after, loop, figures };
 }
 
 function expectReturned(result: Awaited<ReturnType<typeof burstAndIdle>>): void {
@@ -149,7 +148,6 @@ function expectReturned(result: Awaited<ReturnType<typeof burstAndIdle>>): void 
   expect(after.heapExternal - baseline.heapExternal, why).toBeLessThanOrEqual(
     0.35 * (peakHeap - baseline.heapExternal),
   );
-  expect(after.rss - baseline.rss, why).toBeLessThanOrEqual(result.rssShare * (peakRss - baseline.rss));
   expect(after.trims, why).toBeGreaterThan(baseline.trims);
 }
 
@@ -188,7 +186,7 @@ afterAll(async () => {
 });
 
 describe('embedding service memory after a burst', () => {
-  it('3 x 8 concurrent 1 MB pages through /v1/process: heap and RSS come back near the baseline when idle', async () => {
+  it('3 x 8 concurrent 1 MB pages through /v1/process: the heap comes back near the baseline when idle, by a trim', async () => {
     await startEmbedding();
     const result = await burstAndIdle(async () => {
       for (let round = 0; round < 3; round++) {
@@ -197,7 +195,7 @@ describe('embedding service memory after a burst', () => {
         );
         for (const answer of answers) expect(answer).toContain('"error":null');
       }
-    }, 0.45);
+    });
     expectReturned(result);
   }, 120_000);
 
@@ -214,7 +212,7 @@ describe('embedding service memory after a burst', () => {
           ),
         );
       }
-    }, 0.65);
+    });
     expectReturned(result);
   }, 120_000);
 });

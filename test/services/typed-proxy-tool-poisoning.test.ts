@@ -457,8 +457,22 @@ describe('a listing of megabytes', () => {
     // The proxy runs in this process: this histogram sees its event loop.
     const loop = monitorEventLoopDelay({ resolution: 5 });
     loop.enable();
+    // The turns it gave back to the event loop, counted (plugins/policy yields with setImmediate
+    // after each slice of 64 KiB): a count the machine's load does not change, unlike a delay.
+    const realSetImmediate = globalThis.setImmediate;
+    let yields = 0;
+    globalThis.setImmediate = ((...args: Parameters<typeof setImmediate>) => {
+      yields++;
+      return realSetImmediate(...args);
+    }) as typeof setImmediate;
     const started = performance.now();
-    const { res, body } = await rpc(svc, 'tools/list');
+    let answer: Awaited<ReturnType<typeof rpc>>;
+    try {
+      answer = await rpc(svc, 'tools/list');
+    } finally {
+      globalThis.setImmediate = realSetImmediate;
+    }
+    const { res, body } = answer;
     const took = performance.now() - started;
     loop.disable();
     expect(res.status).toBe(200);
@@ -466,10 +480,12 @@ describe('a listing of megabytes', () => {
     // The longest block is a small part of the whole (without slices the inspection is one block).
     const longestMs = loop.max / 1e6;
     console.info(
-      `2,000-tool listing inspected in ${took.toFixed(0)} ms; longest loop block ${longestMs.toFixed(1)} ms`,
+      `2,000-tool listing inspected in ${took.toFixed(0)} ms; longest loop block ${longestMs.toFixed(1)} ms; ${yields} yields`,
     );
-    // (Measured: about 1/5 with slices, the JSON parse of the answer included; 2/5 to 3/4 without.)
-    expect(longestMs).toBeLessThan(took / 3);
+    // About 4 MiB in slices of 64 KiB: some 60 turns given back. Times are printed, not bounded
+    // (the longest block measured about 1/5 of the whole with slices, 2/5 to 3/4 without; under load
+    // that ratio moves, issue 32).
+    expect(yields).toBeGreaterThanOrEqual(40);
   }, 60_000);
 
   it('refuses a listing with one definition too large to inspect, as uninspectable (502), not partly read', async () => {

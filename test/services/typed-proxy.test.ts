@@ -233,7 +233,9 @@ describe('typed-message proxy: auth, rate limit and upstream timeout from config
         PROXY_RATE_LIMIT: 'true',
         PROXY_RATE_LIMIT_MAX: '5',
       },
-      set: ['upstreams.everything.call_timeout_ms=1000'],
+      // 5 s, not 1 s: the limit also covers the child's MCP handshake, which took over 1 s when
+      // the machine was loaded (the child was killed and restarted again and again).
+      set: ['upstreams.everything.call_timeout_ms=5000'],
     });
   });
   afterAll(() => svc?.close());
@@ -248,7 +250,7 @@ describe('typed-message proxy: auth, rate limit and upstream timeout from config
   });
 
   it('504 upstream_timeout when the upstream does not answer in time', async () => {
-    const slow = await rpc(svc.url, call('trigger-long-running-operation', { duration: 3, steps: 1 }), {
+    const slow = await rpc(svc.url, call('trigger-long-running-operation', { duration: 10, steps: 1 }), {
       'x-proxy-token': 's3cret-token',
     });
     expect(slow.status).toBe(504);

@@ -54,15 +54,12 @@ function expectSimple(out: { status: number; body: Record<string, unknown> }, st
 describe('typed proxy in front of a misbehaving JSON-RPC upstream', () => {
   let upstream: FaultyUpstream;
   let svc: StartedService;
-  // How long an ordinary answer takes through the proxy now: the slack a timeout may have on top.
-  let baselineMs = 0;
   beforeAll(async () => {
     upstream = await startFaultyUpstream();
     svc = await startTypedProxy(`{kind: jsonrpc, url: "${upstream.url}/mcp", timeout_ms: ${timeoutMs}}`);
     upstream.fault = 'ok';
     const ok = await post(`${svc.url}/`, rpcCall);
     expect(ok.status).toBe(200);
-    baselineMs = Math.max(...(await Promise.all([1, 2, 3].map(() => post(`${svc.url}/`, rpcCall)))).map((r) => r.ms));
   });
   afterAll(async () => {
     await svc?.close();
@@ -95,13 +92,14 @@ describe('typed proxy in front of a misbehaving JSON-RPC upstream', () => {
   });
 
   for (const fault of ['hang', 'hang-body'] as const) {
-    it(`${fault}: 504 upstream_timeout within 100 ms of timeout_ms, on / and /mcp`, async () => {
+    it(`${fault}: 504 upstream_timeout, not before timeout_ms, on / and /mcp`, async () => {
       upstream.fault = fault;
       const [forwarded, called] = await Promise.all([post(`${svc.url}/`, rpcCall), post(`${svc.url}/mcp`, typedCall)]);
       for (const out of [forwarded, called]) {
         expectSimple(out, 504, 'upstream_timeout');
+        // Not before the deadline (a timer never fires early); the error says the deadline ended
+        // it. How late after it depends on the machine's load, so that is not asserted (issue 32).
         expect(out.ms).toBeGreaterThanOrEqual(timeoutMs - 5);
-        expect(out.ms - timeoutMs).toBeLessThan(100 + baselineMs);
       }
     });
   }
@@ -123,7 +121,10 @@ describe('typed proxy: an event stream that stops sending (body_timeout_ms)', ()
     await upstream?.close();
   });
 
-  it('the relayed stream is cut within 100 ms of body_timeout_ms after its last event', async () => {
+  it('the relayed stream is cut after body_timeout_ms without an event, not before', async () => {
+    // Timed from before the request: the gateway's timer starts after it, whatever the load (from
+    // the first event as this client reads it, a busy machine made the idle time look 1175 ms).
+    const sentAt = performance.now();
     const res = await fetch(`${svc.url}/`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
@@ -132,18 +133,15 @@ describe('typed proxy: an event stream that stops sending (body_timeout_ms)', ()
     expect(res.status).toBe(200);
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
     const first = await reader.read();
-    const lastEventAt = performance.now();
     expect(new TextDecoder().decode(first.value)).toContain('notifications/progress');
     await expect(reader.read()).rejects.toThrow();
-    const idleMs = performance.now() - lastEventAt;
-    expect(idleMs).toBeGreaterThanOrEqual(bodyTimeoutMs - 20);
-    expect(idleMs - bodyTimeoutMs).toBeLessThan(100);
+    expect(performance.now() - sentAt).toBeGreaterThanOrEqual(bodyTimeoutMs - 5); // the stall never ends by itself
   });
 
-  it('called (/mcp): 504 upstream_timeout within 100 ms of body_timeout_ms', async () => {
+  it('called (/mcp): 504 upstream_timeout, not before body_timeout_ms', async () => {
     const out = await post(`${svc.url}/mcp`, typedCall);
     expectSimple(out, 504, 'upstream_timeout');
-    expect(out.ms - bodyTimeoutMs).toBeLessThan(100 + 50);
+    expect(out.ms).toBeGreaterThanOrEqual(bodyTimeoutMs - 20);
   });
 });
 
@@ -247,12 +245,11 @@ describe('safety filter in front of a misbehaving OpenAI backend', () => {
     }
   }
 
-  it('hang: the OpenAI dialect answers its timeout (502 backend_error) within 100 ms of timeout_ms', async () => {
+  it('hang: the OpenAI dialect answers its timeout (502 backend_error), not before timeout_ms', async () => {
     upstream.fault = 'hang';
     const out = await post(`${svc.url}/v1/chat/completions`, chat, auth);
     expect(out.status).toBe(502);
     expect(out.body.error).toMatchObject({ type: 'backend_error', details: { timeout_ms: timeoutMs } });
     expect(out.ms).toBeGreaterThanOrEqual(timeoutMs - 5);
-    expect(out.ms - timeoutMs).toBeLessThan(250);
   });
 });

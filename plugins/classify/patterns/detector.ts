@@ -87,6 +87,13 @@ export class TextView {
 }
 
 /**
+ * Steps of work a hand-written scanner reports where the complexity tests cannot see them (a loop
+ * over a typed array or over `text[i]`; reads through `charCodeAt` and regex searches are counted
+ * by the tests themselves, test/helpers/work-count.ts). Only tests read it; it is never reset here.
+ */
+export const workCounter = { steps: 0 };
+
+/**
  * Adds the finding [start, end) to `out`; a match longer than `max` as consecutive pieces of at
  * most `max` characters, each knowing the whole match. Redacting a whole text still masks all of
  * it; no reported span is longer than `max`.

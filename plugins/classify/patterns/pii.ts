@@ -165,7 +165,9 @@ function findIbans(text: string, from: number): Finding[] {
 
 // ---------------------------------------------------------------- national identifiers
 
-const SSN = /(?<![\d-])(\d{3})([- ])(\d{2})\2(\d{4})(?![\d-])/g;
+// Both separators captured and compared in isSsn, not by a backreference: a regex without one can
+// run on a linear-time engine (docs/classifiers.md, "Linear time").
+const SSN = /(?<![\d-])(\d{3})([- ])(\d{2})([- ])(\d{4})(?![\d-])/g;
 const NINO = /(?<![A-Za-z0-9])([A-Za-z]{2}) ?(\d{2}) ?(\d{2}) ?(\d{2}) ?([A-Da-d])(?![A-Za-z0-9])/g;
 const DNI = /(?<![A-Za-z0-9])([XYZxyz]?)(\d{7,8})[- ]?([A-Za-z])(?![A-Za-z0-9])/g;
 
@@ -178,7 +180,7 @@ const usSsn: Detector = {
   find: (view) => findAll(view.text, SSN, 'NATIONAL_ID', 0.85, isSsn, fromDigit(view, 0)),
   reference: (view) => findAll(view.text, SSN, 'NATIONAL_ID', 0.85, isSsn),
 };
-const isSsn = (m: RegExpExecArray) => ssnValid(m[1], m[3], m[4]);
+const isSsn = (m: RegExpExecArray) => m[2] === m[4] && ssnValid(m[1], m[3], m[5]);
 
 const ukNino: Detector = {
   id: 'uk_nino',
