@@ -102,23 +102,34 @@ afterAll(async () => {
 describe('proxy stage: HTTP upstreams', () => {
   it('forwards the body and the allowed headers, and copies the answer', async () => {
     const url = await gateway([await proxyStage(upstream({ kind: 'jsonrpc', url: base }))]);
+    // The upstream's session id reaches the client bound to it (session-binding.ts): id + MAC.
+    const opened = await postRpc(`${url}/rpc`, { jsonrpc: '2.0', id: 0, method: 'initialize' });
+    const session = opened.headers.get('mcp-session-id') ?? '';
+    expect(session).toMatch(/^sess-1\.[0-9a-f]{16}$/);
+    // An id this gateway did not issue (or the bare upstream id) reaches nothing.
+    for (const forged of ['client-sess', 'sess-1']) {
+      expect(
+        (await postRpc(`${url}/rpc`, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'mcp-session-id': forged }))
+          .status,
+      ).toBe(404);
+    }
     const res = await postRpc(
       `${url}/rpc?x=1`,
       { jsonrpc: '2.0', id: 1, method: 'tools/list' },
       {
-        'mcp-session-id': 'client-sess',
+        'mcp-session-id': session,
         authorization: 'Bearer secret',
         cookie: 'a=b',
       },
     );
     expect(res.status).toBe(200);
-    expect(res.headers.get('mcp-session-id')).toBe('sess-1');
+    expect(res.headers.get('mcp-session-id')).toBe(session);
     expect(res.headers.get('content-type')).toBe('application/json');
     const body = await res.json();
     expect(body.id).toBe(1);
     const h = body.result.headers;
     expect(body.result.url).toBe('/rpc?x=1');
-    expect(h['mcp-session-id']).toBe('client-sess');
+    expect(h['mcp-session-id']).toBe('sess-1');
     expect(h.accept).toBe('application/json, text/event-stream');
     expect(h['x-request-id']).toBe('req-42');
     expect(h.traceparent).toBe(TRACEPARENT);
@@ -173,7 +184,7 @@ describe('proxy stage: HTTP upstreams', () => {
     const url = await gateway([hooksStage([addTag], seen), await proxyStage(upstream({ kind: 'jsonrpc', url: base }))]);
     const res = await postRpc(`${url}/sse`, { jsonrpc: '2.0', id: 9, method: 'tools/call' });
     expect(res.headers.get('content-type')).toBe('text/event-stream');
-    expect(res.headers.get('mcp-session-id')).toBe('sess-1');
+    expect(res.headers.get('mcp-session-id')).toMatch(/^sess-1\.[0-9a-f]{16}$/);
     const reader = res.body!.getReader();
     const decoder = new TextDecoder();
     let text = '';

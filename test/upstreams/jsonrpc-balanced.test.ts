@@ -69,9 +69,12 @@ async function whoami(c: Client): Promise<string> {
   return r.content[0]?.text as string;
 }
 
-/** The endpoint whose server holds the session (the client's id is `<endpoint tag>.<endpoint's id>`). */
+/**
+ * The endpoint whose server holds the session (the client's id is `<endpoint tag>.<endpoint's
+ * id>.<16 hex of the owner's MAC>`: endpoint-tags.ts, then the proxy's session-binding.ts).
+ */
 function holder(list: McpEndpoint[], sessionId: string | undefined): string | undefined {
-  const own = sessionId?.slice(9);
+  const own = sessionId?.slice(9, -17);
   return list.find((e) => own !== undefined && e.sessions.has(own))?.name;
 }
 
