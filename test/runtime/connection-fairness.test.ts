@@ -18,7 +18,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { sample } from '../helpers/prometheus.ts';
-import { until } from '../helpers/servers.ts';
 import { writeServiceFile } from '../helpers/services.ts';
 
 const attacker = '127.0.0.2';
