@@ -9,7 +9,7 @@
  * each text at once instead.
  */
 import { TurnBatch } from '../../runtime/index.ts';
-import type { Classifier, ClassifierInfo, ClassifierResult, ClassifierSet } from './api.ts';
+import type { Classifier, ClassifierInfo, ClassifierResult, ClassifierSet, ClassifyOptions } from './api.ts';
 
 type Results = Record<string, ClassifierResult>;
 interface Job {
@@ -39,13 +39,19 @@ export class NamedClassifierSet implements ClassifierSet {
     return this.#byName.get(name);
   }
 
-  classifySync(names: string[] | undefined, text: string): Record<string, ClassifierResult> | undefined {
+  classifySync(
+    names: string[] | undefined,
+    text: string,
+    options?: ClassifyOptions,
+  ): Record<string, ClassifierResult> | undefined {
     const selected = this.#select(names);
     const out: Record<string, ClassifierResult> = {};
     for (const c of selected) {
       if (!c.classifySync) return undefined;
     }
-    for (const c of selected) out[c.name] = (c.classifySync as (text: string) => ClassifierResult)(text);
+    for (const c of selected) {
+      out[c.name] = (c.classifySync as (text: string, o?: ClassifyOptions) => ClassifierResult).call(c, text, options);
+    }
     return out;
   }
 
