@@ -505,10 +505,10 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     type AnswerCheck = Evaluation & { results: Record<string, ClassifierResult> };
 
     /** Classifies a streamed answer's window and evaluates the egress rules on it (at once when it can: see AnswerStream). */
-    function checkAnswer(ctx: GatewayContext, text: string): AnswerCheck | Promise<AnswerCheck> {
+    function checkAnswer(ctx: GatewayContext, text: string, open = false): AnswerCheck | Promise<AnswerCheck> {
       const set = classifierSet as ClassifierSet;
-      // Tier A classifiers answer at once: no promise (a stream is checked every few hundred characters).
-      const now = set.classifySync(egressNames, text);
+      // Tier A classifiers answer at once: no promise (a stream is checked at every chunk).
+      const now = set.classifySync(egressNames, text, open ? OPEN : undefined);
       if (now) return evaluateAnswer(ctx, now);
       return set.classify(egressNames, text).then((results) => evaluateAnswer(ctx, results));
     }
@@ -549,6 +549,22 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     /** A JSON-RPC answer (a tool's result, indirect prompt injection): its response, as checked. */
     const checkRpcAnswer: RpcResponseMap = async (response, ctx) =>
       (await checkJsonAnswer(response, ctx, rpcAnswers)) as Record<string, unknown>;
+
+    /**
+     * Where a stream may release up to in a checked window: the least of the classifiers'
+     * pendingFrom; a classifier without one (a model, or a check that had to wait) holds its
+     * longest span, as the fixed hold-back did.
+     */
+    function pendingFrom(results: Record<string, ClassifierResult>, length: number): number {
+      let least = length;
+      for (const name in results) {
+        const r = results[name];
+        const at =
+          r.pendingFrom ?? Math.max(0, length - ((classifierSet as ClassifierSet).get(name)?.maxSpanChars ?? length));
+        if (at < least) least = at;
+      }
+      return least;
+    }
 
     /** Hold-backs per list of policies (the lists come from the policy set, which a reload replaces). */
     const holdbacks = new WeakMap<readonly string[], number>();
@@ -599,20 +615,20 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         this.holdbackChars = egressOptions.holdback_chars ?? holdbackFor(store.current, names);
       }
 
-      check(windowText: string): WindowVerdict | Promise<WindowVerdict> {
-        const checked = checkAnswer(this.ctx, windowText);
-        if (checked instanceof Promise) return checked.then((c) => this.verdictOf(c));
-        return this.verdictOf(checked);
+      check(windowText: string, open = false): WindowVerdict | Promise<WindowVerdict> {
+        const checked = checkAnswer(this.ctx, windowText, open);
+        if (checked instanceof Promise) return checked.then((c) => this.verdictOf(c, windowText.length));
+        return this.verdictOf(checked, windowText.length);
       }
 
-      verdictOf({ decision, matches, results }: AnswerCheck): WindowVerdict {
+      verdictOf({ decision, matches, results }: AnswerCheck, length: number): WindowVerdict {
         if (matches.length > 0) this.remember(matches);
         if (this.ctx.state.dryRun && matches.length > 0) {
           observe(this.ctx, 'egress', applicableNow(this.ctx), matches, results, mode(this.ctx), true);
         }
-        const spans = redactSpans(matches, results);
+        const spans = matches.length > 0 ? redactSpans(matches, results) : NO_SPANS;
         const enforce = mode(this.ctx) === 'strict';
-        return { decision: enforce ? decision : { action: 'allow' }, spans };
+        return { decision: enforce ? decision : ALLOW, spans, pendingFrom: pendingFrom(results, length) };
       }
 
       /** Records a block or redaction (the audit stage, further out, writes it before the client sees more). */
@@ -761,3 +777,7 @@ const LISTING_SLICE_CHARS = 64 * 1024;
 const MAX_TOOL_DEFINITION_CHARS = 1024 * 1024;
 
 type Results = Record<string, ClassifierResult>;
+
+const OPEN = { open: true } as const;
+const NO_SPANS: Span[] = [];
+const ALLOW: PolicyDecision = { action: 'allow' };
