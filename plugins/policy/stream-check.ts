@@ -428,7 +428,8 @@ class ReleaseCheck extends StreamCheckBase {
     let until = verdict.pendingFrom === undefined ? this.chars - this.o.holdbackChars : base + verdict.pendingFrom;
     if (!open) until = Math.max(until, this.chars - this.o.holdbackChars);
     // Not inside a span still to mask: it goes out whole, as one placeholder.
-    for (const m of this.maskedSpans()) if (m.start >= this.#released && m.start < until && m.end > until) until = m.start;
+    for (const m of this.maskedSpans())
+      if (m.start >= this.#released && m.start < until && m.end > until) until = m.start;
     this.#until = until;
     return undefined;
   }
@@ -468,7 +469,14 @@ class ReleaseCheck extends StreamCheckBase {
       if (cut > 0 && c >= 0xd800 && c <= 0xdbff) cut--;
       const parts = cut > 0 && h.chunk ? splitChunk(h.chunk, h.text, cut) : undefined;
       if (parts) {
-        out.push(masked({ event: { ...h.event, data: JSON.stringify(parts[0]) }, chunk: parts[0], text: h.text.slice(0, cut) }, this.#released, masks, this.o.mask));
+        out.push(
+          masked(
+            { event: { ...h.event, data: JSON.stringify(parts[0]) }, chunk: parts[0], text: h.text.slice(0, cut) },
+            this.#released,
+            masks,
+            this.o.mask,
+          ),
+        );
         h.chunk = parts[1];
         h.text = h.text.slice(cut);
         h.event = { ...h.event, data: JSON.stringify(parts[1]) };
@@ -530,7 +538,8 @@ function splitChunk(
   if (choice.message === undefined && typeof choice.text === 'string' && choice.text === text && delta === undefined) {
     return [piece({ text: text.slice(0, cut) }, null), piece({ text: text.slice(cut) }, choice.finish_reason ?? null)];
   }
-  if (choice.text !== undefined || choice.message !== undefined || typeof delta !== 'object' || delta === null) return undefined;
+  if (choice.text !== undefined || choice.message !== undefined || typeof delta !== 'object' || delta === null)
+    return undefined;
   if (delta.content !== text || chunkText(chunk) !== text) return undefined;
   const { role: _role, ...rest } = delta;
   return [

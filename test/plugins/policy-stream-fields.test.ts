@@ -161,7 +161,8 @@ describe('streamed egress over every text field of a chunk', () => {
     )
     .map(([text, cut, kinds]) => {
       const chunks: Record<string, unknown>[] = [];
-      for (let i = 0, n = 0; i < text.length; i += cut, n++) chunks.push(chunkOf(kinds[n % kinds.length], text.slice(i, i + cut), 0));
+      for (let i = 0, n = 0; i < text.length; i += cut, n++)
+        chunks.push(chunkOf(kinds[n % kinds.length], text.slice(i, i + cut), 0));
       return { text, chunks };
     });
 
