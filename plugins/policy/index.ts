@@ -572,11 +572,13 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     const within = (names: string[]) => names.filter((n) => egressClassifiers.has(n));
 
     /**
-     * The hold-back a stream needs so that no egress rule of these policies acts too late: a
-     * redact rule must see a whole span of the classifiers it masks before any of it is sent
-     * (their longest span, `maxSpanChars`), a block rule what its classifiers must see of a match
-     * before they fire (`detectChars`: a BEGIN line, not the whole key). Derived from the
-     * classifier set, so a detector added or changed moves it.
+     * The most a stream holds back (streamCheck releases before it as soon as no match can grow
+     * into the text, and the hold-back is only the bound): a redact rule must see a whole span of
+     * the classifiers it masks before any of it is sent, and a block rule decides on the
+     * completed match too (a JWT-like run, a bearer value, a BEGIN line is judged once it ends,
+     * so a clean one does not end the stream): both hold up to their classifiers' longest span
+     * (`maxSpanChars`). Past it the held text is judged as cut short (detectChars). Derived from
+     * the classifier set, so a detector added or changed moves it.
      */
     function holdbackFor(current: PolicySet, names: readonly string[]): number {
       let holdback = holdbacks.get(names);
@@ -587,7 +589,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         for (const rule of current.byName.get(name)?.rules ?? []) {
           if (rule.phase !== 'egress') continue;
           if (rule.action === 'redact') holdback = Math.max(holdback, set.maxSpanChars(within(rule.redact)));
-          if (rule.action === 'block') holdback = Math.max(holdback, set.detectChars(within(rule.classifiers)));
+          if (rule.action === 'block') holdback = Math.max(holdback, set.maxSpanChars(within(rule.classifiers)));
         }
       }
       holdbacks.set(names, holdback);

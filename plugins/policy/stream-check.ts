@@ -322,6 +322,11 @@ class ReleaseCheck extends StreamCheckBase {
     }
     this.#take(chunk, text, event);
     const open = this.#heldChars <= this.o.holdbackChars;
+    // A long held run (a key, a base64 blob) is checked again every so often, not at every chunk:
+    // past the bound every scanEveryChars (as the fixed hold-back did), below it once the run grew
+    // by a quarter, so its cost stays linear in its length.
+    const every = open ? Math.min(this.o.scanEveryChars, this.#heldChars >> 2) : this.o.scanEveryChars;
+    if (this.#heldChars > this.o.scanEveryChars && this.unscanned < every) return { events: [] };
     return then(this.#scan(open, false), (blocked) =>
       blocked ? { events: blocked, end: true } : { events: this.#release(this.#until) },
     );
