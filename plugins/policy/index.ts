@@ -674,6 +674,16 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       mask(text: string, spans: Span[]): string {
         return redact(text, spans);
       }
+
+      /** The request's decision once the stream is decided (as X-Filter-Decision says it: flag allows). */
+      summary(): Record<string, unknown> {
+        const d = this.ctx.state.decision;
+        const action = d === undefined || d.action === 'flag' || d.action === 'passed-unchecked' ? 'allow' : d.action;
+        return {
+          action: action === 'unchecked' ? 'block' : action,
+          ...(d?.rule !== undefined && action !== 'allow' ? { rule: d.rule, policy: d.policy } : {}),
+        };
+      }
     }
 
     /**

@@ -73,6 +73,12 @@ export interface StreamCheckOptions {
   /** The body of the error event that ends a blocked or refused stream. */
   errorBody(reason: PolicyDecision | UninspectableAnswer): unknown;
   mask(text: string, spans: Span[]): string;
+  /**
+   * The decision of the whole stream, as its last event carries it (`filter_decision` on the
+   * `content_filter` finish of a blocked stream; on a chunk with no choices before `[DONE]`
+   * otherwise). Absent: nothing is added.
+   */
+  summary?(): Record<string, unknown>;
 }
 
 export function streamCheck(o: StreamCheckOptions): SseFilter {
@@ -100,7 +106,7 @@ abstract class StreamCheckBase implements SseFilter {
 
   /** The stream's events after the block or refusal: a `content_filter` finish, the error, `[DONE]`. */
   refuse(err: UninspectableAnswer): SseEvent[] {
-    return blockEvents(this.last, this.o.errorBody(err));
+    return blockEvents(this.last, this.o.errorBody(err), this.o.summary?.());
   }
 
   /** The chunk an event carries (undefined for an empty event); throws when it is not JSON. */
@@ -131,7 +137,7 @@ abstract class StreamCheckBase implements SseFilter {
   /** The end of a blocked stream, after recording the block. */
   protected block(decision: PolicyDecision, complete: boolean): SseEvent[] {
     this.o.decided(decision, this.scanned(complete));
-    return blockEvents(this.last, this.o.errorBody(decision));
+    return blockEvents(this.last, this.o.errorBody(decision), this.o.summary?.());
   }
 
   /** Records the first redaction of the answer. */
@@ -218,7 +224,8 @@ class WindowCheck extends StreamCheckBase {
     const verdict = (o: Outcome): SseVerdict => {
       if (o?.end) return { events: o.end, end: true };
       this.complete();
-      return { events: [done] };
+      const summary = this.o.summary?.();
+      return { events: summary ? [summaryEvent(this.last, summary), done] : [done] };
     };
     return outcome instanceof Promise ? outcome.then(verdict) : verdict(outcome);
   }
@@ -356,7 +363,11 @@ class ReleaseCheck extends StreamCheckBase {
   /** `[DONE]`: everything held is checked as the end of the answer and released, then `[DONE]`. */
   #finish(done: SseEvent): Step<SseVerdict> {
     return then(this.#settle([done], true), (verdict) => {
-      if (!verdict.end) this.complete();
+      if (!verdict.end) {
+        this.complete();
+        const summary = this.o.summary?.();
+        if (summary) verdict.events.splice(verdict.events.length - 1, 0, summaryEvent(this.last, summary));
+      }
       return verdict;
     });
   }
@@ -604,7 +615,11 @@ function maskChunk(
 }
 
 /** The end of a blocked stream: a `content_filter` finish, the error, and `[DONE]`. */
-function blockEvents(last: Record<string, unknown> | undefined, error: unknown): SseEvent[] {
+function blockEvents(
+  last: Record<string, unknown> | undefined,
+  error: unknown,
+  summary?: Record<string, unknown>,
+): SseEvent[] {
   const completions = last?.object === 'text_completion';
   const finish = {
     ...(last?.id !== undefined ? { id: last.id } : {}),
@@ -616,6 +631,21 @@ function blockEvents(last: Record<string, unknown> | undefined, error: unknown):
         ? { index: 0, text: '', logprobs: null, finish_reason: 'content_filter' }
         : { index: 0, delta: {}, logprobs: null, finish_reason: 'content_filter' },
     ],
+    ...(summary ? { filter_decision: summary } : {}),
   };
   return [{ data: JSON.stringify(finish) }, { data: JSON.stringify(error) }, { data: '[DONE]' }];
+}
+
+/** The stream's decision before `[DONE]` (StreamCheckOptions.summary): a chunk with no choices, as a usage chunk. */
+export function summaryEvent(last: Record<string, unknown> | undefined, summary: Record<string, unknown>): SseEvent {
+  return {
+    data: JSON.stringify({
+      ...(last?.id !== undefined ? { id: last.id } : {}),
+      object: last?.object ?? 'chat.completion.chunk',
+      created: last?.created ?? Math.floor(Date.now() / 1000),
+      ...(last?.model !== undefined ? { model: last.model } : {}),
+      choices: [],
+      filter_decision: summary,
+    }),
+  };
 }
