@@ -608,6 +608,8 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       readonly holdbackChars: number;
       /** The rules that fired on this answer, each once (made when one fires). */
       private fired: RuleMatch[] | undefined;
+      /** The evaluation of a window where no classifier scored. */
+      private clean: AnswerCheck | undefined;
       private recorded = false;
 
       constructor(
@@ -618,6 +620,18 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       }
 
       check(windowText: string, open = false): WindowVerdict | Promise<WindowVerdict> {
+        const set = classifierSet as ClassifierSet;
+        const now = set.classifySync(egressNames, windowText, open ? OPEN : undefined);
+        if (now !== undefined) {
+          // A window where nothing scored (most of a stream, checked at every chunk): the rules see
+          // the same data every time, so they are evaluated once per stream.
+          if (!allZero(now)) return this.verdictOf(evaluateAnswer(this.ctx, now), windowText.length);
+          this.clean ??= evaluateAnswer(this.ctx, now);
+          return this.verdictOf(
+            { decision: this.clean.decision, matches: this.clean.matches, results: now },
+            windowText.length,
+          );
+        }
         const checked = checkAnswer(this.ctx, windowText, open);
         if (checked instanceof Promise) return checked.then((c) => this.verdictOf(c, windowText.length));
         return this.verdictOf(checked, windowText.length);
@@ -791,5 +805,11 @@ const MAX_TOOL_DEFINITION_CHARS = 1024 * 1024;
 type Results = Record<string, ClassifierResult>;
 
 const OPEN = { open: true } as const;
+
+/** Whether no classifier found anything (score 0, no span). */
+function allZero(results: Results): boolean {
+  for (const name in results) if (results[name].score !== 0 || results[name].spans.length > 0) return false;
+  return true;
+}
 const NO_SPANS: Span[] = [];
 const ALLOW: PolicyDecision = { action: 'allow' };
