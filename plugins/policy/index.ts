@@ -566,6 +566,11 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       return least;
     }
 
+    /** Whether every egress classifier answers at once (Tier A): then an open check keeps less context. */
+    const egressAnswersAtOnce =
+      classifierSet !== undefined &&
+      (egressNames ?? classifierSet.list().map((c) => c.name)).every((n) => classifierSet.get(n)?.classifySync);
+
     /** Hold-backs per list of policies (the lists come from the policy set, which a reload replaces). */
     const holdbacks = new WeakMap<readonly string[], number>();
     const egressClassifiers = new Set(egressNames ?? classifierSet?.list().map((c) => c.name) ?? []);
@@ -606,6 +611,12 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       readonly windowChars = egressOptions.window_chars;
       readonly scanEveryChars = egressOptions.scan_every_chars;
       readonly holdbackChars: number;
+      /**
+       * Tier A detectors need at most ~70 characters before a span (`generic_secret`'s name and
+       * operator; docs/classifiers.md, "Context before the span"); a model judges what it gets, so
+       * with one on egress every check keeps the whole window.
+       */
+      readonly openContextChars = egressAnswersAtOnce ? OPEN_CONTEXT_CHARS : undefined;
       /** The rules that fired on this answer, each once (made when one fires). */
       private fired: RuleMatch[] | undefined;
       /** The evaluation of a window where no classifier scored. */
@@ -805,6 +816,8 @@ const MAX_TOOL_DEFINITION_CHARS = 1024 * 1024;
 type Results = Record<string, ClassifierResult>;
 
 const OPEN = { open: true } as const;
+/** Context kept before the held text of a stream at each chunk's check, for Tier A detectors. */
+const OPEN_CONTEXT_CHARS = 128;
 
 /** Whether no classifier found anything (score 0, no span). */
 function allZero(results: Results): boolean {

@@ -62,6 +62,12 @@ export interface StreamCheckOptions {
    */
   holdbackChars: number;
   /**
+   * Context kept before the held text in an open check (at every chunk): what the detectors need
+   * before a span (`password =` before its value). Default: `windowChars - scanEveryChars`, as in
+   * every other check.
+   */
+  openContextChars?: number;
+  /**
    * May answer at once (then an event that completes a scan step still costs no promise). `open`:
    * the answer goes on after this text (matches it cuts short are held, not judged).
    */
@@ -154,9 +160,8 @@ abstract class StreamCheckBase implements SseFilter {
     this.o.ended?.(this.scanned(true));
   }
 
-  /** The verdict's spans in absolute offsets. */
-  protected absolute(spans: Span[]): Span[] {
-    const base = this.chars - this.window.length;
+  /** The verdict's spans in absolute offsets (`base`: where the checked text starts, by default the window). */
+  protected absolute(spans: Span[], base = this.chars - this.window.length): Span[] {
     // Ranges that left the window can no longer matter.
     this.#masked = this.#masked.filter((r) => r.end > base);
     return spans.map((sp) => ({ ...sp, start: sp.start + base, end: sp.end + base }));
@@ -300,10 +305,12 @@ class ReleaseCheck extends StreamCheckBase {
   #toolText = '';
   /** Text kept before the held text for the detectors' context (`password =` before its value). */
   readonly #context: number;
+  readonly #openContext: number;
 
   constructor(o: StreamCheckOptions) {
     super(o);
     this.#context = Math.max(0, o.windowChars - o.scanEveryChars);
+    this.#openContext = Math.min(this.#context, o.openContextChars ?? this.#context);
   }
 
   onEvent(event: SseEvent): Verdict | Promise<Verdict> {
@@ -327,8 +334,13 @@ class ReleaseCheck extends StreamCheckBase {
       this.#held.push({ event, chunk, text: '' }); // keeps its place behind the held text
       return { events: [] };
     }
+    const continues = this.#heldChars > 0 && isWordChar(this.window.charCodeAt(this.window.length - 1));
     this.#take(chunk, text, event);
     const open = this.#heldChars <= this.o.holdbackChars;
+    // A chunk that only goes on with the held word (letters and digits) is checked with what ends
+    // it: the word is what an address or a key would start with, held anyway, and skipping the
+    // check only waits (nothing is released without one).
+    if (open && continues && isWord(text)) return { events: [] };
     // A long held run (a key, a base64 blob) is checked again every so often, not at every chunk:
     // past the bound every scanEveryChars (as the fixed hold-back did), below it once the run grew
     // by a quarter, so its cost stays linear in its length.
@@ -420,15 +432,17 @@ class ReleaseCheck extends StreamCheckBase {
   /** Checks the window (open: the answer goes on); on a block, the events that end the stream. */
   #scan(open: boolean, atEnd: boolean): Step<SseEvent[] | undefined> {
     this.unscanned = 0;
-    return then(this.o.check(this.window, open), (verdict) => this.#act(verdict, open, atEnd));
+    const keep = this.#heldChars + this.#openContext;
+    const text = open && this.window.length > keep ? this.window.slice(this.window.length - keep) : this.window;
+    return then(this.o.check(text, open), (verdict) => this.#act(verdict, open, atEnd, this.chars - text.length));
   }
 
-  #act(verdict: WindowVerdict, open: boolean, atEnd: boolean): SseEvent[] | undefined {
+  /** `base`: the absolute offset of the checked text's first character. */
+  #act(verdict: WindowVerdict, open: boolean, atEnd: boolean, base: number): SseEvent[] | undefined {
     const decision = verdict.decision;
     if (decision.action === 'block') return this.#drop(this.block(decision, atEnd));
-    const base = this.chars - this.window.length;
     if (decision.action === 'redact' && verdict.spans.length > 0) {
-      const spans = this.absolute(verdict.spans);
+      const spans = this.absolute(verdict.spans, base);
       if (spans.some((sp) => this.leaked(sp, this.#released))) {
         return this.#drop(this.block(this.tooLate(decision), atEnd));
       }
@@ -510,6 +524,13 @@ function masked(h: Held, start: number, spans: Span[], mask: (text: string, span
   if (!h.chunk || spans.length === 0) return h.event;
   const chunk = maskChunk(h.chunk, start, spans, mask);
   return chunk === undefined ? h.event : { ...h.event, data: JSON.stringify(chunk) };
+}
+
+const isWordChar = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
+/** Whether a text is letters and digits only (ASCII). */
+function isWord(text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (!isWordChar(text.charCodeAt(i))) return false;
+  return true;
 }
 
 /** Whether a chunk carries (part of) a tool call: a delta with `tool_calls` or `function_call`. */

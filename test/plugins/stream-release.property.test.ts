@@ -65,6 +65,7 @@ async function stream(pieces: string[], holdbackChars = HOLDBACK): Promise<Outco
     windowChars: 512,
     scanEveryChars: 128,
     holdbackChars,
+    openContextChars: 128, // as the policy stage sets it with Tier A classifiers only
     check,
     decided: () => {},
     errorBody: () => ({ error: { type: 'safety_violation' } }),

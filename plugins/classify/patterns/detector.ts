@@ -196,10 +196,15 @@ export function trailingRun(
 
 /**
  * The earliest start of a match of `prefixes` (a global regex matching every prefix of a match,
- * anchored with `$`) that reaches the end of the text, searched from `back` characters before
- * it; the text's length when none.
+ * anchored with `$`, whose matches end in a letter, a digit, a space or `-`) that reaches the end
+ * of the text, searched from `back` characters before it; the text's length when none.
  */
 export function prefixFrom(text: string, prefixes: RegExp, back: number): number {
+  // Every such pattern ends in a letter, a digit or a space: prose ending in punctuation skips it.
+  const c = text.charCodeAt(text.length - 1);
+  if (!((c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 32 || c === 45)) {
+    return text.length;
+  }
   prefixes.lastIndex = Math.max(0, text.length - back);
   const m = prefixes.exec(text);
   return m === null ? text.length : m.index;

@@ -151,15 +151,40 @@ const iban: Detector = {
   detectChars: 2 * Math.max(...IBAN_LENGTHS.values()) - 4, // the whole IBAN: length and mod-97
   find: (view) => findIbans(view.text, fromDigit(view, 2)),
   reference: (view) => findIbans(view.text, 0),
-  pendingFrom: (view) => prefixFrom(view.text, IBAN_PREFIX, 2 * Math.max(...IBAN_LENGTHS.values()) - 3),
+  pendingFrom: (view) => ibanPending(view.text),
 };
 
+/** The longest IBAN candidate: 33 characters with a space between each two after the first four. */
+const IBAN_SPAN = 2 * Math.max(...IBAN_LENGTHS.values()) - 3;
+
 /**
- * Every prefix of an IBAN candidate that reaches the end of the text: a word of one or two
- * letters, then two digits, then letters, digits and single spaces (a complete IBAN too: one more
- * character undoes it).
+ * The earliest word start, at most IBAN_SPAN back, from which the rest of the text is a prefix
+ * of an IBAN candidate: one or two letters, then two digits, then letters, digits and single
+ * spaces (a complete IBAN too: one more character undoes it).
  */
-const IBAN_PREFIX = /(?<![A-Za-z0-9])[A-Za-z](?:[A-Za-z](?:\d(?:\d(?:[A-Za-z0-9]| (?=[A-Za-z0-9])){0,62} ?)?)?)?$/g;
+function ibanPending(text: string): number {
+  const end = text.length;
+  let run = end;
+  while (run > 0 && end - run < IBAN_SPAN && (isAlnum(text.charCodeAt(run - 1)) || text.charCodeAt(run - 1) === 32))
+    run--;
+  for (let s = run; s < end; s++) {
+    if (!isLetterCode(text.charCodeAt(s)) || (s > 0 && isAlnum(text.charCodeAt(s - 1)))) continue;
+    if (ibanPrefixAt(text, s)) return s;
+  }
+  return end;
+}
+
+function ibanPrefixAt(text: string, start: number): boolean {
+  for (let k = start; k < text.length; k++) {
+    const c = text.charCodeAt(k);
+    const at = k - start;
+    if (at < 2 ? !isLetterCode(c) : at < 4 ? !isDigitCode(c) : c === 32 ? text.charCodeAt(k - 1) === 32 : !isAlnum(c)) {
+      return false;
+    }
+  }
+  return true;
+}
+const isLetterCode = (c: number) => (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
 
 function findIbans(text: string, from: number): Finding[] {
   const out: Finding[] = [];

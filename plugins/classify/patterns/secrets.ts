@@ -48,8 +48,9 @@ const isTokenChar = (c: number) =>
   c !== 0x1680 &&
   c !== 0x202f &&
   c !== 0x205f;
-/** Where the current token-like run starts (see isTokenChar). */
-const tokenPending = (view: TextView) => trailingRun(view.text, isTokenChar);
+/** Where the current token-like run starts (see isTokenChar); once per text for the whole family. */
+const tokenRun = (view: TextView) => trailingRun(view.text, isTokenChar);
+const tokenPending = (view: TextView) => view.derived(tokenRun);
 
 /**
  * A provider key: a fixed prefix and a bounded run of characters. `maxSpanChars` is the pattern's
@@ -286,10 +287,14 @@ const privateKey: Detector = {
  */
 function pemPending(text: string): number {
   let pending = text.length;
-  for (let k = Math.min(text.length, 10); k > 0; k--) {
-    if ('-----BEGIN'.startsWith(text.slice(text.length - k))) {
-      pending = text.length - k;
-      break;
+  const last = text.charCodeAt(text.length - 1);
+  // Only a text ending in one of `-BEGIN`'s characters can end in a start of one.
+  if (last === 45 || last === 66 || last === 69 || last === 71 || last === 73 || last === 78) {
+    for (let k = Math.min(text.length, 10); k > 0; k--) {
+      if (text.startsWith(BEGIN_STARTS[k], text.length - k)) {
+        pending = text.length - k;
+        break;
+      }
     }
   }
   const first = text.indexOf('-----BEGIN ');
@@ -304,11 +309,13 @@ function pemPending(text: string): number {
   PEM_BEGIN.lastIndex = closed;
   const open = PEM_BEGIN.exec(text);
   if (open) return Math.min(pending, open.index);
-  const last = text.lastIndexOf('-----BEGIN ');
-  PEM_BEGIN_OPEN.lastIndex = last;
-  if (last >= closed && PEM_BEGIN_OPEN.test(text)) return Math.min(pending, last);
+  const lastBegin = text.lastIndexOf('-----BEGIN ');
+  PEM_BEGIN_OPEN.lastIndex = lastBegin;
+  if (lastBegin >= closed && PEM_BEGIN_OPEN.test(text)) return Math.min(pending, lastBegin);
   return pending;
 }
+/** `-----BEGIN`'s first k characters, by k. */
+const BEGIN_STARTS = Array.from({ length: 11 }, (_, k) => '-----BEGIN'.slice(0, k));
 
 function findPrivateKeys(text: string, from: number, open: boolean): Finding[] {
   const out: Finding[] = [];
