@@ -275,6 +275,8 @@ interface Held {
   event: SseEvent;
   chunk?: Record<string, unknown>;
   text: string;
+  /** Of a chunk whose start went out (cut without building objects): the chunk it was, its text, and where it was cut. */
+  rest?: { chunk: Record<string, unknown>; text: string; at: number };
 }
 
 type Step<T> = T | Promise<T>;
@@ -334,12 +336,13 @@ class ReleaseCheck extends StreamCheckBase {
       this.#held.push({ event, chunk, text: '' }); // keeps its place behind the held text
       return { events: [] };
     }
-    const continues = this.#heldChars > 0 && isWordChar(this.window.charCodeAt(this.window.length - 1));
+    // Nothing held, or a held word that the chunk goes on with.
+    const continues = this.#heldChars === 0 || isWordChar(this.window.charCodeAt(this.window.length - 1));
     this.#take(chunk, text, event);
     const open = this.#heldChars <= this.o.holdbackChars;
-    // A chunk that only goes on with the held word (letters and digits) is checked with what ends
-    // it: the word is what an address or a key would start with, held anyway, and skipping the
-    // check only waits (nothing is released without one).
+    // A chunk of letters and digits that starts or goes on with the last word is checked with what
+    // ends that word: the word is what an address or a key would start with, held anyway, and
+    // skipping the check only waits (nothing is released without one).
     if (open && continues && isWord(text)) return { events: [] };
     // A long held run (a key, a base64 blob) is checked again every so often, not at every chunk:
     // past the bound every scanEveryChars (as the fixed hold-back did), below it once the run grew
@@ -497,7 +500,25 @@ class ReleaseCheck extends StreamCheckBase {
       let cut = until - this.#released;
       const c = h.text.charCodeAt(cut - 1);
       if (cut > 0 && c >= 0xd800 && c <= 0xdbff) cut--;
-      const parts = cut > 0 && h.chunk ? splitChunk(h.chunk, h.text, cut) : undefined;
+      if (cut <= 0) break;
+      const start = this.#released;
+      const touched = masks.some((m) => m.end > start && m.start < start + h.text.length);
+      // The common cut (plain content, nothing to mask): two strings, no objects.
+      const data = touched ? undefined : splitData(h, cut);
+      if (data) {
+        out.push({ ...h.event, data: data[0] });
+        const source = h.chunk ?? (h.rest as NonNullable<Held['rest']>).chunk;
+        const at = h.chunk ? cut : (h.rest as NonNullable<Held['rest']>).at + cut;
+        h.rest = { chunk: source, text: h.rest?.text ?? h.text, at };
+        h.chunk = undefined;
+        h.event = { ...h.event, data: data[1] };
+        h.text = h.text.slice(cut);
+        this.#heldChars -= cut;
+        this.#released += cut;
+        break;
+      }
+      materialise(h);
+      const parts = h.chunk ? splitChunk(h.chunk, h.text, cut) : undefined;
       if (parts) {
         out.push(
           masked(
@@ -521,7 +542,9 @@ class ReleaseCheck extends StreamCheckBase {
 
 /** The event of a held chunk starting at absolute `start`, with the spans that touch it masked. */
 function masked(h: Held, start: number, spans: Span[], mask: (text: string, spans: Span[]) => string): SseEvent {
-  if (!h.chunk || spans.length === 0) return h.event;
+  if (spans.length === 0) return h.event;
+  materialise(h);
+  if (!h.chunk) return h.event;
   const chunk = maskChunk(h.chunk, start, spans, mask);
   return chunk === undefined ? h.event : { ...h.event, data: JSON.stringify(chunk) };
 }
@@ -531,6 +554,41 @@ const isWordChar = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) |
 function isWord(text: string): boolean {
   for (let i = 0; i < text.length; i++) if (!isWordChar(text.charCodeAt(i))) return false;
   return true;
+}
+
+/** Builds the chunk object of a chunk's rest (Held.rest), when it must be masked or cut the slow way. */
+function materialise(h: Held): void {
+  if (h.chunk || !h.rest) return;
+  h.chunk = splitChunk(h.rest.chunk, h.rest.text, h.rest.at)?.[1];
+  h.rest = undefined;
+}
+
+/**
+ * The events of a held chunk of plain content cut after `cut` characters of its text, as two
+ * strings made from its own (`"content":"…"` replaced): undefined when the chunk is not plain
+ * content (a role, log probabilities, a finish) or its JSON writes the text in another way.
+ */
+function splitData(h: Held, cut: number): [string, string] | undefined {
+  const chunk = h.chunk ?? h.rest?.chunk;
+  const choices = chunk?.choices;
+  if (!Array.isArray(choices) || choices.length !== 1 || chunk?.error !== undefined) return undefined;
+  const choice = choices[0] as Record<string, unknown> | null;
+  const delta = choice?.delta as Record<string, unknown> | undefined;
+  if (!delta || choice?.logprobs != null || choice?.finish_reason != null || choice?.message !== undefined)
+    return undefined;
+  if (choice?.text !== undefined || (h.chunk && (delta.role !== undefined || delta.content !== h.text)))
+    return undefined;
+  if (h.chunk && chunkText(h.chunk) !== h.text) return undefined;
+  const data = h.event.data;
+  const needle = `"content":${JSON.stringify(h.text)}`;
+  const at = data.indexOf(needle);
+  if (at === -1 || data.indexOf(needle, at + 1) !== -1) return undefined;
+  const before = data.slice(0, at);
+  const after = data.slice(at + needle.length);
+  return [
+    `${before}"content":${JSON.stringify(h.text.slice(0, cut))}${after}`,
+    `${before}"content":${JSON.stringify(h.text.slice(cut))}${after}`,
+  ];
 }
 
 /** Whether a chunk carries (part of) a tool call: a delta with `tool_calls` or `function_call`. */
