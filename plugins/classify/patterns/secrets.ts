@@ -48,9 +48,12 @@ const isTokenChar = (c: number) =>
   c !== 0x1680 &&
   c !== 0x202f &&
   c !== 0x205f;
-/** Where the current token-like run starts (see isTokenChar); once per text for the whole family. */
 const tokenRun = (view: TextView) => trailingRun(view.text, isTokenChar);
-const tokenPending = (view: TextView) => view.derived(tokenRun);
+/**
+ * Where the current token-like run starts (see isTokenChar), once per text for the whole family:
+ * the release point (Detector.pendingFrom) of any detector whose span is such a run.
+ */
+export const tokenPending = (view: TextView): number => view.derived(tokenRun);
 
 /**
  * A provider key: a fixed prefix and a bounded run of characters. `maxSpanChars` is the pattern's
