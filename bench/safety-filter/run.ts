@@ -180,7 +180,8 @@ async function startFilter(
     upstream: settings.upstream,
     listeners: ['metrics', 'admin'].filter((listener) => config?.[listener]),
   });
-  sets.push(...settings.set);
+  // The overrides are this checkout's (a baseline may not know its options).
+  if (checkout === root) sets.push(...settings.set);
   const logFile = join(logDir, `${name}.log`);
   const tenants = writeBenchTenants(logDir, settings.apiKey, settings.upstream);
   const s = start(

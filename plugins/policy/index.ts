@@ -61,7 +61,13 @@ export interface PolicyOptions {
   filter_list: boolean;
   block_error?: { code: string };
   classifiers?: string;
-  egress?: { classifiers?: string[]; window_chars?: number; scan_every_chars?: number; holdback_chars?: number };
+  egress?: {
+    classifiers?: string[];
+    window_chars?: number;
+    scan_every_chars?: number;
+    holdback_chars?: number;
+    release_every_chars?: number;
+  };
 }
 
 export const policyPlugin = definePlugin<PolicyOptions>({
@@ -132,10 +138,18 @@ export const policyPlugin = definePlugin<PolicyOptions>({
             type: 'integer',
             minimum: 0,
             description:
-              'Withhold this much streamed text until it was checked with what follows it. Default: what the ' +
-              "egress rules need, from the classifier set: a redact rule's classifiers' longest span, what a " +
-              "block rule's classifiers must see before they fire. Less than that: a redaction of text already " +
-              'sent ends the stream as a block. 0: forward at once.',
+              'The most streamed text withheld: text is released at every chunk up to where a match could ' +
+              'still grow into it, and held text past this bound is judged as cut short. Default: the longest ' +
+              "span of the egress rules' classifiers (from the classifier set). Less than that: a redaction of " +
+              'text already sent ends the stream as a block. 0: forward at once, checked every scan_every_chars.',
+          },
+          release_every_chars: {
+            type: 'integer',
+            minimum: 0,
+            default: 0,
+            description:
+              'Once the first text of a stream went out, check and release again only when this much new ' +
+              'text came (fewer checks, text in larger steps). 0: at every chunk.',
           },
         },
       },
@@ -611,6 +625,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       readonly windowChars = egressOptions.window_chars;
       readonly scanEveryChars = egressOptions.scan_every_chars;
       readonly holdbackChars: number;
+      readonly releaseEveryChars = egressOptions.release_every_chars ?? 0;
       /**
        * Tier A detectors need at most ~70 characters before a span (`generic_secret`'s name and
        * operator; docs/classifiers.md, "Context before the span"); a model judges what it gets, so

@@ -62,6 +62,11 @@ export interface StreamCheckOptions {
    */
   holdbackChars: number;
   /**
+   * Once text went out, check (and release) again only when this much new text came (0: at every
+   * chunk): fewer checks, text released in larger steps.
+   */
+  releaseEveryChars?: number;
+  /**
    * Context kept before the held text in an open check (at every chunk): what the detectors need
    * before a span (`password =` before its value). Default: `windowChars - scanEveryChars`, as in
    * every other check.
@@ -337,13 +342,15 @@ class ReleaseCheck extends StreamCheckBase {
       return { events: [] };
     }
     // Nothing held, or a held word that the chunk goes on with.
-    const continues = this.#heldChars === 0 || isWordChar(this.window.charCodeAt(this.window.length - 1));
+    const continues = this.#heldChars === 0 || !isBlank(this.window.charCodeAt(this.window.length - 1));
     this.#take(chunk, text, event);
     const open = this.#heldChars <= this.o.holdbackChars;
-    // A chunk of letters and digits that starts or goes on with the last word is checked with what
-    // ends that word: the word is what an address or a key would start with, held anyway, and
-    // skipping the check only waits (nothing is released without one).
-    if (open && continues && isWord(text)) return { events: [] };
+    // A chunk without a blank that starts or goes on with the last word is checked with what ends
+    // that word: the word is what an address, a key or a number would start with, held anyway, and
+    // skipping the check only waits (nothing is released without one). Up to scanEveryChars held.
+    if (open && continues && this.#heldChars <= this.o.scanEveryChars && !hasBlank(text)) return { events: [] };
+    // The operator's step (release_every_chars), once the first text went out.
+    if (open && this.#released > 0 && this.unscanned < (this.o.releaseEveryChars ?? 0)) return { events: [] };
     // A long held run (a key, a base64 blob) is checked again every so often, not at every chunk:
     // past the bound every scanEveryChars (as the fixed hold-back did), below it once the run grew
     // by a quarter, so its cost stays linear in its length.
@@ -549,11 +556,11 @@ function masked(h: Held, start: number, spans: Span[], mask: (text: string, span
   return chunk === undefined ? h.event : { ...h.event, data: JSON.stringify(chunk) };
 }
 
-const isWordChar = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
-/** Whether a text is letters and digits only (ASCII). */
-function isWord(text: string): boolean {
-  for (let i = 0; i < text.length; i++) if (!isWordChar(text.charCodeAt(i))) return false;
-  return true;
+/** A blank or line break: what ends a word. */
+const isBlank = (c: number) => c === 32 || c === 10 || c === 9 || c === 13 || c === 0xa0 || c === 0x3000;
+function hasBlank(text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (isBlank(text.charCodeAt(i))) return true;
+  return false;
 }
 
 /** Builds the chunk object of a chunk's rest (Held.rest), when it must be masked or cut the slow way. */
