@@ -60,12 +60,13 @@ interface Outcome {
   progress: string[];
 }
 
-async function stream(pieces: string[], holdbackChars = HOLDBACK): Promise<Outcome> {
+async function stream(pieces: string[], holdbackChars = HOLDBACK, releaseEveryChars = 0): Promise<Outcome> {
   const filter = streamCheck({
     windowChars: 512,
     scanEveryChars: 128,
     holdbackChars,
     openContextChars: 128, // as the policy stage sets it with Tier A classifiers only
+    releaseEveryChars,
     check,
     decided: () => {},
     errorBody: () => ({ error: { type: 'safety_violation' } }),
@@ -110,9 +111,9 @@ function cut(text: string, points: number[]): string[] {
 }
 const ones = (text: string) => [...Array(text.length)].map((_, i) => text[i]);
 
-async function agrees(text: string, pieces: string[]): Promise<void> {
+async function agrees(text: string, pieces: string[], releaseEveryChars = 0): Promise<void> {
   const expected = whole(text);
-  const got = await stream(pieces);
+  const got = await stream(pieces, HOLDBACK, releaseEveryChars);
   const label = JSON.stringify({ text, pieces: pieces.length });
   if (expected === undefined) {
     expect(got.blocked, label).toBe(true);
@@ -135,6 +136,15 @@ describe('streamed release against the whole-answer check (real detectors, shipp
         agrees(text, cut(text, points)),
       ),
       { numRuns: 300 },
+    );
+  });
+
+  it('property: random chunks, released every 16 characters (release_every_chars)', async () => {
+    await fc.assert(
+      fc.asyncProperty(texts, fc.array(fraction, { maxLength: 60 }), async (text, points) =>
+        agrees(text, cut(text, points), 16),
+      ),
+      { numRuns: 200 },
     );
   });
 
@@ -176,6 +186,19 @@ describe('streamed release against the whole-answer check (real detectors, shipp
     const at = text.indexOf('jane');
     expect(progress[at + 4]).toBe('Sure, write to ');
     expect(progress.at(-1)).toBe('Sure, write to [EMAIL] for the details of the order. ');
+  });
+
+  it('release_every_chars: after the first text, a check every 16 characters, not every chunk', async () => {
+    const text = 'The weather report says it will be sunny with light winds along the coast today. '.repeat(20);
+    const pieces = cut(
+      text,
+      Array.from({ length: text.length / 4 }, (_, i) => (4 * i) / text.length),
+    );
+    scans = 0;
+    const got = await stream(pieces, HOLDBACK, 16);
+    expect(got.text).toBe(text);
+    expect(got.progress[1]).toBe('The '); // the first text at once
+    expect(scans).toBeLessThanOrEqual(Math.ceil(text.length / 16) + 3);
   });
 
   it('a clean stream counts its scans per chunk, not per character held', async () => {
