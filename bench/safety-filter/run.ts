@@ -686,7 +686,8 @@ async function main(): Promise<number> {
     for (let round = 0; round < 3; round++) {
       for (const [name, t] of round % 2 ? [...measured].reverse() : measured) {
         try {
-          (samples[name] ??= []).push(await cpuPerChunkUs(t));
+          samples[name] ??= [];
+          samples[name].push(await cpuPerChunkUs(t));
         } catch (err) {
           failures[`chunk-cpu-${name}`] = (err as Error).message;
         }
