@@ -24,6 +24,11 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const here = fileURLToPath(new URL('.', import.meta.url));
 const typedDir = join(root, 'bench', 'typed-proxy');
 
+/** A count from the environment where 0 is a value (skip that part), unlike envNum. */
+const envCount = (name: string, def: number) => {
+  const n = Number(process.env[name] ?? def);
+  return Number.isFinite(n) && n >= 0 ? n : def;
+};
 const list = (name: string, def = '') =>
   (process.env[name] ?? def)
     .split(';')
@@ -62,9 +67,9 @@ const settings = {
    */
   pacedCps: (process.env.BENCH_PACED_CPS ?? '50,200,800').split(',').map((c) => Math.max(1, Number(c) || 1)),
   pacedSeconds: envNum('BENCH_PACED_SECONDS', 1.5),
-  ttftRepeat: Math.floor(envNum('BENCH_TTFT_REPEAT', 5)),
+  ttftRepeat: Math.floor(envCount('BENCH_TTFT_REPEAT', 5)),
   /** CPU per streamed chunk: an answer of this many 4-character deltas, sent as fast as it goes. */
-  cpuChunks: Math.floor(envNum('BENCH_CPU_CHUNKS', 100000)),
+  cpuChunks: Math.floor(envCount('BENCH_CPU_CHUNKS', 100000)),
   /** Another checkout of the repository (its node_modules present): its filter's CPU per chunk too. */
   baseline: process.env.BENCH_SAFETY_BASELINE,
   startTimeoutMs: envNum('BENCH_START_TIMEOUT', 90) * 1000,
