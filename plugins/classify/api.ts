@@ -88,8 +88,12 @@ export interface Classifier {
 export interface ClassifierSet {
   list(): ClassifierInfo[];
   get(name: string): Classifier | undefined;
-  /** Runs the named classifiers (all when undefined) on the text. */
-  classify(names: string[] | undefined, text: string): Promise<Record<string, ClassifierResult>>;
+  /** Runs the named classifiers (all when undefined) on the text (`options`: for those with detectors). */
+  classify(
+    names: string[] | undefined,
+    text: string,
+    options?: ClassifyOptions,
+  ): Promise<Record<string, ClassifierResult>>;
   /**
    * The same without waiting, when every named classifier can answer at once (classifySync);
    * undefined otherwise (then use classify). For checks run many times per request, such as the

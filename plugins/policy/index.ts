@@ -524,7 +524,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       // Tier A classifiers answer at once: no promise (a stream is checked at every chunk).
       const now = set.classifySync(egressNames, text, open ? OPEN : undefined);
       if (now) return evaluateAnswer(ctx, now);
-      return set.classify(egressNames, text).then((results) => evaluateAnswer(ctx, results));
+      return set.classify(egressNames, text, open ? OPEN : undefined).then((results) => evaluateAnswer(ctx, results));
     }
 
     function evaluateAnswer(ctx: GatewayContext, results: Record<string, ClassifierResult>): AnswerCheck {

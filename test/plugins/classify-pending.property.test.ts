@@ -8,7 +8,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
+import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
 import { type Detector, pendingOf, TextView } from '../../plugins/classify/patterns/detector.ts';
+import { NamedClassifierSet } from '../../plugins/classify/set.ts';
 import { SAMPLES, texts } from '../helpers/release-samples.ts';
 
 const key = (f: { start: number; end: number; label: string }) => `${f.start}:${f.end}:${f.label}`;
@@ -56,6 +58,30 @@ describe('every detector releases only text no later match can touch', () => {
         const word = prefix.trimEnd().lastIndexOf(' ') + 1;
         expect(d.pendingFrom?.(new TextView(prefix, true)), `${d.id} at ${k}`).toBeGreaterThanOrEqual(word);
       }
+    }
+  });
+});
+
+describe('an open text through the classifier set', () => {
+  const classifiers = () => [
+    new PatternClassifier({ name: 'pii', type: 'pattern', detectors: ['pii'] }),
+    new PatternClassifier({ name: 'secrets', type: 'pattern', detectors: ['secrets'] }),
+  ];
+  it('carries the release point, at once, batched or not, and a cut-short bearer value waits', async () => {
+    const text = `Authorization: Bearer ${'abcd'.repeat(75)}`;
+    for (const set of [
+      new NamedClassifierSet(classifiers()),
+      new NamedClassifierSet(classifiers(), { batch: false }),
+    ]) {
+      for (const results of [
+        set.classifySync(undefined, text, { open: true }),
+        await set.classify(undefined, text, { open: true }),
+      ]) {
+        expect(results?.secrets.pendingFrom).toBe(text.indexOf('abcd'));
+        expect(results?.secrets.score).toBe(0);
+      }
+      // Closed (the end of the answer): the value cut short is reported, as before.
+      expect((await set.classify(undefined, text)).secrets.score).toBeGreaterThan(0.5);
     }
   });
 });
