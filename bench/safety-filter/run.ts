@@ -17,13 +17,18 @@ import { cpuUsPerRequest, envNum, runBench, runLoad, startNodeServer, waitUntilR
 import { fmt, machine, mid, printTable, signed, verdict, writeResults } from '../common/report.ts';
 import { hasTaskset, type Started, start } from '../typed-proxy/children.ts';
 import type { LoadJob, LoadResult } from '../typed-proxy/loadgen.ts';
-import { clockTicks } from '../typed-proxy/proc.ts';
+import { clockTicks, readCpuTicks } from '../typed-proxy/proc.ts';
 import { filterSets, writeBenchTenants } from './filter-setup.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const here = fileURLToPath(new URL('.', import.meta.url));
 const typedDir = join(root, 'bench', 'typed-proxy');
 
+/** A count from the environment where 0 is a value (skip that part), unlike envNum. */
+const envCount = (name: string, def: number) => {
+  const n = Number(process.env[name] ?? def);
+  return Number.isFinite(n) && n >= 0 ? n : def;
+};
 const list = (name: string, def = '') =>
   (process.env[name] ?? def)
     .split(';')
@@ -55,9 +60,18 @@ const settings = {
   /** Then an answer this many times larger, `bigRepeat` times per reader: what holding it would scale with. */
   streamScale: envNum('BENCH_STREAM_SCALE', 5),
   bigRepeat: Math.floor(envNum('BENCH_STREAM_BIG_REPEAT', 2)),
-  /** Time to first token: a model generating this many characters per second, in deltas of 4, `ttftRepeat` streams each. */
-  ttftCps: envNum('BENCH_TTFT_CPS', 400),
-  ttftRepeat: Math.floor(envNum('BENCH_TTFT_REPEAT', 5)),
+  /**
+   * Time to first and last token: a model generating these many characters per second, in deltas
+   * of 4, clean text and text with an e-mail address in its first sentence, `ttftRepeat` streams
+   * each; answers of `pacedSeconds` of generation (at least 200 characters).
+   */
+  pacedCps: (process.env.BENCH_PACED_CPS ?? '50,200,800').split(',').map((c) => Math.max(1, Number(c) || 1)),
+  pacedSeconds: envNum('BENCH_PACED_SECONDS', 1.5),
+  ttftRepeat: Math.floor(envCount('BENCH_TTFT_REPEAT', 5)),
+  /** CPU per streamed chunk: an answer of this many 4-character deltas, sent as fast as it goes. */
+  cpuChunks: Math.floor(envCount('BENCH_CPU_CHUNKS', 100000)),
+  /** Another checkout of the repository (its node_modules present): its filter's CPU per chunk too. */
+  baseline: process.env.BENCH_SAFETY_BASELINE,
   startTimeoutMs: envNum('BENCH_START_TIMEOUT', 90) * 1000,
   keepLogs: process.env.BENCH_KEEP_LOGS === '1',
 };
@@ -67,6 +81,8 @@ type TargetKey = keyof typeof labels;
 
 /** The issue's targets ("Measured", bench/safety-filter). */
 const goals = {
+  addedTtftMs: 30, // (c) - (a), median time to first token of clean text at 200 and 800 characters/s (issue 26)
+  chunkCpuRatio: 1.2, // (c) / (c0) CPU per streamed chunk, this checkout against a baseline one
   cpuRatio: 1.5, // (c)/(b) CPU per request, at most
   rpsRatio: 0.8, // (c)/(b) throughput, at least
   addedP50Ms: 1, // (c) - (a), 1 connection
@@ -159,27 +175,32 @@ async function check(url: string, expectHeader?: string): Promise<Record<string,
 }
 
 /** The filter as `switchyard serve`, its ports and its backend overridden; ready once a chat goes through. */
-async function startFilter(backendPort: number): Promise<{ s: Started; url: string }> {
+async function startFilter(
+  backendPort: number,
+  checkout = root,
+  name = 'safety-filter',
+): Promise<{ s: Started; url: string }> {
   const config = parseYaml(readFileSync(resolve(root, settings.config), 'utf8')) as Record<string, unknown>;
   const { port, sets } = await filterSets(backendPort, {
     upstream: settings.upstream,
     listeners: ['metrics', 'admin'].filter((listener) => config?.[listener]),
   });
-  sets.push(...settings.set);
-  const logFile = join(logDir, 'safety-filter.log');
+  // The overrides are this checkout's (a baseline may not know its options).
+  if (checkout === root) sets.push(...settings.set);
+  const logFile = join(logDir, `${name}.log`);
   const tenants = writeBenchTenants(logDir, settings.apiKey, settings.upstream);
   const s = start(
     process.execPath,
-    ['bin/switchyard.js', 'serve', resolve(root, settings.config), ...sets.flatMap((x) => ['--set', x])],
+    ['bin/switchyard.js', 'serve', resolve(checkout, settings.config), ...sets.flatMap((x) => ['--set', x])],
     {
       cpu: pin(settings.targetCpu),
-      cwd: root,
+      cwd: checkout,
       env: {
         ...process.env,
         LOG_LEVEL: 'warn',
         LOG_FORMAT: 'json',
         FILTER_TENANTS_FILE: process.env.FILTER_TENANTS_FILE ?? tenants,
-        FILTER_AUDIT_PATH: process.env.FILTER_AUDIT_PATH ?? join(logDir, 'audit.db'),
+        FILTER_AUDIT_PATH: process.env.FILTER_AUDIT_PATH ?? join(logDir, `${name}-audit.db`),
       },
       logFile,
     },
@@ -326,24 +347,70 @@ async function streamThrough(t: Target, answerBytes: number, reader: 'fast' | 's
 
 const mb = (kb: number | undefined) => fmt(kb === undefined ? undefined : kb / 1024, 1);
 
+interface Paced {
+  target: TargetKey;
+  cps: number;
+  kind: 'clean' | 'pii';
+  /** From sending the request to the first (last) non-empty content delta, ms. */
+  ttftMs: number;
+  lastMs: number;
+  /** What the client got: the answer (masked where it must be). */
+  chars: number;
+  placeholder: boolean;
+}
+
+/** The characters of a paced answer at `cps`: `pacedSeconds` of generation, at least 200. */
+const pacedChars = (cps: number) => Math.max(200, Math.round(cps * settings.pacedSeconds));
+
 /**
- * Time to the first token of a streamed chat whose backend generates the answer at a model's pace
- * (model `paced-<chars/s>-<length>-4`), ms: what a user waits for, the filter's hold-back included.
+ * A streamed chat whose backend generates the answer at a model's pace (model
+ * `paced-<chars/s>-<length>-4[-pii]`): when its first and its last token arrive, what a user
+ * waits for (the filter's hold-back included).
  */
-async function firstTokenMs(t: Target): Promise<number> {
-  const body = chatBody(true, `paced-${settings.ttftCps}-2000-4`);
+async function pacedStream(t: Target, cps: number, kind: 'clean' | 'pii'): Promise<Paced> {
+  const body = chatBody(true, `paced-${cps}-${pacedChars(cps)}-4${kind === 'pii' ? '-pii' : ''}`);
   const started = process.hrtime.bigint();
-  const res = await request(t.url, { method: 'POST', headers, body, headersTimeout: 10000, bodyTimeout: 30000 });
+  const res = await request(t.url, { method: 'POST', headers, body, headersTimeout: 10000, bodyTimeout: 60000 });
   if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}: ${(await res.body.text()).slice(0, 300)}`);
   const decoder = new TextDecoder();
-  let tail = '';
-  let at = Number.NaN;
+  let buffer = '';
+  let text = '';
+  let ttftMs = Number.NaN;
+  let lastMs = Number.NaN;
   for await (const chunk of res.body) {
-    if (!Number.isNaN(at)) continue;
-    tail = (tail + decoder.decode(chunk, { stream: true })).slice(-4096);
-    if (/"content":"[^"]/.test(tail)) at = Number(process.hrtime.bigint() - started) / 1e6;
+    buffer += decoder.decode(chunk, { stream: true });
+    let end = buffer.indexOf('\n\n');
+    while (end >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      end = buffer.indexOf('\n\n');
+      if (!event.startsWith('data: {')) continue;
+      const content = (JSON.parse(event.slice(6)) as { choices?: Array<{ delta?: { content?: string } }> }).choices?.[0]
+        ?.delta?.content;
+      if (!content) continue;
+      const at = Number(process.hrtime.bigint() - started) / 1e6;
+      if (Number.isNaN(ttftMs)) ttftMs = at;
+      lastMs = at;
+      text += content;
+    }
   }
-  return at;
+  return { target: t.key, cps, kind, ttftMs, lastMs, chars: text.length, placeholder: text.includes('[EMAIL]') };
+}
+
+/**
+ * CPU of a target's process per streamed chunk: an answer of `cpuChunks` deltas of 4 characters
+ * sent as fast as the backend goes (model `paced-0-…-4`), the process's CPU ticks over it.
+ */
+async function cpuPerChunkUs(t: Target): Promise<number> {
+  const body = chatBody(true, `paced-0-${settings.cpuChunks * 4}-4`);
+  const before = readCpuTicks(t.proc.pid);
+  const res = await request(t.url, { method: 'POST', headers, body, headersTimeout: 10000, bodyTimeout: 120000 });
+  if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}: ${(await res.body.text()).slice(0, 300)}`);
+  for await (const _ of res.body) {
+    // read to the end
+  }
+  const ticks = readCpuTicks(t.proc.pid) - before;
+  return ((ticks / clk) * 1e6) / settings.cpuChunks;
 }
 
 async function main(): Promise<number> {
@@ -540,29 +607,108 @@ async function main(): Promise<number> {
       console.log(`${labels[t.key]}: stream failed: ${(err as Error).message}`);
     }
   }
-  // Time to first token with the answer generated at a model's pace: what the hold-back costs.
-  const ttft: Array<{ target: TargetKey; ms: number }> = [];
-  const paced = targets.filter((t) => t.key !== 'bare');
-  for (let i = 0; i < settings.ttftRepeat; i++) {
-    for (const t of i % 2 ? [...paced].reverse() : paced) {
-      try {
-        ttft.push({ target: t.key, ms: await firstTokenMs(t) });
-      } catch (err) {
-        failures[`ttft-${t.key}`] = (err as Error).message;
+  // Time to first and last token with the answer generated at a model's pace: what the hold-back costs.
+  const paced: Paced[] = [];
+  const pacedTargets = targets.filter((t) => t.key !== 'bare');
+  if (settings.ttftRepeat > 0) {
+    console.log(
+      `\npaced streams (deltas of 4 characters, ${settings.ttftRepeat} per cell, ~${settings.pacedSeconds} s of generation each):`,
+    );
+  }
+  for (const cps of settings.ttftRepeat > 0 ? settings.pacedCps : []) {
+    for (const kind of ['clean', 'pii'] as const) {
+      for (let i = 0; i < settings.ttftRepeat; i++) {
+        for (const t of i % 2 ? [...pacedTargets].reverse() : pacedTargets) {
+          try {
+            paced.push(await pacedStream(t, cps, kind));
+          } catch (err) {
+            failures[`paced-${t.key}-${cps}-${kind}`] = (err as Error).message;
+          }
+        }
       }
     }
   }
-  const ttftOf = (key: TargetKey) => mid(ttft.filter((x) => x.target === key).map((x) => x.ms));
-  const addedTtftMs = (ttftOf('filter') ?? Number.NaN) - (ttftOf('direct') ?? Number.NaN);
-  if (settings.ttftRepeat > 0) {
+  const pacedOf = (key: TargetKey, cps: number, kind: string) =>
+    paced.filter((p) => p.target === key && p.cps === cps && p.kind === kind);
+  const addedTtft = (cps: number, kind: string) =>
+    (mid(pacedOf('filter', cps, kind).map((p) => p.ttftMs)) ?? Number.NaN) -
+    (mid(pacedOf('direct', cps, kind).map((p) => p.ttftMs)) ?? Number.NaN);
+  printTable(
+    [
+      'chars/s',
+      'text',
+      'answer chars',
+      '(a) TTFT p50 ms',
+      '(c) TTFT p50 ms',
+      'added',
+      '(a) last token ms',
+      '(c) last token ms',
+      'added',
+      'masked',
+    ],
+    settings.ttftRepeat > 0
+      ? settings.pacedCps.flatMap((cps) =>
+          (['clean', 'pii'] as const).map((kind) => {
+            const [a, c] = [pacedOf('direct', cps, kind), pacedOf('filter', cps, kind)];
+            const last = (list: Paced[]) => mid(list.map((p) => p.lastMs));
+            return [
+              String(cps),
+              kind,
+              String(pacedChars(cps)),
+              fmt(mid(a.map((p) => p.ttftMs)), 1),
+              fmt(mid(c.map((p) => p.ttftMs)), 1),
+              signed(addedTtft(cps, kind)),
+              fmt(last(a), 0),
+              fmt(last(c), 0),
+              signed((last(c) ?? Number.NaN) - (last(a) ?? Number.NaN)),
+              kind === 'pii' ? `${c.filter((p) => p.placeholder).length}/${c.length}` : '',
+            ];
+          }),
+        )
+      : [],
+  );
+  const ttftGoalCps = settings.pacedCps.filter((c) => c === 200 || c === 800);
+  const ttftVerdict = ttftGoalCps.length
+    ? ttftGoalCps.every((cps) => addedTtft(cps, 'clean') < goals.addedTtftMs)
+    : undefined;
+
+  // CPU per streamed chunk, through the filter, the bare proxy and (if given) a baseline checkout.
+  const chunkCpu: Record<string, number> = {};
+  let baseline: { s: Started; url: string } | undefined;
+  if (settings.cpuChunks > 0) {
+    if (settings.baseline) {
+      try {
+        baseline = await startFilter(backend.port, resolve(settings.baseline), 'baseline-filter');
+      } catch (err) {
+        failures.baseline = (err as Error).message;
+      }
+    }
+    const measured: Array<[string, Target]> = targets
+      .filter((t) => t.key !== 'direct')
+      .map((t): [string, Target] => [t.key, t]);
+    if (baseline) measured.push(['baseline', { key: 'filter', url: baseline.url, proc: baseline.s }]);
+    const samples: Record<string, number[]> = {};
+    for (let round = 0; round < 3; round++) {
+      for (const [name, t] of round % 2 ? [...measured].reverse() : measured) {
+        try {
+          samples[name] ??= [];
+          samples[name].push(await cpuPerChunkUs(t));
+        } catch (err) {
+          failures[`chunk-cpu-${name}`] = (err as Error).message;
+        }
+      }
+    }
+    for (const [name, list] of Object.entries(samples)) chunkCpu[name] = mid(list) ?? Number.NaN;
     console.log(
-      `
-time to first token, a model generating ${settings.ttftCps} characters/s in deltas of 4 ` +
-        `(median of ${settings.ttftRepeat}): (a) ${fmt(ttftOf('direct'), 1)} ms, (c) ${fmt(ttftOf('filter'), 1)} ms: ` +
-        `the hold-back adds ${fmt(addedTtftMs, 0)} ms (${fmt((addedTtftMs * settings.ttftCps) / 1000, 0)} characters ` +
-        'of generation)',
+      `\nCPU per streamed chunk (${settings.cpuChunks} deltas of 4 characters, median of 3): ` +
+        Object.entries(chunkCpu)
+          .map(([name, us]) => `${name} ${fmt(us, 2)} µs`)
+          .join(', ') +
+        (chunkCpu.baseline ? `; filter / baseline ${fmt(chunkCpu.filter / chunkCpu.baseline, 2)}x` : ''),
     );
   }
+  const chunkCpuVerdict = chunkCpu.baseline ? chunkCpu.filter / chunkCpu.baseline <= goals.chunkCpuRatio : undefined;
+  baseline?.s.child.kill();
 
   const streamGroups = targets.flatMap((t) =>
     sizes.flatMap(({ bytes }) =>
@@ -659,6 +805,20 @@ time to first token, a model generating ${settings.ttftCps} characters/s in delt
         `< ${mb((goals.rssGrowthShare * bytes) / 1024)} MB`,
         `${mb(kb)} MB${bytes === rss.at(-1)?.bytes ? verdict(pass) : ' (GC alone moves it by up to ~10 MB)'}`,
       ]),
+      ...ttftGoalCps.map((cps) => [
+        `added TTFT p50, clean text at ${cps} chars/s`,
+        '(a)',
+        `< ${goals.addedTtftMs} ms`,
+        `${signed(addedTtft(cps, 'clean'))} ms${verdict(addedTtft(cps, 'clean') < goals.addedTtftMs)}`,
+      ]),
+      [
+        'CPU per streamed chunk',
+        '(c0) baseline',
+        `<= ${goals.chunkCpuRatio}x`,
+        chunkCpu.baseline
+          ? `${fmt(chunkCpu.filter / chunkCpu.baseline, 2)}x${verdict(chunkCpuVerdict)}`
+          : 'no baseline (BENCH_SAFETY_BASELINE)',
+      ],
       [
         `for reference: (b) added p50 / p99, ${single} conn`,
         '(a)',
@@ -702,13 +862,13 @@ time to first token, a model generating ${settings.ttftCps} characters/s in delt
     clockTicks: clk,
     goals,
     ratios,
-    verdicts: { ...verdicts, rss: rssVerdict },
+    verdicts: { ...verdicts, rss: rssVerdict, ttft: ttftVerdict, chunkCpu: chunkCpuVerdict },
     rss,
     rows,
     ttfb,
     streams,
-    ttft,
-    addedTtftMs,
+    paced,
+    chunkCpu,
     failures,
   });
   return Object.keys(failures).length ? 1 : 0;

@@ -29,6 +29,22 @@ export interface ClassifierResult {
    * of the input a result may carry (spans are offsets, `detail` never holds text).
    */
   evidence?: string[];
+  /**
+   * Only when classified as an open text (ClassifyOptions.open): the earliest offset from which a
+   * match could still be completed by more text (the text's length when none), the minimum of its
+   * detectors' Detector.pendingFrom. Findings from there on are not counted yet. Absent from
+   * classifiers without detectors (a model: a stream holds its maxSpanChars).
+   */
+  pendingFrom?: number;
+}
+
+/** How a text is classified. */
+export interface ClassifyOptions {
+  /**
+   * The text may go on (a stream's window before its end): each detector's findings that more
+   * text could still change are left out, and the result says from where (pendingFrom).
+   */
+  open?: boolean;
 }
 
 export interface ClassifierInfo {
@@ -65,21 +81,29 @@ export interface Classifier {
    * The same answer without waiting, for classifiers that never wait (Tier A patterns, always
    * loaded): the set then runs them without a promise each.
    */
-  classifySync?(text: string): ClassifierResult;
+  classifySync?(text: string, options?: ClassifyOptions): ClassifierResult;
   close?(): Promise<void>;
 }
 
 export interface ClassifierSet {
   list(): ClassifierInfo[];
   get(name: string): Classifier | undefined;
-  /** Runs the named classifiers (all when undefined) on the text. */
-  classify(names: string[] | undefined, text: string): Promise<Record<string, ClassifierResult>>;
+  /** Runs the named classifiers (all when undefined) on the text (`options`: for those with detectors). */
+  classify(
+    names: string[] | undefined,
+    text: string,
+    options?: ClassifyOptions,
+  ): Promise<Record<string, ClassifierResult>>;
   /**
    * The same without waiting, when every named classifier can answer at once (classifySync);
    * undefined otherwise (then use classify). For checks run many times per request, such as the
    * egress check of a stream every few hundred characters.
    */
-  classifySync(names: string[] | undefined, text: string): Record<string, ClassifierResult> | undefined;
+  classifySync(
+    names: string[] | undefined,
+    text: string,
+    options?: ClassifyOptions,
+  ): Record<string, ClassifierResult> | undefined;
   /** Loads every classifier (ML models included); `models_loaded` counts the `ml` ones loaded. */
   warmup(): Promise<{ models_loaded: number; duration_ms: number }>;
   /** True when every classifier is loaded. */

@@ -9,12 +9,13 @@
  * each text at once instead.
  */
 import { TurnBatch } from '../../runtime/index.ts';
-import type { Classifier, ClassifierInfo, ClassifierResult, ClassifierSet } from './api.ts';
+import type { Classifier, ClassifierInfo, ClassifierResult, ClassifierSet, ClassifyOptions } from './api.ts';
 
 type Results = Record<string, ClassifierResult>;
 interface Job {
   selected: Classifier[];
   text: string;
+  options?: ClassifyOptions;
 }
 
 export class NamedClassifierSet implements ClassifierSet {
@@ -39,25 +40,37 @@ export class NamedClassifierSet implements ClassifierSet {
     return this.#byName.get(name);
   }
 
-  classifySync(names: string[] | undefined, text: string): Record<string, ClassifierResult> | undefined {
+  classifySync(
+    names: string[] | undefined,
+    text: string,
+    options?: ClassifyOptions,
+  ): Record<string, ClassifierResult> | undefined {
     const selected = this.#select(names);
     const out: Record<string, ClassifierResult> = {};
     for (const c of selected) {
       if (!c.classifySync) return undefined;
     }
-    for (const c of selected) out[c.name] = (c.classifySync as (text: string) => ClassifierResult)(text);
+    for (const c of selected) {
+      out[c.name] = (c.classifySync as (text: string, o?: ClassifyOptions) => ClassifierResult).call(c, text, options);
+    }
     return out;
   }
 
-  async classify(names: string[] | undefined, text: string): Promise<Record<string, ClassifierResult>> {
+  async classify(
+    names: string[] | undefined,
+    text: string,
+    options?: ClassifyOptions,
+  ): Promise<Record<string, ClassifierResult>> {
     const selected = this.#select(names);
-    if (this.#batch && selected.every((c) => c.classifySync !== undefined)) return this.#batch.add({ selected, text });
+    if (this.#batch && selected.every((c) => c.classifySync !== undefined)) {
+      return this.#batch.add({ selected, text, options });
+    }
     // Classifiers that answer at once do so in turn; the others (models) run side by side.
     const results = new Array<ClassifierResult>(selected.length);
     let waiting: Promise<void>[] | undefined;
     for (let i = 0; i < selected.length; i++) {
       const c = selected[i];
-      if (c.classifySync) results[i] = c.classifySync(text);
+      if (c.classifySync) results[i] = c.classifySync(text, options);
       else {
         waiting ??= [];
         waiting.push(
@@ -127,11 +140,11 @@ function classifyBatch(jobs: readonly Job[], fail: (index: number, reason: unkno
   const order: Classifier[] = [];
   for (const job of jobs) for (const c of job.selected) if (!order.includes(c)) order.push(c);
   for (const c of order) {
-    const run = c.classifySync as (text: string) => ClassifierResult;
+    const run = c.classifySync as (text: string, options?: ClassifyOptions) => ClassifierResult;
     for (let i = 0; i < jobs.length; i++) {
       if (failed[i] || !jobs[i].selected.includes(c)) continue;
       try {
-        outputs[i][c.name] = run.call(c, jobs[i].text);
+        outputs[i][c.name] = run.call(c, jobs[i].text, jobs[i].options);
       } catch (err) {
         failed[i] = true;
         fail(i, err);

@@ -61,7 +61,13 @@ export interface PolicyOptions {
   filter_list: boolean;
   block_error?: { code: string };
   classifiers?: string;
-  egress?: { classifiers?: string[]; window_chars?: number; scan_every_chars?: number; holdback_chars?: number };
+  egress?: {
+    classifiers?: string[];
+    window_chars?: number;
+    scan_every_chars?: number;
+    holdback_chars?: number;
+    release_every_chars?: number;
+  };
 }
 
 export const policyPlugin = definePlugin<PolicyOptions>({
@@ -132,10 +138,18 @@ export const policyPlugin = definePlugin<PolicyOptions>({
             type: 'integer',
             minimum: 0,
             description:
-              'Withhold this much streamed text until it was checked with what follows it. Default: what the ' +
-              "egress rules need, from the classifier set: a redact rule's classifiers' longest span, what a " +
-              "block rule's classifiers must see before they fire. Less than that: a redaction of text already " +
-              'sent ends the stream as a block. 0: forward at once.',
+              'The most streamed text withheld: text is released at every chunk up to where a match could ' +
+              'still grow into it, and held text past this bound is judged as cut short. Default: the longest ' +
+              "span of the egress rules' classifiers (from the classifier set). Less than that: a redaction of " +
+              'text already sent ends the stream as a block. 0: forward at once, checked every scan_every_chars.',
+          },
+          release_every_chars: {
+            type: 'integer',
+            minimum: 0,
+            default: 0,
+            description:
+              'Once the first text of a stream went out, check and release again only when this much new ' +
+              'text came (fewer checks, text in larger steps). 0: at every chunk.',
           },
         },
       },
@@ -505,12 +519,12 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     type AnswerCheck = Evaluation & { results: Record<string, ClassifierResult> };
 
     /** Classifies a streamed answer's window and evaluates the egress rules on it (at once when it can: see AnswerStream). */
-    function checkAnswer(ctx: GatewayContext, text: string): AnswerCheck | Promise<AnswerCheck> {
+    function checkAnswer(ctx: GatewayContext, text: string, open = false): AnswerCheck | Promise<AnswerCheck> {
       const set = classifierSet as ClassifierSet;
-      // Tier A classifiers answer at once: no promise (a stream is checked every few hundred characters).
-      const now = set.classifySync(egressNames, text);
+      // Tier A classifiers answer at once: no promise (a stream is checked at every chunk).
+      const now = set.classifySync(egressNames, text, open ? OPEN : undefined);
       if (now) return evaluateAnswer(ctx, now);
-      return set.classify(egressNames, text).then((results) => evaluateAnswer(ctx, results));
+      return set.classify(egressNames, text, open ? OPEN : undefined).then((results) => evaluateAnswer(ctx, results));
     }
 
     function evaluateAnswer(ctx: GatewayContext, results: Record<string, ClassifierResult>): AnswerCheck {
@@ -550,17 +564,40 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     const checkRpcAnswer: RpcResponseMap = async (response, ctx) =>
       (await checkJsonAnswer(response, ctx, rpcAnswers)) as Record<string, unknown>;
 
+    /**
+     * Where a stream may release up to in a checked window: the least of the classifiers'
+     * pendingFrom; a classifier without one (a model, or a check that had to wait) holds its
+     * longest span, as the fixed hold-back did.
+     */
+    function pendingFrom(results: Record<string, ClassifierResult>, length: number): number {
+      let least = length;
+      for (const name in results) {
+        const r = results[name];
+        const at =
+          r.pendingFrom ?? Math.max(0, length - ((classifierSet as ClassifierSet).get(name)?.maxSpanChars ?? length));
+        if (at < least) least = at;
+      }
+      return least;
+    }
+
+    /** Whether every egress classifier answers at once (Tier A): then an open check keeps less context. */
+    const egressAnswersAtOnce =
+      classifierSet !== undefined &&
+      (egressNames ?? classifierSet.list().map((c) => c.name)).every((n) => classifierSet.get(n)?.classifySync);
+
     /** Hold-backs per list of policies (the lists come from the policy set, which a reload replaces). */
     const holdbacks = new WeakMap<readonly string[], number>();
     const egressClassifiers = new Set(egressNames ?? classifierSet?.list().map((c) => c.name) ?? []);
     const within = (names: string[]) => names.filter((n) => egressClassifiers.has(n));
 
     /**
-     * The hold-back a stream needs so that no egress rule of these policies acts too late: a
-     * redact rule must see a whole span of the classifiers it masks before any of it is sent
-     * (their longest span, `maxSpanChars`), a block rule what its classifiers must see of a match
-     * before they fire (`detectChars`: a BEGIN line, not the whole key). Derived from the
-     * classifier set, so a detector added or changed moves it.
+     * The most a stream holds back (streamCheck releases before it as soon as no match can grow
+     * into the text, and the hold-back is only the bound): a redact rule must see a whole span of
+     * the classifiers it masks before any of it is sent, and a block rule decides on the
+     * completed match too (a JWT-like run, a bearer value, a BEGIN line is judged once it ends,
+     * so a clean one does not end the stream): both hold up to their classifiers' longest span
+     * (`maxSpanChars`). Past it the held text is judged as cut short (detectChars). Derived from
+     * the classifier set, so a detector added or changed moves it.
      */
     function holdbackFor(current: PolicySet, names: readonly string[]): number {
       let holdback = holdbacks.get(names);
@@ -571,7 +608,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         for (const rule of current.byName.get(name)?.rules ?? []) {
           if (rule.phase !== 'egress') continue;
           if (rule.action === 'redact') holdback = Math.max(holdback, set.maxSpanChars(within(rule.redact)));
-          if (rule.action === 'block') holdback = Math.max(holdback, set.detectChars(within(rule.classifiers)));
+          if (rule.action === 'block') holdback = Math.max(holdback, set.maxSpanChars(within(rule.classifiers)));
         }
       }
       holdbacks.set(names, holdback);
@@ -588,8 +625,17 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       readonly windowChars = egressOptions.window_chars;
       readonly scanEveryChars = egressOptions.scan_every_chars;
       readonly holdbackChars: number;
+      readonly releaseEveryChars = egressOptions.release_every_chars ?? 0;
+      /**
+       * Tier A detectors need at most ~70 characters before a span (`generic_secret`'s name and
+       * operator; docs/classifiers.md, "Context before the span"); a model judges what it gets, so
+       * with one on egress every check keeps the whole window.
+       */
+      readonly openContextChars = egressAnswersAtOnce ? OPEN_CONTEXT_CHARS : undefined;
       /** The rules that fired on this answer, each once (made when one fires). */
       private fired: RuleMatch[] | undefined;
+      /** The evaluation of a window where no classifier scored. */
+      private clean: AnswerCheck | undefined;
       private recorded = false;
 
       constructor(
@@ -599,20 +645,32 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         this.holdbackChars = egressOptions.holdback_chars ?? holdbackFor(store.current, names);
       }
 
-      check(windowText: string): WindowVerdict | Promise<WindowVerdict> {
-        const checked = checkAnswer(this.ctx, windowText);
-        if (checked instanceof Promise) return checked.then((c) => this.verdictOf(c));
-        return this.verdictOf(checked);
+      check(windowText: string, open = false): WindowVerdict | Promise<WindowVerdict> {
+        const set = classifierSet as ClassifierSet;
+        const now = set.classifySync(egressNames, windowText, open ? OPEN : undefined);
+        if (now !== undefined) {
+          // A window where nothing scored (most of a stream, checked at every chunk): the rules see
+          // the same data every time, so they are evaluated once per stream.
+          if (!allZero(now)) return this.verdictOf(evaluateAnswer(this.ctx, now), windowText.length);
+          this.clean ??= evaluateAnswer(this.ctx, now);
+          return this.verdictOf(
+            { decision: this.clean.decision, matches: this.clean.matches, results: now },
+            windowText.length,
+          );
+        }
+        const checked = checkAnswer(this.ctx, windowText, open);
+        if (checked instanceof Promise) return checked.then((c) => this.verdictOf(c, windowText.length));
+        return this.verdictOf(checked, windowText.length);
       }
 
-      verdictOf({ decision, matches, results }: AnswerCheck): WindowVerdict {
+      verdictOf({ decision, matches, results }: AnswerCheck, length: number): WindowVerdict {
         if (matches.length > 0) this.remember(matches);
         if (this.ctx.state.dryRun && matches.length > 0) {
           observe(this.ctx, 'egress', applicableNow(this.ctx), matches, results, mode(this.ctx), true);
         }
-        const spans = redactSpans(matches, results);
+        const spans = matches.length > 0 ? redactSpans(matches, results) : NO_SPANS;
         const enforce = mode(this.ctx) === 'strict';
-        return { decision: enforce ? decision : { action: 'allow' }, spans };
+        return { decision: enforce ? decision : ALLOW, spans, pendingFrom: pendingFrom(results, length) };
       }
 
       /** Records a block or redaction (the audit stage, further out, writes it before the client sees more). */
@@ -655,6 +713,16 @@ export const policyPlugin = definePlugin<PolicyOptions>({
 
       mask(text: string, spans: Span[]): string {
         return redact(text, spans);
+      }
+
+      /** The request's decision once the stream is decided (as X-Filter-Decision says it: flag allows). */
+      summary(): Record<string, unknown> {
+        const d = this.ctx.state.decision;
+        const action = d === undefined || d.action === 'flag' || d.action === 'passed-unchecked' ? 'allow' : d.action;
+        return {
+          action: action === 'unchecked' ? 'block' : action,
+          ...(d?.rule !== undefined && action !== 'allow' ? { rule: d.rule, policy: d.policy } : {}),
+        };
       }
     }
 
@@ -761,3 +829,15 @@ const LISTING_SLICE_CHARS = 64 * 1024;
 const MAX_TOOL_DEFINITION_CHARS = 1024 * 1024;
 
 type Results = Record<string, ClassifierResult>;
+
+const OPEN = { open: true } as const;
+/** Context kept before the held text of a stream at each chunk's check, for Tier A detectors. */
+const OPEN_CONTEXT_CHARS = 128;
+
+/** Whether no classifier found anything (score 0, no span). */
+function allZero(results: Results): boolean {
+  for (const name in results) if (results[name].score !== 0 || results[name].spans.length > 0) return false;
+  return true;
+}
+const NO_SPANS: Span[] = [];
+const ALLOW: PolicyDecision = { action: 'allow' };

@@ -31,6 +31,12 @@ export interface WindowVerdict {
   decision: PolicyDecision;
   /** Spans (offsets into the window text) a redact decision masks. */
   spans: Span[];
+  /**
+   * Of an open window (check with `open`): the offset in the window text from which a match
+   * could still be completed by more text (the minimum over the classifiers, Detector.pendingFrom).
+   * Everything before it may be released once this verdict is applied.
+   */
+  pendingFrom?: number;
 }
 
 /** How much of a stream was checked when a decision was taken. */
@@ -48,10 +54,29 @@ export function scanDetails(s: StreamScan): Record<string, unknown> {
 export interface StreamCheckOptions {
   windowChars: number;
   scanEveryChars: number;
-  /** Characters of streamed text withheld until checked with what follows them (0: forward at once). */
+  /**
+   * The most streamed text withheld (0: forward at once, checked every scanEveryChars). Within it,
+   * text is released as soon as no match can still grow into it (WindowVerdict.pendingFrom); past
+   * it, the held text is checked as if the answer ended there (a match cut short counts) and the
+   * oldest text is released.
+   */
   holdbackChars: number;
-  /** May answer at once (then an event that completes a scan step still costs no promise). */
-  check(windowText: string): WindowVerdict | Promise<WindowVerdict>;
+  /**
+   * Once text went out, check (and release) again only when this much new text came (0: at every
+   * chunk): fewer checks, text released in larger steps.
+   */
+  releaseEveryChars?: number;
+  /**
+   * Context kept before the held text in an open check (at every chunk): what the detectors need
+   * before a span (`password =` before its value). Default: `windowChars - scanEveryChars`, as in
+   * every other check.
+   */
+  openContextChars?: number;
+  /**
+   * May answer at once (then an event that completes a scan step still costs no promise). `open`:
+   * the answer goes on after this text (matches it cuts short are held, not judged).
+   */
+  check(windowText: string, open?: boolean): WindowVerdict | Promise<WindowVerdict>;
   /** A rule blocked or redacted: record it (the audit stage writes it before the client sees more). */
   decided(decision: PolicyDecision, scanned: StreamScan): void;
   /** The answer is complete (`[DONE]`) and no rule blocked it; called once. */
@@ -59,10 +84,16 @@ export interface StreamCheckOptions {
   /** The body of the error event that ends a blocked or refused stream. */
   errorBody(reason: PolicyDecision | UninspectableAnswer): unknown;
   mask(text: string, spans: Span[]): string;
+  /**
+   * The decision of the whole stream, as its last event carries it (`filter_decision` on the
+   * `content_filter` finish of a blocked stream; on a chunk with no choices before `[DONE]`
+   * otherwise). Absent: nothing is added.
+   */
+  summary?(): Record<string, unknown>;
 }
 
 export function streamCheck(o: StreamCheckOptions): SseFilter {
-  return o.holdbackChars > 0 ? new HeldCheck(o) : new WindowCheck(o);
+  return o.holdbackChars > 0 ? new ReleaseCheck(o) : new WindowCheck(o);
 }
 
 /**
@@ -86,7 +117,7 @@ abstract class StreamCheckBase implements SseFilter {
 
   /** The stream's events after the block or refusal: a `content_filter` finish, the error, `[DONE]`. */
   refuse(err: UninspectableAnswer): SseEvent[] {
-    return blockEvents(this.last, this.o.errorBody(err));
+    return blockEvents(this.last, this.o.errorBody(err), this.o.summary?.());
   }
 
   /** The chunk an event carries (undefined for an empty event); throws when it is not JSON. */
@@ -117,7 +148,7 @@ abstract class StreamCheckBase implements SseFilter {
   /** The end of a blocked stream, after recording the block. */
   protected block(decision: PolicyDecision, complete: boolean): SseEvent[] {
     this.o.decided(decision, this.scanned(complete));
-    return blockEvents(this.last, this.o.errorBody(decision));
+    return blockEvents(this.last, this.o.errorBody(decision), this.o.summary?.());
   }
 
   /** Records the first redaction of the answer. */
@@ -134,9 +165,8 @@ abstract class StreamCheckBase implements SseFilter {
     this.o.ended?.(this.scanned(true));
   }
 
-  /** The verdict's spans in absolute offsets. */
-  protected absolute(spans: Span[]): Span[] {
-    const base = this.chars - this.window.length;
+  /** The verdict's spans in absolute offsets (`base`: where the checked text starts, by default the window). */
+  protected absolute(spans: Span[], base = this.chars - this.window.length): Span[] {
     // Ranges that left the window can no longer matter.
     this.#masked = this.#masked.filter((r) => r.end > base);
     return spans.map((sp) => ({ ...sp, start: sp.start + base, end: sp.end + base }));
@@ -204,7 +234,8 @@ class WindowCheck extends StreamCheckBase {
     const verdict = (o: Outcome): SseVerdict => {
       if (o?.end) return { events: o.end, end: true };
       this.complete();
-      return { events: [done] };
+      const summary = this.o.summary?.();
+      return { events: summary ? [summaryEvent(this.last, summary), done] : [done] };
     };
     return outcome instanceof Promise ? outcome.then(verdict) : verdict(outcome);
   }
@@ -244,110 +275,202 @@ type Outcome = { end?: SseEvent[]; masked?: Record<string, unknown> } | undefine
 /** What a check does with an event; undefined passes it as it came. */
 type Verdict = SseVerdict | undefined;
 
-/** An event waiting to be released, with the text it adds (empty for events without text). */
+/** An event waiting to be released: its chunk as the backend sent it, and the text it adds. */
 interface Held {
   event: SseEvent;
   chunk?: Record<string, unknown>;
   text: string;
+  /** Of a chunk whose start went out (cut without building objects): the chunk it was, its text, and where it was cut. */
+  rest?: { chunk: Record<string, unknown>; text: string; at: number };
 }
 
+type Step<T> = T | Promise<T>;
+const then = <T, U>(x: Step<T>, f: (value: T) => U): Step<U> => (x instanceof Promise ? x.then(f) : f(x));
+
 /**
- * The hold-back variant: events are queued while their text is checked. A batch is released
- * once `holdback + scanEveryChars` characters wait: the window is scanned, then the oldest events
- * go out, whole, while at least `holdback` characters remain held. A block drops everything still held (the
- * client never sees it); a redact masks the held parts of the matched spans; `[DONE]` scans and
- * releases the rest.
+ * The variant with a hold-back: each event with text is checked with the held text before it
+ * (an open window: matches it cuts short wait), and the held text is released at once up to
+ * where a match could still grow into it (WindowVerdict.pendingFrom): ordinary text goes out with
+ * its chunk, the current token or the start of what may become a key waits for what follows. A
+ * chunk of plain content is cut there; any other waits whole. Past `holdbackChars` held, the
+ * window is checked as if the answer ended there (a match cut short counts, as before) and the
+ * oldest text goes out: the hold-back is a bound, not an amount always held. A block drops
+ * everything held; a redact masks the matched spans as their text is released.
+ *
+ * A tool call's deltas are held apart, not in the window, until its choice finishes (or `[DONE]`):
+ * then its arguments are checked whole, so a client never starts a call the policy would block,
+ * and the text around it does not wait for it.
  */
-class HeldCheck extends StreamCheckBase {
+class ReleaseCheck extends StreamCheckBase {
   #held: Held[] = [];
   #heldChars = 0;
-  readonly #holdback: number;
+  /** Absolute offset of the first held character: everything before it went out. */
+  #released = 0;
+  /** Where the last check says text may go out up to (absolute). */
+  #until = 0;
+  #tools: Held[] = [];
+  #toolText = '';
+  /** Text kept before the held text for the detectors' context (`password =` before its value). */
+  readonly #context: number;
+  readonly #openContext: number;
 
   constructor(o: StreamCheckOptions) {
     super(o);
-    this.#holdback = o.holdbackChars;
+    this.#context = Math.max(0, o.windowChars - o.scanEveryChars);
+    this.#openContext = Math.min(this.#context, o.openContextChars ?? this.#context);
   }
 
   onEvent(event: SseEvent): Verdict | Promise<Verdict> {
-    if (event.data === '[DONE]') return this.#finish([event]);
+    if (event.data === '[DONE]') return this.#finish(event);
     const chunk = this.parse(event);
+    if (chunk !== undefined && isToolChunk(chunk)) {
+      const text = chunkText(chunk);
+      this.events++;
+      this.last = chunk;
+      this.#tools.push({ event, chunk, text });
+      this.#toolText += text;
+      return finishes(chunk) ? this.#settle([], false) : { events: [] };
+    }
     const text = chunk ? chunkText(chunk) : '';
+    if (chunk !== undefined && finishes(chunk)) {
+      if (text !== '') this.#take(chunk, text, event);
+      return this.#settle(text === '' ? [event] : [], false);
+    }
     if (!chunk || !text) {
       if (this.#held.length === 0) return undefined;
       this.#held.push({ event, chunk, text: '' }); // keeps its place behind the held text
       return { events: [] };
     }
-    this.#held.push({ event, chunk, text });
-    this.#heldChars += text.length;
-    // The window keeps the held text and context before it (a detector may need the words before
-    // its span, e.g. `password =`).
-    this.take(chunk, text, this.#heldChars + this.o.windowChars - this.o.scanEveryChars);
-    if (this.#heldChars < this.#holdback + this.o.scanEveryChars) return { events: [] };
-    const blocked = this.#scan(false);
-    if (blocked instanceof Promise) return blocked.then((b) => this.#released(b));
-    return this.#released(blocked);
+    // Nothing held, or a held word that the chunk goes on with.
+    const continues = this.#heldChars === 0 || !isBlank(this.window.charCodeAt(this.window.length - 1));
+    this.#take(chunk, text, event);
+    const open = this.#heldChars <= this.o.holdbackChars;
+    // A chunk without a blank that starts or goes on with the last word is checked with what ends
+    // that word: the word is what an address, a key or a number would start with, held anyway, and
+    // skipping the check only waits (nothing is released without one). Up to scanEveryChars held.
+    if (open && continues && this.#heldChars <= this.o.scanEveryChars && !hasBlank(text)) return { events: [] };
+    // The operator's step (release_every_chars), once the first text went out.
+    if (open && this.#released > 0 && this.unscanned < (this.o.releaseEveryChars ?? 0)) return { events: [] };
+    // A long held run (a key, a base64 blob) is checked again every so often, not at every chunk:
+    // past the bound every scanEveryChars (as the fixed hold-back did), below it once the run grew
+    // by a quarter, so its cost stays linear in its length.
+    const every = open ? Math.min(this.o.scanEveryChars, this.#heldChars >> 2) : this.o.scanEveryChars;
+    if (this.#heldChars > this.o.scanEveryChars && this.unscanned < every) return { events: [] };
+    return then(this.#scan(open, false), (blocked) =>
+      blocked ? { events: blocked, end: true } : { events: this.#release(this.#until) },
+    );
   }
 
   async onEnd(): Promise<SseEvent[]> {
     if (this.completed) return [];
-    const blocked = this.unscanned > 0 ? await this.#scan(true) : undefined;
+    const blocked = this.unscanned > 0 || this.#heldChars > 0 ? await this.#scan(false, true) : undefined;
     if (blocked) return blocked;
+    const tools = this.#toolText !== '' ? await this.#checkTools(true) : undefined;
+    if (tools) return tools;
     throw new UninspectableAnswer('truncated', 'the stream ended without [DONE]');
   }
 
-  #released(blocked: SseEvent[] | undefined): SseVerdict {
-    if (blocked) return { events: blocked, end: true };
-    return { events: this.#release(this.#holdback) };
+  #take(chunk: Record<string, unknown>, text: string, event: SseEvent): void {
+    this.events++;
+    this.chars += text.length;
+    this.last = chunk;
+    this.unscanned += text.length;
+    this.#held.push({ event, chunk, text });
+    this.#heldChars += text.length;
+    const keep = this.#heldChars + this.#context;
+    this.window += text;
+    if (this.window.length > keep) this.window = this.window.slice(this.window.length - keep);
   }
 
-  #finish(tail: SseEvent[]): SseVerdict | Promise<SseVerdict> {
-    const done = (blocked: SseEvent[] | undefined): SseVerdict => {
+  /** `[DONE]`: everything held is checked as the end of the answer and released, then `[DONE]`. */
+  #finish(done: SseEvent): Step<SseVerdict> {
+    return then(this.#settle([done], true), (verdict) => {
+      if (!verdict.end) {
+        this.complete();
+        const summary = this.o.summary?.();
+        if (summary) verdict.events.splice(verdict.events.length - 1, 0, summaryEvent(this.last, summary));
+      }
+      return verdict;
+    });
+  }
+
+  /**
+   * A choice finished (or the answer did): the held text is checked as complete, the held tool
+   * calls are checked whole, and all of it goes out (the text, the tool calls, then `tail`).
+   */
+  #settle(tail: SseEvent[], atEnd: boolean): Step<SseVerdict> {
+    const content = this.unscanned > 0 || this.#heldChars > 0 ? this.#scan(false, atEnd) : undefined;
+    // A promise of a promise is one promise.
+    return then(content, (blocked): Step<SseVerdict> => {
       if (blocked) return { events: blocked, end: true };
-      this.complete();
-      const events = this.#release(0);
-      for (const e of tail) events.push(e);
-      return { events };
-    };
-    const blocked = this.unscanned > 0 ? this.#scan(true) : undefined;
-    return blocked instanceof Promise ? blocked.then(done) : done(blocked);
+      const tools = this.#toolText !== '' ? this.#checkTools(atEnd) : undefined;
+      return then(tools, (refused): SseVerdict => {
+        if (refused) return { events: refused, end: true };
+        const events = this.#release(this.chars);
+        for (const h of this.#tools) events.push(h.event);
+        this.#tools = [];
+        this.#toolText = '';
+        for (const e of tail) events.push(e);
+        return { events };
+      });
+    }) as Step<SseVerdict>;
   }
 
-  /** Scans the window: on a block, the events that end the stream; else masks what it must in the held events. */
-  #scan(atEnd: boolean): SseEvent[] | undefined | Promise<SseEvent[] | undefined> {
+  /** The held tool calls' text, checked whole: a block ends the stream, a redact masks them. */
+  #checkTools(atEnd: boolean): Step<SseEvent[] | undefined> {
+    return then(this.o.check(this.#toolText, false), (verdict) => {
+      const decision = verdict.decision;
+      if (decision.action === 'block') return this.#drop(this.block(decision, atEnd));
+      if (decision.action !== 'redact' || verdict.spans.length === 0) return undefined;
+      let start = 0;
+      let masked = false;
+      for (const h of this.#tools) {
+        if (h.text !== '' && h.chunk) {
+          const chunk = maskChunk(h.chunk, start, verdict.spans, this.o.mask);
+          if (chunk !== undefined) {
+            h.event = { ...h.event, data: JSON.stringify(chunk) };
+            masked = true;
+          }
+        }
+        start += h.text.length;
+      }
+      if (masked) this.redacted(decision);
+      return undefined;
+    });
+  }
+
+  /** Checks the window (open: the answer goes on); on a block, the events that end the stream. */
+  #scan(open: boolean, atEnd: boolean): Step<SseEvent[] | undefined> {
     this.unscanned = 0;
-    const verdict = this.o.check(this.window);
-    if (verdict instanceof Promise) return verdict.then((v) => this.#act(v, atEnd));
-    return this.#act(verdict, atEnd);
+    const keep = this.#heldChars + this.#openContext;
+    const text = open && this.window.length > keep ? this.window.slice(this.window.length - keep) : this.window;
+    return then(this.o.check(text, open), (verdict) => this.#act(verdict, open, atEnd, this.chars - text.length));
   }
 
-  #act(verdict: WindowVerdict, atEnd: boolean): SseEvent[] | undefined {
+  /** `base`: the absolute offset of the checked text's first character. */
+  #act(verdict: WindowVerdict, open: boolean, atEnd: boolean, base: number): SseEvent[] | undefined {
     const decision = verdict.decision;
     if (decision.action === 'block') return this.#drop(this.block(decision, atEnd));
-    if (decision.action !== 'redact' || verdict.spans.length === 0) return undefined;
-    const sentEnd = this.chars - this.#heldChars;
-    const spans = this.absolute(verdict.spans);
-    if (spans.some((sp) => this.leaked(sp, sentEnd))) return this.#drop(this.block(this.tooLate(decision), atEnd));
-    // What earlier scans masked stays masked (an event is re-masked from its original text).
-    const all = [
-      ...spans,
-      ...this.maskedSpans().filter((m) => !spans.some((sp) => sp.start === m.start && sp.end === m.end)),
-    ];
-    let start = sentEnd;
-    let masked = false;
-    for (const h of this.#held) {
-      if (h.text !== '' && h.chunk) {
-        const chunk = maskChunk(h.chunk, start, all, this.o.mask);
-        if (chunk !== undefined) {
-          h.event = { ...h.event, data: JSON.stringify(chunk) };
-          masked = true;
-        }
+    if (decision.action === 'redact' && verdict.spans.length > 0) {
+      const spans = this.absolute(verdict.spans, base);
+      if (spans.some((sp) => this.leaked(sp, this.#released))) {
+        return this.#drop(this.block(this.tooLate(decision), atEnd));
       }
-      start += h.text.length;
+      const known = this.maskedSpans();
+      let added = false;
+      for (const sp of spans) {
+        if (sp.end <= this.#released || known.some((m) => m.start === sp.start && m.end === sp.end)) continue;
+        this.rememberMasked(sp);
+        added = true;
+      }
+      if (added) this.redacted(decision);
     }
-    if (masked) {
-      for (const sp of spans) if (sp.end > sentEnd) this.rememberMasked(sp);
-      this.redacted(decision);
-    }
+    let until = verdict.pendingFrom === undefined ? this.chars - this.o.holdbackChars : base + verdict.pendingFrom;
+    if (!open) until = Math.max(until, this.chars - this.o.holdbackChars);
+    // Not inside a span still to mask: it goes out whole, as one placeholder.
+    for (const m of this.maskedSpans())
+      if (m.start >= this.#released && m.start < until && m.end > until) until = m.start;
+    this.#until = until;
     return undefined;
   }
 
@@ -355,26 +478,176 @@ class HeldCheck extends StreamCheckBase {
   #drop(end: SseEvent[]): SseEvent[] {
     this.#held = [];
     this.#heldChars = 0;
+    this.#tools = [];
+    this.#toolText = '';
     return end;
   }
 
   /**
-   * Releases the oldest held events, whole, as long as at least `keep` characters stay held. An
-   * event that straddles the release point waits for the next scan (whole events only: cutting it
-   * there would cost a clone and an extra event per scan, for a few characters of latency).
+   * Releases the held events up to absolute offset `until`, masked: whole events, and the part
+   * before `until` of a chunk of plain content (cut there; never inside a surrogate pair).
    */
-  #release(keep: number): SseEvent[] {
+  #release(until: number): SseEvent[] {
     const out: SseEvent[] = [];
-    while (
-      this.#held.length > 0 &&
-      (this.#held[0].text === '' || this.#heldChars - this.#held[0].text.length >= keep)
-    ) {
-      const h = this.#held.shift() as Held;
-      this.#heldChars -= h.text.length;
-      out.push(h.event);
+    const masks = this.maskedSpans();
+    while (this.#held.length > 0) {
+      const h = this.#held[0];
+      if (h.text === '') {
+        out.push(this.#held.shift()!.event);
+        continue;
+      }
+      const end = this.#released + h.text.length;
+      if (end <= until) {
+        this.#held.shift();
+        this.#heldChars -= h.text.length;
+        out.push(masked(h, this.#released, masks, this.o.mask));
+        this.#released = end;
+        continue;
+      }
+      let cut = until - this.#released;
+      const c = h.text.charCodeAt(cut - 1);
+      if (cut > 0 && c >= 0xd800 && c <= 0xdbff) cut--;
+      if (cut <= 0) break;
+      const start = this.#released;
+      const touched = masks.some((m) => m.end > start && m.start < start + h.text.length);
+      // The common cut (plain content, nothing to mask): two strings, no objects.
+      const data = touched ? undefined : splitData(h, cut);
+      if (data) {
+        out.push({ ...h.event, data: data[0] });
+        const source = h.chunk ?? (h.rest as NonNullable<Held['rest']>).chunk;
+        const at = h.chunk ? cut : (h.rest as NonNullable<Held['rest']>).at + cut;
+        h.rest = { chunk: source, text: h.rest?.text ?? h.text, at };
+        h.chunk = undefined;
+        h.event = { ...h.event, data: data[1] };
+        h.text = h.text.slice(cut);
+        this.#heldChars -= cut;
+        this.#released += cut;
+        break;
+      }
+      materialise(h);
+      const parts = h.chunk ? splitChunk(h.chunk, h.text, cut) : undefined;
+      if (parts) {
+        out.push(
+          masked(
+            { event: { ...h.event, data: JSON.stringify(parts[0]) }, chunk: parts[0], text: h.text.slice(0, cut) },
+            this.#released,
+            masks,
+            this.o.mask,
+          ),
+        );
+        h.chunk = parts[1];
+        h.text = h.text.slice(cut);
+        h.event = { ...h.event, data: JSON.stringify(parts[1]) };
+        this.#heldChars -= cut;
+        this.#released += cut;
+      }
+      break;
     }
     return out;
   }
+}
+
+/** The event of a held chunk starting at absolute `start`, with the spans that touch it masked. */
+function masked(h: Held, start: number, spans: Span[], mask: (text: string, spans: Span[]) => string): SseEvent {
+  if (spans.length === 0) return h.event;
+  materialise(h);
+  if (!h.chunk) return h.event;
+  const chunk = maskChunk(h.chunk, start, spans, mask);
+  return chunk === undefined ? h.event : { ...h.event, data: JSON.stringify(chunk) };
+}
+
+/** A blank or line break: what ends a word. */
+const isBlank = (c: number) => c === 32 || c === 10 || c === 9 || c === 13 || c === 0xa0 || c === 0x3000;
+function hasBlank(text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (isBlank(text.charCodeAt(i))) return true;
+  return false;
+}
+
+/** Builds the chunk object of a chunk's rest (Held.rest), when it must be masked or cut the slow way. */
+function materialise(h: Held): void {
+  if (h.chunk || !h.rest) return;
+  h.chunk = splitChunk(h.rest.chunk, h.rest.text, h.rest.at)?.[1];
+  h.rest = undefined;
+}
+
+/**
+ * The events of a held chunk of plain content cut after `cut` characters of its text, as two
+ * strings made from its own (`"content":"…"` replaced): undefined when the chunk is not plain
+ * content (a role, log probabilities, a finish) or its JSON writes the text in another way.
+ */
+function splitData(h: Held, cut: number): [string, string] | undefined {
+  const chunk = h.chunk ?? h.rest?.chunk;
+  const choices = chunk?.choices;
+  if (!Array.isArray(choices) || choices.length !== 1 || chunk?.error !== undefined) return undefined;
+  const choice = choices[0] as Record<string, unknown> | null;
+  const delta = choice?.delta as Record<string, unknown> | undefined;
+  if (!delta || choice?.logprobs != null || choice?.finish_reason != null || choice?.message !== undefined)
+    return undefined;
+  if (choice?.text !== undefined || (h.chunk && (delta.role !== undefined || delta.content !== h.text)))
+    return undefined;
+  if (h.chunk && chunkText(h.chunk) !== h.text) return undefined;
+  const data = h.event.data;
+  const needle = `"content":${JSON.stringify(h.text)}`;
+  const at = data.indexOf(needle);
+  if (at === -1 || data.indexOf(needle, at + 1) !== -1) return undefined;
+  const before = data.slice(0, at);
+  const after = data.slice(at + needle.length);
+  return [
+    `${before}"content":${JSON.stringify(h.text.slice(0, cut))}${after}`,
+    `${before}"content":${JSON.stringify(h.text.slice(cut))}${after}`,
+  ];
+}
+
+/** Whether a chunk carries (part of) a tool call: a delta with `tool_calls` or `function_call`. */
+function isToolChunk(chunk: Record<string, unknown>): boolean {
+  const choices = chunk.choices;
+  if (!Array.isArray(choices)) return false;
+  for (const c of choices) {
+    const d = (c as Record<string, unknown> | null)?.delta as Record<string, unknown> | undefined;
+    if (d && (d.tool_calls != null || d.function_call != null)) return true;
+  }
+  return false;
+}
+
+/** Whether a chunk ends a choice (a `finish_reason`). */
+function finishes(chunk: Record<string, unknown>): boolean {
+  const choices = chunk.choices;
+  if (!Array.isArray(choices)) return false;
+  for (const c of choices) if ((c as Record<string, unknown> | null)?.finish_reason != null) return true;
+  return false;
+}
+
+/**
+ * A chunk of plain content (one choice, its text only in `delta.content` or, for completions,
+ * `text`) cut into the chunks of its first `cut` characters and of the rest: the first keeps the
+ * role, the second the finish. Undefined for any other chunk (it waits whole).
+ */
+function splitChunk(
+  chunk: Record<string, unknown>,
+  text: string,
+  cut: number,
+): [Record<string, unknown>, Record<string, unknown>] | undefined {
+  const choices = chunk.choices;
+  if (!Array.isArray(choices) || choices.length !== 1 || chunk.error !== undefined) return undefined;
+  const choice = choices[0] as Record<string, unknown>;
+  if (typeof choice !== 'object' || choice === null) return undefined;
+  const piece = (part: Record<string, unknown>, finish: unknown) => {
+    const c: Record<string, unknown> = { ...choice, ...part, finish_reason: finish };
+    if (c.logprobs != null) c.logprobs = null; // they spell the whole chunk's text
+    return { ...chunk, choices: [c] };
+  };
+  const delta = choice.delta as Record<string, unknown> | undefined;
+  if (choice.message === undefined && typeof choice.text === 'string' && choice.text === text && delta === undefined) {
+    return [piece({ text: text.slice(0, cut) }, null), piece({ text: text.slice(cut) }, choice.finish_reason ?? null)];
+  }
+  if (choice.text !== undefined || choice.message !== undefined || typeof delta !== 'object' || delta === null)
+    return undefined;
+  if (delta.content !== text || chunkText(chunk) !== text) return undefined;
+  const { role: _role, ...rest } = delta;
+  return [
+    piece({ delta: { ...delta, content: text.slice(0, cut) } }, null),
+    piece({ delta: { ...rest, content: text.slice(cut) } }, choice.finish_reason ?? null),
+  ];
 }
 
 /**
@@ -428,7 +701,11 @@ function maskChunk(
 }
 
 /** The end of a blocked stream: a `content_filter` finish, the error, and `[DONE]`. */
-function blockEvents(last: Record<string, unknown> | undefined, error: unknown): SseEvent[] {
+function blockEvents(
+  last: Record<string, unknown> | undefined,
+  error: unknown,
+  summary?: Record<string, unknown>,
+): SseEvent[] {
   const completions = last?.object === 'text_completion';
   const finish = {
     ...(last?.id !== undefined ? { id: last.id } : {}),
@@ -440,6 +717,21 @@ function blockEvents(last: Record<string, unknown> | undefined, error: unknown):
         ? { index: 0, text: '', logprobs: null, finish_reason: 'content_filter' }
         : { index: 0, delta: {}, logprobs: null, finish_reason: 'content_filter' },
     ],
+    ...(summary ? { filter_decision: summary } : {}),
   };
   return [{ data: JSON.stringify(finish) }, { data: JSON.stringify(error) }, { data: '[DONE]' }];
+}
+
+/** The stream's decision before `[DONE]` (StreamCheckOptions.summary): a chunk with no choices, as a usage chunk. */
+export function summaryEvent(last: Record<string, unknown> | undefined, summary: Record<string, unknown>): SseEvent {
+  return {
+    data: JSON.stringify({
+      ...(last?.id !== undefined ? { id: last.id } : {}),
+      object: last?.object ?? 'chat.completion.chunk',
+      created: last?.created ?? Math.floor(Date.now() / 1000),
+      ...(last?.model !== undefined ? { model: last.model } : {}),
+      choices: [],
+      filter_decision: summary,
+    }),
+  };
 }

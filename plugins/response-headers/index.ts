@@ -14,6 +14,11 @@ type HeaderSpec =
 
 export interface ResponseHeadersOptions {
   set: Record<string, HeaderSpec>;
+  /**
+   * Headers of `set` also sent as HTTP trailers of a streamed answer (event stream), read again
+   * when the stream ends: a stream's header goes out before it is checked, its trailer after.
+   */
+  trailers?: string[];
 }
 
 type Resolver = (ctx: GatewayContext) => string | undefined;
@@ -30,6 +35,11 @@ export default definePlugin<ResponseHeadersOptions>({
     additionalProperties: false,
     required: ['set'],
     properties: {
+      trailers: {
+        type: 'array',
+        items: { type: 'string', pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
+        description: 'Headers of `set` also sent as trailers of a streamed answer, read when it ends.',
+      },
       set: {
         type: 'object',
         description: 'Header name → dotted path into the request state, {value: literal}, or {path, decimals}.',
@@ -65,6 +75,11 @@ export default definePlugin<ResponseHeadersOptions>({
   },
   create(options) {
     const headers: Array<[string, Resolver]> = Object.entries(options.set).map(([name, spec]) => [name, compile(spec)]);
+    const trailers = (options.trailers ?? []).map((name): [string, Resolver] => {
+      const found = headers.find(([n]) => n.toLowerCase() === name.toLowerCase());
+      if (!found) throw new Error(`response-headers: trailer "${name}" is not one of the headers it sets`);
+      return found;
+    });
     return {
       async handle(ctx, next) {
         try {
@@ -76,10 +91,14 @@ export default definePlugin<ResponseHeadersOptions>({
               const value = resolve(ctx);
               if (value !== undefined) ctx.set(name, value);
             }
+            const answer = ctx.state.answer;
+            if (trailers.length > 0 && answer?.isEventStream) {
+              for (const [name, resolve] of trailers) answer.trailer(name, () => resolve(ctx));
+            }
           }
         }
       },
-      describe: () => ({ headers: Object.keys(options.set) }),
+      describe: () => ({ headers: Object.keys(options.set), trailers: options.trailers ?? [] }),
     };
   },
 });

@@ -57,6 +57,7 @@ const jsonType = /^(application\/([\w.+-]+\+)?json|text\/json)$/;
 export class Answer {
   status: number;
   readonly headers: Record<string, HeaderValue>;
+  #trailers?: Array<[string, () => string | undefined]>;
   #stream: Readable | undefined;
   #bytes: Buffer | undefined;
   /** Content codings still applied to the body (undone by the first whole read). */
@@ -267,6 +268,17 @@ export class Answer {
     else this.#filters = [guarded];
   }
 
+  /**
+   * Sends `name` as an HTTP trailer of a filtered event stream, its value read when the stream
+   * ends (`Trailer: name` announced with the headers): what a check of the stream decided, known
+   * only once it passed. Only over HTTP/1.1 chunked encoding (nothing is announced otherwise, and an
+   * answer that is not a filtered stream carries none); a value of undefined is left out.
+   */
+  trailer(name: string, value: () => string | undefined): void {
+    this.#trailers ??= [];
+    this.#trailers.push([name, value]);
+  }
+
   /** An answer that will not be written (an error replaced it): releases the upstream's body. */
   discard(): void {
     this.#written = true;
@@ -316,7 +328,21 @@ export class Answer {
       ctx.body = source;
       return;
     }
-    ctx.body = this.#filteredEvents(ctx, source, this.#filters);
+    const body = this.#filteredEvents(ctx, source, this.#filters);
+    if (this.#trailers && ctx.req.httpVersion === '1.1') {
+      const trailers = this.#trailers;
+      ctx.set('Trailer', trailers.map(([name]) => name).join(', '));
+      // Before pipe's own `end` listener ends the response (listeners run in order).
+      body.once('end', () => {
+        const values: Record<string, string> = {};
+        for (const [name, value] of trailers) {
+          const v = value();
+          if (v !== undefined) values[name] = v;
+        }
+        if (!ctx.res.writableEnded && ctx.res.hasHeader('trailer')) ctx.res.addTrailers(values);
+      });
+    }
+    ctx.body = body;
   }
 
   #filteredEvents(ctx: GatewayContext, source: Readable, filters: SseFilter[]): Readable {

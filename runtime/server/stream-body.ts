@@ -42,7 +42,16 @@ function answerError(ctx: GatewayContext, err: unknown): void {
   const res = ctx.res;
   const text = JSON.stringify(rendered.body);
   res.statusCode = rendered.status;
-  for (const name of ['content-type', 'content-length', 'content-encoding', 'transfer-encoding', 'cache-control']) {
+  // A trailer announced for the stream cannot come with an error of known length (Node refuses to
+  // write one).
+  for (const name of [
+    'content-type',
+    'content-length',
+    'content-encoding',
+    'transfer-encoding',
+    'cache-control',
+    'trailer',
+  ]) {
     res.removeHeader(name);
   }
   res.setHeader('content-type', 'application/json; charset=utf-8');

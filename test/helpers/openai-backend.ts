@@ -12,7 +12,8 @@
  *   characters, generated piece by piece while streaming (never held whole in memory).
  * - `paced-<chars per second>-<size>-<chars per delta>` (`paced-800-1000-4`): an answer of `size`
  *   characters, streamed in deltas of that many characters at that pace, as a model generates it
- *   (for time-to-first-token measurements).
+ *   (for time-to-first-token measurements); 0 characters per second: as fast as it can. With
+ *   `-pii` after it (`paced-200-400-4-pii`), the first sentence holds an e-mail address.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
@@ -243,10 +244,17 @@ interface Answer {
 }
 
 function answerOf(request: RecordedRequest, options: OpenAiBackendOptions): Answer {
-  const paced = /^paced-\d+-(\d+)-\d+$/.exec(String(request.body.model));
+  const paced = /^paced-\d+-(\d+)-\d+(-pii)?$/.exec(String(request.body.model));
   if (paced) {
     const length = Number(paced[1]);
-    return { length, pieces: (size) => fillerPieces(length, size) };
+    if (!paced[2]) return { length, pieces: (size) => fillerPieces(length, size) };
+    const text = (PII_SENTENCE + hugeFiller.repeat(Math.ceil(length / hugeFiller.length) + 1)).slice(0, length);
+    return {
+      length,
+      *pieces(size) {
+        for (let i = 0; i < text.length; i += size) yield text.slice(i, i + size);
+      },
+    };
   }
   const huge = /^huge-(\d+)(kb|mb)?$/i.exec(String(request.body.model));
   if (huge) {
@@ -262,6 +270,9 @@ function answerOf(request: RecordedRequest, options: OpenAiBackendOptions): Answ
     },
   };
 }
+
+/** The first sentence of a `paced-…-pii` answer: personal data early in the answer. */
+export const PII_SENTENCE = 'Sure, you can write to jane.doe@example.org about it. ';
 
 function* fillerPieces(length: number, size: number): Generator<string> {
   const repeated = hugeFiller.repeat(Math.ceil(size / hugeFiller.length) + 1);
@@ -314,9 +325,10 @@ async function streamAnswer(
   if (options.firstTokenDelayMs) await sleep(options.firstTokenDelayMs);
   if (kind === 'chat' && !(await send(res, chunk({ role: 'assistant', content: '' }, null)))) return;
   // A paced model: each delta after the time it takes to generate it.
-  const paced = /^paced-(\d+)-\d+-(\d+)$/.exec(meta.model);
+  const paced = /^paced-(\d+)-\d+-(\d+)(?:-pii)?$/.exec(meta.model);
   const size = paced ? Math.max(1, Number(paced[2])) : (options.chunkSize ?? 16);
-  const delayMs = paced ? (size * 1000) / Math.max(1, Number(paced[1])) : options.chunkDelayMs;
+  const cps = paced ? Number(paced[1]) : 0;
+  const delayMs = paced ? (cps > 0 ? (size * 1000) / cps : undefined) : options.chunkDelayMs;
   for (const piece of answer.pieces(size)) {
     if (delayMs) await sleep(delayMs);
     if (!(await send(res, chunk(kind === 'chat' ? { content: piece } : piece, null)))) return;

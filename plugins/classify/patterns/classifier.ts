@@ -19,10 +19,10 @@
  *   only inside a stronger one, and the score is at least the strongest detector's, so the score
  *   on the cut text is at least the match's weight (as this classifier weighs it).
  */
-import type { Classifier, ClassifierInfo, ClassifierResult, Span } from '../api.ts';
+import type { Classifier, ClassifierInfo, ClassifierResult, ClassifyOptions, Span } from '../api.ts';
 import { mergeSpans } from '../redact.ts';
 import { FAMILY_LABELS, selectDetectors } from './catalog.ts';
-import { type Detector, type Finding, TextView } from './detector.ts';
+import { type Detector, type Finding, pendingOf, TextView } from './detector.ts';
 import { type CountryCode, PHONE_REGION_CODES, phoneDetector } from './phone.ts';
 
 export interface PatternClassifierSpec {
@@ -109,15 +109,24 @@ export class PatternClassifier implements Classifier {
     return this.classifySync(text);
   }
 
-  classifySync(text: string): ClassifierResult {
+  classifySync(text: string, options?: ClassifyOptions): ClassifierResult {
     const started = performance.now();
-    const view = new TextView(text);
+    const open = options?.open === true;
+    const view = new TextView(text, open);
     const found: Found[] = [];
+    let pendingFrom = text.length;
     for (const detector of this.#detectors) {
+      // In an open text, a detector's findings that more text may still change wait (a stream
+      // holds their text and judges them once they are settled).
+      const pending = open ? pendingOf(detector, view) : text.length;
+      if (pending < pendingFrom) pendingFrom = pending;
       const findings = detector.find(view);
       if (findings.length === 0) continue;
       const override = this.#weights.get(detector.id);
-      for (const f of findings) found.push({ ...f, weight: override ?? f.weight, detector });
+      for (const f of findings) {
+        if (f.start >= pending) continue;
+        found.push({ ...f, weight: override ?? f.weight, detector });
+      }
     }
     if (found.length === 0) {
       // The common case: nothing found, nothing to combine.
@@ -129,6 +138,7 @@ export class PatternClassifier implements Classifier {
         spans: [],
         latency_ms: round(performance.now() - started, 3),
         detail: { threshold: this.#threshold, detectors: {} },
+        ...(open ? { pendingFrom } : {}),
       };
     }
     const spans: Span[] = [];
@@ -168,6 +178,7 @@ export class PatternClassifier implements Classifier {
       latency_ms: round(performance.now() - started, 3),
       detail: { threshold: this.#threshold, detectors: fired },
       ...(evidence.length > 0 ? { evidence } : {}),
+      ...(open ? { pendingFrom } : {}),
     };
   }
 }

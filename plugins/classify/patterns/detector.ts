@@ -58,6 +58,16 @@ export interface Detector {
   detectChars: number;
   find(view: TextView): Finding[];
   /**
+   * Where a stream may release up to: the earliest offset (original text, UTF-16 code units) from
+   * which a match could still be completed, extended or changed by more text (`view.text.length`
+   * when nothing is pending). For every text T and continuation X, every finding of `find` on
+   * T + X that starts before `pendingFrom(T)` is a finding on T, and the reverse (a finding on T
+   * starting before it does not go away). A stream releases text before the minimum over its
+   * detectors, whole: released text is never part of a later match. Absent: the detector holds
+   * its maxSpanChars (pendingOf). docs/classifiers.md, "Release points".
+   */
+  pendingFrom?(view: TextView): number;
+  /**
    * The same search done the plain way, without the prefilters `find` uses to skip text that
    * cannot match (tests check that both agree); absent when `find` has none.
    */
@@ -68,7 +78,15 @@ export interface Detector {
 export class TextView {
   #normalized?: Normalized;
   #derived?: Map<(view: TextView) => unknown, unknown>;
-  constructor(readonly text: string) {}
+  /**
+   * `open`: the text may go on (a stream's window before its end). Detectors that report a match
+   * the end of the text cuts short (a long JWT, a bearer credential, a BEGIN line) then do not:
+   * the stream holds it (pendingFrom) and judges the completed match.
+   */
+  constructor(
+    readonly text: string,
+    readonly open = false,
+  ) {}
 
   /** Lower-cased, de-obfuscated form for phrase matching (see normalize.ts). */
   get normalized(): Normalized {
@@ -156,4 +174,45 @@ export function firstAnchor(text: string, anchors: readonly Anchor[]): number {
     if (at !== -1 && (first === -1 || at - offset < first)) first = Math.max(0, at - offset);
   }
   return first;
+}
+
+/** Where a stream may release up to for `detector` (Detector.pendingFrom, else its maxSpanChars held). */
+export function pendingOf(detector: Detector, view: TextView): number {
+  if (detector.pendingFrom) return detector.pendingFrom(view);
+  return Math.max(0, view.text.length - detector.maxSpanChars);
+}
+
+/**
+ * The first position at or after the start of the text's trailing run of `inRun` characters (at
+ * most `max` back) where `canStart` holds; the text's length when none. For detectors whose
+ * matches are runs of such characters starting with such a character: a match that more text can
+ * still make, extend or undo touches the end of the text, so it starts in that run.
+ */
+export function trailingRun(
+  text: string,
+  inRun: (c: number) => boolean,
+  canStart: (c: number) => boolean = inRun,
+  max = Number.POSITIVE_INFINITY,
+): number {
+  const floor = Math.max(0, text.length - max);
+  let start = text.length;
+  while (start > floor && inRun(text.charCodeAt(start - 1))) start--;
+  while (start < text.length && !canStart(text.charCodeAt(start))) start++;
+  return start;
+}
+
+/**
+ * The earliest start of a match of `prefixes` (a global regex matching every prefix of a match,
+ * anchored with `$`, whose matches end in a letter, a digit, a space or `-`) that reaches the end
+ * of the text, searched from `back` characters before it; the text's length when none.
+ */
+export function prefixFrom(text: string, prefixes: RegExp, back: number): number {
+  // Every such pattern ends in a letter, a digit or a space: prose ending in punctuation skips it.
+  const c = text.charCodeAt(text.length - 1);
+  if (!((c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 32 || c === 45)) {
+    return text.length;
+  }
+  prefixes.lastIndex = Math.max(0, text.length - back);
+  const m = prefixes.exec(text);
+  return m === null ? text.length : m.index;
 }

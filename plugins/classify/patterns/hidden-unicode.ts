@@ -246,7 +246,7 @@ const isParagraphEnd = (c: number) =>
  * isolate is innermost; PDI closes the innermost isolate and whatever was opened inside it
  * (UAX #9, X6a, X7).
  */
-function bidiControls(text: string, positions: Iterable<number>): Finding[] {
+function bidiControls(text: string, positions: Iterable<number>, stillOpen?: number[]): Finding[] {
   const out: Finding[] = [];
   /** Open embeddings, overrides and isolates: position, and whether an isolate. */
   const open: number[] = [];
@@ -295,9 +295,22 @@ function bidiControls(text: string, positions: Iterable<number>): Finding[] {
       }
     }
   }
+  if (stillOpen) stillOpen.push(...open);
   closeParagraph();
   out.sort((a, b) => a.start - b.start);
   return out;
+}
+
+/**
+ * From the first control the last paragraph leaves open: a closer may still come (and take its
+ * finding away) or the paragraph end (and keep it).
+ */
+function bidiPending(text: string): number {
+  const first = text.search(BIDI);
+  if (first === -1) return text.length;
+  const open: number[] = [];
+  bidiControls(text, controlsFrom(text, first), open);
+  return open.length > 0 ? open[0] : text.length;
 }
 
 /** Positions of bidi controls and paragraph ends from `from`, by the regex. */
@@ -327,6 +340,7 @@ const bidiControl: Detector = {
     return first === -1 ? [] : bidiControls(text, controlsFrom(text, first));
   },
   reference: (view) => bidiControls(view.text, everyPosition(view.text)),
+  pendingFrom: (view) => bidiPending(view.text),
 };
 
 export const hiddenUnicodeDetectors: Detector[] = [unicodeTags, invisibleRunDetector, bidiControl];

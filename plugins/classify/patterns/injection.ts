@@ -175,7 +175,29 @@ const chatTemplateTokens: Detector = {
     ...findAll(view.text, TEMPLATE_TOKENS, LABEL, 0.8),
     ...findAll(view.text, ROLE_HEADER, LABEL, 0.4),
   ],
+  pendingFrom: (view) => templatePending(view.text),
 };
+
+/**
+ * A token from its last `<` or `[` (a token is at most 19 characters); a role header from the
+ * start of the last line while that line may still begin one (at most 47 characters, its word a
+ * prefix of `system` or `developer` or the other way round).
+ */
+function templatePending(text: string): number {
+  let pending = text.length;
+  const open = Math.max(text.lastIndexOf('<'), text.lastIndexOf('['));
+  if (open >= 0 && text.length - open <= 19) pending = open;
+  const line = text.lastIndexOf('\n') + 1;
+  if (text.length - line <= 47) {
+    const word = text
+      .slice(line)
+      .replace(/^[ \t#[<]*/, '')
+      .slice(0, 9)
+      .toLowerCase();
+    if ('system'.startsWith(word.slice(0, 6)) || 'developer'.startsWith(word)) pending = Math.min(pending, line);
+  }
+  return pending;
+}
 
 const TOKEN_ANCHORS: Anchor[] = [
   ['<', 0],

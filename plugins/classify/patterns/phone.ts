@@ -26,7 +26,7 @@ import {
   parsePhoneNumberFromString,
 } from 'libphonenumber-js/core';
 import minMetadata from 'libphonenumber-js/min/metadata';
-import type { Detector, Finding, TextView } from './detector.ts';
+import { type Detector, type Finding, type TextView, trailingRun } from './detector.ts';
 
 export type { CountryCode };
 
@@ -72,6 +72,8 @@ const isDigit = (c: number) => c >= 48 && c <= 57;
 const isTokenChar = (c: number) => isDigit(c) || c === 43 || c === 40 || c === 41 || c === 45 || c === 46 || c === 47;
 /** One blank between tokens: space, no-break space, narrow no-break space, thin space. */
 const isBlank = (c: number) => c === 32 || c === 0xa0 || c === 0x202f || c === 0x2009;
+const isPendingChar = (c: number) => isTokenChar(c) || isBlank(c) || c === 58 || c === 44;
+const isNumberStart = (c: number) => isDigit(c) || c === 43 || c === 40;
 const isLetter = (c: number) =>
   (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || (c >= 0xc0 && c !== 0xd7 && c !== 0xf7 && c < 0x2000);
 /** Currency signs and the signs of codes, amounts and times that glue a token to what it is part of. */
@@ -657,6 +659,10 @@ export function phoneDetector(
     detectChars: PHONE_MAX_CHARS, // the whole number: its digits decide
     find: (view) => findPhones(view.text, firstDigit(view), validator),
     reference: (view) => findPhones(view.text, 0, validator, true),
+    // The current run of number characters and single blanks from a digit, `+` or `(`; `:` and
+    // `,` too, which glue a number to digits after them (10:30). A number is at most
+    // PHONE_MAX_CHARS; two more for what decides whether it is glued.
+    pendingFrom: (view) => trailingRun(view.text, isPendingChar, isNumberStart, PHONE_MAX_CHARS + 2),
   };
 }
 

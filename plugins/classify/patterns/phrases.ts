@@ -143,8 +143,13 @@ const groupStarts = (view: TextView) => PHRASE_LEADS.byGroup(view.normalized.lea
 export function phraseFinder(
   label: string,
   groups: PhraseGroup[],
-): Pick<Detector, 'find' | 'reference' | 'maxSpanChars' | 'detectChars'> {
-  const max = ORIGINAL_PER_NORMALIZED * Math.max(...groups.flatMap((g) => g.phrases.map((p) => p.maxChars)));
+): Pick<Detector, 'find' | 'reference' | 'maxSpanChars' | 'detectChars' | 'pendingFrom'> {
+  const longest = Math.max(...groups.flatMap((g) => g.phrases.map((p) => p.maxChars)));
+  const max = ORIGINAL_PER_NORMALIZED * longest;
+  // The letters every match starts with, one of these (spaces are optional between words).
+  const leads = [
+    ...new Set(groups.flatMap((g) => g.phrases.flatMap((p) => p.leads.map((lead) => foldPattern(lead.join('')))))),
+  ];
   const compiled = groups.map((g) => {
     const src = foldPattern(g.phrases.map((p) => p.src).join('|'));
     return {
@@ -187,7 +192,28 @@ export function phraseFinder(
     },
     maxSpanChars: max,
     detectChars: max,
+    pendingFrom: (view) => phrasePending(view, leads, longest),
   };
+}
+
+/**
+ * The longest suffix of the normalized text, from a word start, that may still be the start of
+ * a match (or a match that more words may extend): its letters and a lead's agree as far as both
+ * go. A pending match is at most `longest` normalized characters (twice that is looked at: the
+ * end of the text may normalize differently once more comes, `i g n` → `ign…`).
+ */
+function phrasePending(view: TextView, leads: string[], longest: number): number {
+  const { text } = view.normalized;
+  const floor = Math.max(0, text.length - 2 * longest - 1);
+  for (let i = floor; i < text.length; i++) {
+    if (text.charCodeAt(i) === 0x20 || (i > 0 && text.charCodeAt(i - 1) !== 0x20)) continue;
+    const letters = text.slice(i).replaceAll(' ', '');
+    for (const lead of leads) {
+      const n = Math.min(lead.length, letters.length);
+      if (lead.slice(0, n) === letters.slice(0, n)) return view.normalized.originalIndex(i);
+    }
+  }
+  return view.text.length;
 }
 
 /**

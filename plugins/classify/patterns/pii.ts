@@ -11,14 +11,19 @@ import {
   type Finding,
   findAll,
   firstAnchor,
+  prefixFrom,
   pushFinding,
   type TextView,
+  trailingRun,
 } from './detector.ts';
 import { DEFAULT_PHONE_REGIONS, phoneDetector } from './phone.ts';
 
 const isAlnum = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
 /** Characters of an e-mail local part (the common unquoted subset of RFC 5322). */
 const isLocalChar = (c: number) => isAlnum(c) || c === 46 || c === 95 || c === 37 || c === 43 || c === 45 || c === 39;
+/** Characters of an address, local part, `@` and domain (whose characters the local part allows). */
+const isAddressChar = (c: number) => isLocalChar(c) || c === 64;
+const isDigitCode = (c: number) => c >= 48 && c <= 57;
 
 /**
  * Where the first digit is (-1: none). Every detector but e-mail needs digits, and ordinary prose
@@ -72,6 +77,9 @@ const email: Detector = {
     }
     return out;
   },
+  // The current run of address characters (local part, @, domain): it may become an address or
+  // a longer one. Not bounded: a local part of 64 and 8 labels of 63 make a longer match.
+  pendingFrom: (view) => trailingRun(view.text, isAddressChar),
 };
 
 // ---------------------------------------------------------------- phone
@@ -94,7 +102,11 @@ const creditCard: Detector = {
   detectChars: 19 + 18, // the whole number: length and Luhn digit
   find: (view) => findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, cardIn, fromDigit(view, 0)),
   reference: (view) => findAll(view.text, CARD_CANDIDATE, 'CREDIT_CARD', 0.95, cardIn),
+  // The current run of digits and separators from a digit: more digits make a card of it or undo
+  // one (a 17th digit). A candidate is at most 37 characters; one more for the look-ahead.
+  pendingFrom: (view) => trailingRun(view.text, isCardChar, isDigitCode, 19 + 18 + 1),
 };
+const isCardChar = (c: number) => isDigitCode(c) || c === 32 || c === 45;
 
 /**
  * The card in a candidate digit run: the whole run, else the longest run of whole digit groups
@@ -139,7 +151,40 @@ const iban: Detector = {
   detectChars: 2 * Math.max(...IBAN_LENGTHS.values()) - 4, // the whole IBAN: length and mod-97
   find: (view) => findIbans(view.text, fromDigit(view, 2)),
   reference: (view) => findIbans(view.text, 0),
+  pendingFrom: (view) => ibanPending(view.text),
 };
+
+/** The longest IBAN candidate: 33 characters with a space between each two after the first four. */
+const IBAN_SPAN = 2 * Math.max(...IBAN_LENGTHS.values()) - 3;
+
+/**
+ * The earliest word start, at most IBAN_SPAN back, from which the rest of the text is a prefix
+ * of an IBAN candidate: one or two letters, then two digits, then letters, digits and single
+ * spaces (a complete IBAN too: one more character undoes it).
+ */
+function ibanPending(text: string): number {
+  const end = text.length;
+  let run = end;
+  while (run > 0 && end - run < IBAN_SPAN && (isAlnum(text.charCodeAt(run - 1)) || text.charCodeAt(run - 1) === 32))
+    run--;
+  for (let s = run; s < end; s++) {
+    if (!isLetterCode(text.charCodeAt(s)) || (s > 0 && isAlnum(text.charCodeAt(s - 1)))) continue;
+    if (ibanPrefixAt(text, s)) return s;
+  }
+  return end;
+}
+
+function ibanPrefixAt(text: string, start: number): boolean {
+  for (let k = start; k < text.length; k++) {
+    const c = text.charCodeAt(k);
+    const at = k - start;
+    if (at < 2 ? !isLetterCode(c) : at < 4 ? !isDigitCode(c) : c === 32 ? text.charCodeAt(k - 1) === 32 : !isAlnum(c)) {
+      return false;
+    }
+  }
+  return true;
+}
+const isLetterCode = (c: number) => (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
 
 function findIbans(text: string, from: number): Finding[] {
   const out: Finding[] = [];
@@ -179,6 +224,7 @@ const usSsn: Detector = {
   detectChars: 11,
   find: (view) => findAll(view.text, SSN, 'NATIONAL_ID', 0.85, isSsn, fromDigit(view, 0)),
   reference: (view) => findAll(view.text, SSN, 'NATIONAL_ID', 0.85, isSsn),
+  pendingFrom: (view) => trailingRun(view.text, isCardChar, isDigitCode, 11 + 1),
 };
 const isSsn = (m: RegExpExecArray) => m[2] === m[4] && ssnValid(m[1], m[3], m[5]);
 
@@ -190,7 +236,11 @@ const ukNino: Detector = {
   detectChars: 13,
   find: (view) => findAll(view.text, NINO, 'NATIONAL_ID', 0.8, isNino, fromDigit(view, 3)),
   reference: (view) => findAll(view.text, NINO, 'NATIONAL_ID', 0.8, isNino),
+  pendingFrom: (view) => prefixFrom(view.text, NINO_PREFIX, 13 + 1),
 };
+/** Every prefix of a number that reaches the end of the text (a whole one too: a letter after it undoes it). */
+const NINO_PREFIX =
+  /(?<![A-Za-z0-9])[A-Za-z](?:[A-Za-z](?: ?(?:\d(?:\d(?: ?(?:\d(?:\d(?: ?(?:\d(?:\d(?: ?[A-Da-d]?)?)?)?)?)?)?)?)?)?)?)?$/g;
 const isNino = (m: RegExpExecArray) => ninoPrefixValid(m[1].toUpperCase());
 
 const esDni: Detector = {
@@ -201,7 +251,10 @@ const esDni: Detector = {
   detectChars: 10, // the whole number: the control letter comes last
   find: (view) => findAll(view.text, DNI, 'NATIONAL_ID', 0.9, isDni, fromDigit(view, 1)),
   reference: (view) => findAll(view.text, DNI, 'NATIONAL_ID', 0.9, isDni),
+  pendingFrom: (view) => prefixFrom(view.text, DNI_PREFIX, 10 + 1),
 };
+/** Every prefix of a DNI or NIE that reaches the end of the text (a whole one too). */
+const DNI_PREFIX = /(?<![A-Za-z0-9])(?:[XYZxyz]|[XYZxyz]?\d{1,8}(?:[- ]?[A-Za-z]?)?)$/g;
 
 function isDni(m: RegExpExecArray): boolean {
   if (m[2].length !== (m[1] ? 7 : 8)) return false;

@@ -7,7 +7,53 @@
  * when there is none.
  */
 import { shannonEntropy } from './checksums.ts';
-import { type Anchor, type Detector, type Finding, findAll, firstAnchor, pushFinding } from './detector.ts';
+import {
+  type Anchor,
+  type Detector,
+  type Finding,
+  findAll,
+  firstAnchor,
+  pushFinding,
+  type TextView,
+  trailingRun,
+} from './detector.ts';
+
+/**
+ * The characters of a credential-like token: anything but blanks, quotes and the punctuation that
+ * ends a value. Every secret's span is a run of them (a key, a token, a value), so a stream holds
+ * the current run: it may become a key, or a longer one.
+ */
+const isTokenChar = (c: number) =>
+  c > 32 &&
+  c !== 34 && // "
+  c !== 39 && // '
+  c !== 96 && // `
+  c !== 44 && // ,
+  c !== 59 && // ;
+  c !== 40 && // (
+  c !== 41 && // )
+  c !== 123 && // {
+  c !== 125 && // }
+  c !== 91 && // [
+  c !== 93 && // ]
+  c !== 60 && // <
+  c !== 62 && // >
+  c !== 0x2028 &&
+  c !== 0x2029 &&
+  !(c >= 0x2000 && c <= 0x200a) &&
+  c !== 0x85 &&
+  c !== 0xa0 &&
+  c !== 0x3000 &&
+  c !== 0xfeff &&
+  c !== 0x1680 &&
+  c !== 0x202f &&
+  c !== 0x205f;
+const tokenRun = (view: TextView) => trailingRun(view.text, isTokenChar);
+/**
+ * Where the current token-like run starts (see isTokenChar), once per text for the whole family:
+ * the release point (Detector.pendingFrom) of any detector whose span is such a run.
+ */
+export const tokenPending = (view: TextView): number => view.derived(tokenRun);
 
 /**
  * A provider key: a fixed prefix and a bounded run of characters. `maxSpanChars` is the pattern's
@@ -32,6 +78,7 @@ function prefixed(
     detectChars,
     find: (view) => findAll(view.text, re, label, weight, undefined, firstAnchor(view.text, anchors)),
     reference: (view) => findAll(view.text, re, label, weight),
+    pendingFrom: tokenPending,
   };
 }
 
@@ -129,11 +176,13 @@ const jwt: Detector = {
   description: 'JSON Web Token: three base64url parts whose header decodes to JSON with an "alg".',
   maxSpanChars: JWT_MAX,
   detectChars: JWT_DETECT,
-  find: (view) => findJwts(view.text, firstAnchor(view.text, [['J', 2]])),
-  reference: (view) => findJwts(view.text, 0),
+  find: (view) => findJwts(view.text, firstAnchor(view.text, [['J', 2]]), view.open),
+  reference: (view) => findJwts(view.text, 0, view.open),
+  pendingFrom: tokenPending,
 };
 
-function findJwts(text: string, from: number): Finding[] {
+/** `open`: the text may go on (TextView.open), so a token it cuts short is held, not reported. */
+function findJwts(text: string, from: number, open: boolean): Finding[] {
   const out: Finding[] = [];
   if (from < 0) return out;
   let searched = from; // the end of the pattern's last match, a token or not
@@ -142,8 +191,8 @@ function findJwts(text: string, from: number): Finding[] {
     searched = m.index + m[0].length;
     if (hasJwtHeader(m[0].slice(0, m[0].indexOf('.')))) pushFinding(out, m.index, searched, 'TOKEN', 0.9, JWT_MAX);
   }
-  const open = openJwt(text, searched);
-  if (open >= 0) pushFinding(out, open, text.length, 'TOKEN', 0.9, JWT_MAX);
+  const cut = open ? -1 : openJwt(text, searched);
+  if (cut >= 0) pushFinding(out, cut, text.length, 'TOKEN', 0.9, JWT_MAX);
   return out;
 }
 
@@ -229,11 +278,49 @@ const privateKey: Detector = {
   description: 'PEM private key block (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted, PGP), up to its END line.',
   maxSpanChars: PEM_MAX,
   detectChars: PEM_DETECT,
-  find: (view) => findPrivateKeys(view.text, view.text.indexOf('-----BEGIN ')),
-  reference: (view) => findPrivateKeys(view.text, 0),
+  find: (view) => findPrivateKeys(view.text, view.text.indexOf('-----BEGIN '), view.open),
+  reference: (view) => findPrivateKeys(view.text, 0, view.open),
+  pendingFrom: (view) => pemPending(view.text),
 };
 
-function findPrivateKeys(text: string, from: number): Finding[] {
+/**
+ * A private key is pending from its BEGIN line until a whole END line follows (its body may go
+ * on), from an unfinished BEGIN line (it may become one), or from a trailing start of one
+ * (`-----BEG`). A whole BEGIN line of something else (a certificate) holds nothing.
+ */
+function pemPending(text: string): number {
+  let pending = text.length;
+  const last = text.charCodeAt(text.length - 1);
+  // Only a text ending in one of `-BEGIN`'s characters can end in a start of one.
+  if (last === 45 || last === 66 || last === 69 || last === 71 || last === 73 || last === 78) {
+    for (let k = Math.min(text.length, 10); k > 0; k--) {
+      if (text.startsWith(BEGIN_STARTS[k], text.length - k)) {
+        pending = text.length - k;
+        break;
+      }
+    }
+  }
+  const first = text.indexOf('-----BEGIN ');
+  if (first === -1) return pending;
+  // Every BEGIN line before the last whole END line is closed by one.
+  let closed = first;
+  for (let at = text.indexOf('-----END ', first); at !== -1; at = text.indexOf('-----END ', at + 1)) {
+    PEM_END.lastIndex = at;
+    const m = PEM_END.exec(text);
+    if (m) closed = at + m[0].length;
+  }
+  PEM_BEGIN.lastIndex = closed;
+  const open = PEM_BEGIN.exec(text);
+  if (open) return Math.min(pending, open.index);
+  const lastBegin = text.lastIndexOf('-----BEGIN ');
+  PEM_BEGIN_OPEN.lastIndex = lastBegin;
+  if (lastBegin >= closed && PEM_BEGIN_OPEN.test(text)) return Math.min(pending, lastBegin);
+  return pending;
+}
+/** `-----BEGIN`'s first k characters, by k. */
+const BEGIN_STARTS = Array.from({ length: 11 }, (_, k) => '-----BEGIN'.slice(0, k));
+
+function findPrivateKeys(text: string, from: number, open: boolean): Finding[] {
   const out: Finding[] = [];
   if (from < 0) return out;
   // The first `-----END ` at or after the block's body, and the end of the END line there (-1:
@@ -262,8 +349,8 @@ function findPrivateKeys(text: string, from: number): Finding[] {
     PEM_BEGIN.lastIndex = end;
     last = end;
   }
-  const open = openBeginLine(text, last);
-  if (open >= 0) pushFinding(out, open, text.length, 'PRIVATE_KEY', 1, PEM_MAX);
+  const cut = open ? -1 : openBeginLine(text, last);
+  if (cut >= 0) pushFinding(out, cut, text.length, 'PRIVATE_KEY', 1, PEM_MAX);
   return out;
 }
 
@@ -307,17 +394,22 @@ const bearerToken: Detector = {
       BEARER,
       'TOKEN',
       0.8,
-      bearerValue(view.text.length),
+      bearerValue(view.text.length, view.open),
       firstAnchor(view.text, [['Bearer', 0]]),
       BEARER_MAX,
     ),
-  reference: (view) => findAll(view.text, BEARER, 'TOKEN', 0.8, bearerValue(view.text.length), 0, BEARER_MAX),
+  reference: (view) =>
+    findAll(view.text, BEARER, 'TOKEN', 0.8, bearerValue(view.text.length, view.open), 0, BEARER_MAX),
+  pendingFrom: tokenPending,
 };
 
-/** The credential of a match in a text of `length` characters, if it looks random or may still (see BEARER_DETECT). */
-function bearerValue(length: number) {
+/**
+ * The credential of a match in a text of `length` characters, if it looks random or may still
+ * (see BEARER_DETECT; not in an open text, whose stream holds it until it is whole).
+ */
+function bearerValue(length: number, open: boolean) {
   return (m: RegExpExecArray): { start: number; end: number } | false => {
-    const cutShort = m.index + m[0].length === length && m[1].length >= BEARER_DETECT;
+    const cutShort = !open && m.index + m[0].length === length && m[1].length >= BEARER_DETECT;
     if (!cutShort && shannonEntropy(m[1]) < 3.5) return false;
     const start = m.index + m[0].length - m[1].length;
     return { start, end: start + m[1].length };
@@ -346,6 +438,7 @@ const genericSecret: Detector = {
   detectChars: 256 + 2,
   find: (view) => findAssignments(view.text),
   reference: (view) => searchAssignments(view.text),
+  pendingFrom: tokenPending,
 };
 
 /** The same pattern, tried at one position (see assignmentStarts). */

@@ -1,0 +1,215 @@
+/**
+ * The streamed egress check with the real Tier A classifiers and the shipped policy's egress rules
+ * (secrets block, personal data masked), against the check of the whole answer: for every split of
+ * a text into chunks (one character at a time, small and large chunks, chunks that cut a surrogate
+ * pair), the client gets exactly what a non-streamed check would let out — the answer masked as the
+ * whole answer is, or, when the whole answer is blocked, a block and none of the blocked values.
+ * A clean answer (a JWT-like run, a bearer value, a certificate, an unfinished BEGIN line of
+ * something else) is never ended as a block.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { type ClassifierResult, redact } from '../../plugins/classify/api.ts';
+import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
+import { streamCheck, type WindowVerdict } from '../../plugins/policy/stream-check.ts';
+import { openaiWire, type SseEvent, type SseVerdict } from '../../runtime/index.ts';
+import { SAMPLES, texts } from '../helpers/release-samples.ts';
+
+const pii = new PatternClassifier({ name: 'pii', type: 'pattern', detectors: ['pii'] });
+const secrets = new PatternClassifier({ name: 'secrets', type: 'pattern', detectors: ['secrets'] });
+/** The derived bound: the longest span of the egress classifiers. */
+const HOLDBACK = Math.max(pii.maxSpanChars, secrets.maxSpanChars);
+
+/** The shipped policy's egress rules: secrets ≥ 0.5 block, pii ≥ 0.5 redact. */
+function decide(p: ClassifierResult, s: ClassifierResult): Omit<WindowVerdict, 'pendingFrom'> {
+  if (s.score >= 0.5) return { decision: { action: 'block', rule: 'block-secrets-in-answer' }, spans: [] };
+  if (p.score >= 0.5) return { decision: { action: 'redact', rule: 'redact-pii-in-answer' }, spans: p.spans };
+  return { decision: { action: 'allow' }, spans: [] };
+}
+
+let scans = 0;
+function check(window: string, open = false): WindowVerdict {
+  scans++;
+  const options = open ? { open } : undefined;
+  const p = pii.classifySync(window, options);
+  const s = secrets.classifySync(window, options);
+  const verdict: WindowVerdict = decide(p, s);
+  if (open) verdict.pendingFrom = Math.min(p.pendingFrom ?? 0, s.pendingFrom ?? 0);
+  return verdict;
+}
+
+/** What the check of the whole answer lets out: the masked text, or undefined when it blocks. */
+function whole(text: string): string | undefined {
+  const { decision, spans } = decide(pii.classifySync(text), secrets.classifySync(text));
+  if (decision.action === 'block') return undefined;
+  return decision.action === 'redact' ? redact(text, spans) : text;
+}
+
+const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+  data: JSON.stringify({
+    id: 'c1',
+    object: 'chat.completion.chunk',
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  }),
+});
+
+interface Outcome {
+  text: string;
+  blocked: boolean;
+  /** Text the client had after each upstream event. */
+  progress: string[];
+}
+
+async function stream(pieces: string[], holdbackChars = HOLDBACK, releaseEveryChars = 0): Promise<Outcome> {
+  const filter = streamCheck({
+    windowChars: 512,
+    scanEveryChars: 128,
+    holdbackChars,
+    openContextChars: 128, // as the policy stage sets it with Tier A classifiers only
+    releaseEveryChars,
+    check,
+    decided: () => {},
+    errorBody: () => ({ error: { type: 'safety_violation' } }),
+    mask: (text, spans) => redact(text, spans),
+  });
+  const events: SseEvent[] = [
+    chunk({ role: 'assistant', content: '' }),
+    ...pieces.map((p) => chunk({ content: p })),
+    chunk({}, 'stop'),
+    { data: '[DONE]' },
+  ];
+  let text = '';
+  let blocked = false;
+  const progress: string[] = [];
+  for (const event of events) {
+    const verdict: SseVerdict = (await filter.onEvent(event)) ?? { events: [event] };
+    for (const e of verdict.events) {
+      if (e.data === '[DONE]') continue;
+      const body = JSON.parse(e.data) as Record<string, unknown>;
+      if (
+        (body.choices as Array<{ finish_reason: string | null }> | undefined)?.[0]?.finish_reason === 'content_filter'
+      )
+        blocked = true;
+      if (!body.error) text += openaiWire.chunkText(body);
+    }
+    progress.push(text);
+    if (verdict.end) break;
+  }
+  return { text, blocked, progress };
+}
+
+/** A text cut at the given points (fractions), any code unit included (a surrogate pair too). */
+function cut(text: string, points: number[]): string[] {
+  const at = [...new Set(points.map((p) => Math.floor(p * text.length)))].sort((a, b) => a - b);
+  const out: string[] = [];
+  let from = 0;
+  for (const p of [...at, text.length]) {
+    if (p > from) out.push(text.slice(from, p));
+    from = Math.max(from, p);
+  }
+  return out;
+}
+const ones = (text: string) => [...Array(text.length)].map((_, i) => text[i]);
+
+async function agrees(text: string, pieces: string[], releaseEveryChars = 0): Promise<void> {
+  const expected = whole(text);
+  const got = await stream(pieces, HOLDBACK, releaseEveryChars);
+  const label = JSON.stringify({ text, pieces: pieces.length });
+  if (expected === undefined) {
+    expect(got.blocked, label).toBe(true);
+    // None of what the whole check found reached the client.
+    for (const sp of secrets.classifySync(text).spans)
+      expect(got.text, label).not.toContain(text.slice(sp.start, sp.end));
+    for (const sp of pii.classifySync(text).spans) expect(got.text, label).not.toContain(text.slice(sp.start, sp.end));
+  } else {
+    expect(got.blocked, label).toBe(false);
+    expect(got.text, label).toBe(expected);
+  }
+}
+
+const fraction = fc.double({ min: 0, max: 1, noNaN: true });
+
+describe('streamed release against the whole-answer check (real detectors, shipped rules)', () => {
+  it('property: random chunks, small and large', async () => {
+    await fc.assert(
+      fc.asyncProperty(texts, fc.array(fraction, { maxLength: 60 }), async (text, points) =>
+        agrees(text, cut(text, points)),
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('property: random chunks, released every 16 characters (release_every_chars)', async () => {
+    await fc.assert(
+      fc.asyncProperty(texts, fc.array(fraction, { maxLength: 60 }), async (text, points) =>
+        agrees(text, cut(text, points), 16),
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('property: one code unit at a time (surrogate pairs cut)', async () => {
+    await fc.assert(
+      fc.asyncProperty(texts, async (text) => agrees(text, ones(text))),
+      { numRuns: 100 },
+    );
+  });
+
+  it('every sample in prose, one character at a time and in 3-character drips', async () => {
+    for (const s of SAMPLES) {
+      const text = `Here it is 😀: ${s} and then more text follows.`;
+      await agrees(text, ones(text));
+      await agrees(
+        text,
+        cut(
+          text,
+          Array.from({ length: text.length / 3 }, (_, i) => (3 * i) / text.length),
+        ),
+      );
+    }
+  });
+
+  it('clean text goes out as it comes: after each chunk, all but the last word', async () => {
+    const text = 'The weather report says it will be sunny with light winds along the coast today. ';
+    const { progress } = await stream(ones(text));
+    // progress[0] is the role chunk; progress[i] follows the i-th character.
+    for (let i = 1; i <= text.length; i++) {
+      const seen = text.slice(0, i);
+      const lastWord = seen.trimEnd().lastIndexOf(' ') + 1;
+      expect(progress[i].length, seen).toBeGreaterThanOrEqual(lastWord);
+    }
+  });
+
+  it('personal data in the first sentence: the text before it goes out without waiting for it', async () => {
+    const text = 'Sure, write to jane.doe@example.org for the details of the order. ';
+    const { progress } = await stream(ones(text));
+    const at = text.indexOf('jane');
+    expect(progress[at + 4]).toBe('Sure, write to ');
+    expect(progress.at(-1)).toBe('Sure, write to [EMAIL] for the details of the order. ');
+  });
+
+  it('release_every_chars: after the first text, a check every 16 characters, not every chunk', async () => {
+    const text = 'The weather report says it will be sunny with light winds along the coast today. '.repeat(20);
+    const pieces = cut(
+      text,
+      Array.from({ length: text.length / 4 }, (_, i) => (4 * i) / text.length),
+    );
+    scans = 0;
+    const got = await stream(pieces, HOLDBACK, 16);
+    expect(got.text).toBe(text);
+    expect(got.progress[1]).toBe('The '); // the first text at once
+    expect(scans).toBeLessThanOrEqual(Math.ceil(text.length / 16) + 3);
+  });
+
+  it('a clean stream counts its scans per chunk, not per character held', async () => {
+    scans = 0;
+    const text = 'The weather report says it will be sunny with light winds along the coast today. '.repeat(20);
+    const pieces = cut(
+      text,
+      Array.from({ length: text.length / 4 }, (_, i) => (4 * i) / text.length),
+    );
+    await stream(pieces);
+    // One open scan per chunk, one at the finish.
+    expect(scans).toBeLessThanOrEqual(pieces.length + 2);
+  });
+});
