@@ -24,6 +24,7 @@ import {
   UninspectableAnswer,
 } from '../../runtime/index.ts';
 import type { Span } from '../classify/api.ts';
+import { DecisionOnLastEvent } from './stream-decision.ts';
 
 const { chunkText, mapChunkText } = openaiWire;
 
@@ -86,14 +87,16 @@ export interface StreamCheckOptions {
   mask(text: string, spans: Span[]): string;
   /**
    * The decision of the whole stream, as its last event carries it (`filter_decision` on the
-   * `content_filter` finish of a blocked stream; on a chunk with no choices before `[DONE]`
-   * otherwise). Absent: nothing is added.
+   * `content_filter` finish of a blocked stream; otherwise on the upstream's last text-less event
+   * before `[DONE]`, its finish or usage chunk: stream-decision.ts). Absent: nothing is added.
    */
   summary?(): Record<string, unknown>;
 }
 
 export function streamCheck(o: StreamCheckOptions): SseFilter {
-  return o.holdbackChars > 0 ? new ReleaseCheck(o) : new WindowCheck(o);
+  const check = o.holdbackChars > 0 ? new ReleaseCheck(o) : new WindowCheck(o);
+  // An unblocked stream's decision rides on its last event (stream-decision.ts).
+  return o.summary ? new DecisionOnLastEvent(check, () => o.summary?.()) : check;
 }
 
 /**
@@ -234,8 +237,7 @@ class WindowCheck extends StreamCheckBase {
     const verdict = (o: Outcome): SseVerdict => {
       if (o?.end) return { events: o.end, end: true };
       this.complete();
-      const summary = this.o.summary?.();
-      return { events: summary ? [summaryEvent(this.last, summary), done] : [done] };
+      return { events: [done] };
     };
     return outcome instanceof Promise ? outcome.then(verdict) : verdict(outcome);
   }
@@ -385,11 +387,7 @@ class ReleaseCheck extends StreamCheckBase {
   /** `[DONE]`: everything held is checked as the end of the answer and released, then `[DONE]`. */
   #finish(done: SseEvent): Step<SseVerdict> {
     return then(this.#settle([done], true), (verdict) => {
-      if (!verdict.end) {
-        this.complete();
-        const summary = this.o.summary?.();
-        if (summary) verdict.events.splice(verdict.events.length - 1, 0, summaryEvent(this.last, summary));
-      }
+      if (!verdict.end) this.complete();
       return verdict;
     });
   }
@@ -720,18 +718,4 @@ function blockEvents(
     ...(summary ? { filter_decision: summary } : {}),
   };
   return [{ data: JSON.stringify(finish) }, { data: JSON.stringify(error) }, { data: '[DONE]' }];
-}
-
-/** The stream's decision before `[DONE]` (StreamCheckOptions.summary): a chunk with no choices, as a usage chunk. */
-export function summaryEvent(last: Record<string, unknown> | undefined, summary: Record<string, unknown>): SseEvent {
-  return {
-    data: JSON.stringify({
-      ...(last?.id !== undefined ? { id: last.id } : {}),
-      object: last?.object ?? 'chat.completion.chunk',
-      created: last?.created ?? Math.floor(Date.now() / 1000),
-      ...(last?.model !== undefined ? { model: last.model } : {}),
-      choices: [],
-      filter_decision: summary,
-    }),
-  };
 }

@@ -333,7 +333,10 @@ describe('failover before the answer starts', () => {
     const res = await chat('dying', 'tell me a story', { stream: true });
     // The stream was the provider's once its headers came: it is never replayed elsewhere.
     expect(res.headers.get('x-filter-provider')).toBe('dier');
-    const text = await res.text();
+    // Released as it came (the egress check holds back only what could still become a match), the
+    // answer's start may have reached the client: then the cut is the client's error (the
+    // connection ends without [DONE], or is cut), never a replay from another provider.
+    const text = await res.text().catch((err: Error) => `(cut: ${err.message})`);
     if (res.status === 200) expect(text).not.toContain('[DONE]');
     else {
       // The egress check held the first words back: the cut-short answer is refused whole.

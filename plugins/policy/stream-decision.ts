@@ -1,0 +1,98 @@
+/**
+ * The decision of a stream on its last event, without adding an event OpenAI clients do not
+ * expect. A chunk with no choices is sent by the API only to a client that asked for usage
+ * (`stream_options.include_usage`); a client that did not ask reads `choices[0]` of every chunk.
+ * So the decision rides on the last event the upstream sent anyway: the events that carry no
+ * text (a choice's finish chunk, the usage chunk) are held until the next event, and when that is
+ * `[DONE]` the last of them gets `filter_decision`. They cost no time to first token (they come
+ * last, right before `[DONE]`). A stream without such an event (a provider that sends no finish
+ * chunk) carries its decision in the `X-Filter-Decision` trailer only. A blocked stream's
+ * `content_filter` finish carries it already (stream-check.ts).
+ */
+import type { SseEvent, SseFilter, SseVerdict, UninspectableAnswer } from '../../runtime/index.ts';
+
+type Verdict = SseVerdict | undefined;
+
+export class DecisionOnLastEvent implements SseFilter {
+  /** Text-less events the check let through, not sent yet (one of them may be the last). */
+  #held: SseEvent[] = [];
+
+  constructor(
+    private readonly check: SseFilter,
+    private readonly summary: () => Record<string, unknown> | undefined,
+  ) {}
+
+  onEvent(event: SseEvent): Verdict | Promise<Verdict> {
+    const verdict = this.check.onEvent(event);
+    return verdict instanceof Promise ? verdict.then((v) => this.#after(event, v)) : this.#after(event, verdict);
+  }
+
+  async onEnd(): Promise<SseEvent[]> {
+    const events = (await this.check.onEnd?.()) ?? [];
+    return this.#release(events);
+  }
+
+  refuse(err: UninspectableAnswer): SseEvent[] {
+    return this.#release(this.check.refuse?.(err) ?? []);
+  }
+
+  #after(input: SseEvent, verdict: Verdict): Verdict {
+    const out = verdict === undefined ? [input] : verdict.events;
+    // The cheap path: a text event passed as it is, nothing held.
+    if (verdict === undefined && this.#held.length === 0 && !textless(input)) return undefined;
+    if (verdict?.end) return { events: this.#release(out), end: true };
+    const events: SseEvent[] = [];
+    for (const e of out) {
+      if (e.data === '[DONE]') {
+        this.#decorate();
+        events.push(...this.#held, e);
+        this.#held = [];
+      } else if (textless(e)) this.#held.push(e);
+      else {
+        events.push(...this.#held, e);
+        this.#held = [];
+      }
+    }
+    return { events };
+  }
+
+  /** What is held goes out before `events` (the stream ends or is refused). */
+  #release(events: SseEvent[]): SseEvent[] {
+    if (this.#held.length === 0) return events;
+    const all = [...this.#held, ...events];
+    this.#held = [];
+    return all;
+  }
+
+  /** `filter_decision` on the last held event (the upstream's last before `[DONE]`). */
+  #decorate(): void {
+    const last = this.#held.at(-1);
+    const summary = last && this.summary();
+    if (!last || !summary) return;
+    const chunk = JSON.parse(last.data) as Record<string, unknown>;
+    this.#held[this.#held.length - 1] = { ...last, data: JSON.stringify({ ...chunk, filter_decision: summary }) };
+  }
+}
+
+/**
+ * A chunk with no text for the client to see: no choices (usage), or every choice finished with
+ * an empty delta. Decided on the raw data first: most chunks have neither marker.
+ */
+function textless(event: SseEvent): boolean {
+  const data = event.data;
+  if (!data.includes('"choices":[]') && !data.includes('"finish_reason":"')) return false;
+  let chunk: unknown;
+  try {
+    chunk = JSON.parse(data);
+  } catch {
+    return false;
+  }
+  const choices = (chunk as { choices?: unknown })?.choices;
+  if (!Array.isArray(choices)) return false;
+  return choices.every((c: { finish_reason?: unknown; delta?: Record<string, unknown>; text?: unknown }) => {
+    if (typeof c?.finish_reason !== 'string') return false;
+    if (typeof c.text === 'string' && c.text !== '') return false;
+    const delta = c.delta ?? {};
+    return !delta.content && !delta.tool_calls && !delta.function_call && !delta.refusal;
+  });
+}
