@@ -1,0 +1,78 @@
+/**
+ * Placeholders and documented example keys: values in a key's shape that are not a secret
+ * (`AKIAXXXXXXXXXXXXXXXX`, `sk_live_0000…`, `ghp_abcdef…`, `<your-key>`, `${TOKEN}`, the AWS
+ * documentation's `AKIAIOSFODNN7EXAMPLE`). Judged on the random part of a key (its prefix left
+ * out); a real key's random part is uniform over its alphabet, which none of these is.
+ */
+
+/**
+ * Random parts of example keys printed in vendors' documentation (AWS, Stripe, GitHub, Slack):
+ * copied into code and prompts everywhere, never valid.
+ */
+const DOCUMENTED = new Set([
+  'IOSFODNN7EXAMPLE', // AWS access key id AKIAIOSFODNN7EXAMPLE
+  'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', // AWS secret access key
+  '4eC39HqLyjWDarjtT1zdp7dc', // Stripe sk_test_ in the API reference
+  'TYooMQauvdEDq54NiTphI7jx', // Stripe pk_test_
+  '16C7e42F292c6912E7710c838347Ae178B4a', // GitHub docs
+]);
+
+/**
+ * Words that mark a value as a stand-in: `your_key_here`, `EXAMPLE`, `xxxx`, `REDACTED`; in one
+ * case throughout (a random key holds `XxXx` or `fAKe` now and then, hardly ever `xxxx` or `FAKE`).
+ */
+const STAND_IN_WORDS = [
+  'xxxx',
+  'example',
+  'sample',
+  'dummy',
+  'placeholder',
+  'redacted',
+  'changeme',
+  'your',
+  'insert',
+  'replace',
+  'fake',
+  'tokenhere',
+  'token_here',
+  'keyhere',
+  'key_here',
+];
+const STAND_IN = new RegExp(
+  `\\*{3}|${STAND_IN_WORDS.flatMap((w) => [w, w.toUpperCase(), w[0]?.toUpperCase() + w.slice(1)]).join('|')}`,
+);
+
+/** Whether `random` (a key's random part) is a placeholder or a documented example. */
+export function isPlaceholder(random: string): boolean {
+  if (DOCUMENTED.has(random)) return true;
+  if (STAND_IN.test(random)) return true;
+  if (/[<{$]/.test(random[0] ?? '')) return true; // <your-key>, ${VAR}, {{var}}, $VAR
+  const s = random.replace(/[^A-Za-z0-9]/g, '');
+  if (s.length < 8) return s.length === 0 || new Set(s).size <= 1;
+  if (new Set(s).size < Math.min(8, Math.max(4, Math.ceil(s.length / 6)))) return true; // aaaa, abab, 0101…
+  return sequential(s) || periodic(s);
+}
+
+/**
+ * Mostly steps of -1, 0 or +1 between neighbours (`abcdef…`, `0123456789`, `zyxw`, `aaaa`):
+ * at least 60% of them. A uniform random string of digits has 30% of such steps, hex 19%,
+ * base62 5%.
+ */
+function sequential(s: string): boolean {
+  let steps = 0;
+  for (let i = 1; i < s.length; i++) {
+    const d = s.charCodeAt(i) - s.charCodeAt(i - 1);
+    if (d >= -1 && d <= 1) steps++;
+  }
+  return steps >= 0.6 * (s.length - 1);
+}
+
+/** A short unit repeated (`a1B2c3a1B2c3…`): a period of at most 16 over at least three periods. */
+function periodic(s: string): boolean {
+  for (let p = 1; p <= 16 && 3 * p <= s.length; p++) {
+    let i = p;
+    while (i < s.length && s.charCodeAt(i) === s.charCodeAt(i - p)) i++;
+    if (i === s.length) return true;
+  }
+  return false;
+}
