@@ -77,7 +77,7 @@ const URL_KINDS: readonly UrlKind[] = [
 const SCHEME_KIND = new Map(URL_KINDS.flatMap((k) => k.schemes.map((s) => [s, k.id] as const)));
 
 /** After `://`: the user (maybe empty), `:`, the password, `@` and the host's first character. */
-const USERINFO = /([^\s:/?#@"'`<>]{0,64}):([^\s/?#@"'`<>]{1,128})@[A-Za-z0-9[]/y;
+const USERINFO = /([^\s:/?#@"'`<>]{0,64}):([^\s/?@"'`<>]{1,128})@[A-Za-z0-9[]/y;
 const isSchemeChar = (c: number) => isAlnum(c) || c === 43 || c === 46 || c === 45; // + . -
 
 /** Passwords in URLs, by detector id. */
@@ -469,16 +469,18 @@ function findProseSecrets(view: TextView): Finding[] {
   const found: Finding[] = [];
   for (const word of SECRET_WORDS) {
     for (let at = lower.indexOf(word); at !== -1; at = lower.indexOf(word, at + word.length)) {
-      if (at > 0 && isAlnum(text.charCodeAt(at - 1))) continue;
+      // A word of its own: not inside an identifier or a key (`GITHUB_TOKEN=`, `AGE-SECRET-KEY-1…`,
+      // `key-…` are the assignment's and the key formats' business).
+      if (at > 0 && (isAlnum(text.charCodeAt(at - 1)) || /[-_.]/.test(text[at - 1] as string))) continue;
       const password = /pass|pwd/.test(word);
       let i = at + word.length;
       const limit = Math.min(text.length, i + 48);
-      // skip the rest of the word (passwords, tokens, key_id…)
-      while (i < limit && isAlnum(text.charCodeAt(i))) i++;
+      while (i < limit && isAlnum(text.charCodeAt(i))) i++; // passwords, tokens…
+      if (i < text.length && !/[\s:="'`)]/.test(text[i] as string)) continue; // `password@host`, `key-value`
       while (i < limit) {
         const c = text[i] as string;
         if (c === '\n') break;
-        if (!PROSE_VALUE.test(c)) {
+        if (!PROSE_VALUE.test(c) || c === '=' || c === ':') {
           i++;
           continue;
         }

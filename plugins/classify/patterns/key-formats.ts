@@ -483,7 +483,7 @@ export const KEY_FORMATS: readonly KeyFormat[] = [
     'Telegram',
     'bot token',
     'TOKEN',
-    `\\d{8,10}:(?<s>AA[${B64URL}]{33})`,
+    `\\d{8,10}:(?<s>AA[${B64URL}]{32,33})`,
     'https://core.telegram.org/bots/api#authorizing-your-bot',
   ),
   f(
