@@ -52,7 +52,8 @@ export function evaluateSecrets(items: Item[], predict: PredictSecrets): SecretS
       for (let i = gold.start; i < gold.end; i++) if (found.some((f) => f.start <= i && i < f.end)) covered++;
       const hit = covered * 2 >= gold.end - gold.start;
       const withProvider = found.some((f) => f.detector === item.group && f.start < gold.end && f.end > gold.start);
-      const p = (providers[item.group] ??= { provider: item.provider ?? '', total: 0, found: 0, withProvider: 0 });
+      providers[item.group] ??= { provider: item.provider ?? '', total: 0, found: 0, withProvider: 0 };
+      const p = providers[item.group] as SecretScores['providers'][string];
       p.total++;
       if (hit) {
         k.hit++;
@@ -62,7 +63,8 @@ export function evaluateSecrets(items: Item[], predict: PredictSecrets): SecretS
     } else {
       const group =
         item.kind === 'hard_negative' ? item.group : `${item.kind}:${item.group.split(':')[1] ?? item.group}`;
-      const g = (groups[group] ??= rate());
+      groups[group] ??= rate();
+      const g = groups[group] as Rate;
       g.total++;
       if (found.length > 0) {
         k.hit++;
