@@ -200,8 +200,27 @@ interface ContextFormat {
   chars: RegExp;
   /** How far after the keyword's end the value may start (same line). */
   within: number;
+  /** A value of the longest form (tests, docs): `maxSpanChars` is its length. */
+  example: string;
   docs: string;
 }
+
+/** `n` pseudo-random characters of `alphabet` (deterministic): the rows' examples. */
+function pseudo(alphabet: string, n: number, seed: number): string {
+  let x = seed;
+  let out = '';
+  for (let i = 0; i < n; i++) {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    out += alphabet[(x >>> 16) % alphabet.length];
+  }
+  return out;
+}
+const A62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+const H16 = '0123456789abcdef';
+const uuidOf = (seed: number) => {
+  const h = pseudo(H16, 32, seed);
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+};
 
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const HEX32 = /^[0-9a-f]{32}$/;
@@ -224,6 +243,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: /^[A-Za-z0-9/+]{40}$/,
     chars: /[A-Za-z0-9/+=]/,
     within: 40,
+    example: pseudo(`${A62}/+`, 40, 1),
     docs: 'https://docs.aws.amazon.com/IAM/latest/UserGuide/id_credentials_access-keys.html',
   },
   {
@@ -235,6 +255,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: /^[A-Za-z0-9+/]{86}==$/,
     chars: /[A-Za-z0-9+/=]/,
     within: 24,
+    example: `${pseudo(`${A62}+/`, 86, 2)}==`,
     docs: 'https://learn.microsoft.com/azure/storage/common/storage-configure-connection-string',
   },
   {
@@ -246,6 +267,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: /^[A-Za-z0-9+/]{43}=$/,
     chars: /[A-Za-z0-9+/=]/,
     within: 4,
+    example: `${pseudo(`${A62}+/`, 43, 3)}=`,
     docs: 'https://learn.microsoft.com/azure/service-bus-messaging/service-bus-sas',
   },
   {
@@ -257,6 +279,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: /^[0-9a-f]{40}$/,
     chars: /[0-9a-f]/,
     within: 12,
+    example: pseudo(H16, 40, 4),
     docs: 'https://cloud.google.com/iam/docs/keys-create-delete',
   },
   {
@@ -268,6 +291,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: /^(?:[0-9a-f]{32}|[0-9a-f]{40})$/,
     chars: /[0-9a-f]/,
     within: 40,
+    example: pseudo(H16, 40, 5),
     docs: 'https://docs.datadoghq.com/account_management/api-app-keys/',
   },
   {
@@ -279,6 +303,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: HEX32,
     chars: /[0-9a-f]/,
     within: 40,
+    example: pseudo(H16, 32, 6),
     docs: 'https://www.twilio.com/docs/iam/access-tokens',
   },
   {
@@ -290,6 +315,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: UUID,
     chars: /[0-9a-fA-F-]/,
     within: 40,
+    example: uuidOf(7),
     docs: 'https://devcenter.heroku.com/articles/authentication',
   },
   {
@@ -301,6 +327,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: /^00[A-Za-z0-9_-]{40}$/,
     chars: /[A-Za-z0-9_-]/,
     within: 40,
+    example: `00${pseudo(`${A62}_-`, 40, 8)}`,
     docs: 'https://developer.okta.com/docs/guides/create-an-api-token/',
   },
   {
@@ -312,6 +339,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: HEX32,
     chars: /[0-9a-f]/,
     within: 40,
+    example: pseudo(H16, 32, 9),
     docs: 'https://www.algolia.com/doc/guides/security/api-keys/',
   },
   {
@@ -323,6 +351,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: /^(?:[A-Za-z0-9_-]{40}|[0-9a-f]{37})$/,
     chars: /[A-Za-z0-9_-]/,
     within: 40,
+    example: pseudo(`${A62}_-`, 40, 10),
     docs: 'https://developers.cloudflare.com/fundamentals/api/get-started/create-token/',
   },
   {
@@ -334,6 +363,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: /^[A-Za-z0-9]{32}$/,
     chars: /[A-Za-z0-9]/,
     within: 40,
+    example: pseudo(A62, 32, 11),
     docs: 'https://docs.mistral.ai/getting-started/quickstart/',
   },
   {
@@ -345,6 +375,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: /^[A-Za-z0-9]{40}$/,
     chars: /[A-Za-z0-9]/,
     within: 40,
+    example: pseudo(A62, 40, 12),
     docs: 'https://docs.cohere.com/reference/about',
   },
   {
@@ -356,6 +387,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: /^[0-9a-f]{32}$|^[A-Za-z0-9]{84}$/,
     chars: /[A-Za-z0-9]/,
     within: 24,
+    example: pseudo(A62, 84, 13),
     docs: 'https://learn.microsoft.com/azure/ai-services/authentication',
   },
   {
@@ -367,6 +399,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: /^[A-Za-z0-9_-]{32}$/,
     chars: /[A-Za-z0-9_-]/,
     within: 40,
+    example: pseudo(`${A62}_-`, 32, 14),
     docs: 'https://docs.fastly.com/en/guides/using-api-tokens',
   },
   {
@@ -378,6 +411,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
     value: UUID,
     chars: /[0-9a-fA-F-]/,
     within: 40,
+    example: uuidOf(15),
     docs: 'https://docs.snyk.io/snyk-api/authentication-for-api',
   },
 ];
@@ -426,17 +460,15 @@ function valueAfter(text: string, from: number, f: ContextFormat): { start: numb
   return null;
 }
 
-const contextDetectors: Detector[] = CONTEXT_FORMATS.map((f) => {
-  const longest = f.id === 'azure_storage_account_key' ? 88 : 84;
-  return {
-    id: f.id,
-    family: 'secrets',
-    description: `${f.provider} ${f.what}, next to one of: ${f.keywords.join(', ')} (${f.docs}).`,
-    maxSpanChars: longest,
-    detectChars: longest,
-    find: (view: TextView) => view.derived(scanContext).get(f.id) ?? [],
-  };
-});
+const contextDetectors: Detector[] = CONTEXT_FORMATS.map((f) => ({
+  id: f.id,
+  family: 'secrets',
+  description: `${f.provider} ${f.what}, next to one of: ${f.keywords.join(', ')} (${f.docs}).`,
+  // The span is the value, seen whole (its length and alphabet decide).
+  maxSpanChars: f.example.length,
+  detectChars: f.example.length,
+  find: (view: TextView) => view.derived(scanContext).get(f.id) ?? [],
+}));
 
 // ---------------------------------------------------------------- a random value after a secret word in prose
 
@@ -489,7 +521,7 @@ function findProseSecrets(view: TextView): Finding[] {
         let value = text.slice(i, end);
         const trail = /[.,!]+$/.exec(value)?.[0].length ?? 0; // sentence punctuation
         value = value.slice(0, value.length - trail);
-        if (proseSecret(value, password)) {
+        if (proseSecret(value, password, word.endsWith('key') && !word.includes('api'))) {
           found.push({ start: i, end: i + value.length, label: password ? 'SECRET' : 'API_KEY', weight: 0.75 });
           break;
         }
@@ -501,8 +533,11 @@ function findProseSecrets(view: TextView): Finding[] {
   return found.filter((f, k) => k === 0 || f.start >= (found[k - 1] as Finding).end);
 }
 
-/** Random-looking enough to be a secret named by the word before it. */
-function proseSecret(value: string, password: boolean): boolean {
+/**
+ * Random-looking enough to be a secret named by the word before it. After a bare `key` (a row's
+ * key, a cache key), hex and UUIDs are ids, not secrets.
+ */
+function proseSecret(value: string, password: boolean, bareKey: boolean): boolean {
   if (value.length < (password ? 8 : 16) || value.length > 256) return false;
   if (
     /^[a-z]+(?:[-_.][a-z]+)*$/i.test(value) ||
@@ -517,7 +552,8 @@ function proseSecret(value: string, password: boolean): boolean {
     Number(/\d/.test(value)) +
     Number(/[^A-Za-z0-9]/.test(value));
   if (password) return kinds >= 3 && shannonEntropy(value) >= 2.8;
-  if (UUID.test(value) || /^[0-9a-f]+$/i.test(value)) return value.length >= 32 && shannonEntropy(value) >= 3.3;
+  if (UUID.test(value) || /^[0-9a-f]+$/i.test(value))
+    return !bareKey && value.length >= 32 && shannonEntropy(value) >= 3.3;
   return kinds >= 2 && /\d/.test(value) && /[A-Za-z]/.test(value) && shannonEntropy(value) >= 3.5;
 }
 
