@@ -345,10 +345,15 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   console.log(`${items.length} items -> ${out}`);
   const sample = arg('--sample');
   if (sample) {
-    // One of each kind per group: every format bare and assigned, near misses, placeholders, negatives.
+    // Every format bare and assigned once, near misses and placeholders of every third format,
+    // each kind of hard negative, each documented example.
     const seen = new Set<string>();
+    const formats = COMPILED.map((c) => c.format.id);
     const subset = items.filter((i) => {
-      const key = `${i.kind}:${i.group}`;
+      const format = i.group.split(':')[0] as string;
+      const n = formats.indexOf(format);
+      if ((i.kind === 'near_miss' || i.kind === 'placeholder') && n >= 0 && n % 3 !== 0) return false;
+      const key = i.group === 'documented_example' ? i.text : `${i.kind}:${format}`;
       if (seen.has(key)) return false;
       seen.add(key);
       return true;

@@ -13,10 +13,10 @@
 import { writeFileSync } from 'node:fs';
 import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
 import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
-import { TextView } from '../../plugins/classify/patterns/detector.ts';
 import { fmt, printTable } from '../common/report.ts';
 import { generateSecretsSet, type Item } from './secrets-generate.ts';
-import { evaluateSecrets, type PredictSecrets, type SecretScores } from './secrets-score.ts';
+import { shippedPredict } from './secrets-predict.ts';
+import { evaluateSecrets, type SecretScores } from './secrets-score.ts';
 
 const seed = Number(process.env.SECRETS_SEED ?? 25);
 const items = generateSecretsSet({ seed });
@@ -28,16 +28,6 @@ console.log(
 );
 
 type ClassifierLike = { classifySync(text: string): { label: string } };
-
-/** The shipped classifier's decision, and the secrets detectors' findings when it flags the text. */
-export function shippedPredict(classifier: ClassifierLike): PredictSecrets {
-  const detectors = DETECTORS.filter((d) => d.family === 'secrets');
-  return (text) => {
-    if (classifier.classifySync(text).label !== 'secret') return [];
-    const view = new TextView(text);
-    return detectors.flatMap((d) => d.find(view).map((f) => ({ start: f.start, end: f.end, detector: d.id })));
-  };
-}
 
 function report(name: string, s: SecretScores): void {
   const k = s.kinds;
