@@ -128,14 +128,26 @@ const CURL_USER = /(?:-u|--user)(?:[ \t]{1,4}|=)["']?([^\s"':]{1,64}):([^\s"']{1
 
 function findCurlUsers(text: string): Finding[] {
   const out: Finding[] = [];
+  // The last `curl` and the last line break before the option, kept as the options come in order
+  // (searching back from each one would read the text again for every `-u`).
+  let curl = -1;
+  let nextCurl = text.indexOf('curl');
+  let newline = -1;
+  let nextNewline = text.indexOf('\n');
   for (let at = text.indexOf('-u'); at !== -1; at = text.indexOf('-u', at + 2)) {
     const before = text.charCodeAt(at - 1);
     const dashDash = before === 45; // --user
     const start = dashDash ? at - 1 : at;
     if (start > 0 && !(text.charCodeAt(start - 1) === 32 || text.charCodeAt(start - 1) === 9)) continue;
-    const lineStart = text.lastIndexOf('\n', start) + 1;
-    const curl = text.lastIndexOf('curl', start);
-    if (curl < Math.max(lineStart, start - 1000)) continue;
+    while (nextCurl !== -1 && nextCurl < start) {
+      curl = nextCurl;
+      nextCurl = text.indexOf('curl', nextCurl + 4);
+    }
+    while (nextNewline !== -1 && nextNewline < start) {
+      newline = nextNewline;
+      nextNewline = text.indexOf('\n', nextNewline + 1);
+    }
+    if (curl < 0 || curl < newline || curl < start - 1000) continue;
     CURL_USER.lastIndex = start;
     const m = CURL_USER.exec(text);
     if (m === null) continue;
