@@ -356,7 +356,7 @@ describe('secret detectors', () => {
     expect(found('aws_access_key', 'key AKIAZ7Q3K5M2N8P4R6T1 end')).toEqual([['AKIAZ7Q3K5M2N8P4R6T1', 'API_KEY']]);
     expect(found('github_pat', `use ${ghp} for the push`)).toEqual([[ghp, 'TOKEN']]);
     expect(found('npm_token', `//registry.npmjs.org/:_authToken=${npm}`)).toEqual([[npm, 'TOKEN']]);
-    const bot = 'xoxb-1234567890123-9876543210987-Ab3De5Gh7Jk9Mn1Pq3St5Vw7';
+    const bot = 'xoxb-2847561930472-6192038475610-Ab3De5Gh7Jk9Mn1Pq3St5Vw7';
     expect(found('slack_bot_token', `the bot uses ${bot}.`)).toEqual([[bot, 'TOKEN']]);
     expect(
       texts('slack_webhook', 'post to https://hooks.slack.com/services/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'),

@@ -56,14 +56,20 @@ export function isPlaceholder(random: string): boolean {
 
 /**
  * Mostly steps of -1, 0 or +1 between neighbours (`abcdef…`, `0123456789`, `zyxw`, `aaaa`):
- * at least 60% of them. A uniform random string of digits has 30% of such steps, hex 19%,
- * base62 5%.
+ * at least 60% of them (a uniform random string of digits has 30% of such steps, hex 19%,
+ * base62 5%); or a run of 8 characters counting up or down anywhere (`…admin01234567890`).
  */
 function sequential(s: string): boolean {
   let steps = 0;
+  let run = 1; // characters in the current run counting up or down by one
+  let last = 0; // the step before
   for (let i = 1; i < s.length; i++) {
     const d = s.charCodeAt(i) - s.charCodeAt(i - 1);
     if (d >= -1 && d <= 1) steps++;
+    const counting = d === 1 || d === -1;
+    run = counting && d === last ? run + 1 : counting ? 2 : 1;
+    last = d;
+    if (run >= 8) return true; // a random digit string holds 8 in a row about once in 10^7
   }
   return steps >= 0.6 * (s.length - 1);
 }
