@@ -57,7 +57,8 @@ function report(name: string, s: SecretScores, detail = true): void {
   const providers = Object.entries(s.providers);
   const all = providers.reduce((a, [, p]) => a + p.total, 0);
   const withProvider = providers.reduce((a, [, p]) => a + p.withProvider, 0);
-  if (detail) console.log(`found with the right provider's detector: ${withProvider}/${all} = ${fmt(withProvider / all, 3)}`);
+  if (detail)
+    console.log(`found with the right provider's detector: ${withProvider}/${all} = ${fmt(withProvider / all, 3)}`);
   if (!detail) return;
   const weak = providers.filter(([, p]) => p.found < p.total || p.withProvider < p.total);
   console.log(`detectors below 1.0 recall or provider attribution (${weak.length} of ${providers.length}):`);

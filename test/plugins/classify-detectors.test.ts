@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { keyOf, rng } from '../../bench/detect/secrets-generate.ts';
-import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
+import { DETECTOR_ALIASES, DETECTORS, selectDetectors } from '../../plugins/classify/patterns/catalog.ts';
 import {
   base62Crc32,
   base62TokenValid,
@@ -376,6 +376,14 @@ describe('secret detectors', () => {
     expect(
       texts('brevo_api_key', `xkeysib-${'a1b2c3d4e5f60789'.repeat(2)}${'9f8e7d6c5b4a3210'.repeat(2)}-Zx9Qw7Er5Ty3Ui1O`),
     ).toHaveLength(1);
+  });
+
+  it('former ids select their formats: github_token, slack_token, stripe_key', () => {
+    const ids = (name: string) => selectDetectors([name]).map((d) => d.id);
+    expect(ids('github_token')).toEqual(DETECTOR_ALIASES.github_token);
+    expect(ids('slack_token')).toHaveLength(10);
+    expect(ids('stripe_key')).toEqual(['stripe_secret_key', 'stripe_restricted_key']);
+    expect(found('github_token', `token ${ghp}`)).toEqual([[ghp, 'TOKEN']]);
   });
 
   it('every format: a key generated from its pattern is found whole, by its own detector, bare and assigned', () => {
