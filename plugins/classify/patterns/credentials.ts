@@ -11,12 +11,51 @@ import type { Detector, Finding, TextView } from './detector.ts';
 import { failedFormat } from './key-detectors.ts';
 import { isPlaceholder } from './placeholders.ts';
 
-/** ASCII lower case, same length and offsets as the text (non-ASCII left as is). */
-function asciiLower(view: TextView): string {
-  return view.text.replace(/[A-Z]+/g, (s) => s.toLowerCase());
+/** Lower case with the text's offsets: toLowerCase unless it changes the length (`İ`), else ASCII only. */
+function lowerCase(view: TextView): string {
+  const lower = view.text.toLowerCase();
+  return lower.length === view.text.length ? lower : view.text.replace(/[A-Z]+/g, (s) => s.toLowerCase());
 }
 
 const isAlnum = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
+
+/** A number for the first three characters of a keyword or of the text at a place. */
+const head3 = (s: string, at: number) => (s.charCodeAt(at) << 16) ^ (s.charCodeAt(at + 1) << 8) ^ s.charCodeAt(at + 2);
+
+/**
+ * Where each keyword of `keywords` occurs in the text, at the start of a word (or at a `"`): one
+ * pass over the text, each word start looked up by its first three characters (searching the
+ * text once per keyword stopped at every common first letter: tens of µs on 2 KB).
+ */
+function keywordIndex(keywords: readonly string[]): (view: TextView) => Map<string, number[]> {
+  const byHead = new Map<number, string[]>();
+  for (const k of new Set(keywords)) byHead.set(head3(k, 0), [...(byHead.get(head3(k, 0)) ?? []), k]);
+  // The keywords' first three characters, found by the regex engine (native code); the word
+  // boundary before them is checked here.
+  const heads = new RegExp(
+    [...new Set(keywords.map((k) => k.slice(0, 3).replace(/[^a-z0-9]/g, (c) => `\\${c}`)))].join('|'),
+    'gi',
+  );
+  return (view) => {
+    const text = view.text;
+    const out = new Map<string, number[]>();
+    let lower: string | undefined;
+    heads.lastIndex = 0;
+    for (let m = heads.exec(text); m !== null; m = heads.exec(text)) {
+      const i = m.index;
+      heads.lastIndex = i + 1; // keywords may overlap (`api key`, `key`)
+      if (text.charCodeAt(i) !== 34 && i > 0 && isAlnum(text.charCodeAt(i - 1))) continue;
+      lower ??= view.derived(lowerCase);
+      for (const k of byHead.get(head3(lower, i)) ?? []) {
+        if (!lower.startsWith(k, i)) continue;
+        const list = out.get(k) ?? [];
+        list.push(i);
+        out.set(k, list);
+      }
+    }
+    return out;
+  };
+}
 
 /** Stand-in passwords of examples and templates: `password`, `pass`, `changeme`, `****`, `<pass>`, `${PASS}`, `$PASS`, `%s`. */
 const STAND_IN_PASSWORDS = new Set([
@@ -431,13 +470,12 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
 /** Every context format's values, by id: for each keyword occurrence, the first run of value characters after it (same line, `within`) that is a value. */
 function scanContext(view: TextView): Map<string, Finding[]> {
   const text = view.text;
-  const lower = view.derived(asciiLower);
+  const hits = view.derived(keywordsOf);
   const out = new Map<string, Finding[]>();
   for (const f of CONTEXT_FORMATS) {
     let last = -1; // the end of the last value found: one value per keyword run
     for (const keyword of f.keywords) {
-      for (let at = lower.indexOf(keyword); at !== -1; at = lower.indexOf(keyword, at + keyword.length)) {
-        if (at > 0 && isAlnum(text.charCodeAt(at - 1)) && isAlnum(keyword.charCodeAt(0))) continue;
+      for (const at of hits.get(keyword) ?? []) {
         const value = valueAfter(text, at + keyword.length, f);
         if (value === null || value.start < last) continue;
         last = value.end;
@@ -505,14 +543,16 @@ const SECRET_WORDS = [
   'private key',
   'key',
 ];
+/** Where the context formats' keywords and the words naming a secret occur: one pass for both. */
+const keywordsOf = keywordIndex([...CONTEXT_FORMATS.flatMap((f) => f.keywords), ...SECRET_WORDS]);
 const PROSE_VALUE = /[A-Za-z0-9+/=_.~!@#$%^&*-]/;
 
 function findProseSecrets(view: TextView): Finding[] {
   const text = view.text;
-  const lower = view.derived(asciiLower);
+  const hits = view.derived(keywordsOf);
   const found: Finding[] = [];
   for (const word of SECRET_WORDS) {
-    for (let at = lower.indexOf(word); at !== -1; at = lower.indexOf(word, at + word.length)) {
+    for (const at of hits.get(word) ?? []) {
       // A word of its own: not inside an identifier or a key (`GITHUB_TOKEN=`, `AGE-SECRET-KEY-1…`,
       // `key-…` are the assignment's and the key formats' business).
       if (at > 0 && (isAlnum(text.charCodeAt(at - 1)) || /[-_.]/.test(text[at - 1] as string))) continue;
