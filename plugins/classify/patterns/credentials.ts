@@ -289,6 +289,7 @@ export const CONTEXT_FORMATS: readonly ContextFormat[] = [
       'secretaccesskey',
       'secret_access_key',
       'aws secret access key',
+      'aws secret key',
       'aws_secret',
     ],
     value: /^[A-Za-z0-9/+]{40}$/,
