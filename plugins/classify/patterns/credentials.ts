@@ -83,12 +83,17 @@ const STAND_IN_PASSWORDS = new Set([
   'p@ssword',
 ]);
 
+const sameChar = (s: string) => {
+  for (let i = 1; i < s.length; i++) if (s.charCodeAt(i) !== s.charCodeAt(0)) return false;
+  return true;
+};
+
 /** Whether a password (from a URL, curl -u, Basic credentials) is a stand-in rather than a secret. */
 export function isPasswordPlaceholder(password: string, user = ''): boolean {
   if (password.length === 0 || password === user) return true;
   if (STAND_IN_PASSWORDS.has(password.toLowerCase())) return true;
   if (/^[<{$%[(*]/.test(password) || /^\.+$|^x+$/i.test(password)) return true; // <pass>, {pw}, ${PW}, $PW, %s, ..., xxx
-  if (password.length >= 4 && new Set(password).size === 1) return true;
+  if (password.length >= 4 && sameChar(password)) return true; // aaaa
   return isPlaceholder(password) && password.length >= 8;
 }
 

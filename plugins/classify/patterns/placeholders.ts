@@ -48,10 +48,28 @@ export function isPlaceholder(random: string): boolean {
   for (const example of DOCUMENTED) if (random.endsWith(example)) return true;
   if (STAND_IN.test(random)) return true;
   if (/[<{$]/.test(random[0] ?? '')) return true; // <your-key>, ${VAR}, {{var}}, $VAR
-  const s = random.replace(/[^A-Za-z0-9]/g, '');
-  if (s.length < 8) return s.length === 0 || new Set(s).size <= 1;
-  if (new Set(s).size < Math.min(8, Math.max(4, Math.ceil(s.length / 6)))) return true; // aaaa, abab, 0101…
+  const s = /^[A-Za-z0-9]*$/.test(random) ? random : random.replace(/[^A-Za-z0-9]/g, '');
+  const distinct = distinctChars(s);
+  if (s.length < 8) return s.length === 0 || distinct <= 1;
+  if (distinct < Math.min(8, Math.max(4, Math.ceil(s.length / 6)))) return true; // aaaa, abab, 0101…
   return sequential(s) || periodic(s);
+}
+
+/** A table reused by distinctChars (no allocation per key: many keys in a text are judged). */
+const SEEN = new Uint8Array(128);
+
+/** How many different characters an ASCII string holds. */
+function distinctChars(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i) & 127;
+    if (SEEN[c] === 0) {
+      SEEN[c] = 1;
+      n++;
+    }
+  }
+  for (let i = 0; i < s.length; i++) SEEN[s.charCodeAt(i) & 127] = 0;
+  return n;
 }
 
 /**
