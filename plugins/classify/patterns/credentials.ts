@@ -91,7 +91,7 @@ const sameChar = (s: string) => {
 /** Whether a password (from a URL, curl -u, Basic credentials) is a stand-in rather than a secret. */
 export function isPasswordPlaceholder(password: string, user = ''): boolean {
   if (password.length === 0 || password === user) return true;
-  if (STAND_IN_PASSWORDS.has(password.toLowerCase())) return true;
+  if (password.length <= 13 && STAND_IN_PASSWORDS.has(password.toLowerCase())) return true;
   if (/^[<{$%[(*]/.test(password) || /^\.+$|^x+$/i.test(password)) return true; // <pass>, {pw}, ${PW}, $PW, %s, ..., xxx
   if (password.length >= 4 && sameChar(password)) return true; // aaaa
   return isPlaceholder(password) && password.length >= 8;
@@ -136,7 +136,8 @@ function scanUrls(view: TextView): Map<string, Finding[]> {
     USERINFO.lastIndex = at + 3;
     const m = USERINFO.exec(text);
     if (m === null) continue;
-    const [, user, password] = m as unknown as [string, string, string];
+    const user = m[1] as string; // indexed, not destructured: no iterator per match
+    const password = m[2] as string;
     if (isPasswordPlaceholder(decodeURIComponentSafe(password), decodeURIComponentSafe(user))) continue;
     const id = SCHEME_KIND.get(scheme) ?? 'url_credentials';
     const start = at + 3 + user.length + 1;
@@ -167,37 +168,24 @@ const urlDetectors: Detector[] = URL_KINDS.map((k) => ({
 
 // ---------------------------------------------------------------- curl -u and Basic credentials
 
-/** `-u user:pass`, `--user user:pass`, `--user=user:pass`, quoted or not, after `curl` on the line. */
-const CURL_USER = /(?:-u|--user)(?:[ \t]{1,4}|=)["']?([^\s"':]{1,64}):([^\s"']{1,128})/y;
+/**
+ * `curl`, then on the same line within 300 characters `-u user:pass`, `--user user:pass` or
+ * `--user=user:pass`, quoted or not. One regex (a bounded lazy gap, no lookaround): searching for
+ * every `-u` and then back for its `curl` measured super-linear under the test runner on a text
+ * dense with such commands.
+ */
+const CURL_USER = /curl[^\n]{0,300}?[ \t](?:-u|--user)(?:[ \t]{1,4}|=)["']?([^\s"':]{1,64}):([^\s"']{1,128})/g;
 
 function findCurlUsers(text: string): Finding[] {
   const out: Finding[] = [];
-  // The last `curl` and the last line break before the option, kept as the options come in order
-  // (searching back from each one would read the text again for every `-u`).
-  let curl = -1;
-  let nextCurl = text.indexOf('curl');
-  let newline = -1;
-  let nextNewline = text.indexOf('\n');
-  for (let at = text.indexOf('-u'); at !== -1; at = text.indexOf('-u', at + 2)) {
-    const before = text.charCodeAt(at - 1);
-    const dashDash = before === 45; // --user
-    const start = dashDash ? at - 1 : at;
-    if (start > 0 && !(text.charCodeAt(start - 1) === 32 || text.charCodeAt(start - 1) === 9)) continue;
-    while (nextCurl !== -1 && nextCurl < start) {
-      curl = nextCurl;
-      nextCurl = text.indexOf('curl', nextCurl + 4);
-    }
-    while (nextNewline !== -1 && nextNewline < start) {
-      newline = nextNewline;
-      nextNewline = text.indexOf('\n', nextNewline + 1);
-    }
-    if (curl < 0 || curl < newline || curl < start - 1000) continue;
-    CURL_USER.lastIndex = start;
-    const m = CURL_USER.exec(text);
-    if (m === null) continue;
-    const [whole, user, password] = m as unknown as [string, string, string];
-    if (isPasswordPlaceholder(password, user)) continue;
-    const end = start + whole.length;
+  const first = text.indexOf('curl');
+  if (first < 0) return out;
+  CURL_USER.lastIndex = first;
+  for (let m = CURL_USER.exec(text); m !== null; m = CURL_USER.exec(text)) {
+    if (m.index > 0 && isAlnum(text.charCodeAt(m.index - 1))) continue; // `libcurl`, `xcurl`
+    const password = m[2] as string;
+    if (isPasswordPlaceholder(password, m[1] as string)) continue;
+    const end = m.index + m[0].length;
     out.push({ start: end - password.length, end, label: 'SECRET', weight: 0.9 });
   }
   return out;
