@@ -227,7 +227,7 @@ const MATCHES: Record<string, string[]> = {
   newrelic_insert_key: ['NRII-M0O7gqPLeAD3eFlAeJjxzF2JozLtk72Q'],
   newrelic_license_key: ['f94e2ffc85ff1791a72f3de5a3088dd710beNRAL'],
   sentry_org_token: [
-    'sntrys_eyJfFquR0=FSA+q+9Y41GYBhsf4lLy7TkcDkKtn+Y4uMnol8rc2VlX1yy6hQY1MJ9y0vbsCWTQtLB0ByaSrCHY79TI=mKX06hFpcGH9qQngk6LTlHaeIwhSBfHaPE8zbHyxWHO4XD/uPRckPGO6eONWMGNG5TDDX7yWunaFGwLCH6=ORJNNCO/FwfL=yjZqjBGIsRh8hI5g_RottJ03xsHmBJVR0hEBwb6QdRMFoikZT5ScsW0ArrSm',
+    'sntrys_eyJwrAeT7TxvQB0NRIf_QF4Ua_RZO5v6h1qJpmUzoA9WX5QL3S_AXyUrFFwiQ9Dw+Sj43m/ujHTiKQyJFV1qbGT/VuxGz9nHXaDb8UyD1Gh2NnGYrQsPQ=qdwCorBJWWq+n5zSELCO6dCzmS7z=MR1STyArjRQr1lnsclNHYgEodeZhXQcirXQ0EYtIJ_FiZIN=ZCotyiOM5',
   ],
   sentry_user_token: ['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'],
   atlassian_api_token: [
