@@ -93,8 +93,13 @@ function embed(template: string, value: string, type: string) {
 
 /** A valid key of a format. */
 export function keyOf(c: (typeof COMPILED)[number], r: Rng): string {
-  const key = c.pattern.generate(r.pick);
-  return c.format.fix ? c.format.fix(key) : key;
+  for (;;) {
+    const made = c.pattern.generate(r.pick);
+    const key = c.format.fix ? c.format.fix(made) : made;
+    // A loose shape's keys mix letters and digits (as the detector requires): a short random one
+    // may lack digits now and then, which no real key of that kind does.
+    if (!c.format.loose || (/\d/.test(key.slice(3)) && /[A-Za-z]/.test(key.slice(3)))) return key;
+  }
 }
 
 /** Whether `value` is a whole key of the format (its pattern, boundaries, checksum). */

@@ -23,7 +23,6 @@ const DOCUMENTED = new Set([
  * case throughout (a random key holds `XxXx` or `fAKe` now and then, hardly ever `xxxx` or `FAKE`).
  */
 const STAND_IN_WORDS = [
-  'xxxx',
   'example',
   'sample',
   'dummy',
@@ -39,8 +38,14 @@ const STAND_IN_WORDS = [
   'keyhere',
   'key_here',
 ];
+const STAND_IN_ALTERNATIVES = STAND_IN_WORDS.flatMap((w) => [
+  w,
+  w.toUpperCase(),
+  w[0]?.toUpperCase() + w.slice(1),
+]).join('|');
+/** A stand-in word at the start or end of the value or of one of its parts (`your_key`, `…EXAMPLE`), or a run of x. */
 const STAND_IN = new RegExp(
-  `\\*{3}|${STAND_IN_WORDS.flatMap((w) => [w, w.toUpperCase(), w[0]?.toUpperCase() + w.slice(1)]).join('|')}`,
+  `\\*{3}|xxxxxx|XXXXXX|(?:^|[^A-Za-z0-9])(?:${STAND_IN_ALTERNATIVES})|(?:${STAND_IN_ALTERNATIVES})(?:$|[^A-Za-z0-9])`,
 );
 
 /** Whether `random` (a key's random part) is a placeholder or a documented example. */
@@ -75,7 +80,8 @@ function distinctChars(s: string): number {
 /**
  * Mostly steps of -1, 0 or +1 between neighbours (`abcdef…`, `0123456789`, `zyxw`, `aaaa`):
  * at least 60% of them (a uniform random string of digits has 30% of such steps, hex 19%,
- * base62 5%); or a run of 8 characters counting up or down anywhere (`…admin01234567890`).
+ * base62 5%); or a run of 8 characters counting up, down or repeating anywhere
+ * (`…admin01234567890`, `…admin00000000`).
  */
 function sequential(s: string): boolean {
   let steps = 0;
@@ -84,7 +90,7 @@ function sequential(s: string): boolean {
   for (let i = 1; i < s.length; i++) {
     const d = s.charCodeAt(i) - s.charCodeAt(i - 1);
     if (d >= -1 && d <= 1) steps++;
-    const counting = d === 1 || d === -1;
+    const counting = d >= -1 && d <= 1; // up, down, or the same character again
     run = counting && d === last ? run + 1 : counting ? 2 : 1;
     last = d;
     if (run >= 8) return true; // a random digit string holds 8 in a row about once in 10^7
