@@ -372,6 +372,11 @@ describe('secret detectors', () => {
     expect(texts('environment_scoped_key', 'sk_prod_9fK2mQ7xLp3Vz8Rt5Ny1Wc4Hb6')).toHaveLength(1);
     expect(texts('google_api_key', 'AIzaSyB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z')).toHaveLength(1);
     expect(texts('gitlab_pat', 'glpat-Zx9Qw7Er5Ty3Ui1Op0As')).toEqual(['glpat-Zx9Qw7Er5Ty3Ui1Op0As']);
+    const telegram = '7302958164:AAGk2Lx9Qw7Er5Ty3Ui1Op0As2Df4Gh6Jk8';
+    expect(texts('telegram_bot_token', `token ${telegram}`)).toEqual([telegram]);
+    expect(texts('telegram_bot_api_url', `curl https://api.telegram.org/bot${telegram}/getMe`)).toEqual([
+      `https://api.telegram.org/bot${telegram}`,
+    ]);
     expect(texts('slack_refresh_token', `xoxe-1-${'Zx9Qw7Er5Ty3Ui1Op0As2Df4Gh6Jk8'.repeat(4)}`)).toHaveLength(1);
     expect(
       texts('brevo_api_key', `xkeysib-${'a1b2c3d4e5f60789'.repeat(2)}${'9f8e7d6c5b4a3210'.repeat(2)}-Zx9Qw7Er5Ty3Ui1O`),

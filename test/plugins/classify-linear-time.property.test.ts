@@ -131,6 +131,7 @@ const MATCHES: Record<string, string[]> = {
     'https://canary.discord.com/api/webhooks/2365922728620321920/1Q77xo0kFrHa2wSL9-qgZO_cRBL64XYQfqXkMdB8OXVszwDHdg2Dv98ii9pNlzMDJkDk',
   ],
   telegram_bot_token: ['38801078:AA0MuikXLPCUtHCCvBqOdicETwNF1DOvH_'],
+  telegram_bot_api_url: ['https://api.telegram.org/bot7302958164:AAGk2Lx9Qw7Er5Ty3Ui1Op0As2Df4Gh6Jk8/getMe'],
   teams_webhook: [
     'https://pg6cxgg6m8fmbrq4o33q0ipn.webhook.office.com/webhookb2/8a29f305c66b49ca1222b4ca2c94d614073a@389aec4263b935cf432f087-babc3708cb46/IncomingWebhook/65813ea883b8ad24c83a6a08392cc678/8b3af--8f9bac26a188cbf3145d18cc8c0c8',
   ],

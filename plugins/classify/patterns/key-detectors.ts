@@ -20,7 +20,7 @@ interface Compiled {
   pattern: KeyPattern;
   re: RegExp;
   /** Characters that may not follow a key (it would go on): letters, digits, `_`, `-`, and the
-   * base64 characters `+ / =` when the format uses them. */
+   * base64 characters `+ / =` when the format is base64. */
   after: Uint8Array;
   /** `chars` as a table, for pendingFrom. */
   chars: Uint8Array;
@@ -38,7 +38,9 @@ const isIn = (t: Uint8Array, c: number) => c < 128 && t[c] === 1;
 function compile(format: KeyFormat): Compiled {
   const pattern = parseKeyPattern(format.pattern);
   const after = table([...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-']);
-  for (const c of '+/=') if (pattern.chars.has(c)) after[c.charCodeAt(0)] = 1;
+  // Base64 (`+` among its characters): a following `+`, `/` or `=` would go on the key. A URL's
+  // `/` alone does not (`…/bot<token>/sendMessage`).
+  if (pattern.chars.has('+')) for (const c of '+/=') after[c.charCodeAt(0)] = 1;
   return { format, pattern, re: new RegExp(format.pattern, 'y'), after, chars: table(pattern.chars) };
 }
 

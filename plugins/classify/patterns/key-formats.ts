@@ -487,6 +487,14 @@ export const KEY_FORMATS: readonly KeyFormat[] = [
     'https://core.telegram.org/bots/api#authorizing-your-bot',
   ),
   f(
+    'telegram_bot_api_url',
+    'Telegram',
+    'bot token in a Bot API URL',
+    'TOKEN',
+    `https://api\\.telegram\\.org/(?:file/)?bot(?<s>\\d{8,10}:[${B64URL}]{34,35})`,
+    'https://core.telegram.org/bots/api#making-requests',
+  ),
+  f(
     'teams_webhook',
     'Microsoft Teams',
     'incoming webhook URL',
