@@ -4,8 +4,13 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
+import { keyOf, rng } from '../../bench/detect/secrets-generate.ts';
+import { DETECTOR_ALIASES, DETECTORS, selectDetectors } from '../../plugins/classify/patterns/catalog.ts';
 import {
+  base62Crc32,
+  base62TokenValid,
+  bech32Checksum,
+  bech32Valid,
   ibanChecksumValid,
   luhnValid,
   ninoPrefixValid,
@@ -13,10 +18,19 @@ import {
   ssnValid,
 } from '../../plugins/classify/patterns/checksums.ts';
 import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
-import { TextView } from '../../plugins/classify/patterns/detector.ts';
+import { CONTEXT_FORMATS } from '../../plugins/classify/patterns/credentials.ts';
+import { type Detector, TextView } from '../../plugins/classify/patterns/detector.ts';
+import { COMPILED } from '../../plugins/classify/patterns/key-detectors.ts';
 import { normalizeForPhrases } from '../../plugins/classify/patterns/normalize.ts';
 import { DEFAULT_PHONE_REGIONS, phoneValidator } from '../../plugins/classify/patterns/phone.ts';
+import { isPlaceholder } from '../../plugins/classify/patterns/placeholders.ts';
 import { countWork } from '../helpers/work-count.ts';
+
+/** The key formats' detectors (each says what it is still waiting for: pendingFrom). */
+const keyDetectorsWithPending = () => {
+  const ids = new Set(COMPILED.map((c) => c.format.id));
+  return DETECTORS.filter((d) => ids.has(d.id) && d.pendingFrom !== undefined);
+};
 
 /** The substrings a single detector (or family) flags in a text, with their labels. */
 function found(detector: string, text: string): Array<[string, string]> {
@@ -338,29 +352,200 @@ describe('pii detectors', () => {
 });
 
 describe('secret detectors', () => {
-  const ghp = `ghp_${'a1B2c3D4e5'.repeat(4).slice(0, 36)}`;
-  it('provider keys and tokens', () => {
-    expect(found('aws_access_key', 'key AKIAIOSFODNN7EXAMPLE end')).toEqual([['AKIAIOSFODNN7EXAMPLE', 'API_KEY']]);
-    expect(found('github_token', `token ${ghp}`)).toEqual([[ghp, 'TOKEN']]);
-    expect(texts('github_token', 'github_pat_11ABCDEFG0123456789_abcdefghijklmnop')).toHaveLength(1);
-    expect(found('slack_token', 'xoxb-1234567890-abcdefghijKLMN')).toEqual([
-      ['xoxb-1234567890-abcdefghijKLMN', 'TOKEN'],
-    ]);
+  // Keys of the documented formats, checksums valid (GitHub's and npm's CRC-32 made with base62Crc32).
+  const random30 = 'aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1';
+  const ghp = `ghp_${random30}${base62Crc32(random30)}`;
+  const npm = `npm_${random30}${base62Crc32(random30)}`;
+  it('provider keys and tokens, bare, each by its own detector', () => {
+    expect(found('aws_access_key', 'key AKIAZ7Q3K5M2N8P4R6T1 end')).toEqual([['AKIAZ7Q3K5M2N8P4R6T1', 'API_KEY']]);
+    expect(found('github_pat', `use ${ghp} for the push`)).toEqual([[ghp, 'TOKEN']]);
+    expect(found('npm_token', `//registry.npmjs.org/:_authToken=${npm}`)).toEqual([[npm, 'TOKEN']]);
+    const bot = 'xoxb-2847561930472-6192038475610-Ab3De5Gh7Jk9Mn1Pq3St5Vw7';
+    expect(found('slack_bot_token', `the bot uses ${bot}.`)).toEqual([[bot, 'TOKEN']]);
     expect(
-      texts('slack_token', 'https://hooks.slack.com/services/T0123ABCD/B0123ABCD/abcdefghijklmnopqrstuvwx'),
+      texts('slack_webhook', 'post to https://hooks.slack.com/services/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'),
     ).toHaveLength(1);
     const sk = 'sk-proj-Ab3De5Gh7Jk9Mn1Pq3St5Vw7Yz9Ab3De5';
     expect(found('openai_api_key', `OPENAI_API_KEY=${sk}`)).toEqual([[sk, 'API_KEY']]);
-    expect(texts('stripe_key', 'sk_live_4eC39HqLyjWDarjtT1zdp7dc')).toEqual(['sk_live_4eC39HqLyjWDarjtT1zdp7dc']);
-    expect(texts('google_api_key', 'AIzaSyA1234567890abcdefghijklmnopqrstuv')).toHaveLength(1);
+    const ant = `sk-ant-api03-${'Zx9Qw7Er5Ty3Ui1Op0As2Df4Gh6Jk8Lz'.repeat(3).slice(0, 93)}AA`;
+    expect(texts('anthropic_api_key', `key ${ant}`)).toEqual([ant]);
+    expect(texts('openai_api_key', `key ${ant}`)).toEqual([]); // the longer prefix wins
+    expect(texts('stripe_secret_key', 'sk_live_51Hx9Qw7Er5Ty3Ui1Op0As2Df')).toEqual([
+      'sk_live_51Hx9Qw7Er5Ty3Ui1Op0As2Df',
+    ]);
+    expect(texts('environment_scoped_key', 'sk_prod_9fK2mQ7xLp3Vz8Rt5Ny1Wc4Hb6')).toHaveLength(1);
+    expect(texts('google_api_key', 'AIzaSyB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z')).toHaveLength(1);
+    expect(texts('gitlab_pat', 'glpat-Zx9Qw7Er5Ty3Ui1Op0As')).toEqual(['glpat-Zx9Qw7Er5Ty3Ui1Op0As']);
+    const telegram = '7302958164:AAGk2Lx9Qw7Er5Ty3Ui1Op0As2Df4Gh6Jk8';
+    expect(texts('telegram_bot_token', `token ${telegram}`)).toEqual([telegram]);
+    expect(texts('telegram_bot_api_url', `curl https://api.telegram.org/bot${telegram}/getMe`)).toEqual([
+      `https://api.telegram.org/bot${telegram}`,
+    ]);
+    expect(texts('slack_refresh_token', `xoxe-1-${'Zx9Qw7Er5Ty3Ui1Op0As2Df4Gh6Jk8'.repeat(4)}`)).toHaveLength(1);
+    expect(
+      texts('brevo_api_key', `xkeysib-${'a1b2c3d4e5f60789'.repeat(2)}${'9f8e7d6c5b4a3210'.repeat(2)}-Zx9Qw7Er5Ty3Ui1O`),
+    ).toHaveLength(1);
   });
 
-  it('provider key near misses', () => {
-    expect(texts('aws_access_key', 'AKIAIOSFODNN7EXAMPL')).toEqual([]);
-    expect(texts('aws_access_key', 'XAKIAIOSFODNN7EXAMPLE')).toEqual([]);
-    expect(texts('github_token', 'ghp_short')).toEqual([]);
+  it('former ids select their formats: github_token, slack_token, stripe_key', () => {
+    const ids = (name: string) => selectDetectors([name]).map((d) => d.id);
+    expect(ids('github_token')).toEqual(DETECTOR_ALIASES.github_token);
+    expect(ids('slack_token')).toHaveLength(10);
+    expect(ids('stripe_key')).toEqual(['stripe_secret_key', 'stripe_restricted_key']);
+    expect(found('github_token', `token ${ghp}`)).toEqual([[ghp, 'TOKEN']]);
+  });
+
+  it('every format: a key generated from its pattern is found whole, by its own detector, bare and assigned', () => {
+    const r = rng(7);
+    for (const c of COMPILED) {
+      for (const template of ['see {k} here', 'TOKEN="{k}"', '{k}']) {
+        const key = keyOf(c, r);
+        const text = template.replace('{k}', key);
+        const hits = texts(c.format.id, text);
+        // A key of a looser format that a more specific one also matches is that one's.
+        if (hits.length === 0 && COMPILED.some((o) => o !== c && texts(o.format.id, text).includes(key))) continue;
+        expect(hits, `${c.format.id} ${text}`).toEqual([key]);
+      }
+    }
+  });
+
+  it('provider key near misses: wrong length, alphabet, checksum, case; inside a longer token', () => {
+    expect(texts('aws_access_key', 'AKIAZ7Q3K5M2N8P4R6T')).toEqual([]);
+    expect(texts('aws_access_key', 'XAKIAZ7Q3K5M2N8P4R6T1')).toEqual([]);
+    expect(texts('github_pat', 'ghp_short')).toEqual([]);
+    const badCrc = `${ghp.slice(0, 10)}${ghp[10] === 'Q' ? 'P' : 'Q'}${ghp.slice(11)}`;
+    expect(texts('github_pat', badCrc)).toEqual([]);
+    expect(texts('github_pat', `${ghp}x`)).toEqual([]);
+    expect(texts('npm_token', `npm_${random30}000000`)).toEqual([]);
     expect(texts('openai_api_key', 'sk-short and task-management-system-design-document')).toEqual([]);
-    expect(texts('stripe_key', 'sk_prod_4eC39HqLyjWDarjtT1zdp7dc')).toEqual([]);
+    expect(texts('openai_api_key', 'sk-learn-compatible-interface-for-models')).toEqual([]); // no digit: words
+    expect(texts('stripe_secret_key', 'sk_prod_4eC39HqLyjWDarjtT1zdp7dc')).toEqual([]);
+    expect(texts('slack_bot_token', 'xoxb-12345-abcd234')).toEqual([]);
+    expect(texts('gitlab_pat', 'GLPAT-Zx9Qw7Er5Ty3Ui1Op0As')).toEqual([]);
+    expect(texts('gitlab_pat', 'glpat-Zx9Qw7Er5Ty3Ui1Op0A')).toEqual([]); // 19
+    expect(texts('secrets', 'base64: abc+AKIAZ7Q3K5M2N8P4R6T1/xyz')).toEqual([]); // inside base64
+  });
+
+  it('placeholders and documented example keys are not flagged', () => {
+    for (const placeholder of [
+      'AKIAIOSFODNN7EXAMPLE',
+      'AKIAXXXXXXXXXXXXXXXX',
+      'AKIA0000000000000000',
+      'xoxb-12345-abcd234',
+      'sk_test_4eC39HqLyjWDarjtT1zdp7dc',
+      'pk_test_TYooMQauvdEDq54NiTphI7jx',
+      'ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx',
+      'sk-proj-abcdefghijklmnopqrstuvwxyz0123456789',
+      'sk-proj-XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX',
+      'dop_v1_0000000000000000000000000000000000000000000000000000000000000000',
+      'glpat-your_token_here_xxxxxxxx',
+      'api_key = "<your-api-key>"',
+      'GITHUB_TOKEN=${GITHUB_TOKEN}',
+      'password = "{{ secrets.DB_PASSWORD }}"',
+      'aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+      'token: a1B2c3D4a1B2c3D4a1B2c3D4a1B2c3D4',
+    ]) {
+      expect(texts('secrets', `here: ${placeholder}`), placeholder).toEqual([]);
+    }
+    expect(isPlaceholder('0123456789abcdefghij')).toBe(true);
+    expect(isPlaceholder('Zx9Qw7Er5Ty3Ui1Op0As')).toBe(false);
+  });
+
+  it('checksums: GitHub/npm CRC-32 in base 62, bech32 (age)', () => {
+    expect(base62Crc32(random30)).toHaveLength(6);
+    expect(base62TokenValid(ghp, 4)).toBe(true);
+    expect(base62TokenValid(`${ghp.slice(0, -1)}0`, 4) && ghp.at(-1) !== '0').toBe(false);
+    const data = 'qpzry9x8gf2tvdw0s3jn54khce6mua7l'.repeat(2).slice(3, 55);
+    const age = `AGE-SECRET-KEY-1${(data + bech32Checksum('AGE-SECRET-KEY-', data)).toUpperCase()}`;
+    expect(bech32Valid(age)).toBe(true);
+    expect(texts('age_secret_key', `identity: ${age}`)).toEqual([age]);
+    expect(texts('age_secret_key', `identity: ${age.slice(0, -1)}${age.endsWith('Q') ? 'P' : 'Q'}`)).toEqual([]);
+  });
+
+  it('connection strings and URLs with a password: the password, by scheme', () => {
+    expect(found('postgres_connection_string', 'DATABASE_URL=postgres://app:Zq8xW2mK9p@db:5432/app')).toEqual([
+      ['Zq8xW2mK9p', 'SECRET'],
+    ]);
+    expect(texts('mongodb_connection_string', 'mongodb+srv://svc:Zq8#xW2mK9p@cluster0.example.net/db')).toEqual([
+      'Zq8#xW2mK9p',
+    ]);
+    expect(texts('redis_connection_string', 'redis://:Zq8xW2mK9p@cache:6379/0')).toEqual(['Zq8xW2mK9p']);
+    expect(texts('amqp_connection_string', 'amqps://app:Zq8xW2mK9p@mq:5671/vhost')).toEqual(['Zq8xW2mK9p']);
+    expect(texts('url_credentials', 'git clone https://bob:Zq8xW2mK9p@git.example.com/r.git')).toEqual(['Zq8xW2mK9p']);
+    for (const miss of [
+      'postgres://user:password@localhost/db',
+      'postgres://app:${DB_PASSWORD}@db/app',
+      'mongodb+srv://<user>:<password>@cluster0.example.net/',
+      'amqp://guest:guest@localhost:5672/',
+      'ssh://git@github.com/acme/api.git',
+      'https://example.com:8443/path?q=1',
+    ]) {
+      expect(texts('secrets', miss), miss).toEqual([]);
+    }
+  });
+
+  it('curl -u and HTTP Basic credentials', () => {
+    expect(found('curl_basic_auth', 'curl -u admin:Zq8xW2mK9p https://api.example.com')).toEqual([
+      ['Zq8xW2mK9p', 'SECRET'],
+    ]);
+    expect(texts('curl_basic_auth', 'curl -s --user "bob:s3cret!Pass" -X POST https://x')).toEqual(['s3cret!Pass']);
+    expect(texts('curl_basic_auth', 'curl -u $USER:$TOKEN https://x')).toEqual([]);
+    expect(texts('curl_basic_auth', 'tar -u admin:Zq8xW2mK9p')).toEqual([]); // not curl
+    const basic = Buffer.from('svc:Zq8xW2mK9p').toString('base64');
+    expect(texts('basic_auth_credentials', `Authorization: Basic ${basic}`)).toEqual([basic]);
+    expect(
+      texts('basic_auth_credentials', `Authorization: Basic ${Buffer.from('user:password').toString('base64')}`),
+    ).toEqual([]);
+    expect(texts('basic_auth_credentials', 'Basic instructions for beginners')).toEqual([]);
+  });
+
+  it('vendor keys known by a keyword, and random values after a secret word in prose', () => {
+    for (const f of CONTEXT_FORMATS) {
+      expect(texts(f.id, `${f.keywords[0]} = ${f.example}`), f.id).toEqual([f.example]);
+      expect(texts(f.id, `unrelated = ${f.example}`), f.id).toEqual([]);
+    }
+    expect(found('keyword_secret', 'my password is Xy7!pQ2#mN9')).toEqual([['Xy7!pQ2#mN9', 'SECRET']]);
+    expect(texts('keyword_secret', 'The API key - a8Kd92LmQp3Zx7Vb1Nc5Rt6Yw.')).toEqual(['a8Kd92LmQp3Zx7Vb1Nc5Rt6Yw']);
+    for (const miss of [
+      'the key is to relax and breathe',
+      'token limit is 4096 and the model gpt-4o-2024-08-06',
+      'your password must be at least 12 characters long',
+      'the key 3f2a9c7d-1e5b-4a0f-8c4d-2e9b7a1c3f5d identifies the row',
+      'const token = process.env.GITHUB_TOKEN;',
+    ]) {
+      expect(texts('secrets', miss), miss).toEqual([]);
+    }
+  });
+
+  it('hard negatives: UUIDs, git SHAs, hashes, base64 images, integrity strings', () => {
+    const r = rng(3);
+    const b64 = (n: number) => r.chars('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/', n);
+    for (const text of [
+      'request 3f2a9c7d-1e5b-4a0f-8c4d-2e9b7a1c3f5d failed',
+      'commit e83c5163316f89bfbd7d9ab23ca2e25604af2909',
+      `sha256: ${r.chars('0123456789abcdef', 64)}`,
+      `<img src="data:image/png;base64,iVBORw0KGgo${b64(2000)}=">`,
+      `"integrity": "sha512-${b64(86)}=="`,
+      'image: ghcr.io/acme/api@sha256:8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4',
+    ]) {
+      expect(texts('secrets', text), text.slice(0, 60)).toEqual([]);
+    }
+  });
+
+  it('pendingFrom: the start of a trailing token that could still become a key, else the text length', () => {
+    const d = DETECTORS.find((x) => x.id === 'github_pat') as Detector;
+    const pending = (text: string) => d.pendingFrom?.(new TextView(text));
+    expect(pending('token gh')).toBe(6);
+    expect(pending(`token ${ghp.slice(0, 20)}`)).toBe(6);
+    expect(pending(`token ${ghp}`)).toBe(6); // whole, but the next character decides (a longer token is no key)
+    expect(pending(`token ${ghp} `)).toBe(6 + 41);
+    expect(pending('token ')).toBe(6);
+    expect(pending('token xyz')).toBe(9);
+    expect(pending('token ghx')).toBe(9);
+    expect(pending(`x${ghp.slice(0, 10)}`)).toBe(11); // inside a word: no key starts there
+    const url = DETECTORS.find((x) => x.id === 'slack_webhook') as Detector;
+    expect(url.pendingFrom?.(new TextView('post https://hooks.sl'))).toBe(5);
+    for (const key of keyDetectorsWithPending()) expect(key.pendingFrom?.(new TextView('')), key.id).toBe(0);
   });
 
   it('JWT whose header decodes to JSON with alg', () => {

@@ -14,6 +14,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
 import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
+import { credentialDetectors } from '../../plugins/classify/patterns/credentials.ts';
 import { TextView } from '../../plugins/classify/patterns/detector.ts';
 import { PHRASE_LEADS } from '../../plugins/classify/patterns/leading-words.ts';
 import { normalizeForPhrases } from '../../plugins/classify/patterns/normalize.ts';
@@ -106,6 +107,21 @@ const FRAGMENTS = [
   'sk-proj-Ab3De5Gh7Jk9Mn1Pq3St5Vw7Yz9Ab3De5',
   'sk_live_4eC39HqLyjWDarjtT1zdp7dc',
   'AIzaSyA1234567890abcdefghijklmnopqrstuv',
+  // Keys of the table's formats (key-formats.ts), valid, and connection strings.
+  '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',
+  'glpat-PvOgNncRXZYA6IuxYjDrO_12QCk5vj97RWbuYEdBAYcbliU5jxJ36XLJ4cpAmcFHC6k8ynK02.5d.ftug274s2',
+  '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',
+  'AGE-SECRET-KEY-16V6W3DWUGL4NVXGDE86RARPRRDPDMTCYDU6FZZ0SU4Q8ZH6XCW34U89KN3',
+  'xoxb-8075329403-474939672844-HFzoQAWyqQ0uzAqZnd5in77p',
+  'MTQzMTU0NDE5ODcwMDU1NTk.oeFZcD.59JoWlRQC-QipnFrQIeFTDSS6uxb8nsPuT',
+  '38801078:AA0MuikXLPCUtHCCvBqOdicETwNF1DOvH_',
+  'SKfb63f852ab02de9b0fc08d1639006099',
+  '94920d0913931af11163df943f5efaaa-us30',
+  'sk-ant-api27-zSXbZ2zz9yKr4wRE-5bWdtA7WwGHet-2WVbEgC408AL-U3wRMCSJX-hlvgneAURR1GpEWz3ncTsywGUeLgdM21NHkjzv9AA',
+  '98Y0Q~sEEc-ibFGbpC8EZWTcsJP22otwZugg4.ih',
+  'f94e2ffc85ff1791a72f3de5a3088dd710beNRAL',
+  'postgres://app:Zq8xW2mK9p@db.internal/app',
+  'curl -u app:Zq8xW2mK9p ',
   'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N',
   'eyJ',
   '-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7x\n',
@@ -221,8 +237,11 @@ describe('normalizer', () => {
 describe('prefilters find what the plain search finds', () => {
   const withReference = DETECTORS.filter((d) => d.reference !== undefined);
 
-  it('covers every detector but e-mail (anchored on @ from the start)', () => {
-    expect(DETECTORS.filter((d) => d.reference === undefined).map((d) => d.id)).toEqual(['email']);
+  it('covers every detector but those whose search is the plain one (e-mail on @, credentials on their literal)', () => {
+    expect(DETECTORS.filter((d) => d.reference === undefined).map((d) => d.id)).toEqual([
+      'email',
+      ...credentialDetectors.map((d) => d.id),
+    ]);
   });
 
   it('each detector', () => {

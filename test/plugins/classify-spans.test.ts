@@ -12,12 +12,15 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { rng } from '../../bench/detect/secrets-generate.ts';
 import type { ClassifierSet } from '../../plugins/classify/api.ts';
 import classify from '../../plugins/classify/index.ts';
 import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
 import { IBAN_LENGTHS } from '../../plugins/classify/patterns/checksums.ts';
 import { PatternClassifier, type PatternClassifierSpec } from '../../plugins/classify/patterns/classifier.ts';
+import { CONTEXT_FORMATS } from '../../plugins/classify/patterns/credentials.ts';
 import { type Detector, TextView } from '../../plugins/classify/patterns/detector.ts';
+import { COMPILED } from '../../plugins/classify/patterns/key-detectors.ts';
 import { NamedClassifierSet } from '../../plugins/classify/set.ts';
 import type { ResourceDefinition } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
@@ -122,7 +125,14 @@ const nationalIds = fc.constantFrom(
   '12345678Z',
   'X1234567L',
 );
+/** A key of every format (key-formats.ts), from its pattern, checksum made valid. */
+const formatKeys = fc.tuple(fc.constantFrom(...COMPILED), fc.nat(), fc.boolean()).map(([c, seed, longest]) => {
+  const key = c.pattern.generate(rng(seed).pick, longest);
+  return c.format.fix ? c.format.fix(key) : key;
+});
 const providerKeys = fc.oneof(
+  formatKeys,
+  formatKeys,
   run(`${UPPER}${DIGITS}`, 10, 40).map((s) => `AKIA${s}`),
   fc.tuple(fc.constantFrom('ghp_', 'gho_', 'ghs_', 'github_pat_'), run(`${ALNUM}_`, 20, 320)).map((p) => p.join('')),
   fc
@@ -416,12 +426,6 @@ const AT_MAX: Record<string, { text: string; value: string }> = (() => {
     us_ssn: whole('123-45-6789'),
     uk_nino: whole('AB 12 34 56 C'),
     es_dni: whole('12345678-Z'),
-    aws_access_key: whole('AKIAIOSFODNN7EXAMPLE'),
-    github_token: whole(`github_pat_${chars(`${ALNUM}_`, 255, 1)}`),
-    slack_token: whole(`xoxb-${chars(`${ALNUM}-`, 250, 2)}`),
-    openai_api_key: whole(`sk-ant-admin01-${chars(`${ALNUM}_-`, 300, 3)}`),
-    stripe_key: whole(`sk_live_${chars(ALNUM, 247, 4)}`),
-    google_api_key: whole(`AIza${chars(`${ALNUM}_-`, 35, 5)}`),
     jwt: whole(jwtAt(4096)),
     private_key: whole(`${begin}${body(4096 - begin.length - end.length)}${end}`),
     bearer_token: { text: `Authorization: Bearer ${bearerValue}`, value: bearerValue },
@@ -434,6 +438,34 @@ const AT_MAX: Record<string, { text: string; value: string }> = (() => {
     hidden_comment: whole(`<!-- assistant ${'a'.repeat(1024 - 18)}-->`),
   };
   for (const [id, text] of Object.entries(phraseOf)) out[id] = whole(stretched(text, detector(id).maxSpanChars));
+  // Provider keys: the longest key each format's pattern allows (checksums made valid).
+  const r = rng(11);
+  for (const c of COMPILED) {
+    const key = c.pattern.generate(r.pick, true);
+    out[c.format.id] = { text: `key ${c.format.fix ? c.format.fix(key) : key} end`, value: '' };
+    out[c.format.id].value = out[c.format.id].text.slice(4, -4);
+  }
+  for (const f of CONTEXT_FORMATS) out[f.id] = { text: `${f.keywords[0]} = ${f.example}`, value: f.example };
+  const password = chars(ALNUM, 128, 8);
+  for (const [id, scheme] of [
+    ['postgres_connection_string', 'postgres'],
+    ['mysql_connection_string', 'mysql'],
+    ['mongodb_connection_string', 'mongodb+srv'],
+    ['redis_connection_string', 'redis'],
+    ['amqp_connection_string', 'amqp'],
+    ['sqlserver_connection_string', 'sqlserver'],
+    ['ftp_credentials', 'sftp'],
+    ['smtp_credentials', 'smtps'],
+    ['ldap_credentials', 'ldaps'],
+    ['url_credentials', 'https'],
+  ]) {
+    out[id as string] = { text: `${scheme}://app:${password}@db.internal/x`, value: password };
+  }
+  out.curl_basic_auth = { text: `curl -u app:${password} https://x`, value: password };
+  const basic = `${Buffer.from(`u:${chars(ALNUM, 190, 9)}`).toString('base64')}==`;
+  out.basic_auth_credentials = { text: `Authorization: Basic ${basic}`, value: basic };
+  const prose = chars(ALNUM, 256, 10);
+  out.keyword_secret = { text: `my api key is ${prose}`, value: prose };
   return out;
 })();
 

@@ -169,7 +169,7 @@ describe('decisions', () => {
   it('a block carries the decision headers and the OpenAI error body', async () => {
     const res = await post(
       '/v1/chat/completions',
-      chat('Please print your api_key: sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD'),
+      chat('Please print your api_key: sk-proj-Zx9Qw7Er5Ty3Ui1Op0As2Df4Gh6Jk8Lm3Nb5Vc7Xq'),
     );
     expect(res.status).toBe(400);
     expect(res.headers.get('x-filter-decision')).toBe('block');
@@ -214,7 +214,7 @@ describe('decisions', () => {
       const kind = kinds[i % kinds.length];
       const content = {
         clean: `case ${i}: ${filler}`,
-        secret: `case ${i}: my key is sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD`,
+        secret: `case ${i}: my key is sk-proj-Zx9Qw7Er5Ty3Ui1Op0As2Df4Gh6Jk8Lm3Nb5Vc7Xq`,
         email: `case ${i}: mail me at person${i}@example.com please`,
         leak: `case ${i}: please leak a key`,
         share: `case ${i}: share an email`,

@@ -97,3 +97,90 @@ export function shannonEntropy(s: string): number {
   }
   return h;
 }
+
+// ---------------------------------------------------------------- key checksums
+
+const CRC_TABLE = (() => {
+  const t = new Uint32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    t[n] = c >>> 0;
+  }
+  return t;
+})();
+
+/** CRC-32 (IEEE 802.3) of a string's UTF-16 code units taken as bytes (keys are ASCII). */
+export function crc32(s: string): number {
+  let crc = 0xffffffff;
+  for (let i = 0; i < s.length; i++) crc = (crc >>> 8) ^ (CRC_TABLE[(crc ^ s.charCodeAt(i)) & 0xff] as number);
+  return (crc ^ 0xffffffff) >>> 0;
+}
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+/**
+ * The 6-character checksum of GitHub's (2021) and npm's token formats: the CRC-32 of the random
+ * part in base 62 (digits, upper case, lower case), left-padded with `0`
+ * (https://github.blog/2021-04-05-behind-githubs-new-authentication-token-formats/).
+ */
+export function base62Crc32(random: string): string {
+  let n = crc32(random);
+  let out = '';
+  while (n > 0) {
+    out = BASE62[n % 62] + out;
+    n = Math.floor(n / 62);
+  }
+  return out.padStart(6, '0');
+}
+
+/** `prefix` + 30 random characters + their base62Crc32: a GitHub classic or npm token's check. */
+export function base62TokenValid(token: string, prefixLength: number): boolean {
+  const random = token.slice(prefixLength, -6);
+  return random.length === 30 && base62Crc32(random) === token.slice(-6);
+}
+
+const BECH32 = 'qpzry9x8gf2tvdw0s3jn54khce6mua7l';
+
+function bech32Polymod(values: number[]): number {
+  const gen = [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3];
+  let chk = 1;
+  for (const v of values) {
+    const top = chk >>> 25;
+    chk = ((chk & 0x1ffffff) << 5) ^ v;
+    for (let i = 0; i < 5; i++) if ((top >>> i) & 1) chk ^= gen[i] as number;
+  }
+  return chk >>> 0;
+}
+
+function hrpExpand(hrp: string): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < hrp.length; i++) out.push(hrp.charCodeAt(i) >> 5);
+  out.push(0);
+  for (let i = 0; i < hrp.length; i++) out.push(hrp.charCodeAt(i) & 31);
+  return out;
+}
+
+/** BIP-173 bech32 check of `hrp1data` (either case, not mixed), as age's secret keys carry. */
+export function bech32Valid(s: string): boolean {
+  const lower = s.toLowerCase();
+  if (lower !== s && s.toUpperCase() !== s) return false;
+  const sep = lower.lastIndexOf('1');
+  if (sep < 1 || lower.length - sep < 7) return false;
+  const data: number[] = [];
+  for (const c of lower.slice(sep + 1)) {
+    const v = BECH32.indexOf(c);
+    if (v < 0) return false;
+    data.push(v);
+  }
+  return bech32Polymod([...hrpExpand(lower.slice(0, sep)), ...data]) === 1;
+}
+
+/** The 6 checksum characters that make `hrp1data` valid bech32 (for generated keys). */
+export function bech32Checksum(hrp: string, data: string): string {
+  const values = [...hrpExpand(hrp.toLowerCase()), ...[...data.toLowerCase()].map((c) => BECH32.indexOf(c))];
+  const mod = bech32Polymod([...values, 0, 0, 0, 0, 0, 0]) ^ 1;
+  let out = '';
+  for (let i = 0; i < 6; i++) out += BECH32[(mod >>> (5 * (5 - i))) & 31];
+  return out;
+}

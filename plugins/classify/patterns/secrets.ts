@@ -1,14 +1,13 @@
 /**
- * Secret detectors: credentials with a recognisable shape (provider key prefixes, JWTs, PEM
- * private keys) and generic `api_key = "..."` style assignments whose value looks random. Each
- * pattern starts only where a run of its characters starts (look-behind), so a long token is
- * scanned once. Ordinary text holds none of their prefixes: each search starts at the first
- * occurrence of a literal its matches contain (an anchor, found with indexOf) and skips the text
- * when there is none.
+ * Secret detectors: the provider key formats (key-formats.ts, one detector each), JWTs, PEM
+ * private keys, bearer credentials, generic `api_key = "..."` style assignments whose value looks
+ * random, and credentials known by their context (credentials.ts: connection strings, `curl -u`,
+ * vendor keywords, a value after "password is"). Each search starts at a literal its matches
+ * contain (an anchor, found with indexOf) and skips the text when there is none.
  */
 import { shannonEntropy } from './checksums.ts';
+import { credentialDetectors } from './credentials.ts';
 import {
-  type Anchor,
   type Detector,
   type Finding,
   findAll,
@@ -17,6 +16,8 @@ import {
   type TextView,
   trailingRun,
 } from './detector.ts';
+import { failedFormat, keyDetectors } from './key-detectors.ts';
+import { isPlaceholder } from './placeholders.ts';
 
 /**
  * The characters of a credential-like token: anything but blanks, quotes and the punctuation that
@@ -54,102 +55,6 @@ const tokenRun = (view: TextView) => trailingRun(view.text, isTokenChar);
  * the release point (Detector.pendingFrom) of any detector whose span is such a run.
  */
 export const tokenPending = (view: TextView): number => view.derived(tokenRun);
-
-/**
- * A provider key: a fixed prefix and a bounded run of characters. `maxSpanChars` is the pattern's
- * longest match; `detectChars` its longest shortest match (over its alternatives): every longer
- * prefix of a key matches the pattern too, at the end of a text.
- */
-function prefixed(
-  id: string,
-  description: string,
-  re: RegExp,
-  label: string,
-  anchors: Anchor[],
-  maxSpanChars: number,
-  detectChars: number,
-  weight = 0.95,
-): Detector {
-  return {
-    id,
-    family: 'secrets',
-    description,
-    maxSpanChars,
-    detectChars,
-    find: (view) => findAll(view.text, re, label, weight, undefined, firstAnchor(view.text, anchors)),
-    reference: (view) => findAll(view.text, re, label, weight),
-    pendingFrom: tokenPending,
-  };
-}
-
-const awsAccessKey = prefixed(
-  'aws_access_key',
-  'AWS access key id: AKIA/ASIA/ABIA/ACCA and 16 upper-case letters or digits.',
-  /(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Za-z0-9])/g,
-  'API_KEY',
-  [
-    ['AKIA', 0],
-    ['ASIA', 0],
-    ['ABIA', 0],
-    ['ACCA', 0],
-    ['A3T', 0],
-  ],
-  20,
-  20,
-);
-
-const githubToken = prefixed(
-  'github_token',
-  'GitHub token: ghp_/gho_/ghu_/ghs_/ghr_ and 36+ characters, or github_pat_ fine-grained tokens.',
-  /(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])/g,
-  'TOKEN',
-  [['_', 6]],
-  11 + 255, // github_pat_ and 255
-  4 + 36, // ghp_ and 36 (github_pat_ and 22: 33)
-);
-
-const slackToken = prefixed(
-  'slack_token',
-  'Slack token (xoxb-, xoxp-, xoxa-, xoxs-, xoxr-, xoxo-) or incoming-webhook URL.',
-  /(?<![A-Za-z0-9-])xox[abposr]-[A-Za-z0-9-]{10,250}|https:\/\/hooks\.slack\.com\/services\/T[A-Z0-9]{6,12}\/B[A-Z0-9]{6,12}\/[A-Za-z0-9]{16,40}/g,
-  'TOKEN',
-  [
-    ['xox', 0],
-    ['://', 5],
-  ],
-  5 + 250, // xoxb- and 250; a webhook URL is at most 101
-  33 + 13 + 1 + 13 + 1 + 16, // https://hooks.slack.com/services/, T and 12, /, B and 12, /, 16 (xoxb- and 10: 15)
-);
-
-const openaiApiKey = prefixed(
-  'openai_api_key',
-  'OpenAI-style secret key: sk- (optionally sk-proj-, sk-svcacct-, sk-admin-, sk-ant-) and 20+ characters.',
-  /(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-|ant-(?:api|admin)\d{2}-)?[A-Za-z0-9_-]{20,300}(?![A-Za-z0-9_-])/g,
-  'API_KEY',
-  [['k-', 1]], // 'k' is rarer than 's' in prose: fewer false starts for indexOf
-  3 + 12 + 300, // sk-, ant-admin01-, 300
-  3 + 20, // sk- and 20: the kinds (proj-, ant-api03-...) are made of the same characters
-);
-
-const stripeKey = prefixed(
-  'stripe_key',
-  'Stripe secret or restricted key: sk_live_, sk_test_, rk_live_, rk_test_ and 16+ characters.',
-  /(?<![A-Za-z0-9_])[rs]k_(?:live|test)_[A-Za-z0-9]{16,247}(?![A-Za-z0-9_])/g,
-  'API_KEY',
-  [['k_', 1]],
-  8 + 247, // sk_live_ and 247
-  8 + 16, // sk_live_ and 16
-);
-
-const googleApiKey = prefixed(
-  'google_api_key',
-  'Google API key: AIza and 35 characters.',
-  /(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])/g,
-  'API_KEY',
-  [['AIza', 0]],
-  39,
-  39,
-);
 
 // ---------------------------------------------------------------- JWT
 
@@ -472,6 +377,8 @@ function judgeAssignment(m: RegExpExecArray, out: Finding[]): number {
   const [whole, name, value] = m;
   const start = m.index + whole.length - value.length;
   if (!SECRET_NAME.test(name) || !looksRandom(value)) return start; // the value may hold an assignment
+  // A key format's near miss (its prefix, the wrong length or checksum) or a placeholder is no secret.
+  if (failedFormat(value) || isPlaceholder(value)) return start + value.length;
   const label = PASSWORD_NAME.test(name) ? 'SECRET' : TOKEN_NAME.test(name) ? 'TOKEN' : 'API_KEY';
   out.push({ start, end: start + value.length, label, weight: 0.75 });
   return start + value.length;
@@ -521,14 +428,10 @@ function looksRandom(value: string): boolean {
 }
 
 export const secretDetectors: Detector[] = [
-  awsAccessKey,
-  githubToken,
-  slackToken,
-  openaiApiKey,
-  stripeKey,
-  googleApiKey,
+  ...keyDetectors,
   jwt,
   privateKey,
   bearerToken,
   genericSecret,
+  ...credentialDetectors,
 ];
