@@ -72,11 +72,6 @@ export interface Detector {
    * cannot match (tests check that both agree); absent when `find` has none.
    */
   reference?(view: TextView): Finding[];
-  /**
-   * The earliest offset (original text, UTF-16 units) from which a match could still be completed
-   * by more text; the text's length when nothing is pending. A stream may send what lies before it.
-   */
-  pendingFrom?(view: TextView): number;
 }
 
 /** The text under classification, with derived forms computed once and shared by detectors. */
