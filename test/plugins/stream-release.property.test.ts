@@ -109,6 +109,12 @@ function cut(text: string, points: number[]): string[] {
   }
   return out;
 }
+/** Where `part` starts in `text`, overlapping occurrences included. */
+function occurrences(text: string, part: string): number[] {
+  const out: number[] = [];
+  for (let at = text.indexOf(part); at !== -1; at = text.indexOf(part, at + 1)) out.push(at);
+  return out;
+}
 const ones = (text: string) => [...Array(text.length)].map((_, i) => text[i]);
 
 async function agrees(text: string, pieces: string[], releaseEveryChars = 0): Promise<void> {
@@ -117,10 +123,17 @@ async function agrees(text: string, pieces: string[], releaseEveryChars = 0): Pr
   const label = JSON.stringify({ text, pieces: pieces.length });
   if (expected === undefined) {
     expect(got.blocked, label).toBe(true);
-    // None of what the whole check found reached the client.
-    for (const sp of secrets.classifySync(text).spans)
-      expect(got.text, label).not.toContain(text.slice(sp.start, sp.end));
-    for (const sp of pii.classifySync(text).spans) expect(got.text, label).not.toContain(text.slice(sp.start, sp.end));
+    // None of what the whole check found reached the client: each of its texts appears in what was
+    // sent no more often than it appears in the answer outside every span (`12345678-ZThe` is no
+    // ID, the `12345678-Z` after it is).
+    const spans = [...secrets.classifySync(text).spans, ...pii.classifySync(text).spans];
+    for (const sp of spans) {
+      const found = text.slice(sp.start, sp.end);
+      const outside = occurrences(text, found).filter(
+        (at) => !spans.some((o) => at < o.end && at + found.length > o.start),
+      );
+      expect(occurrences(got.text, found).length, `${label}: ${found}`).toBeLessThanOrEqual(outside.length);
+    }
   } else {
     expect(got.blocked, label).toBe(false);
     expect(got.text, label).toBe(expected);
@@ -151,7 +164,11 @@ describe('streamed release against the whole-answer check (real detectors, shipp
   it('property: one code unit at a time (surrogate pairs cut)', async () => {
     await fc.assert(
       fc.asyncProperty(texts, async (text) => agrees(text, ones(text))),
-      { numRuns: 100 },
+      // A counterexample CI found (of the test's own oracle: a match's text inside a longer word).
+      {
+        numRuns: 100,
+        examples: [['12345678-ZThe 12345678-Z😀 Authorization: Bearer wocQwkME~M8ME4A8grzqSKqCiR515gg~sYk4AcUIThe ']],
+      },
     );
   });
 
