@@ -126,9 +126,12 @@ function tokenAt(text: string, start: number): Token {
     end++;
   }
   // Bare: only digits, but for punctuation at its end that ends a sentence or the number
-  // (`1234567.`), so that the token is as bare when the text stops before that punctuation.
+  // (`1234567.`, a `)` closing nothing of the token: `(call 1234567)`), so that the token is as
+  // bare when the text stops before that punctuation.
+  let opens = false;
+  for (let i = start; i < end && !opens; i++) opens = text.charCodeAt(i) === 40;
   let last = end;
-  while (last > start && !isDigit(text.charCodeAt(last - 1)) && text.charCodeAt(last - 1) !== 41) last--;
+  while (last > start && !isDigit(text.charCodeAt(last - 1)) && (text.charCodeAt(last - 1) !== 41 || !opens)) last--;
   const bare = digits === last - start;
   return { start, end, bare, glued: false, digits, first: text.charCodeAt(start) };
 }
