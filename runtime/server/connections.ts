@@ -118,6 +118,8 @@ export interface ConnectionRecord {
   progressAt: number;
   /** Taken over by an upgrade (WebSocket): never reclaimed as an idle keep-alive. */
   upgraded: boolean;
+  /** `socket.bytesRead` when its last answer was done (a byte after it is a next request coming). */
+  bytesAtAnswer?: number;
 }
 
 /** A TCP connection admitted (counted against the limits) from accept until it closes or is reclaimed. */
@@ -241,6 +243,33 @@ export class ConnectionTracker {
       if (r.requests > 0 && r.inFlight === 0 && !r.upgraded) idle.push({ socket, bytesRead: socket.bytesRead });
     }
     return idle;
+  }
+
+  /**
+   * A stop's sweep of idle connections, instead of Node's closeIdleConnections (which counts a
+   * connection that has not sent its first request as idle, and closing it as its request arrives
+   * resets it): closes keep-alives with nothing in flight and no byte since their last answer, and
+   * connections that sent no byte for `freshMs` since they were accepted. A client that connected
+   * just before the listener closed has its request answered (Connection: close); one that sends
+   * nothing is closed by this sweep, one that stalls by the drain deadline.
+   */
+  closeIdleAtStop(freshMs: number, now = Date.now()): void {
+    for (const [socket, r] of this.open) {
+      if (r.inFlight > 0 || r.upgraded || r.receiving) continue;
+      const idle =
+        r.requests > 0
+          ? socket.bytesRead === (r.bytesAtAnswer ?? socket.bytesRead)
+          : socket.bytesRead === 0 && now - r.connectedAt >= freshMs;
+      if (idle) socket.destroy();
+    }
+  }
+
+  /** Whether a connection accepted less than `freshMs` ago has sent nothing yet (a stop waits for it). */
+  awaitingFirstRequest(freshMs: number, now = Date.now()): boolean {
+    for (const [socket, r] of this.open) {
+      if (r.requests === 0 && !r.upgraded && socket.bytesRead === 0 && now - r.connectedAt < freshMs) return true;
+    }
+    return false;
   }
 
   /** Closes the connections of `idle` that read no byte and started no request since it was taken. */

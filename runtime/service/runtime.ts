@@ -256,14 +256,18 @@ export class ServiceRuntime {
   private holdUntilSent(
     graph: ServiceGraph,
     res: ServerResponse,
-    connection: { inFlight: number } | undefined,
+    connection: { inFlight: number; bytesAtAnswer?: number } | undefined,
     exchange: Exchange,
   ): void {
     this.openResponses.set(graph, (this.openResponses.get(graph) ?? 0) + 1);
+    const socket = res.socket;
     res.once('close', () => {
       this.openResponses.set(graph, (this.openResponses.get(graph) ?? 1) - 1);
       this.exchanges.done(exchange);
-      if (connection) connection.inFlight--;
+      if (connection) {
+        connection.inFlight--;
+        if (socket) connection.bytesAtAnswer = socket.bytesRead;
+      }
     });
   }
 
@@ -511,7 +515,11 @@ export class ServiceRuntime {
     const idleAtStart = this.connections.idleNow();
     let idleAtStartClosed = false;
     const draining = () => this.busy(this.graph) || [...this.retired].some((g) => this.busy(g));
-    while ((draining() || accepting || Date.now() < quietSince() + lingerMs) && Date.now() < deadline) {
+    const waitingFirst = () => this.connections.awaitingFirstRequest(freshMs);
+    while (
+      (draining() || accepting || waitingFirst() || Date.now() < quietSince() + lingerMs) &&
+      Date.now() < deadline
+    ) {
       await new Promise((r) => setTimeout(r, Math.max(1, Math.min(25, deadline - Date.now()))));
       if (!idleAtStartClosed && Date.now() >= started + lingerMs) {
         idleAtStartClosed = true;
@@ -519,13 +527,17 @@ export class ServiceRuntime {
         this.connections.closeIfStillIdle(idleAtStart);
       }
       const since = quietSince();
-      if (since !== idleClosedFor && Date.now() >= since + lingerMs) {
+      // Swept once per quiet spell, and again while connections not yet used are waited for.
+      if ((since !== idleClosedFor || waitingFirst()) && Date.now() >= since + lingerMs) {
         idleClosedFor = since;
         // After the loop's poll phase: a request that arrived while the loop was busy is read
         // first (Node counts a connection whose request is still unread as idle, and closing it
         // with unread bytes resets it).
         await new Promise((r) => setImmediate(r));
-        for (const s of this.servers) s.closeIdleConnections();
+        // Connections not yet used get freshMs to send their first request (see closeIdleAtStop);
+        // the other listeners' (admin, metrics) are not tracked: Node's sweep.
+        this.connections.closeIdleAtStop(freshMs);
+        for (const s of this.servers) if (s !== this.mainServer) s.closeIdleConnections();
       }
     }
     const answered = await this.exchanges.answerRemaining((ctx) => this.core?.answeredAtStop(ctx));
@@ -589,6 +601,8 @@ export class ServiceRuntime {
 
 /** How long a connection idle during a stop stays open for a request already on its way (ms). */
 const lingerMs = 100;
+/** How long a connection accepted before the listener closed may take to send its first request at a stop. */
+const freshMs = 1000;
 
 /**
  * Stops accepting connections, leaving the open ones alone. Node's http `close()` also closes the

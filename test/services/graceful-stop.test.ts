@@ -141,3 +141,31 @@ describe.each([
     );
   }, 30_000);
 });
+
+describe('SIGTERM with a connection not used yet', () => {
+  let upstream: FaultyUpstream;
+  let svc: ServiceProcess;
+  beforeAll(async () => {
+    upstream = await startFaultyUpstream();
+    svc = await spawnService('configs/typed-proxy.yaml', {
+      set: [`upstreams.everything={kind: jsonrpc, url: "${upstream.url}/mcp"}`, `limits.drain_timeout_ms=${drainMs}`],
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await svc?.stop('SIGKILL');
+    await upstream?.close();
+  });
+
+  it('a client that connected before the signal and sends its request after the idle sweep is answered, not reset', async () => {
+    const conn = await RawConnection.open(svc.port);
+    const exit = svc.stop('SIGTERM');
+    // Past the 100 ms after which idle keep-alives are closed (Node counts a connection without
+    // its first request as idle; the stop waits up to 1 s for that request instead).
+    await new Promise((r) => setTimeout(r, 400));
+    const answer = await conn.post('/', call(7));
+    expect(answer.status).toBe(200);
+    expect(answer.headers.connection).toBe('close');
+    conn.close();
+    expect(await exit).toBe(0);
+  });
+});
