@@ -20,7 +20,8 @@ import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts
 import { TextView } from '../../plugins/classify/patterns/detector.ts';
 import { DEFAULT_PHONE_REGIONS, phoneDetector } from '../../plugins/classify/patterns/phone.ts';
 import { fmt, printTable } from '../common/report.ts';
-import { generatePiiSet, type Item, PHONE_LOCALES } from './pii-generate.ts';
+import { cpuPerItem } from './lib/cpu.ts';
+import { generatePiiSet, PHONE_LOCALES } from './pii-generate.ts';
 import { evaluate, type Predict, type Scores } from './pii-score.ts';
 
 const seed = Number(process.env.PII_SEED ?? 25);
@@ -76,30 +77,6 @@ function phoneDetail(s: Scores): void {
   for (const ex of s.missedPhones.slice(0, 15)) console.log(`  missed ${JSON.stringify(ex)}`);
 }
 
-/**
- * CPU µs per call of `predict` (process.cpuUsage: user + system, so that time the process spends
- * preempted on a shared machine does not count), each item timed once on its first call (nothing
- * cached for it), p50 / mean / p99: the JIT is warmed first on `warm`, then `sets` sets generated
- * with other seeds are timed.
- */
-function cpu(predict: Predict, warm: Item[], sets: Item[][]): { p50: number; mean: number; p99: number } {
-  for (let r = 0; r < 3; r++) for (const i of warm) predict(i.text);
-  const times: number[] = [];
-  for (const set of sets) {
-    for (const i of set) {
-      const start = process.cpuUsage();
-      predict(i.text);
-      const used = process.cpuUsage(start);
-      times.push(used.user + used.system);
-    }
-  }
-  times.sort((a, b) => a - b);
-  return {
-    p50: times[Math.floor(times.length / 2)],
-    mean: times.reduce((a, b) => a + b, 0) / times.length,
-    p99: times[Math.floor(times.length * 0.99)],
-  };
-}
 const timed = [1, 2, 3].map((k) => generatePiiSet({ seed: seed + 1000 * k }));
 
 const results: Record<string, unknown> = {};
@@ -114,8 +91,8 @@ const tierA = new PatternClassifier({
   type: 'pattern',
   detectors: ['pii', 'secrets', 'prompt_injection', 'jailbreak', 'hidden_text'],
 });
-const cpuPii = cpu(asPredict(pii), items, timed);
-const cpuAll = cpu(asPredict(tierA), items, timed);
+const cpuPii = cpuPerItem(asPredict(pii), items, timed);
+const cpuAll = cpuPerItem(asPredict(tierA), items, timed);
 console.log(
   `\nCPU µs per item (its first call, ${timed.reduce((n, t) => n + t.length, 0)} items of 3 other seeds): pii p50 ${fmt(cpuPii.p50)} mean ${fmt(cpuPii.mean)} p99 ${fmt(cpuPii.p99)}; ` +
     `all Tier A detectors p50 ${fmt(cpuAll.p50)} mean ${fmt(cpuAll.mean)} p99 ${fmt(cpuAll.p99)} (target p50 ≤ 150)`,
@@ -128,7 +105,7 @@ if (process.env.PII_BASELINE) {
   const baseline = evaluate(items, asPredict(base), validPhone);
   report(`baseline ${process.env.PII_BASELINE}`, baseline);
   phoneDetail(baseline);
-  const cpuBase = cpu(asPredict(base), items, timed);
+  const cpuBase = cpuPerItem(asPredict(base), items, timed);
   console.log(`baseline CPU µs per item: p50 ${fmt(cpuBase.p50)} mean ${fmt(cpuBase.mean)} p99 ${fmt(cpuBase.p99)}`);
   results.baseline = { ...baseline, cpu: cpuBase };
 }
@@ -145,7 +122,7 @@ if (process.env.PII_METADATA === '1') {
     const predict: Predict = (text) => d.find(new TextView(text)).map((f) => ({ ...f, label: 'PHONE' }));
     const s = evaluate(items, predict, validPhone);
     const t = s.types.PHONE;
-    const c = cpu(predict, items, timed);
+    const c = cpuPerItem(predict, items, timed);
     rows.push([
       name,
       `${Math.round(JSON.stringify(metadata).length / 1024)} KiB`,

@@ -14,7 +14,8 @@ import { writeFileSync } from 'node:fs';
 import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
 import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
 import { fmt, printTable } from '../common/report.ts';
-import { generateSecretsSet, type Item } from './secrets-generate.ts';
+import { cpuPerItem } from './lib/cpu.ts';
+import { generateSecretsSet } from './secrets-generate.ts';
 import { shippedPredict } from './secrets-predict.ts';
 import { evaluateSecrets, type SecretScores } from './secrets-score.ts';
 
@@ -84,30 +85,6 @@ function report(name: string, s: SecretScores, detail = true): void {
   for (const f of s.flagged.slice(0, 10)) console.log(`  flagged ${f}`);
 }
 
-/** CPU µs per call (process.cpuUsage), each item timed once after warming on the set: p50 / mean / p99. */
-function cpu(
-  predict: (text: string) => unknown,
-  warm: Item[],
-  sets: Item[][],
-): { p50: number; mean: number; p99: number } {
-  for (let r = 0; r < 3; r++) for (const i of warm) predict(i.text);
-  const times: number[] = [];
-  for (const set of sets) {
-    for (const i of set) {
-      const start = process.cpuUsage();
-      predict(i.text);
-      const used = process.cpuUsage(start);
-      times.push(used.user + used.system);
-    }
-  }
-  times.sort((a, b) => a - b);
-  return {
-    p50: times[Math.floor(times.length / 2)] as number,
-    mean: times.reduce((a, b) => a + b, 0) / times.length,
-    p99: times[Math.floor(times.length * 0.99)] as number,
-  };
-}
-
 const results: Record<string, unknown> = {};
 const secrets = new PatternClassifier({ name: 'secrets', type: 'pattern', detectors: ['secrets'] });
 const current = evaluateSecrets(items, shippedPredict(secrets));
@@ -115,7 +92,7 @@ report('this tree: detectors [secrets]', current);
 results.current = { ...current, missed: current.missed.length, flagged: current.flagged };
 
 const timed = [1, 2].map((k) => generateSecretsSet({ seed: seed + 1000 * k }));
-const c = cpu((t) => secrets.classifySync(t), items, timed);
+const c = cpuPerItem((t) => secrets.classifySync(t), items, timed);
 console.log(
   `\nCPU µs per item, secrets classifier (its first call, ${timed.reduce((n, t) => n + t.length, 0)} items of 2 other seeds): p50 ${fmt(c.p50)} mean ${fmt(c.mean)} p99 ${fmt(c.p99)}`,
 );

@@ -303,8 +303,8 @@ class HashedCounts {
     this.values[i] += hash & 0x80000000 ? -1 : 1;
   }
 
-  /** Applies sign(c)·log(1+|c|) and adds the L2-normalised result × weight into `out` at `offset`, then resets. */
-  flushInto(out: Float32Array, offset: number, weight: number): void {
+  /** Applies sign(c)·log(1+|c|) to the touched slots; returns weight / their L2 norm (0 when empty). */
+  #logScale(weight: number): number {
     let sum = 0;
     for (let k = 0; k < this.count; k++) {
       const i = this.touched[k];
@@ -313,7 +313,12 @@ class HashedCounts {
       this.values[i] = w;
       sum += w * w;
     }
-    const scale = sum > 0 ? weight / Math.sqrt(sum) : 0;
+    return sum > 0 ? weight / Math.sqrt(sum) : 0;
+  }
+
+  /** Applies sign(c)·log(1+|c|) and adds the L2-normalised result × weight into `out` at `offset`, then resets. */
+  flushInto(out: Float32Array, offset: number, weight: number): void {
+    const scale = this.#logScale(weight);
     for (let k = 0; k < this.count; k++) {
       const i = this.touched[k];
       out[offset + i] += this.values[i] * scale;
@@ -328,15 +333,7 @@ class HashedCounts {
    * Σ_i value_i · weight · W[i, k] to `logits[k]` for the touched slots i only, then resets.
    */
   dotInto(weights: Float32Array, classes: number, weight: number, logits: Float64Array): void {
-    let sum = 0;
-    for (let k = 0; k < this.count; k++) {
-      const i = this.touched[k];
-      const c = this.values[i];
-      const w = c > 0 ? Math.log1p(c) : -Math.log1p(-c);
-      this.values[i] = w;
-      sum += w * w;
-    }
-    const scale = sum > 0 ? weight / Math.sqrt(sum) : 0;
+    const scale = this.#logScale(weight);
     for (let k = 0; k < this.count; k++) {
       const i = this.touched[k];
       const v = this.values[i] * scale;
