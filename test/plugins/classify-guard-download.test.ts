@@ -19,6 +19,7 @@ import { createMlClassifier } from '../../plugins/classify/ml/index.ts';
 import type { ModelClassifier } from '../../plugins/classify/ml/model-classifier.ts';
 import { downloadFiles, guardSpec } from '../../scripts/models/download-embedding.ts';
 import { generateTinyBert } from '../../scripts/models/generate-tiny-bert.ts';
+import { sendHubFile } from '../helpers/fake-hub.ts';
 import { ReferenceBert } from '../helpers/reference-bert.ts';
 import { closeNow, listenLocal } from '../helpers/servers.ts';
 
@@ -70,13 +71,7 @@ beforeAll(async () => {
       res.end('Entry not found');
       return;
     }
-    const body = readFileSync(file);
-    // As the hub does: an LFS file's SHA-256 in X-Linked-Etag, a small file's git blob SHA-1 in ETag.
-    const checksum = file.endsWith('.onnx')
-      ? { 'x-linked-etag': `"${lie ?? createHash('sha256').update(body).digest('hex')}"` }
-      : { etag: `"${createHash('sha1').update(`blob ${body.length}\0`).update(body).digest('hex')}"` };
-    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': body.length, ...checksum });
-    res.end(body);
+    sendHubFile(res, file, lie);
   });
   hubUrl = await listenLocal(hub);
 });

@@ -5,8 +5,7 @@
  * code 1 and says which files to put where.
  */
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -18,6 +17,7 @@ import type { ResourceInstance } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
 import { downloadModel } from '../../scripts/models/download-embedding.ts';
 import { cosine, generateTinyModel, type TinyModel } from '../fixtures/embed-stages.ts';
+import { sendHubFile } from '../helpers/fake-hub.ts';
 import { closeNow, freePort, listenLocal } from '../helpers/servers.ts';
 
 const SCRIPT = resolve(import.meta.dirname, '../../scripts/models/download-embedding.ts');
@@ -50,14 +50,7 @@ beforeAll(async () => {
       res.end('Entry not found');
       return;
     }
-    const body = readFileSync(file);
-    // As the hub does: an LFS file's SHA-256 in X-Linked-Etag, a small file's git blob SHA-1 in ETag.
-    const checksum =
-      req.url?.endsWith('.onnx') === true
-        ? { 'x-linked-etag': `"${lie ?? createHash('sha256').update(body).digest('hex')}"` }
-        : { etag: `"${createHash('sha1').update(`blob ${body.length}\0`).update(body).digest('hex')}"` };
-    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': body.length, ...checksum });
-    res.end(body);
+    sendHubFile(res, file, lie);
   });
   hubUrl = await listenLocal(hub);
 });
