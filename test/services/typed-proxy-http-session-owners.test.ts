@@ -7,26 +7,18 @@
  * Alice's session lives on. The upstream's own id, or a bound id with its MAC changed, is not a
  * session either.
  */
-import { type AddressInfo, createServer as createNetServer } from 'node:net';
+
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { type McpEndpoint, mcpEndpoint } from '../helpers/mcp-endpoint.ts';
 import { type OAuthServer, startOAuthServer } from '../helpers/oauth-server.ts';
+import { freePort } from '../helpers/servers.ts';
 
 let as: OAuthServer;
 let svc: StartedService;
 let endpoint: McpEndpoint;
 let alice: string;
 let bob: string;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createNetServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 beforeAll(async () => {
   as = await startOAuthServer();

@@ -11,7 +11,6 @@
  * (stdio), tokens from a fixture authorization server that grants each client its own scopes.
  */
 import { mkdtempSync } from 'node:fs';
-import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
@@ -20,21 +19,13 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { type OAuthServer, startOAuthServer } from '../helpers/oauth-server.ts';
+import { freePort } from '../helpers/servers.ts';
 
 const WRITE_TOOL = 'toggle-simulated-logging';
 
 let as: OAuthServer;
 let svc: StartedService;
 let resource: string;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createNetServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 beforeAll(async () => {
   as = await startOAuthServer({

@@ -7,28 +7,20 @@
  * upstream.
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import { type AddressInfo, createServer as createNetServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { type OAuthServer, startOAuthServer } from '../helpers/oauth-server.ts';
+import { freePort } from '../helpers/servers.ts';
 
 let as: OAuthServer;
 let svc: StartedService;
 let upstream: Server;
 let resource: string;
 const upstreamHeaders: IncomingHttpHeaders[] = [];
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createNetServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** A minimal JSON-RPC upstream speaking enough MCP for the SDK client; it records the headers it gets. */
 function startUpstream(): Promise<string> {
