@@ -3,8 +3,8 @@
  * expect. A chunk with no choices is sent by the API only to a client that asked for usage
  * (`stream_options.include_usage`); a client that did not ask reads `choices[0]` of every chunk.
  * So the decision rides on the last event the upstream sent anyway: the events that carry no
- * text (a choice's finish chunk, the usage chunk) are held until the next event, and when that is
- * `[DONE]` the last of them gets `filter_decision`. They cost no time to first token (they come
+ * text (a choice's finish chunk, the usage chunk) are held until the next event (the latest one
+ * only), and when that is `[DONE]` it gets `filter_decision`. They cost no time to first token (they come
  * last, right before `[DONE]`). A stream without such an event (a provider that sends no finish
  * chunk) carries its decision in the `X-Filter-Decision` trailer only. A blocked stream's
  * `content_filter` finish carries it already (stream-check.ts).
@@ -14,8 +14,11 @@ import type { SseEvent, SseFilter, SseVerdict, UninspectableAnswer } from '../..
 type Verdict = SseVerdict | undefined;
 
 export class DecisionOnLastEvent implements SseFilter {
-  /** Text-less events the check let through, not sent yet (one of them may be the last). */
-  #held: SseEvent[] = [];
+  /**
+   * The last text-less event the check let through, not sent yet: it may be the last before
+   * `[DONE]`. One at most (an upstream sending many only ever has its latest held).
+   */
+  #held: SseEvent | undefined;
 
   constructor(
     private readonly check: SseFilter,
@@ -37,40 +40,35 @@ export class DecisionOnLastEvent implements SseFilter {
   }
 
   #after(input: SseEvent, verdict: Verdict): Verdict {
-    const out = verdict === undefined ? [input] : verdict.events;
     // The cheap path: a text event passed as it is, nothing held.
-    if (verdict === undefined && this.#held.length === 0 && !textless(input)) return undefined;
+    if (verdict === undefined && this.#held === undefined && !textless(input)) return undefined;
+    const out = verdict === undefined ? [input] : verdict.events;
     if (verdict?.end) return { events: this.#release(out), end: true };
     const events: SseEvent[] = [];
     for (const e of out) {
-      if (e.data === '[DONE]') {
-        this.#decorate();
-        events.push(...this.#held, e);
-        this.#held = [];
-      } else if (textless(e)) this.#held.push(e);
-      else {
-        events.push(...this.#held, e);
-        this.#held = [];
-      }
+      const done = e.data === '[DONE]';
+      if (done && this.#held) this.#held = this.#decorated(this.#held);
+      if (this.#held) events.push(this.#held);
+      this.#held = undefined;
+      if (!done && textless(e)) this.#held = e;
+      else events.push(e);
     }
     return { events };
   }
 
   /** What is held goes out before `events` (the stream ends or is refused). */
   #release(events: SseEvent[]): SseEvent[] {
-    if (this.#held.length === 0) return events;
-    const all = [...this.#held, ...events];
-    this.#held = [];
-    return all;
+    const held = this.#held;
+    this.#held = undefined;
+    return held ? [held, ...events] : events;
   }
 
-  /** `filter_decision` on the last held event (the upstream's last before `[DONE]`). */
-  #decorate(): void {
-    const last = this.#held.at(-1);
-    const summary = last && this.summary();
-    if (!last || !summary) return;
-    const chunk = JSON.parse(last.data) as Record<string, unknown>;
-    this.#held[this.#held.length - 1] = { ...last, data: JSON.stringify({ ...chunk, filter_decision: summary }) };
+  /** `event` (the upstream's last before `[DONE]`) with `filter_decision`. */
+  #decorated(event: SseEvent): SseEvent {
+    const summary = this.summary();
+    if (!summary) return event;
+    const chunk = JSON.parse(event.data) as Record<string, unknown>;
+    return { ...event, data: JSON.stringify({ ...chunk, filter_decision: summary }) };
   }
 }
 
