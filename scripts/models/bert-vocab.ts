@@ -61,22 +61,7 @@ export function bertBaseUncasedTokenizer(modelMaxLength = 512): {
       lowercase: true,
     },
     pre_tokenizer: { type: 'BertPreTokenizer' },
-    post_processor: {
-      type: 'TemplateProcessing',
-      single: [
-        { SpecialToken: { id: '[CLS]', type_id: 0 } },
-        { Sequence: { id: 'A', type_id: 0 } },
-        { SpecialToken: { id: '[SEP]', type_id: 0 } },
-      ],
-      pair: [
-        { SpecialToken: { id: '[CLS]', type_id: 0 } },
-        { Sequence: { id: 'A', type_id: 0 } },
-        { SpecialToken: { id: '[SEP]', type_id: 0 } },
-        { Sequence: { id: 'B', type_id: 1 } },
-        { SpecialToken: { id: '[SEP]', type_id: 1 } },
-      ],
-      special_tokens: { '[CLS]': special('[CLS]'), '[SEP]': special('[SEP]') },
-    },
+    post_processor: clsSepTemplate(special),
     decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
     model: {
       type: 'WordPiece',
@@ -147,22 +132,7 @@ export function unigramTokenizer(): {
       ],
     },
     pre_tokenizer: { type: 'Metaspace', replacement: '▁', prepend_scheme: 'always', split: true },
-    post_processor: {
-      type: 'TemplateProcessing',
-      single: [
-        { SpecialToken: { id: '[CLS]', type_id: 0 } },
-        { Sequence: { id: 'A', type_id: 0 } },
-        { SpecialToken: { id: '[SEP]', type_id: 0 } },
-      ],
-      pair: [
-        { SpecialToken: { id: '[CLS]', type_id: 0 } },
-        { Sequence: { id: 'A', type_id: 0 } },
-        { SpecialToken: { id: '[SEP]', type_id: 0 } },
-        { Sequence: { id: 'B', type_id: 1 } },
-        { SpecialToken: { id: '[SEP]', type_id: 1 } },
-      ],
-      special_tokens: { '[CLS]': special('[CLS]'), '[SEP]': special('[SEP]') },
-    },
+    post_processor: clsSepTemplate(special),
     decoder: { type: 'Metaspace', replacement: '▁', prepend_scheme: 'always', split: true },
     model: { type: 'Unigram', unk_id: id('[UNK]'), vocab, byte_fallback: false },
   };
@@ -181,4 +151,24 @@ export function unigramTokenizer(): {
     mask_token: '[MASK]',
   };
   return { tokenizer, tokenizerConfig, vocabSize: vocab.length };
+}
+
+/** `[CLS] A [SEP]` and `[CLS] A [SEP] B [SEP]`: the post-processor of both tokenizer kinds. */
+function clsSepTemplate(special: (token: string) => unknown) {
+  return {
+    type: 'TemplateProcessing',
+    single: [
+      { SpecialToken: { id: '[CLS]', type_id: 0 } },
+      { Sequence: { id: 'A', type_id: 0 } },
+      { SpecialToken: { id: '[SEP]', type_id: 0 } },
+    ],
+    pair: [
+      { SpecialToken: { id: '[CLS]', type_id: 0 } },
+      { Sequence: { id: 'A', type_id: 0 } },
+      { SpecialToken: { id: '[SEP]', type_id: 0 } },
+      { Sequence: { id: 'B', type_id: 1 } },
+      { SpecialToken: { id: '[SEP]', type_id: 1 } },
+    ],
+    special_tokens: { '[CLS]': special('[CLS]'), '[SEP]': special('[SEP]') },
+  };
 }
