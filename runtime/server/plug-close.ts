@@ -8,16 +8,20 @@
  * a cluster's primary). Waiting until the kernel reports the queue empty does not help: the next
  * client enters it at once.
  *
- * The plug: the process connects to its own listener, and in the next tick (right after the
- * plug's connect(2), during which a loopback handshake completes, so the plug is queued) lowers
- * the queue's bound to 0. A bound of 0 admits a new connection only into an empty queue: from
- * then on every client SYN is dropped (the client retries it after a second, finds the port
- * closed: ECONNREFUSED, nothing sent). The clients queued ahead of the plug are accepted and
- * served as usual; when the plug itself is accepted nobody is queued behind it, and the caller
- * closes the listener in that same callback, before any client can complete a handshake.
- * (A client that completed one in the tick between the connect and the lowered bound would be
- * queued behind the plug and reset: microseconds. Asking the kernel whether the queue is empty,
- * /proc/net/tcp, takes milliseconds, a longer window than the one it would close.)
+ * The plug: the process connects to its own listener twice (the plug, then its guard), and in
+ * the next tick (right after both connect(2) calls, during which a loopback handshake completes,
+ * so both are queued) lowers the queue's bound to 0. A bound of 0 admits a new connection only
+ * into an empty queue: from then on every client SYN is dropped (the client retries it after a
+ * second, finds the port closed: ECONNREFUSED, nothing sent). The clients queued ahead of the
+ * plug are accepted and served as usual; when the plug itself is accepted only its guard is
+ * queued behind it (the queue stays full: still no client gets in), and the caller closes the
+ * listener in that same callback, before the next accept: the close resets the guard alone.
+ * Without the guard the queue was empty from the plug's accept to the close, and a client that
+ * reconnected then (answered by a cluster worker meanwhile, or while the process was preempted)
+ * was admitted and reset: the one residual reset per ~8 cluster stops of issue 29.
+ * (A client that completes a handshake in the microseconds between the plug's connect and the
+ * lowered bound is still queued behind the plug and reset. Asking the kernel whether the queue
+ * is empty, /proc/net/tcp, takes milliseconds, a longer window than the one it would close.)
  *
  * Measured with a listener that spends 2 ms per accept and 64–128 reconnecting clients: closed at
  * once, 61–125 resets per close; behind the plug, 0 in 8 runs (test/runtime/plug-close.test.ts).
@@ -56,23 +60,35 @@ export function closeBehindPlug(
   if (process.platform !== 'linux' || typeof handle?.listen !== 'function' || address === null) return undefined;
   if (typeof address === 'string') return undefined;
   let done = false;
+  /** The plug's and the guard's addresses, as an accepted peer shows them (kept past their close). */
+  const ours = new Set<string>();
+  const remember = () => {
+    for (const s of [plug, guard]) if (s.localPort !== undefined) ours.add(`${s.localAddress}:${s.localPort}`);
+  };
   const finish = () => {
     if (done) return;
     done = true;
     clearTimeout(timer);
+    remember();
     plug.destroy();
+    guard.destroy();
     close();
   };
   const local = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host;
   const plug = connect({ host: local, port: address.port });
   plug.on('error', finish);
-  // Queued after Node's own next-tick connect(2) of the plug: runs right after it.
+  // Keeps the queue full once the plug is taken; the close resets it, as it should.
+  const guard = connect({ host: local, port: address.port });
+  guard.on('error', () => {});
+  // Queued after Node's own next-tick connect(2) of both: runs right after them.
   process.nextTick(() => handle.listen?.(0));
   const timer = setTimeout(finish, Math.max(0, waitMs)).unref();
   return {
     isPlug(peer) {
-      if (done || plug.localPort === undefined) return false;
-      if (peer.remotePort !== plug.localPort || peer.remoteAddress !== plug.localAddress) return false;
+      if (!done) remember();
+      if (!ours.has(`${peer.remoteAddress}:${peer.remotePort}`)) return false;
+      // The first of the two accepted: nobody is queued ahead of it, the other one (if it got in)
+      // holds the queue full behind it.
       finish();
       return true;
     },

@@ -153,15 +153,9 @@ describe('cluster stop under reconnecting load', () => {
     const afterPrimary = await primaryLoad;
     console.info(`SIGTERM to the primary: ${JSON.stringify({ ...afterPrimary, failed: afterPrimary.failed })}`);
     expect(code).toBe(0);
-    // Known residue (issue 29 note): a one-connection client that reaches the primary's accept
-    // queue in the instant its listener closes behind the plug can still be reset, seen once in
-    // about eight full runs (was 18 resets in 1 of 4 stops before the plug). Keep-alive clients
-    // lose nothing; at most one fresh connection may.
-    const keptAlive = afterPrimary.failed.filter((f) => !f.startsWith('fresh:'));
-    expect(keptAlive).toEqual([]);
-    expect(afterPrimary.failed.length).toBeLessThanOrEqual(1);
+    expect(afterPrimary.failed).toEqual([]);
     expect(afterPrimary.answered).toBeGreaterThan(20);
-  }, 90_000);
+  }, 180_000); // a worker is forked and started meanwhile: 30-60 s on a loaded 2-core machine
 
   it('SIGTERM to the process group: no request lost, exit 0', async () => {
     const svc = await spawnService(file, { workers: 2 });
