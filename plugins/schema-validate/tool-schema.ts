@@ -1,0 +1,113 @@
+/**
+ * A tool schema made ready to validate with: inspected (schema-inspect.ts), then compiled by ajv
+ * for its dialect (2020-12, or draft-07 when its `$schema` says so; one shared ajv each) with every pattern on the
+ * linear engine, references never inlined (a reference's cost is counted once per use, and the
+ * generated code stays the size of the schema) and never loaded (ajv has no `loadSchema` here:
+ * the inspection already refused any reference that leaves the document). Validation runs only
+ * under the budget (schema-budget.ts); over it, the value fails with the reason.
+ */
+import type { ErrorObject, Options, ValidateFunction } from 'ajv';
+import { Ajv } from 'ajv';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { describeSchemaError, pointerSegments, type Violation } from '../../runtime/index.ts';
+import type { Dialect } from './dialect.ts';
+import { ajvLinearRegExp } from './linear-regexp.ts';
+import { overBudget } from './schema-budget.ts';
+import { type Cost, inspectSchema, type SchemaLimits } from './schema-inspect.ts';
+
+export interface Validation {
+  valid: boolean;
+  violations: Violation[];
+}
+
+export interface ToolSchema {
+  /** Validates a value; `root` prefixes the violation paths (`$.arguments`). */
+  validate(value: unknown, root: string): Validation;
+  readonly cost: Cost;
+}
+
+export type Compiled = { ok: true; schema: ToolSchema } | { ok: false; reason: string };
+
+const ajvOptions: Options = {
+  allErrors: true,
+  strict: false,
+  inlineRefs: false,
+  code: { regExp: ajvLinearRegExp },
+};
+
+/** One ajv per dialect, made on first use: each compiles its meta-schema once (a few hundred ms). */
+const instances = new Map<string, Ajv>();
+
+function instance(dialect: Dialect): Ajv {
+  let ajv = instances.get(dialect);
+  if (!ajv) {
+    ajv = dialect === 'draft-07' ? new Ajv(ajvOptions) : new Ajv2020(ajvOptions);
+    addFormats.default(ajv);
+    instances.set(dialect, ajv);
+  }
+  return ajv;
+}
+
+/** Inspects and compiles a schema; a refusal carries the reason. Compiling is once per schema (callers keep it). */
+export function compileToolSchema(schema: unknown, limits: SchemaLimits): Compiled {
+  const inspection = inspectSchema(schema, limits);
+  if (!inspection.ok) return inspection;
+  const ajv = instance(inspection.dialect);
+  let check: ValidateFunction;
+  try {
+    check = ajv.compile(schema as object | boolean);
+  } catch (err) {
+    return { ok: false, reason: `is not a valid JSON Schema: ${(err as Error).message}` };
+  } finally {
+    // The validator keeps what it needs; the shared ajv keeps nothing (a reload compiles anew, ids may repeat).
+    if (typeof schema === 'object') ajv.removeSchema(schema as object);
+  }
+  const { cost } = inspection;
+  return {
+    ok: true,
+    schema: {
+      cost,
+      validate(value, root) {
+        const over = overBudget(cost, value, limits.max_work);
+        if (over) return { valid: false, violations: [{ path: root, message: over }] };
+        if (check(value)) return { valid: true, violations: [] };
+        return { valid: false, violations: toViolations(check.errors, value, root) };
+      },
+    },
+  };
+}
+
+const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+
+/** ajv errors as JSON-path violations (`$.a.b[0]`), each naming the field to fix (as the registry's). */
+function toViolations(errors: ErrorObject[] | null | undefined, data: unknown, root: string): Violation[] {
+  const out: Violation[] = [];
+  const seen = new Set<string>();
+  for (const err of errors ?? []) {
+    const segments = pointerSegments(err.instancePath);
+    const params = err.params as Record<string, unknown>;
+    const leaf =
+      err.keyword === 'required' || err.keyword === 'dependentRequired'
+        ? params.missingProperty
+        : err.keyword === 'additionalProperties'
+          ? params.additionalProperty
+          : err.keyword === 'unevaluatedProperties'
+            ? params.unevaluatedProperty
+            : undefined;
+    if (leaf !== undefined) segments.push(String(leaf));
+    let path = root;
+    let node: unknown = data;
+    for (const seg of segments) {
+      const index = Array.isArray(node) && /^\d+$/.test(seg);
+      path += index ? `[${seg}]` : identifier.test(seg) ? `.${seg}` : `[${JSON.stringify(seg)}]`;
+      node = node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[seg] : undefined;
+    }
+    const message = describeSchemaError(err);
+    const key = `${path}\u0000${message}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push({ path, message });
+  }
+  return out;
+}
