@@ -4,7 +4,7 @@
  * Work over `max_work` is not attempted: the value is refused as too large for its schema, so no
  * argument object, and no result, holds the event loop longer than the budget allows (about
  * 50 ms at the default, measured by bench/typed-proxy/hostile-schema.ts). The measure itself stops
- * as soon as the bound is passed, so a huge value costs no more than a small one to refuse.
+ * as soon as the bound is passed, so a huge value costs no more than one at the bound to refuse.
  */
 import { type Cost, maxValueDepth } from './schema-inspect.ts';
 
@@ -20,30 +20,40 @@ export function work(cost: Cost, m: Measure): number {
   return cost.node[d] * m.nodes + cost.char[d] * m.chars + cost.pairs[d] * m.nodes * m.nodes;
 }
 
+/** Thrown inside the measure to stop it as soon as the answer is known. */
+class Over {
+  constructor(readonly reason: string) {}
+}
+
 /**
  * Why the value is over the budget, or undefined when validating it costs at most `maxWork`.
- * Without recursion; stops as soon as the work is over.
+ * Stops as soon as the work is over; recursion as deep as the value (which JSON.parse bounded).
  */
 export function overBudget(cost: Cost, value: unknown, maxWork: number): string | undefined {
   const m: Measure = { nodes: 0, chars: 0, depth: 0 };
-  const stack: Array<[unknown, number]> = [[value, 0]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop() as [unknown, number];
-    m.nodes++;
-    if (depth > m.depth) m.depth = depth;
+  const visit = (v: unknown, depth: number): void => {
+    if (++m.nodes % 1024 === 0 && work(cost, m) > maxWork) throw new Over(tooMuch(cost, m, maxWork));
+    if (depth > m.depth) {
+      m.depth = depth;
+      if (depth > maxValueDepth && cost.beyond) throw new Over(`it is nested deeper than ${maxValueDepth} levels`);
+    }
     if (typeof v === 'string') m.chars += v.length;
-    else if (Array.isArray(v)) for (const x of v) stack.push([x, depth + 1]);
-    else if (v !== null && typeof v === 'object') {
-      for (const [k, x] of Object.entries(v)) {
-        m.chars += k.length;
-        stack.push([x, depth + 1]);
+    else if (typeof v === 'object' && v !== null) {
+      if (Array.isArray(v)) for (let i = 0; i < v.length; i++) visit(v[i], depth + 1);
+      else {
+        const keys = Object.keys(v);
+        for (let i = 0; i < keys.length; i++) {
+          m.chars += keys[i].length;
+          visit((v as Record<string, unknown>)[keys[i]], depth + 1);
+        }
       }
     }
-    if (depth > maxValueDepth && cost.beyond) {
-      return `it is nested deeper than ${maxValueDepth} levels`;
-    }
-    // Checked every 256 nodes, and at the end: cheap next to the work it bounds.
-    if ((m.nodes & 0xff) === 0 && work(cost, m) > maxWork) return tooMuch(cost, m, maxWork);
+  };
+  try {
+    visit(value, 0);
+  } catch (err) {
+    if (err instanceof Over) return err.reason;
+    throw err;
   }
   return work(cost, m) > maxWork ? tooMuch(cost, m, maxWork) : undefined;
 }

@@ -44,9 +44,17 @@ export const maxValueDepth = 64;
 
 /** Weights, in work units (one unit ≈ one keyword check on one value; bench/typed-proxy/hostile-schema.ts). */
 const PATTERN_CALL = 20;
-const PATTERN_CHAR = 2;
+const PATTERN_CHAR = 3;
 const FORMAT_CALL = 5;
 const FORMAT_CHAR = 1;
+/** `uniqueItems` compares items pairwise (ajv, unless they are typed scalars): per pair, a deep equality. */
+const UNIQUE_PAIR = 5;
+/**
+ * A subschema whose failure is not the value's (an `anyOf`/`oneOf` alternative, `not`, `if`, each
+ * item `contains` tries) may fail on every value and still make ajv build an error object for it:
+ * forty times a passing check.
+ */
+export const FAILURE = 40;
 
 /** Per level of the value: the bound on one node's evaluations, by term (see the header). */
 export interface Cost {
@@ -75,7 +83,6 @@ const inPlaceArray = ['allOf', 'anyOf', 'oneOf'];
 const childSingle = [
   'additionalProperties',
   'propertyNames',
-  'contains',
   'unevaluatedItems',
   'unevaluatedProperties',
   'additionalItems',
@@ -166,10 +173,14 @@ function inspect(schema: unknown, limits: SchemaLimits): Inspection {
       node.weight[1] += FORMAT_CHAR;
     }
     if (Array.isArray(o.enum)) node.weight[0] += o.enum.length;
-    if (o.uniqueItems === true) node.weight[2] += 1;
+    if (o.uniqueItems === true) node.weight[2] += UNIQUE_PAIR;
 
     for (const key of inPlaceSingle) if (key in o) node.inPlace.push(walk(o[key], `${pointer}/${key}`, depth + 1));
     for (const key of inPlaceArray) if (key in o) node.inPlace.push(...subArray(key, o[key], pointer, depth));
+    for (const key of ['anyOf', 'oneOf'])
+      if (Array.isArray(o[key])) node.weight[0] += FAILURE * (o[key] as unknown[]).length;
+    if ('not' in o) node.weight[0] += FAILURE;
+    if ('if' in o) node.weight[0] += FAILURE;
     if ('dependentSchemas' in o) node.inPlace.push(...subMap('dependentSchemas', o.dependentSchemas, pointer, depth));
     if (dialect === 'draft-07' && isObject(o.dependencies)) {
       for (const [k, v] of Object.entries(o.dependencies)) {
@@ -177,6 +188,11 @@ function inspect(schema: unknown, limits: SchemaLimits): Inspection {
       }
     }
     for (const key of childSingle) if (key in o) node.child.push(walk(o[key], `${pointer}/${key}`, depth + 1));
+    if ('contains' in o) {
+      const tried = walk(o.contains, `${pointer}/contains`, depth + 1);
+      nodes[tried].weight[0] += FAILURE;
+      node.child.push(tried);
+    }
     for (const key of childMap) if (key in o) node.child.push(...subMap(key, o[key], pointer, depth));
     if (isObject(o.patternProperties)) {
       // Every key of the value is tested against every pattern, whether its schema applies or not.

@@ -1,6 +1,6 @@
 /**
  * A tool schema made ready to validate with: inspected (schema-inspect.ts), then compiled by ajv
- * for its dialect (2020-12, or draft-07 when its `$schema` says so; one shared ajv each) with every pattern on the
+ * for its dialect (2020-12, or draft-07 when its `$schema` says so; shared ajvs) with every pattern on the
  * linear engine, references never inlined (a reference's cost is counted once per use, and the
  * generated code stays the size of the schema) and never loaded (ajv has no `loadSchema` here:
  * the inspection already refused any reference that leaves the document). Validation runs only
@@ -14,7 +14,7 @@ import { describeSchemaError, pointerSegments, type Violation } from '../../runt
 import type { Dialect } from './dialect.ts';
 import { ajvLinearRegExp } from './linear-regexp.ts';
 import { overBudget } from './schema-budget.ts';
-import { type Cost, inspectSchema, type SchemaLimits } from './schema-inspect.ts';
+import { type Cost, FAILURE, inspectSchema, type SchemaLimits } from './schema-inspect.ts';
 
 export interface Validation {
   valid: boolean;
@@ -29,41 +29,52 @@ export interface ToolSchema {
 
 export type Compiled = { ok: true; schema: ToolSchema } | { ok: false; reason: string };
 
-const ajvOptions: Options = {
-  allErrors: true,
-  strict: false,
-  inlineRefs: false,
-  code: { regExp: ajvLinearRegExp },
-};
+const base: Options = { strict: false, inlineRefs: false, code: { regExp: ajvLinearRegExp } };
 
-/** One ajv per dialect, made on first use: each compiles its meta-schema once (a few hundred ms). */
+/** Violations converted at most (the first ones: a client fixes those, then sees the next). */
+const maxCollected = 1000;
+
+/**
+ * Two ajvs per dialect, made on first use (each compiles its meta-schema once, a few hundred ms):
+ * `first` stops at the first error, the verdict; `all` collects every error, for the client to
+ * read, and runs only on a value that failed and is small enough for its cost (every check may
+ * then build an error: `FAILURE` times the budget's work).
+ */
 const instances = new Map<string, Ajv>();
 
-function instance(dialect: Dialect): Ajv {
-  let ajv = instances.get(dialect);
+function instance(dialect: Dialect, allErrors: boolean): Ajv {
+  const key = `${dialect} ${allErrors}`;
+  let ajv = instances.get(key);
   if (!ajv) {
-    ajv = dialect === 'draft-07' ? new Ajv(ajvOptions) : new Ajv2020(ajvOptions);
+    const options = { ...base, allErrors };
+    ajv = dialect === 'draft-07' ? new Ajv(options) : new Ajv2020(options);
     addFormats.default(ajv);
-    instances.set(dialect, ajv);
+    instances.set(key, ajv);
   }
   return ajv;
+}
+
+function compileWith(ajv: Ajv, schema: unknown): ValidateFunction {
+  try {
+    return ajv.compile(schema as object | boolean);
+  } finally {
+    // The validator keeps what it needs; the shared ajv keeps nothing (a reload compiles anew, ids may repeat).
+    if (typeof schema === 'object') ajv.removeSchema(schema as object);
+  }
 }
 
 /** Inspects and compiles a schema; a refusal carries the reason. Compiling is once per schema (callers keep it). */
 export function compileToolSchema(schema: unknown, limits: SchemaLimits): Compiled {
   const inspection = inspectSchema(schema, limits);
   if (!inspection.ok) return inspection;
-  const ajv = instance(inspection.dialect);
-  let check: ValidateFunction;
+  const { cost, dialect } = inspection;
+  let first: ValidateFunction;
   try {
-    check = ajv.compile(schema as object | boolean);
+    first = compileWith(instance(dialect, false), schema);
   } catch (err) {
     return { ok: false, reason: `is not a valid JSON Schema: ${(err as Error).message}` };
-  } finally {
-    // The validator keeps what it needs; the shared ajv keeps nothing (a reload compiles anew, ids may repeat).
-    if (typeof schema === 'object') ajv.removeSchema(schema as object);
   }
-  const { cost } = inspection;
+  let all: ValidateFunction | undefined;
   return {
     ok: true,
     schema: {
@@ -71,8 +82,16 @@ export function compileToolSchema(schema: unknown, limits: SchemaLimits): Compil
       validate(value, root) {
         const over = overBudget(cost, value, limits.max_work);
         if (over) return { valid: false, violations: [{ path: root, message: over }] };
-        if (check(value)) return { valid: true, violations: [] };
-        return { valid: false, violations: toViolations(check.errors, value, root) };
+        if (first(value)) return { valid: true, violations: [] };
+        if (overBudget(cost, value, limits.max_work / FAILURE)) {
+          // Too large to list every violation within the budget: the first one, and that there may be more.
+          const violations = toViolations(first.errors, value, root);
+          violations.push({ path: root, message: 'may have more violations: too large to list them all' });
+          return { valid: false, violations };
+        }
+        all ??= compileWith(instance(dialect, true), schema);
+        all(value);
+        return { valid: false, violations: toViolations(all.errors, value, root) };
       },
     },
   };
@@ -84,7 +103,7 @@ const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 function toViolations(errors: ErrorObject[] | null | undefined, data: unknown, root: string): Violation[] {
   const out: Violation[] = [];
   const seen = new Set<string>();
-  for (const err of errors ?? []) {
+  for (const err of (errors ?? []).slice(0, maxCollected)) {
     const segments = pointerSegments(err.instancePath);
     const params = err.params as Record<string, unknown>;
     const leaf =
