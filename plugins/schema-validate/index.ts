@@ -97,7 +97,7 @@ export default definePlugin<SchemaValidateOptions>({
         additionalProperties: false,
         default: {},
         description:
-          'Bounds on tool schemas (MCP 2026-07-28, SEP-2106), the SType schemas validated with and the schemas a tools/list answer carries: a schema over one is refused with the reason; a value whose validation would exceed max_work fails.',
+          'Bounds on tool schemas (MCP 2026-07-28, SEP-2106), the SType schemas validated with and those a tools/list answer carries: max_depth (32), max_subschemas (2000), max_schema_bytes (262144), max_work (2000000, about 50 ms). A schema over one, with a $ref out of the document or a pattern without a linear-time match is refused with the reason; a value whose counted validation work exceeds max_work fails.',
         properties: {
           max_depth: {
             type: 'integer',

@@ -21,6 +21,7 @@ const wrappers: Array<(inner: Schema) => Schema> = [
   (s) => ({ anyOf: [s, { type: 'null' }] }),
   (s) => ({ oneOf: [{ type: 'null' }, s] }),
   (s) => ({ not: s }),
+  // biome-ignore lint/suspicious/noThenProperty: a JSON Schema keyword
   (s) => ({ if: s, then: { type: 'string' } }),
   (s) => ({ if: { type: 'string' }, else: s }),
   (s) => ({ dependentSchemas: { a: s } }),
@@ -77,6 +78,7 @@ const { schema: arbitrarySchema } = fc.letrec<{ schema: Schema }>((tie) => ({
     fc.array(tie('schema'), { minLength: 1, maxLength: 3 }).map((xs) => ({ anyOf: xs })),
     fc.array(tie('schema'), { minLength: 1, maxLength: 3 }).map((xs) => ({ oneOf: xs })),
     tie('schema').map((s) => ({ not: s })),
+    // biome-ignore lint/suspicious/noThenProperty: a JSON Schema keyword
     fc.tuple(tie('schema'), tie('schema'), tie('schema')).map(([i, t, e]) => ({ if: i, then: t, else: e })),
     fc.tuple(tie('schema'), tie('schema')).map(([a, b]) => ({ properties: { a, b } })),
     tie('schema').map((s) => ({ items: s })),
