@@ -205,12 +205,12 @@ export default definePlugin<SchemaValidateOptions>({
     }
 
     function listHook(pinMode: PinCheck): RpcResponseMap {
-      return (response, ctx) => {
+      return async (response, ctx) => {
         const result = response.result as Record<string, unknown> | undefined;
         if (!isObject(result) || !Array.isArray(result.tools)) return response;
         const withheld = new Set([
           ...driftedTools(ctx, result.tools, pinMode),
-          ...refusedSchemas(ctx, result.tools, pinMode),
+          ...(await refusedSchemas(ctx, result.tools, pinMode)),
         ]);
         if (pinMode !== 'enforce' || withheld.size === 0) return response;
         const tools = result.tools.filter((t) => !(isObject(t) && withheld.has(t.name as string)));
@@ -243,8 +243,8 @@ export default definePlugin<SchemaValidateOptions>({
     }
 
     /** Tools whose schemas are outside the bounds (listed-schemas.ts): counted, logged and recorded with the reasons. */
-    function refusedSchemas(ctx: GatewayContext, tools: unknown[], pinMode: PinCheck): string[] {
-      const refused = listed.observe(tools);
+    async function refusedSchemas(ctx: GatewayContext, tools: unknown[], pinMode: PinCheck): Promise<string[]> {
+      const refused = await listed.observe(tools);
       if (refused.length === 0) return [];
       const names = refused.map((r) => r.tool);
       const reasons = Object.fromEntries(refused.map((r) => [r.tool, r.reason]));

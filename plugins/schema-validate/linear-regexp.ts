@@ -26,16 +26,25 @@ export function linearRegExp(source: string): RE2 {
   return re;
 }
 
+/** Verdicts by pattern (listings repeat the same schemas): bounded, the oldest forgotten first. */
+const verdicts = new Map<string, string | null>();
+const maxVerdicts = 10_000;
+
 /** Why a pattern cannot run on the linear engine, or undefined when it can. */
 export function linearRegExpProblem(source: string): string | undefined {
+  const known = verdicts.get(source);
+  if (known !== undefined) return known ?? undefined;
+  let problem: string | null = null;
   try {
     linearRegExp(source);
-    return undefined;
   } catch (err) {
     // re2-wasm: "Invalid regular expression: /…/u: invalid perl operator: (?=" → the reason alone.
     const reason = (err as Error).message.replace(/^Invalid regular expression: \/[\s\S]*\/u: /, '');
-    return `pattern ${JSON.stringify(source)} cannot be matched in linear time (${reason})`;
+    problem = `pattern ${JSON.stringify(source)} cannot be matched in linear time (${reason})`;
   }
+  if (verdicts.size >= maxVerdicts) verdicts.delete(verdicts.keys().next().value as string);
+  verdicts.set(source, problem);
+  return problem ?? undefined;
 }
 
 /** ajv's `code.regExp` option: every pattern of a compiled schema on RE2. */

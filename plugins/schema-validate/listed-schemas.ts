@@ -6,7 +6,7 @@
  * reason, and remembered so that a call naming it is refused until a listing shows it sound. Its
  * schemas are never compiled, and nothing they reference is fetched.
  */
-import { inspectSchema, type SchemaLimits } from './schema-inspect.ts';
+import { boundedSize, inspectSchema, type SchemaLimits } from './schema-inspect.ts';
 
 export interface RefusedTool {
   tool: string;
@@ -16,18 +16,29 @@ export interface RefusedTool {
 /** Tools remembered as refused at most (a listing is of one upstream; the oldest are forgotten first). */
 const maxRemembered = 10_000;
 
+/** Schema text inspected between two turns of the event loop: a listing of megabytes holds no request long. */
+const sliceBytes = 256 * 1024;
+
 export class ListedSchemas {
   readonly #refused = new Map<string, string>();
 
   constructor(private readonly limits: SchemaLimits) {}
 
-  /** Inspects the schemas of every listed tool; the refused ones, with their reason. */
-  observe(tools: unknown[]): RefusedTool[] {
+  /** Inspects the schemas of every listed tool, in slices; the refused ones, with their reason. */
+  async observe(tools: unknown[]): Promise<RefusedTool[]> {
     const out: RefusedTool[] = [];
+    let inspected = 0;
     for (const tool of tools) {
       if (tool === null || typeof tool !== 'object') continue;
       const { name, inputSchema, outputSchema } = tool as Record<string, unknown>;
       if (typeof name !== 'string') continue;
+      inspected +=
+        boundedSize(inputSchema, this.limits.max_schema_bytes) +
+        boundedSize(outputSchema, this.limits.max_schema_bytes);
+      if (inspected > sliceBytes) {
+        inspected = 0;
+        await new Promise((r) => setImmediate(r));
+      }
       const reason = this.#reason(inputSchema, outputSchema);
       this.#refused.delete(name);
       if (reason === undefined) continue;
