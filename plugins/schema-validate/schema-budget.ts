@@ -14,10 +14,13 @@ export interface Measure {
   depth: number;
 }
 
-/** The counted work of validating a value of this measure against a schema of this cost. */
+/**
+ * The counted work of validating a value of this measure against a schema of this cost; the
+ * measure itself counts one unit per value (it costs about what a check does).
+ */
 export function work(cost: Cost, m: Measure): number {
   const d = Math.min(m.depth, maxValueDepth);
-  return cost.node[d] * m.nodes + cost.char[d] * m.chars + cost.pairs[d] * m.nodes * m.nodes;
+  return (cost.node[d] + 1) * m.nodes + cost.char[d] * m.chars + cost.pairs[d] * m.nodes * m.nodes;
 }
 
 /** Thrown inside the measure to stop it as soon as the answer is known. */
