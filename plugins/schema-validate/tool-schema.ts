@@ -11,7 +11,7 @@ import { Ajv } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { describeSchemaError, pointerSegments, type Violation } from '../../runtime/index.ts';
-import type { Dialect } from './dialect.ts';
+import { type Dialect, supportedDialects } from './dialect.ts';
 import { ajvLinearRegExp } from './linear-regexp.ts';
 import { overBudget } from './schema-budget.ts';
 import { type Cost, FAILURE, inspectSchema, type SchemaLimits } from './schema-inspect.ts';
@@ -30,6 +30,12 @@ export interface ToolSchema {
 export type Compiled = { ok: true; schema: ToolSchema } | { ok: false; reason: string };
 
 const base: Options = { strict: false, inlineRefs: false, code: { regExp: ajvLinearRegExp } };
+
+const canonical: Record<Dialect, string> = { '2020-12': supportedDialects[0], 'draft-07': supportedDialects[1] };
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
 
 /** Violations converted at most (the first ones: a client fixes those, then sees the next). */
 const maxCollected = 1000;
@@ -68,9 +74,12 @@ export function compileToolSchema(schema: unknown, limits: SchemaLimits): Compil
   const inspection = inspectSchema(schema, limits);
   if (!inspection.ok) return inspection;
   const { cost, dialect } = inspection;
+  // ajv knows each meta-schema by one URI: the spellings dialect.ts accepts (http/https, with or
+  // without `#`) are written as that one, on a shallow copy.
+  const source = isObject(schema) && '$schema' in schema ? { ...schema, $schema: canonical[dialect] } : schema;
   let first: ValidateFunction;
   try {
-    first = compileWith(instance(dialect, false), schema);
+    first = compileWith(instance(dialect, false), source);
   } catch (err) {
     return { ok: false, reason: `is not a valid JSON Schema: ${(err as Error).message}` };
   }
@@ -89,7 +98,7 @@ export function compileToolSchema(schema: unknown, limits: SchemaLimits): Compil
           violations.push({ path: root, message: 'may have more violations: too large to list them all' });
           return { valid: false, violations };
         }
-        all ??= compileWith(instance(dialect, true), schema);
+        all ??= compileWith(instance(dialect, true), source);
         all(value);
         return { valid: false, violations: toViolations(all.errors, value, root) };
       },
