@@ -1,9 +1,15 @@
 /**
  * schema-validate: checks a JSON-RPC message against its SType's JSON Schema (ajv, draft
- * 2020-12, every error collected) and, where the SType defines an output schema, the upstream's
- * result too. It also compares the upstream's tool definitions with the ones pinned in the
- * registry (tool pinning). What happens on failure depends on the enforcement mode:
+ * 2020-12 unless the schema names draft-07, every error collected) and, where the SType defines
+ * an output schema, the upstream's result too. It also compares the upstream's tool definitions
+ * with the ones pinned in the registry (tool pinning), and checks their schemas against the
+ * bounds of SEP-2106 (listed-schemas.ts). What happens on failure depends on the enforcement mode:
  * `strict` rejects, `permissive` forwards and annotates/counts/logs, `audit` forwards and counts.
+ *
+ * Every schema is inspected before it compiles (schema-inspect.ts: no reference out of the
+ * document, bounded nesting, subschemas and size, patterns on a linear engine) and every
+ * validation runs under a counted work budget (schema-budget.ts): a hostile schema is refused, or
+ * its validation bounded, never left to hold the event loop.
  */
 import {
   Answer,
@@ -21,8 +27,11 @@ import {
 } from '../../runtime/index.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
 import { registryOption } from '../stype-registry/api.ts';
+import { ListedSchemas, type RefusedTool } from './listed-schemas.ts';
 import { effectiveMode, type Mode, modes } from './mode.ts';
 import { type Drift, ToolPins } from './pinning.ts';
+import { defaultLimits, type SchemaLimits } from './schema-inspect.ts';
+import { type Compiled, compileToolSchema, type Validation } from './tool-schema.ts';
 
 type PinCheck = 'off' | 'flag' | 'enforce';
 
@@ -33,6 +42,7 @@ export interface SchemaValidateOptions {
   unknown_stype: 'allow' | 'reject';
   pin_check?: PinCheck;
   argument_errors: 'jsonrpc' | 'tool-result';
+  schemas?: Partial<SchemaLimits>;
 }
 
 const { messagePayload, toolCallOf } = jsonrpcWire;
@@ -80,13 +90,55 @@ export default definePlugin<SchemaValidateOptions>({
       pin_check: {
         enum: ['off', 'flag', 'enforce'],
         description:
-          'Tool-definition drift: flag, or remove drifted tools and refuse their calls. Default: enforce in strict mode, else flag.',
+          'Tool-definition drift, and listed tool schemas outside the `schemas` bounds: flag, or remove those tools and refuse their calls. Default: enforce in strict mode, else flag.',
+      },
+      schemas: {
+        type: 'object',
+        additionalProperties: false,
+        default: {},
+        description:
+          'Bounds on tool schemas (MCP 2026-07-28, SEP-2106), the SType schemas validated with and those a tools/list answer carries: max_depth (32), max_subschemas (2000), max_schema_bytes (262144), max_work (2000000, about 50 ms). A schema over one, with a $ref out of the document or a pattern without a linear-time match is refused with the reason; a value whose counted validation work exceeds max_work fails.',
+        properties: {
+          max_depth: {
+            type: 'integer',
+            minimum: 1,
+            maximum: 256,
+            default: defaultLimits.max_depth,
+            description: 'Nesting of subschemas (allOf in anyOf in properties...).',
+          },
+          max_subschemas: {
+            type: 'integer',
+            minimum: 1,
+            maximum: 100000,
+            default: defaultLimits.max_subschemas,
+            description: 'Subschemas in one schema, $defs included.',
+          },
+          max_schema_bytes: {
+            type: 'integer',
+            minimum: 1024,
+            maximum: 16777216,
+            default: defaultLimits.max_schema_bytes,
+            description: 'Size of one schema (characters of its JSON).',
+          },
+          max_work: {
+            type: 'integer',
+            minimum: 1000,
+            maximum: 1000000000,
+            default: defaultLimits.max_work,
+            description:
+              'Counted work of one validation (schema cost per value × values, characters and item pairs): the default is about 50 ms of one core.',
+          },
+        },
       },
     },
   },
   create(options, env) {
     const registry = env.resource<STypeRegistry>(options.registry);
     const pins = new ToolPins(registry);
+    const limits: SchemaLimits = { ...defaultLimits, ...options.schemas };
+    const listed = new ListedSchemas(limits);
+    /** Compiled SType schemas, by schema object (a registry reload brings new objects; old ones are collected). */
+    const compiled = new WeakMap<object, Compiled>();
     const log = env.logger;
     const violationsTotal = env.metrics.counter({
       name: 'switchyard_schema_violations_total',
@@ -98,13 +150,30 @@ export default definePlugin<SchemaValidateOptions>({
       help: 'Upstream results that failed their SType output schema, by SType and enforcement mode',
       labelNames: ['stype', 'mode'] as const,
     });
+    const refusedSchemaTotal = env.metrics.counter({
+      name: 'switchyard_tool_schema_refused_total',
+      help: 'tools/list answers listing a tool whose schema is outside the bounds of schema validation, by tool',
+      labelNames: ['tool'] as const,
+    });
     const driftTotal = env.metrics.counter({
       name: 'switchyard_tool_drift_total',
       help: 'tools/list answers listing a tool whose definition differs from its pinned hash, by tool',
       labelNames: ['tool'] as const,
     });
 
-    /** Rejects, or annotates and counts, a message that failed validation. */
+    /** Validates against an SType schema, compiled on first use; a refused schema fails every value, with the reason. */
+    function validateWith(schema: Record<string, unknown>, payload: unknown, root: string, stype: string): Validation {
+      let entry = compiled.get(schema);
+      if (!entry) {
+        entry = compileToolSchema(schema, limits);
+        compiled.set(schema, entry);
+        if (!entry.ok) log.error({ stype, reason: entry.reason }, 'SType schema refused: every value fails it');
+      }
+      if (!entry.ok)
+        return { valid: false, violations: [{ path: root, message: `its schema is refused: ${entry.reason}` }] };
+      return entry.schema.validate(payload, root);
+    }
+
     /** Records a failed validation on the request and counts it; the violations kept (at most maxViolations). */
     function recordFailure(ctx: GatewayContext, mode: Mode, label: string, all: Violation[]): Violation[] {
       const violations = all.slice(0, maxViolations);
@@ -136,36 +205,71 @@ export default definePlugin<SchemaValidateOptions>({
     }
 
     function listHook(pinMode: PinCheck): RpcResponseMap {
-      return (response, ctx) => {
+      return async (response, ctx) => {
         const result = response.result as Record<string, unknown> | undefined;
         if (!isObject(result) || !Array.isArray(result.tools)) return response;
-        const drifts = pins.observe(result.tools);
-        if (drifts.length === 0) return response;
-        const names = drifts.map((d) => d.tool);
-        for (const name of names) driftTotal.inc({ tool: name });
-        ctx.state.annotations.drifted_tools = names;
-        log.warn(
-          { request_id: ctx.state.requestId, tools: names, action: pinMode === 'enforce' ? 'removed' : 'flagged' },
-          'tool definitions changed since they were approved',
-        );
-        // On record (the audit trail): a listing with tools whose definition changed since review.
-        recordDecision(ctx, {
-          action: pinMode === 'enforce' ? 'block' : 'flag',
-          phase: 'tools',
-          rule: 'tool-pinning',
-          detail: 'tool definitions changed since they were approved',
-          details: { stage: 'schema-validate', tools: names, withheld: pinMode === 'enforce' },
-        });
-        if (pinMode !== 'enforce') return response;
-        const drifted = new Set(names);
-        const tools = result.tools.filter((t) => !(isObject(t) && drifted.has(t.name as string)));
+        const withheld = new Set([
+          ...driftedTools(ctx, result.tools, pinMode),
+          ...(await refusedSchemas(ctx, result.tools, pinMode)),
+        ]);
+        if (pinMode !== 'enforce' || withheld.size === 0) return response;
+        const tools = result.tools.filter((t) => !(isObject(t) && withheld.has(t.name as string)));
+        const before = ctx.state.annotations.tools_withheld;
+        ctx.state.annotations.tools_withheld = [...(Array.isArray(before) ? before : []), ...withheld];
         return { ...response, result: { ...result, tools } };
       };
+    }
+
+    /** Tools whose definition differs from its pin: counted, logged and recorded; their names. */
+    function driftedTools(ctx: GatewayContext, tools: unknown[], pinMode: PinCheck): string[] {
+      const drifts = pins.observe(tools);
+      if (drifts.length === 0) return [];
+      const names = drifts.map((d) => d.tool);
+      for (const name of names) driftTotal.inc({ tool: name });
+      ctx.state.annotations.drifted_tools = names;
+      log.warn(
+        { request_id: ctx.state.requestId, tools: names, action: pinMode === 'enforce' ? 'removed' : 'flagged' },
+        'tool definitions changed since they were approved',
+      );
+      // On record (the audit trail): a listing with tools whose definition changed since review.
+      recordDecision(ctx, {
+        action: pinMode === 'enforce' ? 'block' : 'flag',
+        phase: 'tools',
+        rule: 'tool-pinning',
+        detail: 'tool definitions changed since they were approved',
+        details: { stage: 'schema-validate', tools: names, withheld: pinMode === 'enforce' },
+      });
+      return names;
+    }
+
+    /** Tools whose schemas are outside the bounds (listed-schemas.ts): counted, logged and recorded with the reasons. */
+    async function refusedSchemas(ctx: GatewayContext, tools: unknown[], pinMode: PinCheck): Promise<string[]> {
+      const refused = await listed.observe(tools);
+      if (refused.length === 0) return [];
+      const names = refused.map((r) => r.tool);
+      const reasons = Object.fromEntries(refused.map((r) => [r.tool, r.reason]));
+      for (const name of names) refusedSchemaTotal.inc({ tool: name });
+      ctx.state.annotations.refused_tool_schemas = refused;
+      log.warn(
+        { request_id: ctx.state.requestId, reasons, action: pinMode === 'enforce' ? 'removed' : 'flagged' },
+        'tool schemas refused',
+      );
+      recordDecision(ctx, {
+        action: pinMode === 'enforce' ? 'block' : 'flag',
+        phase: 'tools',
+        rule: 'tool-schema',
+        detail: 'tool schemas outside the bounds of schema validation (SEP-2106)',
+        details: { stage: 'schema-validate', tools: names, reasons, withheld: pinMode === 'enforce' },
+      });
+      return names;
     }
 
     function checkPinnedCall(ctx: GatewayContext, rpc: JsonRpcRequest, pinMode: PinCheck): void {
       const name = toolCallOf(rpc)?.name;
       if (!name) return;
+      const refusal = listed.refused(name);
+      if (refusal !== undefined)
+        refuseCall(ctx, pinMode, name, 'tool-schema', schemaDetail({ tool: name, reason: refusal }));
       const drift = pins.drift(name);
       if (!drift) return;
       ctx.state.annotations.tool_drift = {
@@ -173,23 +277,23 @@ export default definePlugin<SchemaValidateOptions>({
         pinned: `sha256:${drift.pinned}`,
         observed: `sha256:${drift.observed}`,
       };
+      refuseCall(ctx, pinMode, name, 'tool-pinning', driftDetail(drift));
+    }
+
+    /** Refuses (enforce) or logs (flag) the call of a tool withheld from the listing. */
+    function refuseCall(ctx: GatewayContext, pinMode: PinCheck, tool: string, rule: string, detail: string): void {
       if (pinMode === 'enforce') {
         recordDecision(ctx, {
           action: 'block',
           phase: 'ingress',
-          rule: 'tool-pinning',
-          detail: driftDetail(drift),
-          details: { stage: 'schema-validate', tool: name },
+          rule,
+          detail,
+          details: { stage: 'schema-validate', tool },
         });
         // The fixed JSON-RPC message, so that the body is exactly {policy, detail} (no extra reason).
-        throw new GatewayError('policy_violation', 'Policy violation', {
-          details: { policy: 'tool-pinning', detail: driftDetail(drift) },
-        });
+        throw new GatewayError('policy_violation', 'Policy violation', { details: { policy: rule, detail } });
       }
-      log.warn(
-        { request_id: ctx.state.requestId, tool: name },
-        'call of a tool whose definition changed since approval',
-      );
+      log.warn({ request_id: ctx.state.requestId, tool, rule }, `call of a tool flagged by ${rule}`);
     }
 
     /** Checks the result against the SType's output schema (made once: the SType and mode come from the request). */
@@ -200,12 +304,14 @@ export default definePlugin<SchemaValidateOptions>({
       // Errors and MCP tool errors (isError) carry no structured result to check.
       if (!isObject(result) || result.isError === true) return response;
       const structured = result.structuredContent !== undefined;
-      const outcome = registry.validateOutput(
-        stype,
+      const schema = registry.get(stype)?.output_schema;
+      if (!schema) return response;
+      const outcome = validateWith(
+        schema,
         structured ? result.structuredContent : result,
         structured ? '$.result.structuredContent' : '$.result',
+        stype,
       );
-      if (!outcome) return response;
       const violations = outcome.violations.slice(0, maxViolations);
       ctx.state.resultValidation = { valid: outcome.valid, violations };
       if (outcome.valid) return response;
@@ -240,7 +346,8 @@ export default definePlugin<SchemaValidateOptions>({
 
         const { payload, root } = messagePayload(rpc);
         const stype = ctx.state.stype;
-        const outcome = stype ? registry.validate(stype.id, payload, root) : undefined;
+        const schema = stype ? registry.get(stype.id)?.schema : undefined;
+        const outcome = stype && schema ? validateWith(schema, payload, root, stype.id) : undefined;
         if (!stype || !outcome) {
           if (options.unknown_stype === 'allow') {
             ctx.state.validation = { valid: true, violations: [] };
@@ -274,6 +381,7 @@ export default definePlugin<SchemaValidateOptions>({
         unknown_stype: options.unknown_stype,
         pin_check: options.pin_check ?? 'flag (enforce in strict mode)',
         tools_observed: pins.observedCount,
+        schemas: limits,
       }),
     };
   },
@@ -281,6 +389,10 @@ export default definePlugin<SchemaValidateOptions>({
 
 function driftDetail(d: Drift): string {
   return `the definition of tool "${d.tool}" changed since it was approved (pinned sha256:${d.pinned}, upstream now lists sha256:${d.observed})`;
+}
+
+function schemaDetail(r: RefusedTool): string {
+  return `the schemas of tool "${r.tool}" are refused (${r.reason})`;
 }
 
 function describe(rpc: JsonRpcRequest): string {

@@ -1,0 +1,172 @@
+/**
+ * Hostile tool schemas against schema-validate's bounds (plugins/schema-validate, SEP-2106): for
+ * each case, the time to refuse it (inspection), or, when its bounds admit it, the time to compile
+ * it and to validate the largest value the work budget lets through (the worst a client can make
+ * the proxy do with it), beside the time to refuse a value just over the budget. Target: every
+ * line within 50 ms. Baseline, in the same run and interleaved: the echo tool's schema on its own
+ * small argument, and the same largest values against plain ajv where plain ajv terminates.
+ *
+ *   npx tsx bench/typed-proxy/hostile-schema.ts [rounds=5]
+ *
+ * Times are medians of the rounds; the machine's load moves them, not the work counted.
+ */
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { overBudget } from '../../plugins/schema-validate/schema-budget.ts';
+import { defaultLimits, inspectSchema } from '../../plugins/schema-validate/schema-inspect.ts';
+import { compileToolSchema, type ToolSchema } from '../../plugins/schema-validate/tool-schema.ts';
+
+const rounds = Number(process.argv[2] ?? 5);
+const limits = defaultLimits;
+
+const nest = (key: 'allOf' | 'anyOf' | 'oneOf', depth: number) => {
+  let s: unknown = { type: 'string' };
+  for (let i = 0; i < depth; i++) s = { [key]: [s, { type: 'string' }] };
+  return { type: 'object', properties: { a: s } };
+};
+const explode = (levels: number) => {
+  const defs: Record<string, unknown> = { l0: { type: 'string' } };
+  for (let i = 1; i <= levels; i++)
+    defs[`l${i}`] = { anyOf: [{ $ref: `#/$defs/l${i - 1}` }, { $ref: `#/$defs/l${i - 1}` }] };
+  return { type: 'object', $defs: defs, properties: { a: { $ref: `#/$defs/l${levels}` } } };
+};
+
+/** Refused at pin time: the time to say so. */
+const refused: Record<string, unknown> = {
+  'allOf nested 1000 deep': nest('allOf', 1000),
+  'anyOf nested 10000 deep': nest('anyOf', 10_000),
+  '50,000 subschemas': { type: 'object', anyOf: Array.from({ length: 50_000 }, () => ({ type: 'object' })) },
+  'remote $ref (https URL)': { type: 'object', properties: { a: { $ref: 'https://attacker.example/s.json' } } },
+  '$ref explosion (2^60 paths)': explode(60),
+  'lookahead pattern': { type: 'object', properties: { a: { type: 'string', pattern: '^(?=(a+)+$)' } } },
+  '4 MB schema': { type: 'object', description: 'x'.repeat(4_000_000) },
+};
+
+/** Admitted by the bounds: validation of the largest value under the budget. */
+const bounded: Record<string, { schema: unknown; value: (n: number) => unknown; plain: boolean }> = {
+  'catastrophic pattern ^(a+)+$ on a long string': {
+    schema: { type: 'object', properties: { a: { type: 'string', pattern: '^(a+)+$' } } },
+    value: (n) => ({ a: `${'a'.repeat(n)}!` }),
+    plain: false,
+  },
+  'anyOf of 600 alternatives on every item': {
+    schema: {
+      type: 'object',
+      properties: {
+        a: {
+          type: 'array',
+          items: { anyOf: Array.from({ length: 600 }, (_, i) => ({ type: 'object', required: [`k${i}`] })) },
+        },
+      },
+    },
+    value: (n) => ({ a: Array.from({ length: n }, () => ({ z: 1 })) }),
+    plain: true,
+  },
+  'allOf nested 30 deep, every level on every item': {
+    schema: { type: 'object', properties: { a: { type: 'array', items: nest('allOf', 30).properties.a } } },
+    value: (n) => ({ a: Array.from({ length: n }, () => 'x') }),
+    plain: true,
+  },
+  '$ref doubling 16 levels (65,536 paths)': {
+    schema: explode(16),
+    value: (n) => ({ a: 'x'.repeat(n) }),
+    plain: true,
+  },
+  'uniqueItems over objects': {
+    schema: { type: 'object', properties: { a: { type: 'array', uniqueItems: true } } },
+    value: (n) => ({ a: Array.from({ length: n }, (_, i) => ({ i })) }),
+    plain: true,
+  },
+  'recursive tree, every node': {
+    schema: {
+      type: 'object',
+      $defs: {
+        node: {
+          type: 'object',
+          properties: { v: { type: 'integer', minimum: 0 }, kids: { type: 'array', items: { $ref: '#/$defs/node' } } },
+        },
+      },
+      properties: { root: { $ref: '#/$defs/node' } },
+    },
+    value: (n) => ({ root: { v: 1, kids: Array.from({ length: n }, (_, i) => ({ v: i, kids: [] })) } }),
+    plain: true,
+  },
+};
+
+const echo = compileToolSchema(
+  { type: 'object', properties: { message: { type: 'string' } }, required: ['message'], additionalProperties: false },
+  limits,
+);
+if (!echo.ok) throw new Error(echo.reason);
+
+function time(f: () => unknown): number {
+  const t = process.hrtime.bigint();
+  f();
+  return Number(process.hrtime.bigint() - t) / 1e6;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const ms = (x: number) => `${x.toFixed(2).padStart(8)} ms`;
+
+/** The largest n whose value is within the budget (doubling, then bisecting). */
+function largest(schema: ToolSchema, value: (n: number) => unknown): number {
+  let lo = 1;
+  let hi = 2;
+  while (!overBudget(schema.cost, value(hi), limits.max_work)) {
+    lo = hi;
+    hi *= 2;
+    if (hi > 1 << 24) return lo;
+  }
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if (overBudget(schema.cost, value(mid), limits.max_work)) hi = mid;
+    else lo = mid;
+  }
+  return lo;
+}
+
+console.log(`bounds: ${JSON.stringify(limits)}; ${rounds} rounds, medians\n`);
+console.log('refused at pin time (inspection)');
+for (const [name, schema] of Object.entries(refused)) {
+  const times: number[] = [];
+  const baseline: number[] = [];
+  let reason = '';
+  for (let r = 0; r < rounds; r++) {
+    baseline.push(time(() => echo.schema.validate({ message: 'hi' }, '$')));
+    times.push(
+      time(() => {
+        const i = inspectSchema(schema, limits);
+        reason = i.ok ? 'ADMITTED' : i.reason;
+      }),
+    );
+  }
+  console.log(
+    `  ${name.padEnd(48)} ${ms(median(times))}  (echo baseline ${ms(median(baseline))})  ${reason.slice(0, 90)}`,
+  );
+}
+
+console.log('\nbounded: compile once, then the largest value under the budget, and one just over it');
+for (const [name, c] of Object.entries(bounded)) {
+  let compiled: ReturnType<typeof compileToolSchema> | undefined;
+  const compileTimes: number[] = [];
+  for (let r = 0; r < rounds; r++) compileTimes.push(time(() => (compiled = compileToolSchema(c.schema, limits))));
+  if (!compiled?.ok) {
+    console.log(`  ${name.padEnd(48)} refused: ${compiled?.reason}`);
+    continue;
+  }
+  const schema = compiled.schema;
+  const n = largest(schema, c.value);
+  const value = c.value(n);
+  const over = c.value(n * 2 + 1);
+  const plain = c.plain ? new Ajv2020({ allErrors: true, strict: false }).compile(c.schema as object) : undefined;
+  const valid: number[] = [];
+  const refuse: number[] = [];
+  const base: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    valid.push(time(() => schema.validate(value, '$')));
+    refuse.push(time(() => schema.validate(over, '$')));
+    if (plain) base.push(time(() => plain(value)));
+  }
+  console.log(
+    `  ${name.padEnd(48)} compile ${ms(median(compileTimes))}  n=${String(n).padStart(8)}  validate ${ms(median(valid))}  over budget ${ms(median(refuse))}  plain ajv ${plain ? ms(median(base)) : '(would not finish)'}`,
+  );
+}

@@ -1,0 +1,141 @@
+/**
+ * A tool schema made ready to validate with: inspected (schema-inspect.ts), then compiled by ajv
+ * for its dialect (2020-12, or draft-07 when its `$schema` says so; shared ajvs) with every pattern on the
+ * linear engine, references never inlined (a reference's cost is counted once per use, and the
+ * generated code stays the size of the schema) and never loaded (ajv has no `loadSchema` here:
+ * the inspection already refused any reference that leaves the document). Validation runs only
+ * under the budget (schema-budget.ts); over it, the value fails with the reason.
+ */
+import type { ErrorObject, Options, ValidateFunction } from 'ajv';
+import { Ajv } from 'ajv';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { describeSchemaError, pointerSegments, type Violation } from '../../runtime/index.ts';
+import { type Dialect, supportedDialects } from './dialect.ts';
+import { ajvLinearRegExp } from './linear-regexp.ts';
+import { overBudget } from './schema-budget.ts';
+import { type Cost, FAILURE, inspectSchema, type SchemaLimits } from './schema-inspect.ts';
+
+export interface Validation {
+  valid: boolean;
+  violations: Violation[];
+}
+
+export interface ToolSchema {
+  /** Validates a value; `root` prefixes the violation paths (`$.arguments`). */
+  validate(value: unknown, root: string): Validation;
+  readonly cost: Cost;
+}
+
+export type Compiled = { ok: true; schema: ToolSchema } | { ok: false; reason: string };
+
+const base: Options = { strict: false, inlineRefs: false, code: { regExp: ajvLinearRegExp } };
+
+const canonical: Record<Dialect, string> = { '2020-12': supportedDialects[0], 'draft-07': supportedDialects[1] };
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** Violations converted at most (the first ones: a client fixes those, then sees the next). */
+const maxCollected = 1000;
+
+/**
+ * Two ajvs per dialect, made on first use (each compiles its meta-schema once, a few hundred ms):
+ * `first` stops at the first error, the verdict; `all` collects every error, for the client to
+ * read, and runs only on a value that failed and is small enough for its cost (every check may
+ * then build an error: `FAILURE` times the budget's work).
+ */
+const instances = new Map<string, Ajv>();
+
+function instance(dialect: Dialect, allErrors: boolean): Ajv {
+  const key = `${dialect} ${allErrors}`;
+  let ajv = instances.get(key);
+  if (!ajv) {
+    const options = { ...base, allErrors };
+    ajv = dialect === 'draft-07' ? new Ajv(options) : new Ajv2020(options);
+    addFormats.default(ajv);
+    instances.set(key, ajv);
+  }
+  return ajv;
+}
+
+function compileWith(ajv: Ajv, schema: unknown): ValidateFunction {
+  try {
+    return ajv.compile(schema as object | boolean);
+  } finally {
+    // The validator keeps what it needs; the shared ajv keeps nothing (a reload compiles anew, ids may repeat).
+    if (typeof schema === 'object') ajv.removeSchema(schema as object);
+  }
+}
+
+/** Inspects and compiles a schema; a refusal carries the reason. Compiling is once per schema (callers keep it). */
+export function compileToolSchema(schema: unknown, limits: SchemaLimits): Compiled {
+  const inspection = inspectSchema(schema, limits);
+  if (!inspection.ok) return inspection;
+  const { cost, dialect } = inspection;
+  // ajv knows each meta-schema by one URI: the spellings dialect.ts accepts (http/https, with or
+  // without `#`) are written as that one, on a shallow copy.
+  const source = isObject(schema) && '$schema' in schema ? { ...schema, $schema: canonical[dialect] } : schema;
+  let first: ValidateFunction;
+  try {
+    first = compileWith(instance(dialect, false), source);
+  } catch (err) {
+    return { ok: false, reason: `is not a valid JSON Schema: ${(err as Error).message}` };
+  }
+  let all: ValidateFunction | undefined;
+  return {
+    ok: true,
+    schema: {
+      cost,
+      validate(value, root) {
+        const over = overBudget(cost, value, limits.max_work);
+        if (over) return { valid: false, violations: [{ path: root, message: over }] };
+        if (first(value)) return { valid: true, violations: [] };
+        if (overBudget(cost, value, limits.max_work / FAILURE)) {
+          // Too large to list every violation within the budget: the first one, and that there may be more.
+          const violations = toViolations(first.errors, value, root);
+          violations.push({ path: root, message: 'may have more violations: too large to list them all' });
+          return { valid: false, violations };
+        }
+        all ??= compileWith(instance(dialect, true), source);
+        all(value);
+        return { valid: false, violations: toViolations(all.errors, value, root) };
+      },
+    },
+  };
+}
+
+const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+
+/** ajv errors as JSON-path violations (`$.a.b[0]`), each naming the field to fix (as the registry's). */
+function toViolations(errors: ErrorObject[] | null | undefined, data: unknown, root: string): Violation[] {
+  const out: Violation[] = [];
+  const seen = new Set<string>();
+  for (const err of (errors ?? []).slice(0, maxCollected)) {
+    const segments = pointerSegments(err.instancePath);
+    const params = err.params as Record<string, unknown>;
+    const leaf =
+      err.keyword === 'required' || err.keyword === 'dependentRequired'
+        ? params.missingProperty
+        : err.keyword === 'additionalProperties'
+          ? params.additionalProperty
+          : err.keyword === 'unevaluatedProperties'
+            ? params.unevaluatedProperty
+            : undefined;
+    if (leaf !== undefined) segments.push(String(leaf));
+    let path = root;
+    let node: unknown = data;
+    for (const seg of segments) {
+      const index = Array.isArray(node) && /^\d+$/.test(seg);
+      path += index ? `[${seg}]` : identifier.test(seg) ? `.${seg}` : `[${JSON.stringify(seg)}]`;
+      node = node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[seg] : undefined;
+    }
+    const message = describeSchemaError(err);
+    const key = `${path}\u0000${message}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push({ path, message });
+  }
+  return out;
+}
