@@ -72,6 +72,86 @@ export interface Detector {
    * cannot match (tests check that both agree); absent when `find` has none.
    */
   reference?(view: TextView): Finding[];
+  /**
+   * Detectors that share one search (the provider key formats, key-detectors.ts): a classifier
+   * asks the group once per text instead of each member (a stream checks at every chunk, and
+   * ~170 calls that find nothing cost more than the search).
+   */
+  group?: DetectorGroup;
+  /**
+   * What every ASCII text on which `find` reports anything (open or not) holds: one of `chars`,
+   * one of `words` (any case), or a run of `run` characters that are not blanks. A classifier
+   * whose detectors all have one skips their searches on an ASCII text holding none (most chunks
+   * of prose in a stream); their release points are still asked. Absent: always searched.
+   * test/plugins/classify-trigger.property.test.ts checks it for every detector that has one.
+   */
+  trigger?: Trigger;
+}
+
+/** A necessary condition for a detector's findings (Detector.trigger). */
+export interface Trigger {
+  chars?: string;
+  words?: readonly string[];
+  run?: number;
+}
+
+const isAsciiBlank = (c: number) => c === 32 || (c >= 9 && c <= 13);
+
+/**
+ * One test for any detector's trigger, or a character outside ASCII (the triggers speak of ASCII
+ * texts: a text with any other character is always searched): true when the text may have a
+ * finding of one of them. Undefined when a detector has no trigger. One pass over the text's
+ * character codes (a stream asks it at every chunk; a regex of the same was 3x slower).
+ */
+export function triggerTest(detectors: readonly Detector[]): ((text: string) => boolean) | undefined {
+  const chars = new Uint8Array(128);
+  const words: string[] = [];
+  const first = new Uint8Array(128); // the first letters of the words, both cases
+  let run = Number.POSITIVE_INFINITY;
+  for (const d of detectors) {
+    if (!d.trigger) return undefined;
+    for (const ch of d.trigger.chars ?? '') chars[ch.charCodeAt(0)] = 1;
+    for (const w of d.trigger.words ?? []) {
+      const lower = w.toLowerCase();
+      if (words.includes(lower)) continue;
+      words.push(lower);
+      first[lower.charCodeAt(0)] = 1;
+      first[lower.toUpperCase().charCodeAt(0)] = 1;
+    }
+    run = Math.min(run, d.trigger.run ?? Number.POSITIVE_INFINITY);
+  }
+  return (text) => {
+    let length = 0; // of the current run of characters that are not blanks
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (c >= 128 || chars[c] === 1) return true;
+      if (isAsciiBlank(c)) length = 0;
+      else if (++length >= run) return true;
+      if (first[c] === 1) for (const w of words) if (startsWithAnyCase(text, i, w)) return true;
+    }
+    return false;
+  };
+}
+
+/** Whether `lower` (lower-case ASCII) occurs in `text` at `at`, in any case. */
+function startsWithAnyCase(text: string, at: number, lower: string): boolean {
+  if (at + lower.length > text.length) return false;
+  for (let k = 0; k < lower.length; k++) {
+    const c = text.charCodeAt(at + k);
+    if ((c >= 65 && c <= 90 ? c + 32 : c) !== lower.charCodeAt(k)) return false;
+  }
+  return true;
+}
+
+/** One search shared by several detectors (Detector.group). */
+export interface DetectorGroup {
+  /** False when no member can have a finding in the text (then each member's `find` is empty). */
+  found(view: TextView): boolean;
+  /**
+   * For a selection of members: a function giving the least of their `pendingFrom` for a text,
+   * computed in one pass (the same value as asking each one).
+   */
+  pending(members: readonly Detector[]): (view: TextView) => number;
 }
 
 /** The text under classification, with derived forms computed once and shared by detectors. */
