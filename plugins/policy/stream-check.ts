@@ -77,7 +77,13 @@ export interface StreamCheckOptions {
    * May answer at once (then an event that completes a scan step still costs no promise). `open`:
    * the answer goes on after this text (matches it cuts short are held, not judged).
    */
-  check(windowText: string, open?: boolean): WindowVerdict | Promise<WindowVerdict>;
+  check(windowText: string, open?: boolean, untriggered?: boolean): WindowVerdict | Promise<WindowVerdict>;
+  /**
+   * What every text the check finds anything in holds (ClassifierTrigger): with it, the stream
+   * tests each chunk's new text (and `reach` characters before it) instead of its window, and a
+   * window known to hold none is checked `untriggered` (only the release points are asked).
+   */
+  trigger?: { test(text: string): boolean; reach: number };
   /** A rule blocked or redacted: record it (the audit stage writes it before the client sees more). */
   decided(decision: PolicyDecision, scanned: StreamScan): void;
   /** The answer is complete (`[DONE]`) and no rule blocked it; called once. */
@@ -284,6 +290,8 @@ interface Held {
   text: string;
   /** Of a chunk whose start went out (cut without building objects): the chunk it was, its text, and where it was cut. */
   rest?: { chunk: Record<string, unknown>; text: string; at: number };
+  /** It ended in held text at a release already: the next one that does not take it whole cuts it. */
+  waited?: boolean;
 }
 
 type Step<T> = T | Promise<T>;
@@ -315,6 +323,9 @@ class ReleaseCheck extends StreamCheckBase {
   /** Text kept before the held text for the detectors' context (`password =` before its value). */
   readonly #context: number;
   readonly #openContext: number;
+  /** Absolute [from, to): a stretch of the answer's text known to hold no trigger (o.trigger). */
+  #quietFrom = 0;
+  #quietTo = 0;
 
   constructor(o: StreamCheckOptions) {
     super(o);
@@ -442,7 +453,28 @@ class ReleaseCheck extends StreamCheckBase {
     this.unscanned = 0;
     const keep = this.#heldChars + this.#openContext;
     const text = open && this.window.length > keep ? this.window.slice(this.window.length - keep) : this.window;
-    return then(this.o.check(text, open), (verdict) => this.#act(verdict, open, atEnd, this.chars - text.length));
+    const untriggered = this.#untriggered(text);
+    return then(this.o.check(text, open, untriggered), (verdict) =>
+      this.#act(verdict, open, atEnd, this.chars - text.length),
+    );
+  }
+
+  /**
+   * Whether the window `text` (it ends at the answer's end) holds no trigger, testing only what
+   * is not known: when the last quiet stretch covers its start, the text from `reach` characters
+   * before that stretch's end (an occurrence ending after it starts there at the earliest; a run
+   * of more would have been one inside the stretch). The window becomes the stretch, or none.
+   */
+  #untriggered(text: string): boolean {
+    const trigger = this.o.trigger;
+    if (trigger === undefined) return false;
+    const start = this.chars - text.length;
+    const known = this.#quietFrom <= start && this.#quietTo >= start;
+    const from = known ? Math.max(start, this.#quietTo - trigger.reach) : start;
+    const quiet = !trigger.test(from === start ? text : text.slice(from - start));
+    this.#quietFrom = quiet ? start : this.chars;
+    this.#quietTo = this.chars;
+    return quiet;
   }
 
   /** `base`: the absolute offset of the checked text's first character. */
@@ -506,6 +538,13 @@ class ReleaseCheck extends StreamCheckBase {
       const c = h.text.charCodeAt(cut - 1);
       if (cut > 0 && c >= 0xd800 && c <= 0xdbff) cut--;
       if (cut <= 0) break;
+      // A chunk ending in a word that may go on waits whole for one more release: the next
+      // chunk usually ends the word and both go out as they came (a cut makes two new events).
+      // Cut only if it would wait again (the start of an address: the text before it goes out).
+      if (!h.waited) {
+        h.waited = true;
+        break;
+      }
       const start = this.#released;
       const touched = masks.some((m) => m.end > start && m.start < start + h.text.length);
       // The common cut (plain content, nothing to mask): two strings, no objects.

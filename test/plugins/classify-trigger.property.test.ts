@@ -13,7 +13,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DETECTORS } from '../../plugins/classify/patterns/catalog.ts';
 import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
-import { type Detector, pendingOf, TextView, triggerTest } from '../../plugins/classify/patterns/detector.ts';
+import { compileTrigger, type Detector, pendingOf, TextView } from '../../plugins/classify/patterns/detector.ts';
 import { COMPILED } from '../../plugins/classify/patterns/key-detectors.ts';
 import { SAMPLES, texts } from '../helpers/release-samples.ts';
 
@@ -60,7 +60,8 @@ const formatKeys = fc
 
 /** A finding of `d` on `text` (closed, and open on every prefix) implies its trigger. */
 function checkTrigger(d: Detector, text: string): void {
-  const triggered = triggerTest([d]) as (text: string) => boolean;
+  const trigger = compileTrigger([d]);
+  const triggered = (t: string) => trigger?.test(t) as boolean;
   for (let k = 0; k <= text.length; k++) {
     const prefix = text.slice(0, k);
     for (const open of [true, false]) {
@@ -81,7 +82,10 @@ describe('a detector finds nothing on an ASCII text without its trigger', () => 
   });
 
   it('on the detection corpora, every detector with a trigger', () => {
-    const tests = withTrigger.map((d) => [d, triggerTest([d]) as (text: string) => boolean] as const);
+    const tests = withTrigger.map((d) => {
+      const trigger = compileTrigger([d]);
+      return [d, (t: string) => trigger?.test(t) as boolean] as const;
+    });
     for (const text of corpus) {
       for (const [d, triggered] of tests) {
         if (d.find(new TextView(text)).length > 0) expect(triggered(text), `${d.id}: ${text}`).toBe(true);
@@ -92,7 +96,8 @@ describe('a detector finds nothing on an ASCII text without its trigger', () => 
   it('the pii and secrets families all have one, and a character outside ASCII always triggers', () => {
     const egress = DETECTORS.filter((d) => d.family === 'pii' || d.family === 'secrets');
     expect(egress.filter((d) => !d.trigger).map((d) => d.id)).toEqual([]);
-    const test = triggerTest(egress) as (text: string) => boolean;
+    const trigger = compileTrigger(egress);
+    const test = (t: string) => trigger?.test(t) as boolean;
     expect(test('The quick brown fox jumps over the lazy dog. ')).toBe(false);
     for (const odd of ['\u212A', '\u017F', 'é', '😀', '\u00a0']) expect(test(`plain ${odd} words`)).toBe(true);
     expect(test('a run of sixteen')).toBe(false);
@@ -106,29 +111,39 @@ describe('a detector finds nothing on an ASCII text without its trigger', () => 
       ).toBe(true);
       expect(test(v), v).toBe(true);
     }
-    expect(triggerTest([...egress, DETECTORS.find((d) => !d.trigger) as Detector])).toBeUndefined();
+    expect(compileTrigger([...egress, DETECTORS.find((d) => !d.trigger) as Detector])).toBeUndefined();
   });
 });
 
-describe('the key formats release as one group', () => {
-  const keys = DETECTORS.filter((d) => d.group);
-  const group = keys[0]?.group;
-  it('is the least of its members, for any selection', () => {
-    expect(keys.length).toBe(COMPILED.length);
-    fc.assert(
-      fc.property(fc.oneof(texts, asciiProse, formatKeys), fc.subarray(keys, { minLength: 1 }), (text, members) => {
-        const pending = group?.pending(members) as (view: TextView) => number;
-        const all = group?.pending(keys) as (view: TextView) => number;
-        for (let k = 0; k <= text.length; k++) {
-          const view = new TextView(text.slice(0, k), true);
-          const least = (list: Detector[]) => Math.min(k, ...list.map((d) => pendingOf(d, view)));
-          expect(pending(view), JSON.stringify({ text: text.slice(0, k) })).toBe(least(members));
-          expect(all(view)).toBe(least(keys));
-        }
-      }),
-      { numRuns: 60 },
+describe('a group releases as its members', () => {
+  const groups = [...new Set(DETECTORS.flatMap((d) => (d.group ? [d.group] : [])))];
+  it('there are groups: the key formats, the URL and the context credentials', () => {
+    expect(groups.length).toBe(3);
+    expect(DETECTORS.filter((d) => d.group === DETECTORS.find((k) => k.id === 'github_pat')?.group).length).toBe(
+      COMPILED.length,
     );
   });
+  it.each(groups.map((g, i) => [i, g] as const))(
+    'group %i: the least of its members, for any selection',
+    (_i, group) => {
+      const members = DETECTORS.filter((d) => d.group === group);
+      fc.assert(
+        fc.property(fc.oneof(texts, asciiProse, formatKeys), fc.subarray(members, { minLength: 1 }), (text, some) => {
+          const pending = group.pending(some);
+          const all = group.pending(members);
+          for (let k = 0; k <= text.length; k++) {
+            const view = new TextView(text.slice(0, k), true);
+            const least = (list: Detector[]) => Math.min(k, ...list.map((d) => pendingOf(d, view)));
+            expect(pending(view), JSON.stringify({ text: text.slice(0, k) })).toBe(least(some));
+            expect(all(view)).toBe(least(members));
+            // A group that finds nothing: no member does.
+            if (!group.found(view)) for (const d of members) expect(d.find(view)).toEqual([]);
+          }
+        }),
+        { numRuns: 60 },
+      );
+    },
+  );
 });
 
 describe('with its shortcuts, a classifier answers as the plain one', () => {

@@ -19,10 +19,10 @@
  *   only inside a stronger one, and the score is at least the strongest detector's, so the score
  *   on the cut text is at least the match's weight (as this classifier weighs it).
  */
-import type { Classifier, ClassifierInfo, ClassifierResult, ClassifyOptions, Span } from '../api.ts';
+import type { Classifier, ClassifierInfo, ClassifierResult, ClassifierTrigger, ClassifyOptions, Span } from '../api.ts';
 import { mergeSpans } from '../redact.ts';
 import { FAMILY_LABELS, selectDetectors } from './catalog.ts';
-import { type Detector, type DetectorGroup, type Finding, pendingOf, TextView, triggerTest } from './detector.ts';
+import { compileTrigger, type Detector, type DetectorGroup, type Finding, pendingOf, TextView } from './detector.ts';
 import { type CountryCode, PHONE_REGION_CODES, phoneDetector } from './phone.ts';
 
 export interface PatternClassifierSpec {
@@ -60,8 +60,8 @@ export class PatternClassifier implements Classifier {
   readonly #groups: Array<{ group: DetectorGroup; pending: (view: TextView) => number }> = [];
   /** Per detector (same order): the index of its group in #groups, or -1. */
   readonly #groupOf: Int8Array;
-  /** A text this does not match has no finding of any detector (Detector.trigger); undefined: always search. */
-  readonly #trigger: ((text: string) => boolean) | undefined;
+  /** A text it says false of has no finding of any detector (Detector.trigger); undefined: always search. */
+  readonly trigger: ClassifierTrigger | undefined;
 
   /**
    * `reference`: run each detector's plain search (`Detector.reference`) instead of the one with
@@ -101,7 +101,7 @@ export class PatternClassifier implements Classifier {
     if (options.reference)
       for (const d of this.#detectors)
         if (d.group) this.#detectors[this.#detectors.indexOf(d)] = { ...d, group: undefined };
-    this.#trigger = options.reference ? undefined : triggerTest(this.#detectors);
+    this.trigger = options.reference ? undefined : compileTrigger(this.#detectors);
     this.#groupOf = new Int8Array(this.#detectors.length).fill(-1);
     for (const [i, d] of this.#detectors.entries()) {
       if (!d.group) continue;
@@ -137,7 +137,7 @@ export class PatternClassifier implements Classifier {
     const found: Found[] = [];
     let pendingFrom = text.length;
     // A text without any detector's trigger: nothing to search, only the release points to ask.
-    if (this.#trigger !== undefined && !this.#trigger(text)) {
+    if (options?.untriggered === true || (this.trigger !== undefined && !this.trigger.test(text))) {
       if (open) pendingFrom = this.#pendingOnly(view);
       return this.#clean(started, open, pendingFrom);
     }

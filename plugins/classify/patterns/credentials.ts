@@ -7,7 +7,7 @@
  * anchored on a literal (`://`, `-u`, `Basic`, a keyword) and reads a bounded stretch after it.
  */
 import { shannonEntropy } from './checksums.ts';
-import { type Detector, type Finding, type TextView, trailingRun } from './detector.ts';
+import { type Detector, type DetectorGroup, type Finding, type TextView, trailingRun } from './detector.ts';
 import { failedFormat } from './key-detectors.ts';
 import { isPlaceholder } from './placeholders.ts';
 
@@ -156,7 +156,14 @@ function decodeURIComponentSafe(s: string): string {
   }
 }
 
+/** The URL kinds share one scan, and (as every credential here) the trailing token as release point. */
+const URL_GROUP: DetectorGroup = {
+  found: (view) => view.derived(scanUrls).size > 0,
+  pending: () => (view) => view.derived(trailingToken),
+};
+
 const urlDetectors: Detector[] = URL_KINDS.map((k) => ({
+  group: URL_GROUP,
   id: k.id,
   trigger: { chars: ':' }, // `://`
   family: 'secrets',
@@ -507,7 +514,13 @@ function valueAfter(text: string, from: number, f: ContextFormat): { start: numb
   return null;
 }
 
+const CONTEXT_GROUP: DetectorGroup = {
+  found: (view) => view.derived(scanContext).size > 0,
+  pending: () => (view) => view.derived(trailingToken),
+};
+
 const contextDetectors: Detector[] = CONTEXT_FORMATS.map((f) => ({
+  group: CONTEXT_GROUP,
   id: f.id,
   // Every value is a run of 32+ characters that are not blanks.
   trigger: { run: 32 },
