@@ -146,7 +146,10 @@ export class NamedClassifierSet implements ClassifierSet {
   }
 
   #select(names: string[] | undefined): Classifier[] {
-    if (names === undefined) return (this.#all ??= [...this.#byName.values()]);
+    if (names === undefined) {
+      this.#all ??= [...this.#byName.values()];
+      return this.#all;
+    }
     // A stream asks with the same list at every chunk: looked up once per list.
     let selected = this.#selected.get(names);
     if (selected === undefined || !sameNames(selected, names)) {

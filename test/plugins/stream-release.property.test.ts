@@ -245,13 +245,15 @@ describe('streamed release against the whole-answer check (real detectors, shipp
   });
 });
 
+const isAscii = (s: string) => [...s].every((c) => c.charCodeAt(0) < 128);
+
 describe('the trigger tested per chunk (incremental), against the whole-answer check', () => {
   /** ASCII texts (a character outside it always triggers): prose, values, passwords of letters. */
   const ascii = fc
     .array(
       fc.oneof(
-        { weight: 3, arbitrary: fc.constantFrom(...PROSE.filter((p) => /^[\x00-\x7f]*$/.test(p))) },
-        fc.constantFrom(...SAMPLES.filter((s) => /^[\x00-\x7f]*$/.test(s))),
+        { weight: 3, arbitrary: fc.constantFrom(...PROSE.filter((p) => isAscii(p))) },
+        fc.constantFrom(...SAMPLES.filter((s) => isAscii(s))),
         fc.constantFrom(
           'my password is (Tr!ckyOne) ',
           'pwd Hello!World ',

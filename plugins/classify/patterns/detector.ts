@@ -96,8 +96,6 @@ export interface Trigger {
   run?: number;
 }
 
-const isAsciiBlank = (c: number) => c === 32 || (c >= 9 && c <= 13);
-
 /**
  * One test for any detector's trigger, or a character outside ASCII (the triggers speak of ASCII
  * texts: a text with any other character is always searched): true when the text may have a
