@@ -294,6 +294,9 @@ interface Held {
   waited?: boolean;
 }
 
+/** The verdict of an event that is held (nothing goes out now): one, read-only, for every such event. */
+const HOLD: SseVerdict = Object.freeze({ events: Object.freeze([]) as unknown as SseEvent[] });
+
 type Step<T> = T | Promise<T>;
 const then = <T, U>(x: Step<T>, f: (value: T) => U): Step<U> => (x instanceof Promise ? x.then(f) : f(x));
 
@@ -361,14 +364,14 @@ class ReleaseCheck extends StreamCheckBase {
     // A chunk without a blank that starts or goes on with the last word is checked with what ends
     // that word: the word is what an address, a key or a number would start with, held anyway, and
     // skipping the check only waits (nothing is released without one). Up to scanEveryChars held.
-    if (open && continues && this.#heldChars <= this.o.scanEveryChars && !hasBlank(text)) return { events: [] };
+    if (open && continues && this.#heldChars <= this.o.scanEveryChars && !hasBlank(text)) return HOLD;
     // The operator's step (release_every_chars), once the first text went out.
-    if (open && this.#released > 0 && this.unscanned < (this.o.releaseEveryChars ?? 0)) return { events: [] };
+    if (open && this.#released > 0 && this.unscanned < (this.o.releaseEveryChars ?? 0)) return HOLD;
     // A long held run (a key, a base64 blob) is checked again every so often, not at every chunk:
     // past the bound every scanEveryChars (as the fixed hold-back did), below it once the run grew
     // by a quarter, so its cost stays linear in its length.
     const every = open ? Math.min(this.o.scanEveryChars, this.#heldChars >> 2) : this.o.scanEveryChars;
-    if (this.#heldChars > this.o.scanEveryChars && this.unscanned < every) return { events: [] };
+    if (this.#heldChars > this.o.scanEveryChars && this.unscanned < every) return HOLD;
     return then(this.#scan(open, false), (blocked) =>
       blocked ? { events: blocked, end: true } : { events: this.#release(this.#until) },
     );
