@@ -364,7 +364,9 @@ class ReleaseCheck extends StreamCheckBase {
     // A chunk without a blank that starts or goes on with the last word is checked with what ends
     // that word: the word is what an address, a key or a number would start with, held anyway, and
     // skipping the check only waits (nothing is released without one). Up to scanEveryChars held.
-    if (open && continues && this.#heldChars <= this.o.scanEveryChars && !hasBlank(text)) return HOLD;
+    // Not while a chunk waits to be cut (its text before the release point goes out at the next check).
+    if (open && continues && this.#heldChars <= this.o.scanEveryChars && !hasBlank(text) && !this.#held[0]?.waited)
+      return HOLD;
     // The operator's step (release_every_chars), once the first text went out.
     if (open && this.#released > 0 && this.unscanned < (this.o.releaseEveryChars ?? 0)) return HOLD;
     // A long held run (a key, a base64 blob) is checked again every so often, not at every chunk:

@@ -219,6 +219,20 @@ describe('streamed release against the whole-answer check (real detectors, shipp
     expect(progress.at(-1)).toBe('Sure, write to [EMAIL] for the details of the order. ');
   });
 
+  it('4-character deltas: a chunk cut by the start of an address waits one chunk, then its start goes out', async () => {
+    const text = 'Sure, write to jane.doe@example.org for the details. ';
+    const pieces = cut(
+      text,
+      Array.from({ length: text.length / 4 }, (_, i) => (4 * i) / text.length),
+    );
+    const { progress, text: got } = await stream(pieces);
+    expect(pieces[3]).toBe('to j');
+    expect(progress[4]).toBe('Sure, write '); // `to j` waits whole once
+    expect(progress[5]).toBe('Sure, write to '); // then `to ` goes out, with no blank in `ane.`
+    expect(progress[7]).toBe('Sure, write to ');
+    expect(got).toBe('Sure, write to [EMAIL] for the details. ');
+  });
+
   it('release_every_chars: after the first text, a check every 16 characters, not every chunk', async () => {
     const text = 'The weather report says it will be sunny with light winds along the coast today. '.repeat(20);
     const pieces = cut(
