@@ -7,7 +7,7 @@
  */
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { startNodeServer, waitUntilReady } from '../common/harness.ts';
@@ -15,11 +15,13 @@ import { start } from '../typed-proxy/children.ts';
 import { analyseProfile } from '../typed-proxy/profile.ts';
 import { filterSets, writeBenchTenants } from './filter-setup.ts';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
+const here = fileURLToPath(new URL('../..', import.meta.url));
+/** PROFILE_CHECKOUT: another checkout of the repository (its node_modules present) to profile, e.g. a baseline. */
+const root = process.env.PROFILE_CHECKOUT ? resolve(process.env.PROFILE_CHECKOUT) : here;
 const dir = mkdtempSync(join(tmpdir(), 'switchyard-prof-'));
 const seconds = Number(process.env.PROFILE_SECONDS ?? 8);
 const key = 'sk-dev-local-0001';
-const backend = await startNodeServer(join(root, 'bench/safety-filter/backend.ts'), {}, undefined);
+const backend = await startNodeServer(join(here, 'bench/safety-filter/backend.ts'), {}, undefined);
 const tenants = writeBenchTenants(dir, key);
 const { port, sets } = await filterSets(backend.port);
 const bare = process.env.PROFILE_TARGET === 'bare';
@@ -28,7 +30,7 @@ const heap = process.env.PROFILE_HEAP === '1';
 const filter = bare
   ? (
       await startNodeServer(
-        join(root, 'bench/typed-proxy/bare-proxy.ts'),
+        join(here, 'bench/typed-proxy/bare-proxy.ts'),
         { UPSTREAM_URL: `http://127.0.0.1:${backend.port}/v1/chat/completions` },
         undefined,
         ['--cpu-prof', `--cpu-prof-dir=${join(dir, 'prof')}`],
@@ -60,9 +62,14 @@ async function portOf(s: { output(): string }): Promise<number> {
 }
 const content = 'Please summarise the notes from our weekly planning meeting for the team newsletter. '.repeat(22);
 /** PROFILE_STREAM=1: the same chat request with `stream: true` (the answer comes as SSE). */
-const stream = process.env.PROFILE_STREAM === '1';
+const stream = process.env.PROFILE_STREAM === '1' || process.env.PROFILE_CHUNKS !== undefined;
+/**
+ * PROFILE_CHUNKS=N: one streamed answer of N deltas of 4 characters at a time, as fast as the
+ * backend sends them (bench:safety's "CPU per streamed chunk"); figures per chunk, not per request.
+ */
+const chunks = Number(process.env.PROFILE_CHUNKS ?? 0);
 const body = JSON.stringify({
-  model: 'gpt-4o-mini',
+  model: chunks > 0 ? `paced-0-${chunks * 4}-4` : 'gpt-4o-mini',
   messages: [
     { role: 'system', content: 'You are a helpful assistant that writes concise summaries.' },
     { role: 'user', content },
@@ -95,10 +102,21 @@ const run = async (ms: number) => {
   );
   return n;
 };
-await run(2000);
+/** One answer of `chunks` deltas at a time: the count is of chunks. */
+const runChunks = async (ms: number) => {
+  let n = 0;
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    await send();
+    n += chunks;
+  }
+  return n;
+};
+const load = chunks > 0 ? runChunks : run;
+await load(2000);
 const cpu0 = process.cpuUsage();
 const t0 = process.hrtime.bigint();
-const n = await run(seconds * 1000);
+const n = await load(seconds * 1000);
 const t1 = process.hrtime.bigint();
 void cpu0;
 await pool.close();
@@ -110,7 +128,9 @@ const file = readdirSync(profDir)
   .filter((f) => f.endsWith(heap ? '.heapprofile' : '.cpuprofile'))
   .map((f) => join(profDir, f))[0];
 if (!file) throw new Error('no profile written');
-console.log(`${n} requests in ${seconds} s (${Math.round(n / seconds)} req/s under the profiler)`);
+console.log(
+  `${n} ${chunks > 0 ? 'chunks' : 'requests'} in ${seconds} s (${Math.round(n / seconds)}/s under the profiler)`,
+);
 if (heap) {
   printHeap(file, n);
   process.exit(0);

@@ -45,6 +45,23 @@ export interface ClassifyOptions {
    * text could still change are left out, and the result says from where (pendingFrom).
    */
   open?: boolean;
+  /**
+   * The caller found none of the classifiers' triggers in the text (Classifier.trigger): nothing
+   * is searched, only the release points asked (with `open`). Wrong, it would miss findings: only
+   * for a text the trigger's test said false of.
+   */
+  untriggered?: boolean;
+}
+
+/**
+ * What every text on which a classifier finds anything holds (Tier A patterns whose detectors all
+ * declare one): `test` false means no finding, open or not. An occurrence of what it looks for
+ * spans at most `reach + 1` characters, so a text known to have none, extended, needs testing
+ * only from `reach` characters before the extension (a stream tests each chunk, not its window).
+ */
+export interface ClassifierTrigger {
+  test(text: string): boolean;
+  reach: number;
 }
 
 export interface ClassifierInfo {
@@ -82,6 +99,8 @@ export interface Classifier {
    * loaded): the set then runs them without a promise each.
    */
   classifySync?(text: string, options?: ClassifyOptions): ClassifierResult;
+  /** Absent: the classifier may find something in any text. */
+  readonly trigger?: ClassifierTrigger;
   close?(): Promise<void>;
 }
 
@@ -121,6 +140,11 @@ export interface ClassifierSet {
    * models judge the window they get). At most maxSpanChars(names). Throws on a name the set lacks.
    */
   detectChars(names?: string[]): number;
+  /**
+   * One trigger for the named classifiers (all when undefined), true when any of theirs is;
+   * undefined when one has none (a model). Throws on a name the set lacks.
+   */
+  trigger(names?: string[]): ClassifierTrigger | undefined;
 }
 
 declare module '../../runtime/state.ts' {

@@ -9,7 +9,14 @@
  * each text at once instead.
  */
 import { TurnBatch } from '../../runtime/index.ts';
-import type { Classifier, ClassifierInfo, ClassifierResult, ClassifierSet, ClassifyOptions } from './api.ts';
+import type {
+  Classifier,
+  ClassifierInfo,
+  ClassifierResult,
+  ClassifierSet,
+  ClassifierTrigger,
+  ClassifyOptions,
+} from './api.ts';
 
 type Results = Record<string, ClassifierResult>;
 interface Job {
@@ -21,6 +28,8 @@ interface Job {
 export class NamedClassifierSet implements ClassifierSet {
   readonly #byName: ReadonlyMap<string, Classifier>;
   readonly #batch?: TurnBatch<Job, Results>;
+  #all?: Classifier[];
+  readonly #selected = new WeakMap<string[], Classifier[]>();
 
   constructor(classifiers: Classifier[], options: { batch?: boolean } = {}) {
     if (options.batch ?? true) this.#batch = new TurnBatch(classifyBatch);
@@ -115,12 +124,39 @@ export class NamedClassifierSet implements ClassifierSet {
     return max;
   }
 
+  trigger(names?: string[]): ClassifierTrigger | undefined {
+    const selected = this.#select(names);
+    const triggers: ClassifierTrigger[] = [];
+    for (const c of selected) {
+      if (!c.trigger) return undefined;
+      triggers.push(c.trigger);
+    }
+    if (triggers.length === 1) return triggers[0];
+    return {
+      reach: Math.max(0, ...triggers.map((t) => t.reach)),
+      test: (text) => {
+        for (const t of triggers) if (t.test(text)) return true;
+        return false;
+      },
+    };
+  }
+
   async close(): Promise<void> {
     await Promise.allSettled([...this.#byName.values()].map((c) => c.close?.()));
   }
 
   #select(names: string[] | undefined): Classifier[] {
-    return names === undefined ? [...this.#byName.values()] : names.map((n) => this.#require(n));
+    if (names === undefined) {
+      this.#all ??= [...this.#byName.values()];
+      return this.#all;
+    }
+    // A stream asks with the same list at every chunk: looked up once per list.
+    let selected = this.#selected.get(names);
+    if (selected === undefined || !sameNames(selected, names)) {
+      selected = names.map((n) => this.#require(n));
+      this.#selected.set(names, selected);
+    }
+    return selected;
   }
 
   #require(name: string): Classifier {
@@ -128,6 +164,13 @@ export class NamedClassifierSet implements ClassifierSet {
     if (!c) throw new Error(`unknown classifier "${name}" (configured: ${[...this.#byName.keys()].join(', ')})`);
     return c;
   }
+}
+
+/** Whether the list still names these classifiers (a list changed in place is looked up again). */
+function sameNames(selected: readonly Classifier[], names: readonly string[]): boolean {
+  if (selected.length !== names.length) return false;
+  for (let i = 0; i < names.length; i++) if (selected[i].name !== names[i]) return false;
+  return true;
 }
 
 /**

@@ -33,7 +33,7 @@ import {
   stateFieldOf,
   UninspectableAnswer,
 } from '../../runtime/index.ts';
-import type { ClassifierResult, ClassifierSet, Span } from '../classify/api.ts';
+import type { ClassifierResult, ClassifierSet, ClassifyOptions, Span } from '../classify/api.ts';
 import { redact } from '../classify/api.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
 import { policyApiPlugin } from './api-stage.ts';
@@ -519,12 +519,16 @@ export const policyPlugin = definePlugin<PolicyOptions>({
     type AnswerCheck = Evaluation & { results: Record<string, ClassifierResult> };
 
     /** Classifies a streamed answer's window and evaluates the egress rules on it (at once when it can: see AnswerStream). */
-    function checkAnswer(ctx: GatewayContext, text: string, open = false): AnswerCheck | Promise<AnswerCheck> {
+    function checkAnswer(
+      ctx: GatewayContext,
+      text: string,
+      options: ClassifyOptions | undefined,
+    ): AnswerCheck | Promise<AnswerCheck> {
       const set = classifierSet as ClassifierSet;
       // Tier A classifiers answer at once: no promise (a stream is checked at every chunk).
-      const now = set.classifySync(egressNames, text, open ? OPEN : undefined);
+      const now = set.classifySync(egressNames, text, options);
       if (now) return evaluateAnswer(ctx, now);
-      return set.classify(egressNames, text, open ? OPEN : undefined).then((results) => evaluateAnswer(ctx, results));
+      return set.classify(egressNames, text, options).then((results) => evaluateAnswer(ctx, results));
     }
 
     function evaluateAnswer(ctx: GatewayContext, results: Record<string, ClassifierResult>): AnswerCheck {
@@ -585,6 +589,8 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       classifierSet !== undefined &&
       (egressNames ?? classifierSet.list().map((c) => c.name)).every((n) => classifierSet.get(n)?.classifySync);
 
+    const egressTrigger = classifierSet?.trigger(egressNames);
+
     /** Hold-backs per list of policies (the lists come from the policy set, which a reload replaces). */
     const holdbacks = new WeakMap<readonly string[], number>();
     const egressClassifiers = new Set(egressNames ?? classifierSet?.list().map((c) => c.name) ?? []);
@@ -632,6 +638,8 @@ export const policyPlugin = definePlugin<PolicyOptions>({
        * with one on egress every check keeps the whole window.
        */
       readonly openContextChars = egressAnswersAtOnce ? OPEN_CONTEXT_CHARS : undefined;
+      /** The egress classifiers' trigger (Tier A patterns): a stream tests each chunk for it, not its window. */
+      readonly trigger = egressTrigger;
       /** The rules that fired on this answer, each once (made when one fires). */
       private fired: RuleMatch[] | undefined;
       /** The evaluation of a window where no classifier scored. */
@@ -645,9 +653,10 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         this.holdbackChars = egressOptions.holdback_chars ?? holdbackFor(store.current, names);
       }
 
-      check(windowText: string, open = false): WindowVerdict | Promise<WindowVerdict> {
+      check(windowText: string, open = false, untriggered = false): WindowVerdict | Promise<WindowVerdict> {
         const set = classifierSet as ClassifierSet;
-        const now = set.classifySync(egressNames, windowText, open ? OPEN : undefined);
+        const options = untriggered ? (open ? OPEN_UNTRIGGERED : UNTRIGGERED) : open ? OPEN : undefined;
+        const now = set.classifySync(egressNames, windowText, options);
         if (now !== undefined) {
           // A window where nothing scored (most of a stream, checked at every chunk): the rules see
           // the same data every time, so they are evaluated once per stream.
@@ -658,7 +667,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
             windowText.length,
           );
         }
-        const checked = checkAnswer(this.ctx, windowText, open);
+        const checked = checkAnswer(this.ctx, windowText, options);
         if (checked instanceof Promise) return checked.then((c) => this.verdictOf(c, windowText.length));
         return this.verdictOf(checked, windowText.length);
       }
@@ -831,6 +840,8 @@ const MAX_TOOL_DEFINITION_CHARS = 1024 * 1024;
 type Results = Record<string, ClassifierResult>;
 
 const OPEN = { open: true } as const;
+const OPEN_UNTRIGGERED = { open: true, untriggered: true } as const;
+const UNTRIGGERED = { untriggered: true } as const;
 /** Context kept before the held text of a stream at each chunk's check, for Tier A detectors. */
 const OPEN_CONTEXT_CHARS = 128;
 

@@ -77,7 +77,13 @@ export interface StreamCheckOptions {
    * May answer at once (then an event that completes a scan step still costs no promise). `open`:
    * the answer goes on after this text (matches it cuts short are held, not judged).
    */
-  check(windowText: string, open?: boolean): WindowVerdict | Promise<WindowVerdict>;
+  check(windowText: string, open?: boolean, untriggered?: boolean): WindowVerdict | Promise<WindowVerdict>;
+  /**
+   * What every text the check finds anything in holds (ClassifierTrigger): with it, the stream
+   * tests each chunk's new text (and `reach` characters before it) instead of its window, and a
+   * window known to hold none is checked `untriggered` (only the release points are asked).
+   */
+  trigger?: { test(text: string): boolean; reach: number };
   /** A rule blocked or redacted: record it (the audit stage writes it before the client sees more). */
   decided(decision: PolicyDecision, scanned: StreamScan): void;
   /** The answer is complete (`[DONE]`) and no rule blocked it; called once. */
@@ -284,7 +290,12 @@ interface Held {
   text: string;
   /** Of a chunk whose start went out (cut without building objects): the chunk it was, its text, and where it was cut. */
   rest?: { chunk: Record<string, unknown>; text: string; at: number };
+  /** It ended in held text at a release already: the next one that does not take it whole cuts it. */
+  waited?: boolean;
 }
+
+/** The verdict of an event that is held (nothing goes out now): one, read-only, for every such event. */
+const HOLD: SseVerdict = Object.freeze({ events: Object.freeze([]) as unknown as SseEvent[] });
 
 type Step<T> = T | Promise<T>;
 const then = <T, U>(x: Step<T>, f: (value: T) => U): Step<U> => (x instanceof Promise ? x.then(f) : f(x));
@@ -315,6 +326,9 @@ class ReleaseCheck extends StreamCheckBase {
   /** Text kept before the held text for the detectors' context (`password =` before its value). */
   readonly #context: number;
   readonly #openContext: number;
+  /** Absolute [from, to): a stretch of the answer's text known to hold no trigger (o.trigger). */
+  #quietFrom = 0;
+  #quietTo = 0;
 
   constructor(o: StreamCheckOptions) {
     super(o);
@@ -350,14 +364,16 @@ class ReleaseCheck extends StreamCheckBase {
     // A chunk without a blank that starts or goes on with the last word is checked with what ends
     // that word: the word is what an address, a key or a number would start with, held anyway, and
     // skipping the check only waits (nothing is released without one). Up to scanEveryChars held.
-    if (open && continues && this.#heldChars <= this.o.scanEveryChars && !hasBlank(text)) return { events: [] };
+    // Not while a chunk waits to be cut (its text before the release point goes out at the next check).
+    if (open && continues && this.#heldChars <= this.o.scanEveryChars && !hasBlank(text) && !this.#held[0]?.waited)
+      return HOLD;
     // The operator's step (release_every_chars), once the first text went out.
-    if (open && this.#released > 0 && this.unscanned < (this.o.releaseEveryChars ?? 0)) return { events: [] };
+    if (open && this.#released > 0 && this.unscanned < (this.o.releaseEveryChars ?? 0)) return HOLD;
     // A long held run (a key, a base64 blob) is checked again every so often, not at every chunk:
     // past the bound every scanEveryChars (as the fixed hold-back did), below it once the run grew
     // by a quarter, so its cost stays linear in its length.
     const every = open ? Math.min(this.o.scanEveryChars, this.#heldChars >> 2) : this.o.scanEveryChars;
-    if (this.#heldChars > this.o.scanEveryChars && this.unscanned < every) return { events: [] };
+    if (this.#heldChars > this.o.scanEveryChars && this.unscanned < every) return HOLD;
     return then(this.#scan(open, false), (blocked) =>
       blocked ? { events: blocked, end: true } : { events: this.#release(this.#until) },
     );
@@ -442,7 +458,28 @@ class ReleaseCheck extends StreamCheckBase {
     this.unscanned = 0;
     const keep = this.#heldChars + this.#openContext;
     const text = open && this.window.length > keep ? this.window.slice(this.window.length - keep) : this.window;
-    return then(this.o.check(text, open), (verdict) => this.#act(verdict, open, atEnd, this.chars - text.length));
+    const untriggered = this.#untriggered(text);
+    return then(this.o.check(text, open, untriggered), (verdict) =>
+      this.#act(verdict, open, atEnd, this.chars - text.length),
+    );
+  }
+
+  /**
+   * Whether the window `text` (it ends at the answer's end) holds no trigger, testing only what
+   * is not known: when the last quiet stretch covers its start, the text from `reach` characters
+   * before that stretch's end (an occurrence ending after it starts there at the earliest; a run
+   * of more would have been one inside the stretch). The window becomes the stretch, or none.
+   */
+  #untriggered(text: string): boolean {
+    const trigger = this.o.trigger;
+    if (trigger === undefined) return false;
+    const start = this.chars - text.length;
+    const known = this.#quietFrom <= start && this.#quietTo >= start;
+    const from = known ? Math.max(start, this.#quietTo - trigger.reach) : start;
+    const quiet = !trigger.test(from === start ? text : text.slice(from - start));
+    this.#quietFrom = quiet ? start : this.chars;
+    this.#quietTo = this.chars;
+    return quiet;
   }
 
   /** `base`: the absolute offset of the checked text's first character. */
@@ -506,6 +543,13 @@ class ReleaseCheck extends StreamCheckBase {
       const c = h.text.charCodeAt(cut - 1);
       if (cut > 0 && c >= 0xd800 && c <= 0xdbff) cut--;
       if (cut <= 0) break;
+      // A chunk ending in a word that may go on waits whole for one more release: the next
+      // chunk usually ends the word and both go out as they came (a cut makes two new events).
+      // Cut only if it would wait again (the start of an address: the text before it goes out).
+      if (!h.waited) {
+        h.waited = true;
+        break;
+      }
       const start = this.#released;
       const touched = masks.some((m) => m.end > start && m.start < start + h.text.length);
       // The common cut (plain content, nothing to mask): two strings, no objects.

@@ -42,6 +42,8 @@ export class DecisionOnLastEvent implements SseFilter {
   #after(input: SseEvent, verdict: Verdict): Verdict {
     // The cheap path: a text event passed as it is, nothing held.
     if (verdict === undefined && this.#held === undefined && !textless(input)) return undefined;
+    // The other cheap path: the check holds the event (nothing goes out, nothing to decorate).
+    if (verdict !== undefined && verdict.events.length === 0 && !verdict.end) return verdict;
     const out = verdict === undefined ? [input] : verdict.events;
     if (verdict?.end) return { events: this.#release(out), end: true };
     const events: SseEvent[] = [];

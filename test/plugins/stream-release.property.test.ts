@@ -5,7 +5,9 @@
  * pair), the client gets exactly what a non-streamed check would let out — the answer masked as the
  * whole answer is, or, when the whole answer is blocked, a block and none of the blocked values.
  * A clean answer (a JWT-like run, a bearer value, a certificate, an unfinished BEGIN line of
- * something else) is never ended as a block.
+ * something else) is never ended as a block. The same with the classifiers' trigger tested per
+ * chunk (the stream's own state: a stretch known to hold none, extended chunk by chunk) and the
+ * windows without one checked `untriggered`.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -13,7 +15,7 @@ import { type ClassifierResult, redact } from '../../plugins/classify/api.ts';
 import { PatternClassifier } from '../../plugins/classify/patterns/classifier.ts';
 import { streamCheck, type WindowVerdict } from '../../plugins/policy/stream-check.ts';
 import { openaiWire, type SseEvent, type SseVerdict } from '../../runtime/index.ts';
-import { SAMPLES, texts } from '../helpers/release-samples.ts';
+import { PROSE, SAMPLES, texts } from '../helpers/release-samples.ts';
 
 const pii = new PatternClassifier({ name: 'pii', type: 'pattern', detectors: ['pii'] });
 const secrets = new PatternClassifier({ name: 'secrets', type: 'pattern', detectors: ['secrets'] });
@@ -28,9 +30,9 @@ function decide(p: ClassifierResult, s: ClassifierResult): Omit<WindowVerdict, '
 }
 
 let scans = 0;
-function check(window: string, open = false): WindowVerdict {
+function check(window: string, open = false, untriggered = false): WindowVerdict {
   scans++;
-  const options = open ? { open } : undefined;
+  const options = open || untriggered ? { open, untriggered } : undefined;
   const p = pii.classifySync(window, options);
   const s = secrets.classifySync(window, options);
   const verdict: WindowVerdict = decide(p, s);
@@ -60,8 +62,20 @@ interface Outcome {
   progress: string[];
 }
 
-async function stream(pieces: string[], holdbackChars = HOLDBACK, releaseEveryChars = 0): Promise<Outcome> {
+/** The egress classifiers' trigger, as the classifier set combines them. */
+const TRIGGER = {
+  reach: Math.max(pii.trigger?.reach ?? 0, secrets.trigger?.reach ?? 0),
+  test: (text: string) => (pii.trigger?.test(text) ?? true) || (secrets.trigger?.test(text) ?? true),
+};
+
+async function stream(
+  pieces: string[],
+  holdbackChars = HOLDBACK,
+  releaseEveryChars = 0,
+  trigger?: typeof TRIGGER,
+): Promise<Outcome> {
   const filter = streamCheck({
+    trigger,
     windowChars: 512,
     scanEveryChars: 128,
     holdbackChars,
@@ -117,9 +131,9 @@ function occurrences(text: string, part: string): number[] {
 }
 const ones = (text: string) => [...Array(text.length)].map((_, i) => text[i]);
 
-async function agrees(text: string, pieces: string[], releaseEveryChars = 0): Promise<void> {
+async function agrees(text: string, pieces: string[], releaseEveryChars = 0, trigger?: typeof TRIGGER): Promise<void> {
   const expected = whole(text);
-  const got = await stream(pieces, HOLDBACK, releaseEveryChars);
+  const got = await stream(pieces, HOLDBACK, releaseEveryChars, trigger);
   const label = JSON.stringify({ text, pieces: pieces.length });
   if (expected === undefined) {
     expect(got.blocked, label).toBe(true);
@@ -205,6 +219,20 @@ describe('streamed release against the whole-answer check (real detectors, shipp
     expect(progress.at(-1)).toBe('Sure, write to [EMAIL] for the details of the order. ');
   });
 
+  it('4-character deltas: a chunk cut by the start of an address waits one chunk, then its start goes out', async () => {
+    const text = 'Sure, write to jane.doe@example.org for the details. ';
+    const pieces = cut(
+      text,
+      Array.from({ length: text.length / 4 }, (_, i) => (4 * i) / text.length),
+    );
+    const { progress, text: got } = await stream(pieces);
+    expect(pieces[3]).toBe('to j');
+    expect(progress[4]).toBe('Sure, write '); // `to j` waits whole once
+    expect(progress[5]).toBe('Sure, write to '); // then `to ` goes out, with no blank in `ane.`
+    expect(progress[7]).toBe('Sure, write to ');
+    expect(got).toBe('Sure, write to [EMAIL] for the details. ');
+  });
+
   it('release_every_chars: after the first text, a check every 16 characters, not every chunk', async () => {
     const text = 'The weather report says it will be sunny with light winds along the coast today. '.repeat(20);
     const pieces = cut(
@@ -228,5 +256,87 @@ describe('streamed release against the whole-answer check (real detectors, shipp
     await stream(pieces);
     // One open scan per chunk, one at the finish.
     expect(scans).toBeLessThanOrEqual(pieces.length + 2);
+  });
+});
+
+const isAscii = (s: string) => [...s].every((c) => c.charCodeAt(0) < 128);
+
+describe('the trigger tested per chunk (incremental), against the whole-answer check', () => {
+  /** ASCII texts (a character outside it always triggers): prose, values, passwords of letters. */
+  const ascii = fc
+    .array(
+      fc.oneof(
+        { weight: 3, arbitrary: fc.constantFrom(...PROSE.filter((p) => isAscii(p))) },
+        fc.constantFrom(...SAMPLES.filter((s) => isAscii(s))),
+        fc.constantFrom(
+          'my password is (Tr!ckyOne) ',
+          'pwd Hello!World ',
+          'Basic YWxhZGRpbjpvcGVuc2VzYW1l ',
+          'Bearer aBcDeFgHiJkLmNoPqRsTuVwXyZ ',
+          'a reallylongwordwithoutanyblank ',
+        ),
+      ),
+      { minLength: 1, maxLength: 10 },
+    )
+    .map((parts) => parts.join(''));
+
+  it('property: random chunks, small and large', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(ascii, texts), fc.array(fraction, { maxLength: 60 }), async (text, points) =>
+        agrees(text, cut(text, points), 0, TRIGGER),
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('property: one code unit at a time, and released every 16 characters', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(ascii, texts), async (text) => {
+        await agrees(text, ones(text), 0, TRIGGER);
+        await agrees(text, ones(text), 16, TRIGGER);
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it('every sample after clean prose, one character at a time and in 3-character drips', async () => {
+    const prose = 'The weather report says it will be sunny with light winds along the coast. '.repeat(3);
+    for (const s of [...SAMPLES, 'my password is (Tr!ckyOne)', 'Basic YWxhZGRpbjpvcGVuc2VzYW1l']) {
+      const text = `${prose}Here it is: ${s} and then more text follows.`;
+      await agrees(text, ones(text), 0, TRIGGER);
+      await agrees(
+        text,
+        cut(
+          text,
+          Array.from({ length: text.length / 3 }, (_, i) => (3 * i) / text.length),
+        ),
+        0,
+        TRIGGER,
+      );
+    }
+  });
+
+  it('prose without a trigger is checked untriggered, and a password after it is still masked or blocked', async () => {
+    let untriggered = 0;
+    const counting = {
+      reach: TRIGGER.reach,
+      test: (text: string) => {
+        const hit = TRIGGER.test(text);
+        if (!hit) untriggered++;
+        return hit;
+      },
+    };
+    const prose = 'The weather report says it will be sunny with light winds along the coast. '.repeat(4);
+    scans = 0;
+    const clean = await stream(ones(prose), HOLDBACK, 0, counting);
+    expect(clean.text).toBe(prose);
+    // Every check but the first ones (the window starts before the stretch is known) and the last.
+    expect(scans).toBeGreaterThan(40);
+    expect(untriggered).toBeGreaterThanOrEqual(scans - 2);
+    const text = `${prose}my password is (Tr!ckyOne) ok. `;
+    expect(whole(text)).toBeUndefined(); // the shipped rules block a secret
+    const got = await stream(ones(text), HOLDBACK, 0, counting);
+    expect(got.blocked).toBe(true);
+    expect(got.text).not.toContain('Tr!ckyOne');
   });
 });

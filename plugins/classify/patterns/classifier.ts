@@ -19,10 +19,10 @@
  *   only inside a stronger one, and the score is at least the strongest detector's, so the score
  *   on the cut text is at least the match's weight (as this classifier weighs it).
  */
-import type { Classifier, ClassifierInfo, ClassifierResult, ClassifyOptions, Span } from '../api.ts';
+import type { Classifier, ClassifierInfo, ClassifierResult, ClassifierTrigger, ClassifyOptions, Span } from '../api.ts';
 import { mergeSpans } from '../redact.ts';
 import { FAMILY_LABELS, selectDetectors } from './catalog.ts';
-import { type Detector, type Finding, pendingOf, TextView } from './detector.ts';
+import { compileTrigger, type Detector, type DetectorGroup, type Finding, pendingOf, TextView } from './detector.ts';
 import { type CountryCode, PHONE_REGION_CODES, phoneDetector } from './phone.ts';
 
 export interface PatternClassifierSpec {
@@ -56,6 +56,12 @@ export class PatternClassifier implements Classifier {
   readonly #positive?: string;
   readonly #negative: string;
   readonly #weights: ReadonlyMap<string, number>;
+  /** The groups among the detectors (Detector.group), each with the release point of its selected members. */
+  readonly #groups: Array<{ group: DetectorGroup; pending: (view: TextView) => number }> = [];
+  /** Per detector (same order): the index of its group in #groups, or -1. */
+  readonly #groupOf: Int8Array;
+  /** A text it says false of has no finding of any detector (Detector.trigger); undefined: always search. */
+  readonly trigger: ClassifierTrigger | undefined;
 
   /**
    * `reference`: run each detector's plain search (`Detector.reference`) instead of the one with
@@ -91,6 +97,21 @@ export class PatternClassifier implements Classifier {
       if (!selected.has(id)) throw new Error(`classifier "${spec.name}": weight for "${id}", which it does not use`);
     }
     this.#weights = new Map(Object.entries(spec.weights ?? {}));
+    // The reference search asks every detector itself.
+    if (options.reference)
+      for (const d of this.#detectors)
+        if (d.group) this.#detectors[this.#detectors.indexOf(d)] = { ...d, group: undefined };
+    this.trigger = options.reference ? undefined : compileTrigger(this.#detectors);
+    this.#groupOf = new Int8Array(this.#detectors.length).fill(-1);
+    for (const [i, d] of this.#detectors.entries()) {
+      if (!d.group) continue;
+      let at = this.#groups.findIndex((g) => g.group === d.group);
+      if (at === -1) {
+        const group = d.group;
+        at = this.#groups.push({ group, pending: group.pending(this.#detectors.filter((m) => m.group === group)) }) - 1;
+      }
+      this.#groupOf[i] = at;
+    }
   }
 
   /** Ids of the detectors this classifier runs. */
@@ -115,32 +136,42 @@ export class PatternClassifier implements Classifier {
     const view = new TextView(text, open);
     const found: Found[] = [];
     let pendingFrom = text.length;
-    for (const detector of this.#detectors) {
+    // A text without any detector's trigger: nothing to search, only the release points to ask.
+    if (options?.untriggered === true || (this.trigger !== undefined && !this.trigger.test(text))) {
+      if (open) pendingFrom = this.#pendingOnly(view);
+      return this.#clean(started, open, pendingFrom);
+    }
+    // A group is asked once: its release point, and whether any member can find anything.
+    let quiet = 0; // bit g: group g finds nothing in this text
+    for (let g = 0; g < this.#groups.length; g++) {
+      const { group, pending } = this.#groups[g];
+      if (open) pendingFrom = Math.min(pendingFrom, pending(view));
+      if (!group.found(view)) quiet |= 1 << g;
+    }
+    const detectors = this.#detectors;
+    for (let i = 0; i < detectors.length; i++) {
+      const detector = detectors[i];
+      const g = this.#groupOf[i];
+      if (g !== -1 && (quiet & (1 << g)) !== 0) continue;
       // In an open text, a detector's findings that more text may still change wait (a stream
-      // holds their text and judges them once they are settled).
-      const pending = open ? pendingOf(detector, view) : text.length;
-      if (pending < pendingFrom) pendingFrom = pending;
+      // holds their text and judges them once they are settled). A group member's release point
+      // is in its group's; its own is asked only when it found something.
+      let pending = text.length;
+      if (open && g === -1) {
+        pending = pendingOf(detector, view);
+        if (pending < pendingFrom) pendingFrom = pending;
+      }
       const findings = detector.find(view);
       if (findings.length === 0) continue;
+      if (open && g !== -1) pending = pendingOf(detector, view);
       const override = this.#weights.get(detector.id);
       for (const f of findings) {
         if (f.start >= pending) continue;
         found.push({ ...f, weight: override ?? f.weight, detector });
       }
     }
-    if (found.length === 0) {
-      // The common case: nothing found, nothing to combine.
-      return {
-        classifier: this.name,
-        label: this.#negative,
-        score: 0,
-        confidence: 1,
-        spans: [],
-        latency_ms: round(performance.now() - started, 3),
-        detail: { threshold: this.#threshold, detectors: {} },
-        ...(open ? { pendingFrom } : {}),
-      };
-    }
+    // The common case: nothing found, nothing to combine.
+    if (found.length === 0) return this.#clean(started, open, pendingFrom);
     const spans: Span[] = [];
     const fired: Record<string, { score: number; matches: number }> = {};
     const scores = new Map<Detector, number>();
@@ -180,6 +211,31 @@ export class PatternClassifier implements Classifier {
       ...(evidence.length > 0 ? { evidence } : {}),
       ...(open ? { pendingFrom } : {}),
     };
+  }
+
+  /** The result of a text where nothing was found. */
+  #clean(started: number, open: boolean, pendingFrom: number): ClassifierResult {
+    const result: ClassifierResult = {
+      classifier: this.name,
+      label: this.#negative,
+      score: 0,
+      confidence: 1,
+      spans: [],
+      latency_ms: round(performance.now() - started, 3),
+      detail: { threshold: this.#threshold, detectors: {} },
+    };
+    if (open) result.pendingFrom = pendingFrom;
+    return result;
+  }
+
+  /** The least release point of the detectors (their groups asked once), without searching. */
+  #pendingOnly(view: TextView): number {
+    let least = view.text.length;
+    for (const { pending } of this.#groups) least = Math.min(least, pending(view));
+    for (let i = 0; i < this.#detectors.length; i++) {
+      if (this.#groupOf[i] === -1) least = Math.min(least, pendingOf(this.#detectors[i], view));
+    }
+    return least;
   }
 }
 

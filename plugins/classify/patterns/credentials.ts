@@ -7,7 +7,7 @@
  * anchored on a literal (`://`, `-u`, `Basic`, a keyword) and reads a bounded stretch after it.
  */
 import { shannonEntropy } from './checksums.ts';
-import { type Detector, type Finding, type TextView, trailingRun } from './detector.ts';
+import { type Detector, type DetectorGroup, type Finding, type TextView, trailingRun } from './detector.ts';
 import { failedFormat } from './key-detectors.ts';
 import { isPlaceholder } from './placeholders.ts';
 
@@ -156,8 +156,16 @@ function decodeURIComponentSafe(s: string): string {
   }
 }
 
+/** The URL kinds share one scan, and (as every credential here) the trailing token as release point. */
+const URL_GROUP: DetectorGroup = {
+  found: (view) => view.derived(scanUrls).size > 0,
+  pending: () => (view) => view.derived(trailingToken),
+};
+
 const urlDetectors: Detector[] = URL_KINDS.map((k) => ({
+  group: URL_GROUP,
   id: k.id,
+  trigger: { chars: ':' }, // `://`
   family: 'secrets',
   description: `Password in a ${k.provider} URL: scheme://user:password@host (the span is the password).`,
   // The span is the password: at most 128 characters, seen whole with the `@` after it.
@@ -193,6 +201,7 @@ function findCurlUsers(text: string): Finding[] {
 
 const curlUser: Detector = {
   id: 'curl_basic_auth',
+  trigger: { chars: ':' }, // `user:password`
   family: 'secrets',
   description: 'Password given to curl: `curl -u user:password`, `--user user:password` (the span is the password).',
   maxSpanChars: 128,
@@ -222,6 +231,7 @@ function findBasic(text: string): Finding[] {
 
 const basicAuth: Detector = {
   id: 'basic_auth_credentials',
+  trigger: { words: ['Basic'] },
   family: 'secrets',
   description: 'HTTP Basic credentials: `Basic <base64 of user:password>` (the span is the base64).',
   maxSpanChars: 258,
@@ -504,8 +514,16 @@ function valueAfter(text: string, from: number, f: ContextFormat): { start: numb
   return null;
 }
 
+const CONTEXT_GROUP: DetectorGroup = {
+  found: (view) => view.derived(scanContext).size > 0,
+  pending: () => (view) => view.derived(trailingToken),
+};
+
 const contextDetectors: Detector[] = CONTEXT_FORMATS.map((f) => ({
+  group: CONTEXT_GROUP,
   id: f.id,
+  // Every value is a run of 32+ characters that are not blanks.
+  trigger: { run: 32 },
   family: 'secrets',
   description: `${f.provider} ${f.what}, next to one of: ${f.keywords.join(', ')} (${f.docs}).`,
   // The span is the value, seen whole (its length and alphabet decide).
@@ -605,6 +623,8 @@ function proseSecret(value: string, password: boolean, bareKey: boolean): boolea
 
 const proseSecret_: Detector = {
   id: 'keyword_secret',
+  // A password (8+ characters) is named by a word with `pass` or `pwd`; any other value is 16+.
+  trigger: { words: ['pass', 'pwd'], run: 16 },
   family: 'secrets',
   description:
     'A random-looking value after a word naming a secret in prose ("my password is …", "API key: …"): passwords 8+ characters of 3 kinds, keys and tokens 16+ mixing letters and digits.',

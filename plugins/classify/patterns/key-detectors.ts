@@ -10,7 +10,7 @@
  * Where several formats match at one place, those with the longest literal prefix are kept.
  * Every format's matches for a text are computed once (TextView.derived) for all its detectors.
  */
-import type { Detector, Finding, TextView } from './detector.ts';
+import type { Detector, DetectorGroup, Finding, TextView } from './detector.ts';
 import { KEY_FORMATS, type KeyFormat } from './key-formats.ts';
 import { type KeyPattern, parseKeyPattern } from './key-pattern.ts';
 import { isPlaceholder } from './placeholders.ts';
@@ -159,9 +159,66 @@ function pendingFrom(c: Compiled, text: string): number {
   return n;
 }
 
+/**
+ * The least pendingFrom over the formats `byFirst` holds (by their keys' first characters), in one
+ * pass: a position is a start for some format exactly when it starts the trailing run of that
+ * format's characters or lies inside it (no further back than its longest key), follows no
+ * character of BEFORE, and what follows it agrees with the format's literal prefix (as pendingFrom
+ * asks of each). The first such position, from the left, is the least.
+ */
+function pendingFromAny(
+  text: string,
+  byFirst: ReadonlyMap<number, readonly Compiled[]>,
+  chars: Uint8Array,
+  maxLength: number,
+): number {
+  const n = text.length;
+  const limit = Math.max(0, n - maxLength);
+  let q = n; // the start of the trailing run of any selected format's characters
+  while (q > limit && isIn(chars, text.charCodeAt(q - 1))) q--;
+  for (let p = q; p < n; p++) {
+    if (p > 0 && isIn(BEFORE, text.charCodeAt(p - 1))) continue;
+    const candidates = byFirst.get(text.charCodeAt(p));
+    if (candidates === undefined) continue;
+    for (const c of candidates) {
+      if (n - p > c.pattern.maxLength) continue;
+      let k = p;
+      while (k < n && isIn(c.chars, text.charCodeAt(k))) k++;
+      if (k < n) continue; // not all of it is the format's characters
+      const prefix = c.pattern.prefix;
+      if (n - p <= prefix.length ? prefix.startsWith(text.slice(p)) : text.startsWith(prefix, p)) return p;
+    }
+  }
+  return n;
+}
+
+/** The provider key formats as one group (DetectorGroup): one scan, one release point. */
+const KEY_GROUP: DetectorGroup = {
+  found: (view) => view.derived(scanKeys).size > 0,
+  pending(members) {
+    const selected = new Set(members.map((d) => d.id));
+    const byFirst = new Map<number, Compiled[]>();
+    const chars = new Uint8Array(128);
+    let maxLength = 0;
+    for (const c of COMPILED) {
+      if (!selected.has(c.format.id)) continue;
+      for (const ch of c.pattern.first) {
+        const code = ch.charCodeAt(0);
+        byFirst.set(code, [...(byFirst.get(code) ?? []), c]);
+      }
+      for (let i = 0; i < 128; i++) chars[i] |= c.chars[i];
+      maxLength = Math.max(maxLength, c.pattern.maxLength);
+    }
+    return (view) => pendingFromAny(view.text, byFirst, chars, maxLength);
+  },
+};
+
 function keyDetector(c: Compiled): Detector {
   const { format, pattern } = c;
   return {
+    group: KEY_GROUP,
+    // A key is a run of its characters, none of them blank, at least minLength long.
+    trigger: { run: pattern.minLength },
     id: format.id,
     family: 'secrets',
     description: `${format.provider} ${format.what} (${format.docs}).`,

@@ -655,6 +655,7 @@ export function phoneDetector(
   const validator = phoneValidator(regions, metadata, options);
   return {
     id: 'phone',
+    trigger: { chars: '0123456789' },
     family: 'pii',
     description:
       'Phone number validated against its numbering plan (libphonenumber): international (+ or 00) of any country, national formats of the configured regions.',

@@ -48,8 +48,12 @@ const EMAIL_DOMAIN = /(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A
  */
 const EMAIL_MAX = 254;
 
+/** Numbers (cards, IBANs, SSNs, NINOs, DNIs, phones) have ASCII digits in an ASCII text (Detector.trigger). */
+export const DIGIT_TRIGGER = { chars: '0123456789' } as const;
+
 const email: Detector = {
   id: 'email',
+  trigger: { chars: '@' },
   family: 'pii',
   description: 'E-mail address: local part, @, domain with a top-level domain of letters.',
   maxSpanChars: EMAIL_MAX,
@@ -96,6 +100,7 @@ const CARD_ISSUER =
 
 const creditCard: Detector = {
   id: 'credit_card',
+  trigger: DIGIT_TRIGGER,
   family: 'pii',
   description: 'Payment card number: 13-19 digits (spaces or dashes allowed), a known issuer range, Luhn check.',
   maxSpanChars: 19 + 18, // 19 digits, a separator between each two
@@ -144,6 +149,7 @@ const IBAN_START = /(?<![A-Za-z0-9])[A-Za-z]{2}\d{2}/g;
 
 const iban: Detector = {
   id: 'iban',
+  trigger: DIGIT_TRIGGER,
   family: 'pii',
   description: 'IBAN: country code, check digits and the country’s BBAN length (spaces allowed), mod-97 check.',
   // The longest IBAN (33 characters) with a space before each character after the first four.
@@ -218,6 +224,7 @@ const DNI = /(?<![A-Za-z0-9])([XYZxyz]?)(\d{7,8})[- ]?([A-Za-z])(?![A-Za-z0-9])/
 
 const usSsn: Detector = {
   id: 'us_ssn',
+  trigger: DIGIT_TRIGGER,
   family: 'pii',
   description: 'US Social Security Number written 123-45-6789 or 123 45 6789, outside the never-issued ranges.',
   maxSpanChars: 11,
@@ -230,6 +237,7 @@ const isSsn = (m: RegExpExecArray) => m[2] === m[4] && ssnValid(m[1], m[3], m[5]
 
 const ukNino: Detector = {
   id: 'uk_nino',
+  trigger: DIGIT_TRIGGER,
   family: 'pii',
   description: 'UK National Insurance number (AB 12 34 56 C) with a prefix HMRC allocates; it has no check digit.',
   maxSpanChars: 13,
@@ -245,6 +253,7 @@ const isNino = (m: RegExpExecArray) => ninoPrefixValid(m[1].toUpperCase());
 
 const esDni: Detector = {
   id: 'es_dni',
+  trigger: DIGIT_TRIGGER,
   family: 'pii',
   description: 'Spanish DNI (8 digits) or NIE (X/Y/Z and 7 digits) with its mod-23 control letter.',
   maxSpanChars: 10, // 8 digits (or X/Y/Z and 7), a separator, the letter

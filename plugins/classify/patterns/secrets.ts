@@ -77,6 +77,8 @@ const JWT_DETECT = 256;
 
 const jwt: Detector = {
   id: 'jwt',
+  // Its header, whole or cut short, starts with `eyJ`.
+  trigger: { words: ['eyJ'] },
   family: 'secrets',
   description: 'JSON Web Token: three base64url parts whose header decodes to JSON with an "alg".',
   maxSpanChars: JWT_MAX,
@@ -179,6 +181,7 @@ const PEM_BEGIN_OPEN =
 
 const privateKey: Detector = {
   id: 'private_key',
+  trigger: { chars: '-' },
   family: 'secrets',
   description: 'PEM private key block (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted, PGP), up to its END line.',
   maxSpanChars: PEM_MAX,
@@ -289,6 +292,8 @@ const BEARER_DETECT = 256;
 
 const bearerToken: Detector = {
   id: 'bearer_token',
+  // The credential is 20+ token characters (256 when cut short).
+  trigger: { run: 20 },
   family: 'secrets',
   description: 'HTTP bearer credential ("Bearer <20+ characters>") with a random-looking value.',
   maxSpanChars: BEARER_MAX,
@@ -335,6 +340,7 @@ const PASSWORD_NAME = /passw(?:or)?d|pwd|secret|credential/i;
 
 const genericSecret: Detector = {
   id: 'generic_secret',
+  trigger: { chars: ':=' },
   family: 'secrets',
   description: 'Assignment of a high-entropy value to a name such as api_key, secret, token or password.',
   // The span is the value: 256 characters and 2 `=` (a longer value is cut there by the pattern).
