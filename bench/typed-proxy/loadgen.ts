@@ -15,7 +15,9 @@ export interface LoadJob {
   connections: number;
   warmupMs: number;
   durationMs: number;
-  body: string;
+  /** POST (the default, with `body`) or GET (no body). */
+  method?: 'GET' | 'POST';
+  body?: string;
   headers: Record<string, string>;
   /** A response lacking this header counts as an error (the strict pipeline's proof of work). */
   expectHeader?: string;
@@ -51,6 +53,7 @@ async function run(job: LoadJob): Promise<LoadResult> {
   const url = new URL(job.url);
   const path = url.pathname + url.search;
   const expect = job.expectHeader?.toLowerCase();
+  const method = job.method ?? 'POST';
   const clients = Array.from(
     { length: job.connections },
     () => new Client(url.origin, { pipelining: 1, keepAliveTimeout: 120_000, connect: { noDelay: true } }),
@@ -77,7 +80,7 @@ async function run(job: LoadJob): Promise<LoadResult> {
       let ok = false;
       let firstByteAt: bigint | undefined;
       try {
-        const res = await client.request({ method: 'POST', path, headers: job.headers, body: job.body });
+        const res = await client.request({ method, path, headers: job.headers, body: job.body });
         if (job.firstByte) {
           for await (const _ of res.body) firstByteAt ??= process.hrtime.bigint();
         } else await res.body.dump();
