@@ -63,9 +63,16 @@ export async function runLoad(job: LoadJob, cpu: string | undefined): Promise<Lo
   return JSON.parse(out.trim().split('\n').pop()!) as LoadResult;
 }
 
-/** CPU (user + system) a process spent per completed request of the window, µs. */
-export const cpuUsPerRequest = (r: LoadResult, pid: number, clockTicks: number) =>
-  r.requests ? ((r.cpuTicks[pid] / clockTicks) * 1e6) / r.requests : Number.NaN;
+/**
+ * CPU a process spent per completed request of the window, µs: its threads' scheduler run time
+ * where /proc has it (exact), else utime + stime in clock ticks (10 ms resolution, and biased when
+ * many processes share the core).
+ */
+export const cpuUsPerRequest = (r: LoadResult, pid: number, clockTicks: number) => {
+  if (!r.requests) return Number.NaN;
+  const ns = r.cpuNs?.[pid];
+  return ns !== undefined ? ns / 1000 / r.requests : ((r.cpuTicks[pid] / clockTicks) * 1e6) / r.requests;
+};
 
 /**
  * Runs `main` and exits with its code (130 on SIGINT/SIGTERM, 1 on a throw), stopping every

@@ -32,8 +32,10 @@ export interface Row<K extends string = string> {
   p50Ms: number;
   p99Ms: number;
   meanMs: number;
-  /** Target process CPU (user + system, all threads) per completed request, µs. */
+  /** Target process CPU (all threads) per completed request, µs (scheduler run time where available). */
   cpuUsPerReq: number;
+  /** The same from utime + stime clock ticks (the figure before schedstat; kept to compare). */
+  cpuTickUsPerReq?: number;
   /** The upstream's CPU per request in the same window (proxied targets only), µs. */
   upstreamUsPerReq?: number;
   loadgenCpu: number;
@@ -82,6 +84,7 @@ export async function measure<K extends string>(
     p99Ms: r.latencyMs.p99,
     meanMs: r.latencyMs.mean,
     cpuUsPerReq: perReq(t.proc.pid),
+    cpuTickUsPerReq: r.requests ? ((r.cpuTicks[t.proc.pid] / o.clockTicks) * 1e6) / r.requests : Number.NaN,
     upstreamUsPerReq: t.upstream ? perReq(t.upstream.pid) : undefined,
     loadgenCpu: r.loadgenCpu,
     coreBusy: r.targetCoreBusy,
@@ -103,6 +106,7 @@ export function medianRow<K extends string>(rows: Row<K>[]): Row<K> {
     p99Ms: m((r) => r.p99Ms)!,
     meanMs: m((r) => r.meanMs)!,
     cpuUsPerReq: m((r) => r.cpuUsPerReq)!,
+    cpuTickUsPerReq: m((r) => r.cpuTickUsPerReq),
     upstreamUsPerReq: m((r) => r.upstreamUsPerReq),
     loadgenCpu: m((r) => r.loadgenCpu)!,
     coreBusy: m((r) => r.coreBusy),

@@ -422,7 +422,7 @@ async function main(): Promise<number> {
       all.push(row);
       console.log(
         `  round ${round}  ${t.label.padEnd(44)} ${fmt(row.rps, 0).padStart(6)} req/s  p99 ${fmt(row.p99Ms, 2).padStart(7)} ms  ` +
-          `${fmt(row.cpuUsPerReq, 1).padStart(7)} µs CPU/req` +
+          `${fmt(row.cpuUsPerReq, 1).padStart(7)} µs CPU/req (ticks ${fmt(row.cpuTickUsPerReq, 0)})` +
           (row.errors ? `  ${row.errors} errors (${row.firstError})` : ''),
       );
     }
