@@ -87,7 +87,7 @@ export function judge(r: Ratio, goal: Goal): { cpu?: boolean; p99?: boolean } {
 export interface HistoryEntry {
   date: string;
   commit: string;
-  /** The floor the ratios are to. */
+  /** The floor the ratios are to (each route's own, in front of its upstream), as a label. */
   floor: string;
   connections: number;
   rounds: number;
@@ -105,7 +105,7 @@ export function historyMarkdown(e: HistoryEntry, labels: Record<string, string> 
   const lines = [
     `### ${e.date.slice(0, 16).replace('T', ' ')} UTC, ${e.commit}`,
     '',
-    `${e.rounds} round(s), ${e.connections} connections; ratios to ${labels[e.floor] ?? e.floor} (${n(cpuOf(e.floor), 1)} µs CPU/request)`,
+    `${e.rounds} round(s), ${e.connections} connections; ratios to the ${e.floor} floor measured in the same round`,
     '',
     '| route | CPU µs/req | CPU ratio | p50 ratio | p99 ratio |',
     '| --- | ---: | ---: | ---: | ---: |',

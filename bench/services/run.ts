@@ -7,7 +7,7 @@
  * BENCH_HISTORY=1 a summary to bench/history/. A miss never fails the run. See bench/README.md.
  */
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, statSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -298,6 +298,13 @@ async function profiles(targets: Measured[], rows: Row[]): Promise<Record<string
   return out;
 }
 
+const HISTORY_HEAD = `# Benchmark history
+
+One section per \`BENCH_HISTORY=1 npm run bench\` run, appended by bench/services/run.ts (the figures
+in full: the JSON file of the same date and commit beside this one). Compare ratios: the CPU µs
+per request depend on the machine and its load. See bench/README.md, "History".
+`;
+
 /** The commit measured: short hash, `-dirty` when tracked files differ from it. */
 function commit(): string {
   try {
@@ -316,7 +323,7 @@ function writeHistory(targets: Measured[], medians: Row[], list: Ratio[]): void 
   const entry: HistoryEntry = {
     date: new Date().toISOString(),
     commit: commit(),
-    floor: floorKey(FLOOR, 'jsonrpc'),
+    floor: floorKinds[FLOOR],
     connections: settings.connections,
     rounds: settings.rounds,
     rows: medians.map((r) => ({
@@ -332,6 +339,7 @@ function writeHistory(targets: Measured[], medians: Row[], list: Ratio[]): void 
   };
   const dir = join(root, 'bench', 'history');
   mkdirSync(dir, { recursive: true });
+  if (!existsSync(join(dir, 'README.md'))) writeFileSync(join(dir, 'README.md'), HISTORY_HEAD);
   writeResults(join(dir, `${entry.date.slice(0, 10)}-${entry.commit}.json`), entry);
   const labels = Object.fromEntries(targets.map((t) => [t.key, t.label]));
   appendFileSync(join(dir, 'README.md'), `\n${historyMarkdown(entry, labels)}`);

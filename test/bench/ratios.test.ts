@@ -54,7 +54,7 @@ describe('bench ratios', () => {
       {
         date: '2026-11-29T15:04:05.000Z',
         commit: 'abc1234',
-        floor: 'floor',
+        floor: 'Koa + undici',
         connections: 32,
         rounds: 3,
         rows: [
@@ -63,10 +63,10 @@ describe('bench ratios', () => {
         ],
         ratios: [{ subject: 'svc', cpu: 2.5, p50: 2, p99: 2.5 }],
       },
-      { floor: 'Koa floor', svc: 'the service' },
+      { svc: 'the service' },
     );
     expect(md).toContain('### 2026-11-29 15:04 UTC, abc1234');
-    expect(md).toContain('ratios to Koa floor (100.0 µs CPU/request)');
+    expect(md).toContain('3 round(s), 32 connections; ratios to the Koa + undici floor measured in the same round');
     expect(md).toContain('| the service | 250.0 | 2.50× | 2.00× | 2.50× |');
   });
 });
