@@ -84,7 +84,7 @@ const floorKey = (kind: FloorKind, family: Family) => `floor-${kind}/${family}`;
 
 interface Measured extends Target {
   label: string;
-  /** For a subject: the family of its floors; undefined for a floor. */
+  /** The service route it measures; undefined for a floor. */
   subject?: Subject;
   /** The name of its process's profile folder, when profiled. */
   profile?: string;

@@ -1,9 +1,10 @@
 /**
  * Reading a V8 CPU profile (`node --cpu-prof`) of a target: only the samples inside the measured
  * windows count (the profile's clock and process.hrtime are both CLOCK_MONOTONIC), and each busy
- * sample is charged to the nearest project frame on its stack (runtime/, plugins/, bench/), so that
- * time spent in Node, undici or Koa on a stage's behalf shows under that stage. Positions are
- * mapped back to the .ts sources by re-running the transform tsx applies (esbuild, whitespace
+ * sample is charged to the nearest project frame on its stack (runtime/, plugins/, lib/, bench/, or
+ * the same under dist/), so that time spent in Node, undici or Koa on a stage's behalf shows under
+ * that stage. Positions are mapped back to the .ts sources: in the compiled build through tsc's
+ * source maps, in the sources by re-running the transform tsx applies (esbuild, whitespace
  * minified, so the profile itself only knows line 1 and a column).
  */
 import { readFileSync } from 'node:fs';
