@@ -3,7 +3,8 @@
  * started pinned and awaited, one load-generator run, and the main wrapper that always stops
  * every child (at the end, on error and on Ctrl-C).
  */
-import { rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { killAllNow, runToEnd, type Started, start, stopAll, waitForLine } from '../typed-proxy/children.ts';
@@ -57,15 +58,58 @@ export async function waitUntilReady(
   throw new Error(`${name} not ready after ${timeoutMs / 1000} s: ${(last as Error)?.message}\n${s.output()}`);
 }
 
+/**
+ * The load generator as plain JavaScript, bundled once per run (esbuild, tsx's own dependency)
+ * into node_modules/.cache so that its imports resolve: a measurement then starts a bare node
+ * instead of tsx transforming the generator again, which on a busy machine took seconds each.
+ * Falls back to tsx when esbuild cannot be loaded.
+ */
+let compiled: Promise<string[]> | undefined;
+function loadgenCommand(): Promise<string[]> {
+  compiled ??= (async () => {
+    try {
+      const esbuild = (await import('esbuild' as string)) as {
+        build(o: Record<string, unknown>): Promise<unknown>;
+      };
+      const dir = join(root, 'node_modules', '.cache', 'switchyard-bench');
+      mkdirSync(dir, { recursive: true });
+      const outfile = join(dir, `loadgen-${process.pid}.mjs`);
+      await esbuild.build({
+        entryPoints: [loadgen],
+        outfile,
+        bundle: true,
+        packages: 'external',
+        platform: 'node',
+        format: 'esm',
+        target: `node${process.versions.node}`,
+        logLevel: 'silent',
+      });
+      process.once('exit', () => rmSync(outfile, { force: true }));
+      return [outfile];
+    } catch {
+      return ['--import', 'tsx', loadgen];
+    }
+  })();
+  return compiled;
+}
+
 /** One closed-loop measurement by bench/typed-proxy/loadgen.ts in its own (pinned) process. */
 export async function runLoad(job: LoadJob, cpu: string | undefined): Promise<LoadResult> {
-  const out = await runToEnd(process.execPath, ['--import', 'tsx', loadgen, JSON.stringify(job)], { cpu, cwd: root });
+  const args = [...(await loadgenCommand()), JSON.stringify(job)];
+  const out = await runToEnd(process.execPath, args, { cpu, cwd: root });
   return JSON.parse(out.trim().split('\n').pop()!) as LoadResult;
 }
 
-/** CPU (user + system) a process spent per completed request of the window, µs. */
-export const cpuUsPerRequest = (r: LoadResult, pid: number, clockTicks: number) =>
-  r.requests ? ((r.cpuTicks[pid] / clockTicks) * 1e6) / r.requests : Number.NaN;
+/**
+ * CPU a process spent per completed request of the window, µs: its threads' scheduler run time
+ * where /proc has it (exact), else utime + stime in clock ticks (10 ms resolution, and biased when
+ * many processes share the core).
+ */
+export const cpuUsPerRequest = (r: LoadResult, pid: number, clockTicks: number) => {
+  if (!r.requests) return Number.NaN;
+  const ns = r.cpuNs?.[pid];
+  return ns !== undefined ? ns / 1000 / r.requests : ((r.cpuTicks[pid] / clockTicks) * 1e6) / r.requests;
+};
 
 /**
  * Runs `main` and exits with its code (130 on SIGINT/SIGTERM, 1 on a throw), stopping every

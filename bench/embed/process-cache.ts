@@ -27,22 +27,21 @@
  * BENCH_BGE_PAIRS (pairs per round, bge-small shape, default 10), BENCH_BGE=0.
  * Writes bench/results/embed-process-cache-<timestamp>.json.
  */
-import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bertBaseUncasedVocab } from '../../scripts/models/bert-vocab.ts';
-import { generateTinyBert } from '../../scripts/models/generate-tiny-bert.ts';
 import { SeededRandom } from '../../scripts/models/seeded-random.ts';
 import { generateTinyModel } from '../../test/fixtures/embed-stages.ts';
 import { envNum, runBench, waitUntilReady } from '../common/harness.ts';
 import { fmt, machine, mid, printTable, writeResults } from '../common/report.ts';
 import { freePort, type Started, start, stop } from '../typed-proxy/children.ts';
+import { benchModelsDir, ensureModel } from './shapes.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const rounds = envNum('BENCH_ROUNDS', 3);
-const bgeCacheDir = join(tmpdir(), 'switchyard-bench-embed');
 const workDir = mkdtempSync(join(tmpdir(), 'bench-process-cache-'));
 const WARMUP_PAIRS = 3;
 const PAGE_WORDS = 1500;
@@ -207,22 +206,8 @@ async function measure(service: Service, pagesUrl: string, pairs: number): Promi
 }
 
 function ensureBgeShape(): string {
-  const dir = join(bgeCacheDir, 'BGESmallENV15');
-  if (!existsSync(join(dir, 'model.onnx'))) {
-    mkdirSync(bgeCacheDir, { recursive: true });
-    console.log(`generating BGESmallENV15 (12 layers, hidden 384) in ${dir} ...`);
-    generateTinyBert(dir, {
-      task: 'feature-extraction',
-      layers: 12,
-      hidden: 384,
-      heads: 12,
-      intermediate: 1536,
-      maxPositions: 512,
-      initStd: 0.02,
-      seed: 7,
-    });
-  }
-  return bgeCacheDir;
+  ensureModel('BGESmallENV15');
+  return benchModelsDir;
 }
 
 async function main(): Promise<number> {

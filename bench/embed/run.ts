@@ -21,8 +21,7 @@
  * ratios (target ≥ 0.9); writes bench/results/embed-<timestamp>.json.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Tokenizer } from '@huggingface/tokenizers';
@@ -32,38 +31,20 @@ import modelsResource from '../../plugins/embed/models-resource.ts';
 import type { ResourceInstance } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
 import { bertBaseUncasedVocab } from '../../scripts/models/bert-vocab.ts';
-import { generateTinyBert } from '../../scripts/models/generate-tiny-bert.ts';
 import { SeededRandom } from '../../scripts/models/seeded-random.ts';
 import { fmt, machine, mid, printTable, verdict, writeResults } from '../common/report.ts';
+import { benchModelsDir, ensureModel } from './shapes.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const durationMs = Number(process.env.BENCH_DURATION ?? 2) * 1000;
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
-const cacheDir = join(tmpdir(), 'switchyard-bench-embed');
+const cacheDir = benchModelsDir;
 const TARGET = 0.9;
 
 const SHAPES = [
   { name: 'AllMiniLML6V2', label: 'all-MiniLM-L6-v2 shape', layers: 6 },
   { name: 'BGESmallENV15', label: 'bge-small-en-v1.5 shape', layers: 12 },
 ] as const;
-
-function ensureModel(name: string, layers: number): string {
-  const dir = join(cacheDir, name);
-  if (!existsSync(join(dir, 'model.onnx'))) {
-    console.log(`generating ${name} (${layers} layers, hidden 384) in ${dir} ...`);
-    generateTinyBert(dir, {
-      task: 'feature-extraction',
-      layers,
-      hidden: 384,
-      heads: 12,
-      intermediate: 1536,
-      maxPositions: 512,
-      initStd: 0.02,
-      seed: 7,
-    });
-  }
-  return dir;
-}
 
 /** Sentences of 12 to 48 words drawn from the vocabulary's whole words (fixed seed). */
 function makeTexts(count: number, seed: number): string[] {
@@ -149,8 +130,7 @@ async function peakMemory(models: EmbeddingModels, name: string): Promise<{ base
 }
 
 async function main(): Promise<void> {
-  mkdirSync(cacheDir, { recursive: true });
-  for (const shape of SHAPES) ensureModel(shape.name, shape.layers);
+  for (const shape of SHAPES) ensureModel(shape.name);
   const texts = makeTexts(512, 1);
   const results: Record<string, unknown>[] = [];
   const rows: string[][] = [];

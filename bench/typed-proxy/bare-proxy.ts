@@ -1,10 +1,11 @@
 /**
  * Baseline (b): the least a Koa + undici proxy does. It reads the request body, forwards it with
  * an undici keep-alive Pool (same pool size as a Switchyard `jsonrpc` upstream) and streams the
- * answer back. No parsing, no validation, no logging: whatever the typed proxy costs beyond this
- * is the price of its pipeline.
+ * answer back (BARE_BUFFER=1: reads the answer whole and sends it as a Buffer, the cheaper way for
+ * small answers and the floor `npm run bench` compares with). No parsing, no validation, no
+ * logging: whatever the typed proxy costs beyond this is the price of its pipeline.
  *
- * Env: PORT (0 = ephemeral; printed as `listening <port>`), UPSTREAM_URL.
+ * Env: PORT (0 = ephemeral; printed as `listening <port>`), UPSTREAM_URL, BARE_BUFFER.
  */
 import { createServer } from 'node:http';
 import Koa from 'koa';
@@ -13,10 +14,11 @@ import { serveForBench } from './serve.ts';
 
 const upstream = new URL(process.env.UPSTREAM_URL ?? 'http://127.0.0.1:9000/');
 const pool = new Pool(upstream.origin, { connections: 64, keepAliveTimeout: 60_000 });
+const buffer = process.env.BARE_BUFFER === '1';
 
-async function readBody(req: NodeJS.ReadableStream): Promise<Buffer> {
+async function readBody(stream: AsyncIterable<unknown>): Promise<Buffer> {
   const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks);
 }
 
@@ -32,6 +34,10 @@ app.use(async (ctx) => {
   ctx.status = res.statusCode;
   const resType = res.headers['content-type'];
   if (typeof resType === 'string') ctx.type = resType;
+  if (buffer) {
+    ctx.body = await readBody(res.body);
+    return;
+  }
   const length = res.headers['content-length'];
   ctx.body = res.body;
   if (typeof length === 'string') ctx.length = Number(length);

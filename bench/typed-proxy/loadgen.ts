@@ -8,14 +8,16 @@
  */
 import { Client } from 'undici';
 import { LatencyHistogram } from './histogram.ts';
-import { readCoreTicks, readCpuTicks } from './proc.ts';
+import { readCoreTicks, readCpuNs, readCpuTicks } from './proc.ts';
 
 export interface LoadJob {
   url: string;
   connections: number;
   warmupMs: number;
   durationMs: number;
-  body: string;
+  /** POST (the default, with `body`) or GET (no body). */
+  method?: 'GET' | 'POST';
+  body?: string;
   headers: Record<string, string>;
   /** A response lacking this header counts as an error (the strict pipeline's proof of work). */
   expectHeader?: string;
@@ -36,6 +38,8 @@ export interface LoadResult {
   latencyMs: { mean: number; p50: number; p90: number; p99: number; p999: number; max: number };
   /** Clock ticks (utime + stime) each pid spent in the window, keyed by pid. */
   cpuTicks: Record<string, number>;
+  /** The same from the scheduler's run time (ns), exact; missing where schedstat is not available. */
+  cpuNs?: Record<string, number>;
   /** Fraction of one core the generator itself used; near 1 means it, not the target, was the limit. */
   loadgenCpu: number;
   /** The measured window as process.hrtime.bigint() values (CLOCK_MONOTONIC ns, comparable across processes). */
@@ -51,6 +55,7 @@ async function run(job: LoadJob): Promise<LoadResult> {
   const url = new URL(job.url);
   const path = url.pathname + url.search;
   const expect = job.expectHeader?.toLowerCase();
+  const method = job.method ?? 'POST';
   const clients = Array.from(
     { length: job.connections },
     () => new Client(url.origin, { pipelining: 1, keepAliveTimeout: 120_000, connect: { noDelay: true } }),
@@ -77,7 +82,7 @@ async function run(job: LoadJob): Promise<LoadResult> {
       let ok = false;
       let firstByteAt: bigint | undefined;
       try {
-        const res = await client.request({ method: 'POST', path, headers: job.headers, body: job.body });
+        const res = await client.request({ method, path, headers: job.headers, body: job.body });
         if (job.firstByte) {
           for await (const _ of res.body) firstByteAt ??= process.hrtime.bigint();
         } else await res.body.dump();
@@ -100,6 +105,7 @@ async function run(job: LoadJob): Promise<LoadResult> {
   const loops = clients.map(loop);
   await new Promise((r) => setTimeout(r, job.warmupMs));
   const cpuBefore = job.pids.map(readCpuTicks);
+  const nsBefore = job.pids.map(readCpuNs);
   const coreBefore = job.targetCore === undefined ? undefined : readCoreTicks(job.targetCore);
   const ownBefore = process.cpuUsage();
   const t0 = process.hrtime.bigint();
@@ -109,14 +115,19 @@ async function run(job: LoadJob): Promise<LoadResult> {
   const t1 = process.hrtime.bigint();
   const elapsedMs = Number(t1 - t0) / 1e6;
   const cpuAfter = job.pids.map(readCpuTicks);
+  const nsAfter = job.pids.map(readCpuNs);
   const coreAfter = job.targetCore === undefined ? undefined : readCoreTicks(job.targetCore);
   const own = process.cpuUsage(ownBefore);
   await Promise.allSettled(loops);
   await Promise.allSettled(clients.map((c) => c.destroy()));
 
   const cpuTicks: Record<string, number> = {};
+  let cpuNs: Record<string, number> | undefined = {};
   job.pids.forEach((pid, i) => {
     cpuTicks[pid] = cpuAfter[i] - cpuBefore[i];
+    const [a, b] = [nsBefore[i], nsAfter[i]];
+    if (a === undefined || b === undefined) cpuNs = undefined;
+    else if (cpuNs) cpuNs[pid] = b - a;
   });
   let targetCoreBusy: number | undefined;
   let targetCoreOthers: number | undefined;
@@ -142,6 +153,7 @@ async function run(job: LoadJob): Promise<LoadResult> {
       max: histogram.max / 1000,
     },
     cpuTicks,
+    cpuNs,
     loadgenCpu: (own.user + own.system) / 1000 / elapsedMs,
     windowNs: [String(t0), String(t1)],
     targetCoreBusy,

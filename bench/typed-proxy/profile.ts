@@ -1,13 +1,15 @@
 /**
  * Reading a V8 CPU profile (`node --cpu-prof`) of a target: only the samples inside the measured
  * windows count (the profile's clock and process.hrtime are both CLOCK_MONOTONIC), and each busy
- * sample is charged to the nearest project frame on its stack (runtime/, plugins/, bench/), so that
- * time spent in Node, undici or Koa on a stage's behalf shows under that stage. Positions are
- * mapped back to the .ts sources by re-running the transform tsx applies (esbuild, whitespace
+ * sample is charged to the nearest project frame on its stack (runtime/, plugins/, lib/, bench/, or
+ * the same under dist/), so that time spent in Node, undici or Koa on a stage's behalf shows under
+ * that stage. Positions are mapped back to the .ts sources: in the compiled build through tsc's
+ * source maps, in the sources by re-running the transform tsx applies (esbuild, whitespace
  * minified, so the profile itself only knows line 1 and a column).
  */
 import { readFileSync } from 'node:fs';
 import { SourceMap } from 'node:module';
+import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 interface CallFrame {
@@ -62,7 +64,8 @@ export async function analyseProfile(
   for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const inWindow = (us: number) => windows.some(([a, b]) => us * 1000 >= Number(a) && us * 1000 <= Number(b));
   const rootUrl = `file://${root.endsWith('/') ? root : `${root}/`}`;
-  const project = new RegExp(`^${escapeRegExp(rootUrl)}(runtime|plugins|bench)/`);
+  // The sources (through tsx) or the compiled build (dist/, mapped back to its sources).
+  const project = new RegExp(`^${escapeRegExp(rootUrl)}(dist/)?(runtime|plugins|lib|bench)/`);
 
   const charged = new Map<string, number>();
   let busy = 0;
@@ -99,7 +102,8 @@ export async function analyseProfile(
       const [url, line, col, fn] = key.split('|');
       const path = fileURLToPath(url);
       const mapped = mapper?.(path, Number(line), Number(col));
-      where = `${path.slice(root.length).replace(/^\//, '')}:${mapped ?? `${Number(line) + 1}:${Number(col) + 1}`} ${fn || '(anonymous)'}`;
+      const file = (mapped?.file ?? path).slice(root.length).replace(/^\//, '');
+      where = `${file}:${mapped?.line ?? `${Number(line) + 1}:${Number(col) + 1}`} ${fn || '(anonymous)'}`;
     }
     merged.set(where, (merged.get(where) ?? 0) + us);
   }
@@ -125,10 +129,40 @@ function escapeRegExp(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
-type Mapper = (path: string, line: number, col: number) => number | undefined;
+type Mapper = (path: string, line: number, col: number) => { file?: string; line: number } | undefined;
 
-/** Maps a position in tsx's output back to the source line; undefined without esbuild (tsx's own dependency). */
+/**
+ * Maps a position back to its source file and line: in the compiled build through the source map
+ * tsc wrote beside each file, in the sources through the transform tsx applies (undefined without
+ * esbuild, tsx's own dependency).
+ */
 async function sourceMapper(): Promise<Mapper | undefined> {
+  const tsx = await tsxMapper();
+  const built = new Map<string, SourceMap | undefined>();
+  return (path, line, col) => {
+    if (!/\/dist\/.*\.js$/.test(path)) {
+      const original = tsx?.(path, line, col);
+      return original === undefined ? undefined : { line: original };
+    }
+    if (!built.has(path)) {
+      try {
+        built.set(path, new SourceMap(JSON.parse(readFileSync(`${path}.map`, 'utf8'))));
+      } catch {
+        built.set(path, undefined);
+      }
+    }
+    const entry = built.get(path)?.findEntry(line, col) as
+      | { originalSource?: string; originalLine?: number }
+      | undefined;
+    if (entry?.originalLine === undefined) return undefined;
+    const file = entry.originalSource
+      ? resolve(dirname(path), entry.originalSource.replace(/^file:\/\//, ''))
+      : undefined;
+    return { file, line: entry.originalLine + 1 };
+  };
+}
+
+async function tsxMapper(): Promise<((path: string, line: number, col: number) => number | undefined) | undefined> {
   let transformSync: ((src: string, o: Record<string, unknown>) => { map: string }) | undefined;
   try {
     const esbuild = (await import('esbuild' as string)) as { transformSync: typeof transformSync };

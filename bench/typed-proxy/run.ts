@@ -12,10 +12,17 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { parse as parseYaml, stringify } from 'yaml';
-import { cpuUsPerRequest, envNum, runBench, runLoad, startNodeServer, waitUntilReady } from '../common/harness.ts';
+import { envNum, runBench, startNodeServer } from '../common/harness.ts';
+import {
+  type Row as CommonRow,
+  type Target as CommonTarget,
+  measure,
+  medianRow,
+  roundOrder,
+} from '../common/measure.ts';
 import { fmt, machine, mid, printTable, signed, verdict, writeResults } from '../common/report.ts';
-import { freePort, hasTaskset, type Started, start, stop } from './children.ts';
-import type { LoadJob } from './loadgen.ts';
+import { startService } from '../common/switchyard.ts';
+import { freePort, hasTaskset, type Started, stop } from './children.ts';
 import { clockTicks } from './proc.ts';
 import { analyseProfile, type ProfileReport } from './profile.ts';
 
@@ -49,7 +56,7 @@ const settings = {
    * names every function it creates (esbuild keepNames), a cost per closure made per request that
    * the shipped build does not pay: measured 210 vs 155 µs CPU per request on the same machine.
    */
-  run: process.env.BENCH_RUN === 'source' ? 'source' : 'dist',
+  run: (process.env.BENCH_RUN === 'source' ? 'source' : 'dist') as 'dist' | 'source',
 };
 
 const targets = {
@@ -73,37 +80,8 @@ const body = JSON.stringify({
 });
 const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
 
-interface Target {
-  key: TargetKey;
-  url: string;
-  /** The process whose CPU per request is reported. */
-  proc: Started;
-  upstream?: Started;
-  expectHeader?: string;
-}
-
-interface Row {
-  target: TargetKey;
-  connections: number;
-  round: number;
-  rps: number;
-  p50Ms: number;
-  p99Ms: number;
-  meanMs: number;
-  /** Target process CPU (user + system) per completed request, µs. */
-  cpuUsPerReq: number;
-  /** The upstream's CPU per request in the same window (proxied targets only), µs. */
-  upstreamUsPerReq?: number;
-  loadgenCpu: number;
-  /** Share of the target core busy in the window, and the share of it not used by the measured processes. */
-  coreBusy?: number;
-  coreOthers?: number;
-  requests: number;
-  errors: number;
-  firstError?: string;
-  /** The measured window (process.hrtime ns), to pick the profile's samples. */
-  windowNs: [string, string];
-}
+type Target = CommonTarget<TargetKey>;
+type Row = CommonRow<TargetKey>;
 
 const clk = clockTicks();
 const pinned = hasTaskset() && cpus().length >= 2;
@@ -168,98 +146,40 @@ async function startTyped(
   dir = root,
 ): Promise<{ s: Started; url: string }> {
   const [port, metrics, admin] = [await freePort(), await freePort(), await freePort()];
-  const s = start(
-    process.execPath,
-    [
-      ...profiling(key),
-      'bin/switchyard.js',
-      'serve',
-      key === 'typedLean' ? leanConfig() : 'configs/typed-proxy.yaml',
-      '--set',
-      `listen.port=${port}`,
-      '--set',
-      `metrics.port=${metrics}`,
-      '--set',
-      `admin.port=${admin}`,
-      '--set',
-      `upstreams.everything={kind: jsonrpc, url: "http://127.0.0.1:${upstreamPort}/"}`,
-      ...settings.typedSet.flatMap((o) => ['--set', o]),
-    ],
-    {
-      cpu: pin(settings.targetCpu),
-      cwd: dir,
-      // Auth and rate limiting off whatever the caller's environment says; the bench measures the pipeline.
-      env: {
-        ...process.env,
-        // A checkout without a build (an older baseline) runs its sources.
-        SWITCHYARD_RUN:
-          settings.run === 'dist' && existsSync(join(dir, 'dist/runtime/cli/main.js')) ? 'dist' : 'source',
-        LOG_LEVEL: logLevel,
-        LOG_FORMAT: 'json',
-        PROXY_AUTH: 'false',
-        PROXY_RATE_LIMIT: 'false',
-      },
-      logFile: join(logDir, `typed-proxy-${key}-${logLevel}.log`),
-    },
-  );
   const url = `http://127.0.0.1:${port}/`;
-  await waitUntilReady(s, 'typed proxy', 40000, () => check({ url, expectHeader: 'X-Proxy-SType' }));
+  const s = await startService({
+    dir,
+    config: key === 'typedLean' ? leanConfig() : 'configs/typed-proxy.yaml',
+    sets: [
+      `listen.port=${port}`,
+      `metrics.port=${metrics}`,
+      `admin.port=${admin}`,
+      `upstreams.everything={kind: jsonrpc, url: "http://127.0.0.1:${upstreamPort}/"}`,
+      ...settings.typedSet,
+    ],
+    // Auth and rate limiting off whatever the caller's environment says; the bench measures the pipeline.
+    env: { LOG_LEVEL: logLevel, PROXY_AUTH: 'false', PROXY_RATE_LIMIT: 'false' },
+    run: settings.run,
+    cpu: pin(settings.targetCpu),
+    nodeFlags: profiling(key),
+    logFile: join(logDir, `typed-proxy-${key}-${logLevel}.log`),
+    name: 'typed proxy',
+    readyTimeoutMs: 40000,
+    probe: () => check({ url, expectHeader: 'X-Proxy-SType' }),
+  });
   return { s, url };
 }
 
-async function measure(t: Target, connections: number, round: number, warmupMs: number): Promise<Row> {
-  const job: LoadJob = {
-    url: t.url,
-    connections,
-    warmupMs,
-    durationMs: settings.durationMs,
-    body,
-    headers,
-    expectHeader: t.expectHeader,
-    pids: t.upstream ? [t.proc.pid, t.upstream.pid] : [t.proc.pid],
-    targetCore: pinned && /^\d+$/.test(settings.targetCpu) ? Number(settings.targetCpu) : undefined,
-  };
-  const r = await runLoad(job, pin(settings.loadCpu));
-  const perReq = (pid: number) => cpuUsPerRequest(r, pid, clk);
-  return {
-    target: t.key,
+const measureTarget = (t: Target, connections: number, round: number, warmupMs: number) =>
+  measure(t, {
     connections,
     round,
-    rps: r.rps,
-    p50Ms: r.latencyMs.p50,
-    p99Ms: r.latencyMs.p99,
-    meanMs: r.latencyMs.mean,
-    cpuUsPerReq: perReq(t.proc.pid),
-    upstreamUsPerReq: t.upstream ? perReq(t.upstream.pid) : undefined,
-    loadgenCpu: r.loadgenCpu,
-    coreBusy: r.targetCoreBusy,
-    coreOthers: r.targetCoreOthers,
-    requests: r.requests,
-    errors: r.errors,
-    firstError: r.firstError,
-    windowNs: r.windowNs,
-  };
-}
-
-/** One row per target and concurrency: the median of each figure over the rounds. */
-function medianRow(rows: Row[]): Row {
-  const m = (f: (r: Row) => number | undefined) => mid(rows.map(f));
-  return {
-    ...rows[0],
-    rps: m((r) => r.rps)!,
-    p50Ms: m((r) => r.p50Ms)!,
-    p99Ms: m((r) => r.p99Ms)!,
-    meanMs: m((r) => r.meanMs)!,
-    cpuUsPerReq: m((r) => r.cpuUsPerReq)!,
-    upstreamUsPerReq: m((r) => r.upstreamUsPerReq),
-    loadgenCpu: m((r) => r.loadgenCpu)!,
-    coreBusy: m((r) => r.coreBusy),
-    coreOthers: m((r) => r.coreOthers),
-    requests: rows.reduce((s, r) => s + r.requests, 0),
-    errors: rows.reduce((s, r) => s + r.errors, 0),
-    firstError: rows.find((r) => r.firstError)?.firstError,
-  };
-}
+    warmupMs,
+    durationMs: settings.durationMs,
+    loadCpu: pin(settings.loadCpu),
+    targetCore: pinned && /^\d+$/.test(settings.targetCpu) ? Number(settings.targetCpu) : undefined,
+    clockTicks: clk,
+  });
 
 function printRows(rows: Row[]): void {
   printTable(
@@ -492,8 +412,8 @@ async function main(): Promise<number> {
   const upstreamUrl = `http://127.0.0.1:${upstream.port}/`;
   const bare = await startServer('bare-proxy.ts', { UPSTREAM_URL: upstreamUrl }, 'bare');
   const list: Target[] = [
-    { key: 'direct', url: upstreamUrl, proc: upstream.s },
-    { key: 'bare', url: `http://127.0.0.1:${bare.port}/`, proc: bare.s, upstream: upstream.s },
+    { key: 'direct', url: upstreamUrl, proc: upstream.s, body, headers },
+    { key: 'bare', url: `http://127.0.0.1:${bare.port}/`, proc: bare.s, upstream: upstream.s, body, headers },
   ];
   const failures: Record<string, string> = {};
   for (const [key, level] of [
@@ -506,7 +426,15 @@ async function main(): Promise<number> {
     if (key === 'typedBase' && !settings.baseline) continue;
     try {
       const typed = await startTyped(upstream.port, key, level, key === 'typedBase' ? settings.baseline : root);
-      list.push({ key, url: typed.url, proc: typed.s, upstream: upstream.s, expectHeader: 'X-Proxy-SType' });
+      list.push({
+        key,
+        url: typed.url,
+        proc: typed.s,
+        upstream: upstream.s,
+        body,
+        headers,
+        expectHeader: 'X-Proxy-SType',
+      });
     } catch (err) {
       failures[key] = (err as Error).message;
       console.log(`\n${targets[key].label}: could not start\n${failures[key]}\n`);
@@ -521,16 +449,15 @@ async function main(): Promise<number> {
   const perRound: Comparison[] = [];
   const warmed = new Set<TargetKey>();
   for (let round = 1; round <= settings.rounds; round++) {
-    // Interleaved, every other round in reverse order, so that drift in the machine's load hits
-    // every target alike; the ratios pair measurements taken minutes, not rounds, apart.
-    const order = round % 2 ? list : [...list].reverse();
+    // Interleaved; the ratios pair measurements taken minutes, not rounds, apart.
+    const order = roundOrder(list, round);
     const rows: Row[] = [];
     for (const connections of settings.connections) {
       for (const t of order) {
         // The first measurement of a target also warms up its JIT; later ones only reconnect.
         const warmupMs = warmed.has(t.key) ? Math.min(settings.warmupMs, 1000) : settings.warmupMs;
         warmed.add(t.key);
-        const row = await measure(t, connections, round, warmupMs);
+        const row = await measureTarget(t, connections, round, warmupMs);
         rows.push(row);
         console.log(
           `  round ${round}, ${String(connections).padStart(2)} conns, ${targets[t.key].label.padEnd(27)} ` +
