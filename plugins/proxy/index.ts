@@ -21,6 +21,7 @@ import {
   type Stage,
   type Upstream,
 } from '../../runtime/index.ts';
+import { heldSessionsOf, modernVersionOf, proxyModern } from './era-2026.ts';
 import { requestHeaderNames } from './headers.ts';
 import { proxyHttp } from './http.ts';
 import { proxyRpc } from './rpc.ts';
@@ -87,8 +88,8 @@ export default definePlugin<ProxyOptions>({
         items: { type: 'string', pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$" },
         default: [],
         description:
-          'Request headers passed upstream besides content-type, accept, mcp-session-id, ' +
-          'mcp-protocol-version and last-event-id (e.g. authorization, which is never passed otherwise).',
+          'Request headers passed upstream besides content-type, accept, mcp-session-id, mcp-protocol-version, ' +
+          'mcp-method, mcp-name, mcp-param-* and last-event-id (e.g. authorization, which is never passed otherwise).',
       },
       path: {
         type: 'string',
@@ -152,9 +153,16 @@ export default definePlugin<ProxyOptions>({
       if (httpUpstream) return providersOf([name]);
       if (rpc) {
         const timer = latency.labels(name);
+        // Modern (2026-07-28) clients of an upstream that keeps legacy sessions: era-2026.ts.
+        const held = via !== 'call' && rpc.sessions ? heldSessionsOf(rpc, rpc.sessions) : undefined;
         return async (ctx) => {
           const started = performance.now();
           try {
+            const message = ctx.state.rpc;
+            if (held && message && ctx.method === 'POST' && modernVersionOf(message) !== undefined) {
+              await proxyModern(ctx, rpc, held, message, options.timeout_ms);
+              return;
+            }
             // The typed-send route (via: call) speaks for the gateway: its own server session.
             await proxyRpc(ctx, rpc, options.timeout_ms, via === 'call' ? undefined : rpc.sessions);
           } finally {
