@@ -42,23 +42,23 @@ export function checkModern(
   headers: HeaderView,
   require: boolean,
 ): ModernVersion | GatewayError {
-  if (!isModernVersion(asked)) return unsupportedVersion(asked);
   // Notifications carry no mirrored headers in this revision (only notifications/cancelled, on stdio).
   const request = rpc.id !== undefined;
   const header = headers.get('mcp-protocol-version');
+  // A header that is not the body's is a mismatch first, whichever of the two is unsupported.
   if (header === '' ? require && request : header !== asked) {
     return mismatch('MCP-Protocol-Version', header, asked);
   }
+  if (!isModernVersion(asked)) return unsupportedVersion(asked);
   const method = headers.get('mcp-method');
   if (method === '' ? require && request : method !== rpc.method) return mismatch('Mcp-Method', method, rpc.method);
+  // Mcp-Name of the core methods; an extension's (tasks/get…) is the extension's to check.
   const source = nameSources[rpc.method];
-  const shown = headers.get('mcp-name');
   if (source) {
+    const shown = headers.get('mcp-name');
     const value = (rpc.params as Record<string, unknown> | undefined)?.[source];
     const decoded = decodeHeaderValue(shown);
     if (shown === '' ? require && request : decoded !== value) return mismatch('Mcp-Name', shown, value);
-  } else if (shown !== '') {
-    return mismatch('Mcp-Name', shown, undefined);
   }
   return asked;
 }

@@ -1,6 +1,6 @@
 /**
  * A modern MCP client (2026-07-28: stateless, its version and capabilities in each request's
- * `_meta`) in front of a legacy RPC upstream that keeps sessions (a stdio MCP server of the 2025
+ * `_meta`) in front of a legacy RPC upstream (an MCP server over HTTP: era-2026-http.ts) that keeps sessions (a stdio MCP server of the 2025
  * revisions, the shipped reference server included). The gateway speaks the legacy protocol to the
  * upstream on the client's behalf:
  *
@@ -39,7 +39,7 @@ import {
 
 export const modernVersion = '2026-07-28';
 /** The legacy version the gateway asks the upstream for (the upstream may answer an older one). */
-const legacyVersion = '2025-11-25';
+export const legacyVersion = '2025-11-25';
 const meta = 'io.modelcontextprotocol/';
 const serverInfoKey = `${meta}serverInfo`;
 /** Results the revision makes cacheable (CacheableResult: ttlMs and cacheScope required). */
@@ -166,26 +166,14 @@ export async function proxyModern(
   rpc: JsonRpcRequest,
   timeoutMs?: number,
 ): Promise<void> {
-  const version = modernVersionOf(rpc);
-  if (version !== modernVersion) {
-    throw new GatewayError('bad_request', 'Unsupported protocol version', {
-      rpcCode: -32022,
-      details: { supported, requested: typeof version === 'string' ? version.slice(0, 64) : null },
-    });
-  }
+  unsupportedModern(rpc);
   if (rpc.id === undefined) {
     // notifications/cancelled (or another notification): accepted, never forwarded (see above).
     ctx.body = null;
     ctx.status = 202;
     return;
   }
-  if (rpc.method === 'subscriptions/listen') {
-    throw new GatewayError(
-      'not_found',
-      'Method not found: subscriptions/listen is not available through this gateway for this upstream',
-      { rpcCode: -32601, details: { method: rpc.method, upstream: upstream.name } },
-    );
-  }
+  if (rpc.method === 'subscriptions/listen') throw unmappable(rpc.method, upstream.name);
   const session = await held.of(sessionOwner(ctx), timeoutMs);
   const serverInfo = session.init.serverInfo;
   if (rpc.method === 'server/discover') {
@@ -206,11 +194,36 @@ export async function proxyModern(
   }
   if (!response)
     throw new GatewayError('upstream_error', 'The upstream sent no answer', { details: { upstream: upstream.name } });
-  ctx.state.answer = Answer.fromJson(ctx, modernResponse(response, rpc.method, serverInfo));
+  answerModern(ctx, modernResponse(response, rpc.method, serverInfo));
+}
+
+/** The modern answer; method not found is HTTP 404, as the revision's transport requires. */
+export function answerModern(ctx: GatewayContext, response: Record<string, unknown>): void {
+  const code = (response.error as { code?: unknown } | undefined)?.code;
+  ctx.state.answer = Answer.fromJson(ctx, response, code === -32601 ? 404 : 200);
+}
+
+/** -32022 for a modern version other than the one mapped (when no mcp-validate stage refused it first). */
+export function unsupportedModern(rpc: JsonRpcRequest): void {
+  const version = modernVersionOf(rpc);
+  if (version === modernVersion) return;
+  throw new GatewayError('bad_request', 'Unsupported protocol version', {
+    rpcCode: -32022,
+    details: { supported, requested: typeof version === 'string' ? version.slice(0, 64) : null },
+  });
+}
+
+/** A modern method this mapping cannot carry: a clear -32601 at once. */
+export function unmappable(method: string, upstream: string): GatewayError {
+  return new GatewayError(
+    'not_found',
+    `Method not found: ${method} is not available through this gateway for this upstream`,
+    { rpcCode: -32601, details: { method, upstream } },
+  );
 }
 
 /** The request's params as a legacy server reads them: the modern `_meta` keys (version, capabilities…) out. */
-function legacyParams(params: JsonRpcRequest['params']): JsonRpcRequest['params'] {
+export function legacyParams(params: JsonRpcRequest['params']): JsonRpcRequest['params'] {
   if (params === null || typeof params !== 'object' || Array.isArray(params)) return params;
   const { _meta, ...rest } = params as Record<string, unknown>;
   if (_meta === null || typeof _meta !== 'object' || Array.isArray(_meta)) return params;
@@ -219,7 +232,7 @@ function legacyParams(params: JsonRpcRequest['params']): JsonRpcRequest['params'
 }
 
 /** A legacy response in the modern shape (see the header comment). */
-function modernResponse(
+export function modernResponse(
   response: Record<string, unknown>,
   method: string,
   serverInfo: unknown,
@@ -242,7 +255,7 @@ function modernResponse(
 }
 
 /** `server/discover`: what the upstream's initialize said, less what this mapping cannot carry. */
-function discoverResult(init: Record<string, unknown>): Record<string, unknown> {
+export function discoverResult(init: Record<string, unknown>): Record<string, unknown> {
   const capabilities: Record<string, unknown> = {};
   const given = asObject(init.capabilities);
   for (const name of ['tools', 'prompts', 'resources', 'completions', 'experimental'] as const) {

@@ -22,6 +22,7 @@ import {
   type Upstream,
 } from '../../runtime/index.ts';
 import { heldSessionsOf, modernVersionOf, proxyModern } from './era-2026.ts';
+import { proxyModernHttp } from './era-2026-http.ts';
 import { requestHeaderNames } from './headers.ts';
 import { proxyHttp } from './http.ts';
 import { proxyRpc } from './rpc.ts';
@@ -192,12 +193,21 @@ export default definePlugin<ProxyOptions>({
               );
             }
           : undefined;
-      return (ctx) =>
-        proxyHttp(ctx, list, {
-          ...http,
-          path: options.path ?? upstreamPath(ctx.url),
-          onFailover: onFailover?.(ctx.state.requestId),
-        });
+      // A modern (2026-07-28) client of one MCP upstream: forwarded, or mapped when it speaks 2025 only.
+      const mcp = via !== 'call' && list.length === 1 && list[0]?.kind === 'jsonrpc' ? list[0] : undefined;
+      return async (ctx) => {
+        const path = options.path ?? upstreamPath(ctx.url);
+        const rpc = ctx.state.rpc;
+        if (mcp && rpc && ctx.method === 'POST' && modernVersionOf(rpc) !== undefined) {
+          const started = performance.now();
+          try {
+            if (await proxyModernHttp(ctx, mcp, rpc, path, options.timeout_ms)) return;
+          } finally {
+            http.observe(mcp.name, (performance.now() - started) / 1000);
+          }
+        }
+        return proxyHttp(ctx, list, { ...http, path, onFailover: onFailover?.(ctx.state.requestId) });
+      };
     }
 
     const names = typeof options.upstream === 'string' ? [options.upstream] : options.upstream;

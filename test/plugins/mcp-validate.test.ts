@@ -178,9 +178,8 @@ describe('modern request headers (Mcp-Method, Mcp-Name, MCP-Protocol-Version)', 
       // Not required (a route that is no MCP endpoint): absent is fine, present must still match.
       expect(checkModern(call, '2026-07-28', headers(without), false)).toBe('2026-07-28');
     }
-    // An Mcp-Name on a method that has none is a mismatch too.
-    const list = rpc('tools/list', {});
-    expect(code(checkModern(list, '2026-07-28', headers({ ...full, 'mcp-method': 'tools/list' }), true))).toBe(-32020);
+    // A header that differs from the body is a mismatch before the version is looked at.
+    expect(code(checkModern(call, '2099-01-01', headers(full), true))).toBe(-32020);
   });
 
   it('Mcp-Name in the Base64 sentinel is decoded before it is compared; a broken one never matches', () => {
@@ -195,7 +194,7 @@ describe('modern request headers (Mcp-Method, Mcp-Name, MCP-Protocol-Version)', 
   });
 
   it('an unsupported version is -32022 with the supported list and the version asked', () => {
-    const err = checkModern(rpc('tools/list', {}), '2099-01-01', headers({}), true) as GatewayError;
+    const err = checkModern(rpc('tools/list', {}), '2099-01-01', headers({}), false) as GatewayError;
     expect(err.rpcCode).toBe(-32022);
     expect(err.details).toMatchObject({ requested: '2099-01-01', supported: [...supportedVersions] });
     expect(metaVersionOf(rpc('tools/list', { _meta: { 'io.modelcontextprotocol/protocolVersion': 'x' } }))).toBe('x');
