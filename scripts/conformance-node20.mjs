@@ -1,5 +1,6 @@
 /**
- * Runs the official MCP conformance suite (@modelcontextprotocol/conformance 0.1.16) on Node 20:
+ * Runs the official MCP conformance suite (@modelcontextprotocol/conformance 0.1.16, and 0.2.x as
+ * `conformance-next`) on Node 20:
  *
  *   node --import ./scripts/conformance-node20.mjs node_modules/@modelcontextprotocol/conformance/dist/index.js …
  *
@@ -21,7 +22,9 @@ const shim = new URL('./fs-globsync.mjs', import.meta.url).href;
 export async function resolve(specifier, context, next) {
   if (
     (specifier === 'fs' || specifier === 'node:fs') &&
-    context.parentURL?.includes('/node_modules/@modelcontextprotocol/conformance/')
+    (context.parentURL?.includes('/node_modules/@modelcontextprotocol/conformance/') ||
+      // 0.2.x (both MCP eras), installed beside 0.1.16 under this alias.
+      context.parentURL?.includes('/node_modules/conformance-next/'))
   ) {
     return { url: shim, shortCircuit: true };
   }

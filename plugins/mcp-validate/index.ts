@@ -13,6 +13,12 @@
  * version that is not vendored is 400, as the transport requires; an `initialize` answered with
  * such a version is refused (-32602 `Unsupported protocol version`) and its session ended.
  *
+ * A modern request (2026-07-28: its version in `params._meta`, or in the MCP-Protocol-Version
+ * header) is checked statelessly, against the 2026-07-28 schema, whatever session header it
+ * carries: its version must be one the gateway speaks (else 400, -32022 with the supported list),
+ * its `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers must be present and match the
+ * body (else 400, -32020: modern.ts), and a legacy method (`initialize`, `ping`…) is 404, -32601.
+ *
  * With `upstream`, the stage also tells the audit trail which session a request belongs to
  * (`ctx.state.mcpSession`): only a session id the gateway issued and that is still live (and, with
  * authentication, the caller's own), never one a client merely claims.
@@ -27,13 +33,17 @@ import {
   type RpcSessions,
   subjectOf,
 } from '../../runtime/index.ts';
+import { checkModern, metaVersionOf, unsupportedVersion } from './modern.ts';
 import {
+  isModernVersion,
   isProtocolVersion,
   latestVersion,
   McpProtocol,
+  type ModernVersion,
   type Problem,
   type ProtocolVersion,
   protocolVersions,
+  supportedVersions,
 } from './protocol.ts';
 
 interface McpValidateOptions {
@@ -41,6 +51,7 @@ interface McpValidateOptions {
   version?: ProtocolVersion;
   name_max_length: number;
   uri_max_length: number;
+  require_headers: boolean;
 }
 
 /** The version the transport tells a server to assume when a client sends no MCP-Protocol-Version. */
@@ -68,7 +79,8 @@ const negotiatedBySessions = new WeakMap<RpcSessions, Map<string, string>>();
 export default definePlugin<McpValidateOptions>({
   name: 'mcp-validate',
   description:
-    "Validate MCP requests and notifications against the protocol's JSON Schema for the session's version (400, -32602 with the path).",
+    "Validate MCP requests and notifications against the protocol's JSON Schema for the session's version, or a " +
+    "2026-07-28 request's own, with its Mcp-* headers against the body (400, -32602 with the path; -32020; -32022).",
   needs: ['rpc'],
   provides: (options) => (options.upstream ? ['mcpSession'] : []),
   options: {
@@ -99,6 +111,14 @@ export default definePlugin<McpValidateOptions>({
         default: 8192,
         description: 'Longest resource URI accepted (resources/read, subscribe, unsubscribe, completion references).',
       },
+      require_headers: {
+        type: 'boolean',
+        default: true,
+        description:
+          'A modern (2026-07-28) request must carry the MCP-Protocol-Version, Mcp-Method and (tools/call, ' +
+          'resources/read, prompts/get) Mcp-Name headers, as the streamable HTTP transport requires; false for a ' +
+          'route that is no MCP endpoint (headers sent are still checked against the body).',
+      },
     },
   },
   create(options, env) {
@@ -123,18 +143,29 @@ export default definePlugin<McpValidateOptions>({
       labelNames: ['method'] as const,
     });
 
-    /** The protocol version a (non-initialize) message is checked against. */
-    function versionOf(ctx: GatewayContext, rpc: JsonRpcRequest): ProtocolVersion {
+    const requireHeaders = options.require_headers ?? true;
+
+    /**
+     * The protocol version a message is checked against: a modern request's (its `_meta`, else its
+     * header), checked against its headers; else the legacy rules.
+     */
+    function versionOf(ctx: GatewayContext, rpc: JsonRpcRequest): ProtocolVersion | ModernVersion {
+      const asked = metaVersionOf(rpc);
+      const header = ctx.get('mcp-protocol-version');
+      if (asked !== undefined || isModernVersion(header)) {
+        const checked = checkModern(rpc, asked ?? header, ctx, requireHeaders);
+        if (checked instanceof GatewayError) throw checked;
+        return checked;
+      }
       if (rpc.method === 'initialize') {
         const asked = (rpc.params as Record<string, unknown> | undefined)?.protocolVersion;
         return isProtocolVersion(asked) ? asked : latestVersion;
       }
-      const header = ctx.get('mcp-protocol-version');
-      if (header !== '' && !isProtocolVersion(header)) throw unsupportedHeader(header);
+      if (header !== '' && !isProtocolVersion(header)) throw unsupportedVersion(header);
       const session = ctx.get('mcp-session-id');
       const agreed = session === '' ? undefined : negotiated?.get(session);
       if (agreed !== undefined) {
-        if (!isProtocolVersion(agreed)) throw unsupportedHeader(agreed);
+        if (!isProtocolVersion(agreed)) throw unsupportedVersion(agreed);
         return agreed;
       }
       if (header !== '') return header as ProtocolVersion;
@@ -169,21 +200,27 @@ export default definePlugin<McpValidateOptions>({
       });
     }
 
+    /** versionOf, counting a refusal. */
+    function checkedVersion(ctx: GatewayContext, rpc: JsonRpcRequest): ProtocolVersion | ModernVersion {
+      try {
+        return versionOf(ctx, rpc);
+      } catch (err) {
+        refused.inc({ method: protocol.knows(rpc.method) ? rpc.method : 'other' });
+        throw err;
+      }
+    }
+
     return {
       async handle(ctx, next) {
-        if (sessions) {
+        const rpc = ctx.state.rpc;
+        const version = rpc ? checkedVersion(ctx, rpc) : undefined;
+        // A modern request belongs to no session, whatever header it carries.
+        if (sessions && !isModernVersion(version)) {
           const claimed = ctx.get('mcp-session-id');
           if (claimed !== '' && sessions.has(claimed, subjectOf(ctx))) ctx.state.mcpSession = claimed;
         }
-        const rpc = ctx.state.rpc;
-        if (rpc) {
-          let found: Problem | undefined;
-          try {
-            found = protocol.check(rpc as unknown as Record<string, unknown>, versionOf(ctx, rpc));
-          } catch (err) {
-            refused.inc({ method: protocol.knows(rpc.method) ? rpc.method : 'other' });
-            throw err;
-          }
+        if (rpc && version) {
+          const found = protocol.check(rpc as unknown as Record<string, unknown>, version);
           if (found) {
             refused.inc({ method: protocol.knows(rpc.method) ? rpc.method : 'other' });
             throw invalidMessage(found, rpc);
@@ -193,7 +230,7 @@ export default definePlugin<McpValidateOptions>({
         if (rpc?.method === 'initialize' && sessions && negotiated) await recordNegotiated(ctx, negotiated, sessions);
       },
       describe: () => ({
-        versions: [...protocolVersions],
+        versions: [...supportedVersions],
         own_version: ownVersion,
         name_max_length: options.name_max_length,
         uri_max_length: options.uri_max_length,
@@ -204,6 +241,16 @@ export default definePlugin<McpValidateOptions>({
 });
 
 function invalidMessage(p: Problem, rpc: JsonRpcRequest): GatewayError {
+  if (p.missing) {
+    return new GatewayError(
+      'not_found',
+      `Method not found: ${methodLabel(rpc.method)} is not an MCP ${p.schemaVersion} method`,
+      {
+        rpcCode: -32601,
+        details: { method: methodLabel(rpc.method), protocol_version: p.schemaVersion },
+      },
+    );
+  }
   const what = p.code === -32602 ? 'Invalid params' : 'Invalid request';
   return new GatewayError('bad_request', `${what}: ${p.path} ${p.message}`, {
     rpcCode: p.code,
@@ -214,13 +261,4 @@ function invalidMessage(p: Problem, rpc: JsonRpcRequest): GatewayError {
 /** The method as echoed in an error: at most the longest MCP method name, a little over. */
 function methodLabel(method: string): string {
   return method.length > 64 ? `${method.slice(0, 64)}…` : method;
-}
-
-function unsupportedHeader(version: string): GatewayError {
-  const shown = version.length > 64 ? `${version.slice(0, 64)}…` : version;
-  return new GatewayError('bad_request', `Bad Request: Unsupported protocol version ${JSON.stringify(shown)}`, {
-    code: 'unsupported_protocol_version',
-    rpcCode: -32000,
-    details: { supported: [...protocolVersions] },
-  });
 }

@@ -22,13 +22,30 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { describeSchemaError, pointerSegments } from '../../runtime/index.ts';
 
-/** The versions vendored, oldest first: every version the MCP SDK servers negotiate but 2024-10-07. */
+/**
+ * The legacy versions vendored (an `initialize` handshake opens a session), oldest first: every
+ * version the MCP SDK servers negotiate but 2024-10-07.
+ */
 export const protocolVersions = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
 export type ProtocolVersion = (typeof protocolVersions)[number];
 export const latestVersion: ProtocolVersion = protocolVersions[protocolVersions.length - 1]!;
 
+/**
+ * The modern versions vendored (stateless: no `initialize`, the version and the client's
+ * capabilities in every request's `_meta`), oldest first.
+ */
+export const modernVersions = ['2026-07-28'] as const;
+export type ModernVersion = (typeof modernVersions)[number];
+
+/** Every version the gateway checks, newest first (the `supported` list of its errors). */
+export const supportedVersions: readonly string[] = [...protocolVersions, ...modernVersions].reverse();
+
 export function isProtocolVersion(v: unknown): v is ProtocolVersion {
   return typeof v === 'string' && (protocolVersions as readonly string[]).includes(v);
+}
+
+export function isModernVersion(v: unknown): v is ModernVersion {
+  return typeof v === 'string' && (modernVersions as readonly string[]).includes(v);
 }
 
 export interface Bounds {
@@ -46,7 +63,9 @@ export interface Problem {
   /** What is wrong there, e.g. `must be string`. */
   message: string;
   /** The schema version the message was checked against. */
-  schemaVersion: ProtocolVersion;
+  schemaVersion: ProtocolVersion | ModernVersion;
+  /** -32601 for a legacy method sent in a modern request (`initialize`, `ping`...). */
+  missing?: true;
 }
 
 type Kind = 'request' | 'notification';
@@ -54,7 +73,7 @@ type Kind = 'request' | 'notification';
 interface MethodCheck {
   kind: Kind;
   /** The version whose definition checks it (the session's, or the newest defining the method). */
-  version: ProtocolVersion;
+  version: ProtocolVersion | ModernVersion;
   validate: ValidateFunction;
 }
 
@@ -64,8 +83,8 @@ interface VersionChecks {
 }
 
 export class McpProtocol {
-  readonly #versions = new Map<ProtocolVersion, VersionChecks>();
-  /** Methods a version does not define, checked against the newest version that does. */
+  readonly #versions = new Map<ProtocolVersion | ModernVersion, VersionChecks>();
+  /** Methods a legacy version does not define, checked against the newest legacy version that does. */
   readonly #newest = new Map<string, MethodCheck>();
   readonly #bounds = new Map<string, ValidateFunction>();
 
@@ -84,7 +103,8 @@ export class McpProtocol {
     const draft2020 = new Ajv2020(ajvOptions);
     addFormats.default(draft7);
     addFormats.default(draft2020);
-    for (const version of protocolVersions) {
+    for (const version of [...protocolVersions, ...modernVersions]) {
+      const modern = isModernVersion(version);
       const schema = loadSchema(version);
       const ajv = String(schema.$schema).includes('2020-12') ? draft2020 : draft7;
       const defsKey = schema.$defs ? '$defs' : 'definitions';
@@ -101,14 +121,18 @@ export class McpProtocol {
         ['ClientRequest', 'request'],
         ['ClientNotification', 'notification'],
       ] as const) {
-        for (const member of defs[union]?.anyOf ?? []) {
+        // 2026-07-28 has one client notification: the union is that definition itself.
+        const members = defs[union]?.anyOf ?? (defs[union] ? [{ $ref: `#/${defsKey}/${union}` }] : []);
+        for (const member of members) {
           const name = member.$ref.split('/').pop() as string;
           const def = defs[name] as { properties?: { method?: { const?: unknown } } };
           const method = def.properties?.method?.const;
           if (typeof method !== 'string') throw new Error(`MCP schema ${version}: ${name} has no method`);
           const check: MethodCheck = { kind, version, validate: ref(name) };
           methods.set(method, check);
-          this.#newest.set(method, check); // versions go oldest first: the last one wins
+          // Legacy versions go oldest first: the last one wins. A modern definition (which requires
+          // the modern `_meta`) never checks a legacy session's message.
+          if (!modern) this.#newest.set(method, check);
         }
       }
       this.#versions.set(version, {
@@ -127,12 +151,25 @@ export class McpProtocol {
   }
 
   /** The first problem of a JSON-RPC message from a client (a request or a notification), or undefined. */
-  check(message: Record<string, unknown>, version: ProtocolVersion): Problem | undefined {
+  check(message: Record<string, unknown>, version: ProtocolVersion | ModernVersion): Problem | undefined {
     const checks = this.#versions.get(version);
     if (!checks) throw new Error(`MCP protocol version ${version} is not vendored`);
     const method = message.method as string;
     const kind: Kind = 'id' in message ? 'request' : 'notification';
-    const known = checks.methods.get(method) ?? this.#newest.get(method);
+    let known = checks.methods.get(method);
+    if (!known && isModernVersion(version)) {
+      // A legacy method (initialize, ping, resources/subscribe, logging/setLevel, tasks/…) is not
+      // part of a modern request: the era's answer is method not found, never a legacy check.
+      if (this.#newest.has(method)) {
+        return {
+          code: -32600,
+          path: '$.method',
+          message: `is not a ${version} method`,
+          schemaVersion: version,
+          missing: true,
+        };
+      }
+    } else known ??= this.#newest.get(method);
     if (known && known.kind !== kind) {
       return kind === 'request'
         ? problem(-32600, '$.id', `is not allowed: ${method} is a notification`, version)
@@ -149,7 +186,7 @@ export class McpProtocol {
 
 const schemaDir = new URL('./schemas/', import.meta.url);
 
-function loadSchema(version: ProtocolVersion): Record<string, unknown> {
+function loadSchema(version: ProtocolVersion | ModernVersion): Record<string, unknown> {
   return JSON.parse(readFileSync(new URL(`${version}/schema.json`, schemaDir), 'utf8')) as Record<string, unknown>;
 }
 
@@ -174,12 +211,17 @@ function boundSchemas({ nameMaxLength, uriMaxLength }: Bounds): Record<string, o
   };
 }
 
-function problem(code: Problem['code'], path: string, message: string, schemaVersion: ProtocolVersion): Problem {
+function problem(
+  code: Problem['code'],
+  path: string,
+  message: string,
+  schemaVersion: ProtocolVersion | ModernVersion,
+): Problem {
   return { code, path, message, schemaVersion };
 }
 
 /** The first ajv error as a problem: under `$.params` it is -32602 (invalid params), else -32600. */
-function fromAjv(errors: ErrorObject[] | null | undefined, version: ProtocolVersion): Problem {
+function fromAjv(errors: ErrorObject[] | null | undefined, version: ProtocolVersion | ModernVersion): Problem {
   const err = errors?.[0];
   if (!err) return problem(-32600, '$', 'is not a valid MCP message', version);
   const segments = pointerSegments(err.instancePath);

@@ -1,12 +1,23 @@
 /**
  * Which headers cross the proxy. Upstream requests get an allow-list (content negotiation, MCP
- * session headers, trace context, request id, and what the route names in `forward_headers`);
+ * session and request-metadata headers, trace context, request id, and what the route names in `forward_headers`);
  * credentials are never passed unless listed, and answers are asked for uncompressed. Responses
  * keep everything but hop-by-hop headers.
  */
 import type { GatewayContext } from '../../runtime/index.ts';
 
-const defaultRequestHeaders = ['content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id'];
+const defaultRequestHeaders = [
+  'content-type',
+  'accept',
+  'mcp-session-id',
+  'mcp-protocol-version',
+  // MCP 2026-07-28: the method and name mirrored from the body (checked against it by mcp-validate).
+  'mcp-method',
+  'mcp-name',
+  'last-event-id',
+];
+/** MCP 2026-07-28 `Mcp-Param-{Name}` headers (a tool's parameters mirrored): an intermediary MUST forward them. */
+const mcpParamPrefix = 'mcp-param-';
 
 /** RFC 9110 §7.6.1 connection-specific headers, never forwarded in either direction. */
 const hopByHop = new Set([
@@ -41,6 +52,9 @@ export function upstreamRequestHeaders(
   for (const name of names) {
     const value = ctx.req.headers[name];
     if (value !== undefined) out[name] = value;
+  }
+  for (const name in ctx.req.headers) {
+    if (name.startsWith(mcpParamPrefix)) out[name] = ctx.req.headers[name] as string | string[];
   }
   if (bodyReplaced) out['content-type'] = 'application/json';
   // Answers are checked as they come: ask for them uncompressed unless the route forwards the

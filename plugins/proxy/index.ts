@@ -21,6 +21,8 @@ import {
   type Stage,
   type Upstream,
 } from '../../runtime/index.ts';
+import { heldSessionsOf, modernVersionOf, proxyModern } from './era-2026.ts';
+import { proxyModernHttp } from './era-2026-http.ts';
 import { requestHeaderNames } from './headers.ts';
 import { proxyHttp } from './http.ts';
 import { proxyRpc } from './rpc.ts';
@@ -87,8 +89,8 @@ export default definePlugin<ProxyOptions>({
         items: { type: 'string', pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$" },
         default: [],
         description:
-          'Request headers passed upstream besides content-type, accept, mcp-session-id, ' +
-          'mcp-protocol-version and last-event-id (e.g. authorization, which is never passed otherwise).',
+          'Request headers passed upstream besides content-type, accept, mcp-session-id, mcp-protocol-version, ' +
+          'mcp-method, mcp-name, mcp-param-* and last-event-id (e.g. authorization, which is never passed otherwise).',
       },
       path: {
         type: 'string',
@@ -152,9 +154,16 @@ export default definePlugin<ProxyOptions>({
       if (httpUpstream) return providersOf([name]);
       if (rpc) {
         const timer = latency.labels(name);
+        // Modern (2026-07-28) clients of an upstream that keeps legacy sessions: era-2026.ts.
+        const held = via !== 'call' && rpc.sessions ? heldSessionsOf(rpc, rpc.sessions) : undefined;
         return async (ctx) => {
           const started = performance.now();
           try {
+            const message = ctx.state.rpc;
+            if (held && message && ctx.method === 'POST' && modernVersionOf(message) !== undefined) {
+              await proxyModern(ctx, rpc, held, message, options.timeout_ms);
+              return;
+            }
             // The typed-send route (via: call) speaks for the gateway: its own server session.
             await proxyRpc(ctx, rpc, options.timeout_ms, via === 'call' ? undefined : rpc.sessions);
           } finally {
@@ -184,12 +193,21 @@ export default definePlugin<ProxyOptions>({
               );
             }
           : undefined;
-      return (ctx) =>
-        proxyHttp(ctx, list, {
-          ...http,
-          path: options.path ?? upstreamPath(ctx.url),
-          onFailover: onFailover?.(ctx.state.requestId),
-        });
+      // A modern (2026-07-28) client of one MCP upstream: forwarded, or mapped when it speaks 2025 only.
+      const mcp = via !== 'call' && list.length === 1 && list[0]?.kind === 'jsonrpc' ? list[0] : undefined;
+      return async (ctx) => {
+        const path = options.path ?? upstreamPath(ctx.url);
+        const rpc = ctx.state.rpc;
+        if (mcp && rpc && ctx.method === 'POST' && modernVersionOf(rpc) !== undefined) {
+          const started = performance.now();
+          try {
+            if (await proxyModernHttp(ctx, mcp, rpc, path, options.timeout_ms)) return;
+          } finally {
+            http.observe(mcp.name, (performance.now() - started) / 1000);
+          }
+        }
+        return proxyHttp(ctx, list, { ...http, path, onFailover: onFailover?.(ctx.state.requestId) });
+      };
     }
 
     const names = typeof options.upstream === 'string' ? [options.upstream] : options.upstream;

@@ -121,3 +121,55 @@ describe('typed proxy: malformed MCP messages never reach the server', () => {
     );
   }, 60_000);
 });
+
+describe('typed proxy, 2026-07-28 era: malformed modern requests never reach the server', () => {
+  const version = '2026-07-28';
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': version,
+    'io.modelcontextprotocol/clientCapabilities': {},
+  };
+  /** A message as a modern client sends it: the modern _meta added, the headers mirroring the body. */
+  const modern = (m: Message): { body: Message; headers: Record<string, string> } => {
+    const params = m.params;
+    const isObject = (v: unknown): v is Record<string, unknown> =>
+      v !== null && typeof v === 'object' && !Array.isArray(v);
+    // The modern _meta merged into the message's own; a _meta the mutation broke is left broken.
+    const own = isObject(params) ? params._meta : undefined;
+    const body =
+      isObject(params) && (own === undefined || isObject(own))
+        ? { ...m, params: { ...params, _meta: { ...meta, ...(own ?? {}) } } }
+        : m;
+    const headers: Record<string, string> = { 'mcp-protocol-version': version };
+    if (typeof m.method === 'string') headers['mcp-method'] = m.method;
+    const p = params as Record<string, unknown> | undefined;
+    const name = m.method === 'resources/read' ? p?.uri : p?.name;
+    if (typeof name === 'string' && /^[\x21-\x7e]*$/.test(name)) headers['mcp-name'] = name;
+    return { body, headers };
+  };
+  /** How many messages the held session's server has received (a method no version defines goes through). */
+  async function heldReceived(): Promise<number> {
+    const look = modern({ jsonrpc: '2.0', id: 'look', method: 'debug/received', params: {} });
+    const { status, body } = await post(look.body, look.headers);
+    expect(status, JSON.stringify(body)).toBe(200);
+    return (body.result.received as unknown[]).length;
+  }
+
+  it('200 generated malformed messages in the modern era: each refused at once, none received upstream', async () => {
+    const before = await heldReceived();
+    const sessions = await liveSessions();
+    await fc.assert(
+      fc.asyncProperty(malformedMessage(), async (m) => {
+        const { body: message, headers } = modern(m);
+        const { status, body } = await post(message, headers);
+        // 400 (malformed, a header not the body's), or 404 for a legacy method (initialize, ping…).
+        expect([400, 404], JSON.stringify(body)).toContain(status);
+        expect(body.jsonrpc).toBe('2.0');
+        expect([-32600, -32602, -32020, -32601]).toContain(body.error.code);
+      }),
+      { seed: 30004, numRuns: 200 },
+    );
+    expect(await heldReceived()).toBe(before);
+    // No session was opened for any of them (the held one existed before).
+    expect(await liveSessions()).toBe(sessions);
+  }, 180_000);
+});

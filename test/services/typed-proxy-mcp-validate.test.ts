@@ -189,7 +189,7 @@ describe('each session is checked against the version its initialize negotiated'
     expect(echo.body.result.content[0].text).toContain('in 2025-06-18');
   });
 
-  it('an MCP-Protocol-Version the proxy has no schema for is 400, as the transport requires', async () => {
+  it('an MCP-Protocol-Version the proxy has no schema for is 400 -32022 with the supported list, as the transport requires', async () => {
     const { id } = await initialize('2025-06-18');
     opened.push(id as string);
     const res = await post(
@@ -198,10 +198,12 @@ describe('each session is checked against the version its initialize negotiated'
     );
     expect(res.status).toBe(400);
     expect(res.body.error).toMatchObject({
-      code: -32000,
-      message: expect.stringMatching(/Unsupported protocol version/),
+      code: -32022,
+      message: 'Unsupported protocol version',
+      data: { requested: '1999-01-01' },
     });
     expect(res.body.error.data.supported).toContain('2025-11-25');
+    expect(res.body.error.data.supported).toContain('2026-07-28');
   });
 
   it('an initialize the server answers with a version that has no schema (2024-10-07) opens no session', async () => {
