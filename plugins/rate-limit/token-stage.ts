@@ -51,6 +51,7 @@ import {
   GatewayError,
   openaiWire,
   readJson,
+  requestOf,
   type SseEvent,
   type SseFilter,
   type SseVerdict,
@@ -193,7 +194,6 @@ export default definePlugin<TokenLimitOptions>({
   description:
     'Per-client tokens per window for OpenAI chat/completions/embeddings: reserve an estimate (an uncapped request capped at what is left), settle with the answer’s usage (or its counted text), overshoot carried as debt; X-RateLimit-*-Tokens headers',
   needs: (o) => [...(o.key === 'caller' ? (['caller'] as const) : []), ...stateFieldOf(o.limit_from)],
-  provides: ['jsonModified'],
   options: {
     type: 'object',
     additionalProperties: false,
@@ -450,7 +450,7 @@ export default definePlugin<TokenLimitOptions>({
           const cap = Math.floor((reservation.points - estimate.prompt) / estimate.choices);
           const field = Array.isArray(body.messages) ? capField : 'max_tokens';
           body[field] = cap;
-          ctx.state.jsonModified = true;
+          requestOf(ctx).setJson(body);
         }
 
         // Streams: ask the backend for usage when the client did not.
@@ -459,7 +459,7 @@ export default definePlugin<TokenLimitOptions>({
           const so = body.stream_options;
           if (!(isObject(so) && so.include_usage === true)) {
             body.stream_options = { ...(isObject(so) ? so : {}), include_usage: true };
-            ctx.state.jsonModified = true;
+            requestOf(ctx).setJson(body);
             strip = true;
           }
         }
