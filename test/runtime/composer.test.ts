@@ -8,6 +8,7 @@ import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadService } from '../../runtime/config/load.ts';
 import { coreStateFields, type Stage } from '../../runtime/index.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { seen } from '../fixtures/composer/stages.ts';
@@ -61,6 +62,30 @@ routes:
       - test-state-probe: {}
       - test-upgrade-refuser: {}
 `;
+
+describe("a plugin's declared on_uninspectable", () => {
+  it('applies when the config says nothing, and the config still wins', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'composer-'));
+    const file = join(dir, 'service.yaml');
+    writeFileSync(
+      file,
+      `service: observer-test
+listen: { port: 0 }
+plugins: [${join(import.meta.dirname, '../fixtures/composer/stages.ts')}]
+routes:
+  - match: { method: GET, path: /a }
+    pipeline:
+      - test-observer: {}
+      - test-observer: {}
+        on_uninspectable: refuse
+      - test-state-probe: {}
+      - test-upgrade-refuser: {}
+`,
+    );
+    const { config } = await loadService(file);
+    expect(config.routes[0]?.pipeline.map((s) => s.onUninspectable)).toEqual(['pass', 'refuse', 'refuse', 'refuse']);
+  });
+});
 
 describe('the upgrade path starts the request state the request core does', () => {
   let svc: StartedService;
