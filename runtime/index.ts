@@ -116,6 +116,13 @@ export { startTypeScriptWorker } from './util/typescript-worker.ts';
 export * as jsonrpcWire from './wire/jsonrpc.ts';
 export * as openaiWire from './wire/openai.ts';
 export {
+  type ChunkVerdict,
+  chunkOf,
+  OpenAIChunk,
+  type OpenAIStreamOptions,
+  type OpenAIStreamReader,
+} from './wire/openai-stream.ts';
+export {
   expectRpcResponse,
   mapRpcResponses,
   type RpcMessage,

@@ -16,6 +16,7 @@ import { PassThrough, Readable } from 'node:stream';
 import { GatewayError } from '../errors.ts';
 import type { GatewayContext } from '../state.ts';
 import type { ClientAbort } from '../util/client-abort.ts';
+import { OpenAIStreamFilter, type OpenAIStreamOptions, type OpenAIStreamReader } from '../wire/openai-stream.ts';
 import { checkDecodable, decodeBody, decodingStream, encodingsOf } from './decode.ts';
 import { type SseFilter, SseFilterTransform } from './event-stream.ts';
 import type { AnswerGuard } from './guard.ts';
@@ -271,6 +272,15 @@ export class Answer {
     const guarded = guard ? guard.guard(this.ctx, filter) : filter;
     if (this.#filters) this.#filters.push(guarded);
     else this.#filters = [guarded];
+  }
+
+  /**
+   * Reads an OpenAI-style event stream as parsed chunks (runtime/wire/openai-stream.ts): the
+   * framing, the JSON of each event (parsed once for every reader), `[DONE]` and events that are
+   * not chunks are the runtime's. Runs as a stream filter of the stage adding it.
+   */
+  filterOpenAIChunks(reader: OpenAIStreamReader, options?: OpenAIStreamOptions): void {
+    this.filterEvents(new OpenAIStreamFilter(reader, options));
   }
 
   /**
