@@ -37,6 +37,13 @@ function upstreamHandler(req: IncomingMessage, res: ServerResponse): void {
       res.end('data: [DONE]\n\n');
       return;
     }
+    if (req.url === '/bad') {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: {"choices":[{"delta":{"content":"hi"}}]}\n\n');
+      res.write('data: not json\n\n');
+      res.end('data: [DONE]\n\n');
+      return;
+    }
     if (req.url === '/cut') {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.flushHeaders();
@@ -200,5 +207,40 @@ describe('the answer store', () => {
     expect(ended).toBe(false);
     // The server is still up.
     expect((await fetch(`${url}/json`)).status).toBe(200);
+  });
+
+  it('the OpenAI wire view: parsed chunks and [DONE]; an event that is not a chunk refused, or skipped when asked', async () => {
+    const seen: string[] = [];
+    const reader = (invalid: 'refuse' | 'skip'): Stage =>
+      async function wire(ctx, next) {
+        await next();
+        answerOf(ctx).filterOpenAIChunks(
+          {
+            onChunk: (chunk) => {
+              seen.push(`chunk ${chunk.text}`);
+              return undefined;
+            },
+            onDone: () => {
+              seen.push('done');
+              return undefined;
+            },
+            refuse: () => [{ event: 'error', data: '{"refused":true}' }],
+          },
+          { invalid },
+        );
+      };
+    const refusing = await serve([reader('refuse'), await proxy()]);
+    const refused = await (await fetch(`${refusing}/bad`)).text();
+    expect(refused).toContain('"content":"hi"');
+    expect(refused).toContain('event: error');
+    expect(refused).not.toContain('[DONE]');
+    expect(seen).toEqual(['chunk hi']);
+
+    seen.length = 0;
+    const skipping = await serve([reader('skip'), await proxy()]);
+    const skipped = await (await fetch(`${skipping}/bad`)).text();
+    expect(skipped).toContain('data: not json');
+    expect(skipped).toContain('[DONE]');
+    expect(seen).toEqual(['chunk hi', 'done']);
   });
 });
