@@ -13,6 +13,7 @@ export type { Dialect, RenderedError } from './dialects.ts';
 export type { DryRun, DryRunAnswer, DryRunObservation, DryRunRequest, DryRunResult } from './dry-run.ts';
 export type { ErrorKind, GatewayErrorOptions } from './errors.ts';
 export { GatewayError, isGatewayError, toGatewayError } from './errors.ts';
+export { type BodyChange, bodyChangeOf, replacedBody, requestOf, type UpstreamRequest } from './exchange/request.ts';
 export { effectiveMode, enforcementModes, type Mode } from './mode.ts';
 export type { MetricsKit } from './observability/metrics.ts';
 export { latencyBuckets } from './observability/metrics.ts';
@@ -114,6 +115,13 @@ export { startTypeScriptWorker } from './util/typescript-worker.ts';
 // Readers of the wire formats the runtime speaks (dialects and upstream kinds openai, jsonrpc).
 export * as jsonrpcWire from './wire/jsonrpc.ts';
 export * as openaiWire from './wire/openai.ts';
+export {
+  type ChunkVerdict,
+  chunkOf,
+  OpenAIChunk,
+  type OpenAIStreamOptions,
+  type OpenAIStreamReader,
+} from './wire/openai-stream.ts';
 export {
   expectRpcResponse,
   mapRpcResponses,

@@ -7,6 +7,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
+import type { OnUninspectable } from './answer/guard.ts';
 import type { DryRunRequest, DryRunResult } from './dry-run.ts';
 import type { GatewayError } from './errors.ts';
 import type { Mode } from './mode.ts';
@@ -206,6 +207,12 @@ export interface PluginDefinition<O = Record<string, unknown>> {
    * stage cannot be dry-run (refused, naming it).
    */
   dryRun?: 'run' | 'skip';
+  /**
+   * What the stage does with an answer it must read and cannot, when its config says nothing
+   * (`on_uninspectable`): `refuse` unless declared. A pure observer (a counter, a log) that
+   * checks nothing declares `pass`; a stage that checks answers leaves it at `refuse`.
+   */
+  onUninspectable?: OnUninspectable;
   create(options: O, env: PluginEnv): StageInstance | Stage | Promise<StageInstance | Stage>;
 }
 

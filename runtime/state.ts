@@ -8,6 +8,7 @@ import type { Next, ParameterizedContext } from 'koa';
 import type { Answer } from './answer/answer.ts';
 import type { Dialect } from './dialects.ts';
 import type { DryRun } from './dry-run.ts';
+import type { UpstreamRequest } from './exchange/request.ts';
 import type { Mode } from './mode.ts';
 import type { RequestTrace } from './observability/request-trace.ts';
 
@@ -118,7 +119,7 @@ export interface GatewayState {
   json?: unknown;
   /** The JSON-RPC request carried by the body, once parsed. */
   rpc?: JsonRpcRequest;
-  /** Set when a stage changed `rpc` so that it must be re-serialised before forwarding. */
+  /** Set when a stage changed `rpc` so that it must be re-serialised before forwarding (older form of `requestOf(ctx).setRpc`). */
   rpcModified?: boolean;
   /**
    * What the parsed JSON-RPC body was: a request (with an id), a notification, or a client's
@@ -140,8 +141,13 @@ export interface GatewayState {
   decision?: PolicyDecision;
   /** Every decision taken for this request, in order (ingress first); the audit trail records them. */
   decisions?: PolicyDecision[];
-  /** Set when a stage changed `json` (e.g. masked spans) so that it is re-serialised before forwarding. */
+  /** Set when a stage changed `json` (e.g. masked spans) so that it is re-serialised before forwarding (older form of `requestOf(ctx).setJson`). */
   jsonModified?: boolean;
+  /**
+   * The request view (runtime/exchange/request.ts): headers and body that go upstream as stages
+   * changed them. Made on first use by `requestOf(ctx)`.
+   */
+  request?: UpstreamRequest;
   /**
    * The route's error dialect, for a stage that must write an error after the response started
    * (an error event at the end of a stream): `dialect.render(err).body`.

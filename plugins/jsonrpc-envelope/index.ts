@@ -12,6 +12,7 @@ import {
   type JsonRpcRequest,
   readJsonObject,
   readRpcResponse,
+  requestOf,
 } from '../../runtime/index.ts';
 import type { RequestedTyping } from '../stype-registry/api.ts';
 
@@ -25,7 +26,7 @@ export default definePlugin({
   name: 'jsonrpc-envelope',
   description: 'Wrap a typed {type, tool, arguments, metadata} body into JSON-RPC and unwrap the answer.',
   // stype, qom and validation are read after next(), from the stages behind it: not needs.
-  provides: ['rpc', 'rpcKind', 'rpcModified', 'requested'],
+  provides: ['rpc', 'rpcKind', 'requested'],
   options: { type: 'object', additionalProperties: false, properties: {} },
   create() {
     return async (ctx, next) => {
@@ -53,9 +54,9 @@ export default definePlugin({
       ctx.state.requested = requested;
 
       const params = type === 'tools/call' ? { name: tool, arguments: args ?? {} } : ((args ?? {}) as object);
-      ctx.state.rpc = { jsonrpc: '2.0', id: ctx.state.requestId, method: type, params } as JsonRpcRequest;
+      // The message that goes upstream instead of the envelope.
+      requestOf(ctx).setRpc({ jsonrpc: '2.0', id: ctx.state.requestId, method: type, params } as JsonRpcRequest);
       ctx.state.rpcKind = 'request'; // always answered: the typed result comes from its response
-      ctx.state.rpcModified = true;
 
       await next();
 

@@ -1,7 +1,9 @@
 /**
- * Which headers cross the proxy. Upstream requests get an allow-list (content negotiation, MCP
- * session and request-metadata headers, trace context, request id, and what the route names in `forward_headers`);
- * credentials are never passed unless listed, and answers are asked for uncompressed. Responses
+ * Which headers cross the proxy. Upstream requests get an allow-list of the client's headers
+ * (content negotiation, MCP session and request-metadata headers, and what the route names in
+ * `forward_headers`), then what stages set or removed on the request view (`requestOf(ctx)`), then
+ * the gateway's own (trace context, request id, X-Forwarded-*); the client's credentials are never
+ * passed unless listed, and answers are asked for uncompressed. Responses
  * keep everything but hop-by-hop headers.
  */
 import type { GatewayContext } from '../../runtime/index.ts';
@@ -55,6 +57,14 @@ export function upstreamRequestHeaders(
   }
   for (const name in ctx.req.headers) {
     if (name.startsWith(mcpParamPrefix)) out[name] = ctx.req.headers[name] as string | string[];
+  }
+  // What stages set or removed on the request view goes as they left it, listed or not.
+  const changes = ctx.state.request?.headerChanges;
+  if (changes) {
+    for (const [name, value] of changes) {
+      if (value === undefined) delete out[name];
+      else out[name] = value;
+    }
   }
   if (bodyReplaced) out['content-type'] = 'application/json';
   // Answers are checked as they come: ask for them uncompressed unless the route forwards the

@@ -7,6 +7,7 @@
 import { Readable } from 'node:stream';
 import {
   Answer,
+  bodyChangeOf,
   ClientAbort,
   type GatewayContext,
   GatewayError,
@@ -18,6 +19,7 @@ import {
   type ReadTimeout,
   readBody,
   readWhole,
+  replacedBody,
 } from '../../runtime/index.ts';
 import {
   coolDown,
@@ -58,11 +60,10 @@ export async function proxyHttp(
   list: readonly HttpUpstream[],
   o: HttpProxyOptions,
 ): Promise<void> {
-  const replaced = Boolean(ctx.state.rpcModified && ctx.state.rpc);
-  const reserialised = replaced || Boolean(ctx.state.jsonModified && ctx.state.json !== undefined);
-  const headers = upstreamRequestHeaders(ctx, o.headerNames, reserialised);
+  const replaced = replacedBody(ctx);
+  const headers = upstreamRequestHeaders(ctx, o.headerNames, replaced !== undefined);
   o.sessions?.forward(ctx, headers);
-  const body = await requestBody(ctx, replaced);
+  const body = replaced ?? (await requestBody(ctx));
   const tried: ProvidersTried = { failed: [] };
   ctx.state.providers = tried;
   const order = list.length > 1 ? tryOrder(list) : list;
@@ -182,7 +183,7 @@ function providerRequest(
 ): { headers: Record<string, string | string[]>; body: Buffer | string | null } {
   if (!upstream.providerModel || body === null) return { headers, body };
   // The parsed body as the stages left it, unless a JSON-RPC message replaced it (then the bytes say).
-  const json = ctx.state.json !== undefined && !ctx.state.rpcModified ? ctx.state.json : parseJson(body);
+  const json = ctx.state.json !== undefined && bodyChangeOf(ctx) !== 'rpc' ? ctx.state.json : parseJson(body);
   if (json === null || typeof json !== 'object' || Array.isArray(json)) return { headers, body };
   const model = (json as { model?: unknown }).model;
   const renamed = typeof model === 'string' ? upstream.providerModel(model) : undefined;
@@ -243,9 +244,8 @@ function discard(res: HttpForwardResponse): void {
   else body.destroy();
 }
 
-async function requestBody(ctx: GatewayContext, replaced: boolean): Promise<Buffer | string | null> {
-  if (replaced) return JSON.stringify(ctx.state.rpc);
-  if (ctx.state.jsonModified && ctx.state.json !== undefined) return JSON.stringify(ctx.state.json);
+/** The client's body, as it sent it. */
+async function requestBody(ctx: GatewayContext): Promise<Buffer | null> {
   if (ctx.state.rawBody) return ctx.state.rawBody;
   if (ctx.method === 'GET' || ctx.method === 'HEAD') return null;
   const length = ctx.req.headers['content-length'];

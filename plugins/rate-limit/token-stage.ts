@@ -49,10 +49,10 @@ import {
   definePlugin,
   type GatewayContext,
   GatewayError,
-  openaiWire,
+  type OpenAIChunk,
+  type OpenAIStreamReader,
   readJson,
-  type SseEvent,
-  type SseFilter,
+  requestOf,
   type SseVerdict,
   stateFieldOf,
 } from '../../runtime/index.ts';
@@ -147,7 +147,7 @@ class TextTally {
  * Reads a streamed answer as it passes: its usage (the usage-only chunk dropped when asked to)
  * and the text its chunks generate, for an answer that ends without usage.
  */
-class UsageFilter implements SseFilter {
+class UsageFilter implements OpenAIStreamReader {
   usage: Json | undefined;
   readonly text: TextTally;
   constructor(
@@ -157,20 +157,13 @@ class UsageFilter implements SseFilter {
     this.text = new TextTally(exactChars);
   }
 
-  onEvent(event: SseEvent): SseVerdict | undefined {
-    const data = event.data;
-    if (data.charCodeAt(0) !== 0x7b /* { */ && !data.trimStart().startsWith('{')) return undefined; // [DONE]
-    let chunk: unknown;
-    try {
-      chunk = JSON.parse(data);
-    } catch {
-      return undefined; // not ours to refuse: the egress policy checks the stream's wire format
-    }
-    if (!isObject(chunk)) return undefined;
-    if (this.usage === undefined) this.text.add(openaiWire.chunkText(chunk));
-    if (!isObject(chunk.usage)) return undefined;
-    this.usage = chunk.usage;
-    if (this.strip && Array.isArray(chunk.choices) && chunk.choices.length === 0) return { events: [] };
+  onChunk(chunk: OpenAIChunk): SseVerdict | undefined {
+    if (this.usage === undefined) this.text.add(chunk.text);
+    const usage = chunk.usage;
+    if (!usage) return undefined;
+    this.usage = usage as Json;
+    const choices = chunk.json.choices;
+    if (this.strip && Array.isArray(choices) && choices.length === 0) return { events: [] };
     return undefined;
   }
 }
@@ -193,7 +186,6 @@ export default definePlugin<TokenLimitOptions>({
   description:
     'Per-client tokens per window for OpenAI chat/completions/embeddings: reserve an estimate (an uncapped request capped at what is left), settle with the answer’s usage (or its counted text), overshoot carried as debt; X-RateLimit-*-Tokens headers',
   needs: (o) => [...(o.key === 'caller' ? (['caller'] as const) : []), ...stateFieldOf(o.limit_from)],
-  provides: ['jsonModified'],
   options: {
     type: 'object',
     additionalProperties: false,
@@ -450,7 +442,7 @@ export default definePlugin<TokenLimitOptions>({
           const cap = Math.floor((reservation.points - estimate.prompt) / estimate.choices);
           const field = Array.isArray(body.messages) ? capField : 'max_tokens';
           body[field] = cap;
-          ctx.state.jsonModified = true;
+          requestOf(ctx).setJson(body);
         }
 
         // Streams: ask the backend for usage when the client did not.
@@ -459,7 +451,7 @@ export default definePlugin<TokenLimitOptions>({
           const so = body.stream_options;
           if (!(isObject(so) && so.include_usage === true)) {
             body.stream_options = { ...(isObject(so) ? so : {}), include_usage: true };
-            ctx.state.jsonModified = true;
+            requestOf(ctx).setJson(body);
             strip = true;
           }
         }
@@ -491,7 +483,9 @@ export default definePlugin<TokenLimitOptions>({
         }
         if (answer.isEventStream) {
           const filter = new UsageFilter(strip, exactChars);
-          answer.filterEvents(filter);
+          // An event that is not a chunk is not ours to refuse (the egress policy checks the
+          // stream's wire format): it passes unread.
+          answer.filterOpenAIChunks(filter, { invalid: 'skip' });
           // Settled once the answer is written or the client went away, whichever comes first:
           // with the usage, else with the prompt and the text that passed.
           ctx.res.once('close', () => {

@@ -12,10 +12,11 @@
  * `on_uninspectable` decides (runtime/answer/guard.ts). An answer no stage reads is written as it
  * came, streamed, at no cost.
  */
-import { Readable } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { GatewayError } from '../errors.ts';
 import type { GatewayContext } from '../state.ts';
 import type { ClientAbort } from '../util/client-abort.ts';
+import { OpenAIStreamFilter, type OpenAIStreamOptions, type OpenAIStreamReader } from '../wire/openai-stream.ts';
 import { checkDecodable, decodeBody, decodingStream, encodingsOf } from './decode.ts';
 import { type SseFilter, SseFilterTransform } from './event-stream.ts';
 import type { AnswerGuard } from './guard.ts';
@@ -58,6 +59,10 @@ export class Answer {
   status: number;
   readonly headers: Record<string, HeaderValue>;
   #trailers?: Array<[string, () => string | undefined]>;
+  /** Run once when the body has been handed on whole (true) or will not be (false). */
+  #endHooks?: Array<(complete: boolean) => void>;
+  /** The response status when the answer was made: a stage that sets `ctx.status` later changes it. */
+  readonly #statusAtStart: number;
   #stream: Readable | undefined;
   #bytes: Buffer | undefined;
   /** Content codings still applied to the body (undone by the first whole read). */
@@ -82,6 +87,7 @@ export class Answer {
     init: AnswerInit,
   ) {
     this.status = init.status;
+    this.#statusAtStart = ctx.res.statusCode;
     if (init.headersNormalised && init.headers) this.headers = init.headers as Record<string, HeaderValue>;
     else {
       this.headers = {};
@@ -269,20 +275,48 @@ export class Answer {
   }
 
   /**
-   * Sends `name` as an HTTP trailer of a filtered event stream, its value read when the stream
-   * ends (`Trailer: name` announced with the headers): what a check of the stream decided, known
-   * only once it passed. Only over HTTP/1.1 chunked encoding (nothing is announced otherwise, and an
-   * answer that is not a filtered stream carries none); a value of undefined is left out.
+   * Reads an OpenAI-style event stream as parsed chunks (runtime/wire/openai-stream.ts): the
+   * framing, the JSON of each event (parsed once for every reader), `[DONE]` and events that are
+   * not chunks are the runtime's. Runs as a stream filter of the stage adding it.
+   */
+  filterOpenAIChunks(reader: OpenAIStreamReader, options?: OpenAIStreamOptions): void {
+    this.filterEvents(new OpenAIStreamFilter(reader, options));
+  }
+
+  /**
+   * Sends `name` with a value known only once the body has passed (a count, what a check of the
+   * stream decided): for a streamed body, an HTTP trailer read when the stream ends (`Trailer: name`
+   * announced with the headers; HTTP/1.1 chunked only, nothing is announced otherwise, and an error
+   * answered before the first byte drops the announcement); for a body written whole, a header
+   * read when it is written. A value of undefined is left out.
    */
   trailer(name: string, value: () => string | undefined): void {
     this.#trailers ??= [];
     this.#trailers.push([name, value]);
   }
 
+  /**
+   * Runs `hook` once the body has been handed on: `complete` is true when all of it went out (a
+   * stream to its end, a whole body written), false when it will not (the client left, the
+   * upstream failed, an error replaced the answer). Runs before the trailers are read.
+   */
+  onEnd(hook: (complete: boolean) => void): void {
+    this.#endHooks ??= [];
+    this.#endHooks.push(hook);
+  }
+
+  #ended(complete: boolean): void {
+    const hooks = this.#endHooks;
+    if (!hooks) return;
+    this.#endHooks = undefined;
+    for (const hook of hooks) hook(complete);
+  }
+
   /** An answer that will not be written (an error replaced it): releases the upstream's body. */
   discard(): void {
     this.#written = true;
     if (this.#stream) release(this.#stream);
+    this.#ended(false);
   }
 
   /** Writes the answer on the response (the runtime calls it once every stage is done). */
@@ -294,7 +328,10 @@ export class Answer {
         cause: this.#broken,
       });
     }
-    if (this.#inContext && !this.#replaced && !this.#filters && !this.#decoded) return;
+    // A stage that set `ctx.status` after `next()` decides the status, as with any answer.
+    if (ctx.res.statusCode !== this.#statusAtStart && !this.#inContext) this.status = ctx.res.statusCode;
+    const watched = this.#endHooks !== undefined || this.#trailers !== undefined;
+    if (this.#inContext && !this.#replaced && !this.#filters && !this.#decoded && !watched) return;
     ctx.status = this.status;
     if (this.#decoded) ctx.remove('content-encoding');
     const changedLength = this.#replaced || this.#decoded || this.#filters !== undefined;
@@ -311,38 +348,57 @@ export class Answer {
       return;
     }
     if (this.#replaced) {
-      ctx.body = Buffer.from(JSON.stringify(this.#json) ?? 'null');
+      this.#wholeBody(ctx, Buffer.from(JSON.stringify(this.#json) ?? 'null'));
       return;
     }
     if (this.#bytes !== undefined && !this.#filters) {
-      ctx.body = this.#bytes;
+      this.#wholeBody(ctx, this.#bytes);
       return;
     }
     const source = this.#stream ?? (this.#bytes ? Readable.from([this.#bytes]) : undefined);
     if (!source) {
-      ctx.body = null;
+      this.#wholeBody(ctx, null);
       return;
     }
     if (this.isEventStream) streamEvents(ctx);
-    if (!this.#filters) {
+    if (!this.#filters && !watched) {
       ctx.body = source;
       return;
     }
-    const body = this.#filteredEvents(ctx, source, this.#filters);
-    if (this.#trailers && ctx.req.httpVersion === '1.1') {
-      const trailers = this.#trailers;
-      ctx.set('Trailer', trailers.map(([name]) => name).join(', '));
-      // Before pipe's own `end` listener ends the response (listeners run in order).
-      body.once('end', () => {
-        const values: Record<string, string> = {};
-        for (const [name, value] of trailers) {
-          const v = value();
-          if (v !== undefined) values[name] = v;
-        }
-        if (!ctx.res.writableEnded && ctx.res.hasHeader('trailer')) ctx.res.addTrailers(values);
-      });
-    }
+    const body = this.#filters ? this.#filteredEvents(ctx, source, this.#filters) : watchedStream(source);
+    this.#watchEnd(ctx, body);
     ctx.body = body;
+  }
+
+  /** A body written whole: its end is now, and its trailers go as headers. */
+  #wholeBody(ctx: GatewayContext, body: Buffer | null): void {
+    ctx.body = body;
+    this.#ended(true);
+    if (!this.#trailers) return;
+    for (const [name, value] of this.#trailers) {
+      const v = value();
+      if (v !== undefined) ctx.set(name, v);
+    }
+  }
+
+  /** The end hooks and trailers of a streamed body, when it ends (or does not). */
+  #watchEnd(ctx: GatewayContext, body: Readable): void {
+    const trailers = this.#trailers && ctx.req.httpVersion === '1.1' ? this.#trailers : undefined;
+    if (trailers) ctx.set('Trailer', trailers.map(([name]) => name).join(', '));
+    if (!trailers && !this.#endHooks) return;
+    // Before pipe's own `end` listener ends the response (listeners run in order).
+    body.once('end', () => {
+      this.#ended(true);
+      if (!trailers) return;
+      const values: Record<string, string> = {};
+      for (const [name, value] of trailers) {
+        const v = value();
+        if (v !== undefined) values[name] = v;
+      }
+      // Gone when an error was answered before the first byte (runtime/server/stream-body.ts).
+      if (!ctx.res.writableEnded && ctx.res.hasHeader('trailer')) ctx.res.addTrailers(values);
+    });
+    body.once('close', () => this.#ended(false));
   }
 
   #filteredEvents(ctx: GatewayContext, source: Readable, filters: SseFilter[]): Readable {
@@ -386,6 +442,14 @@ export function answerOf(ctx: GatewayContext): Answer {
     ctx.state.answer = answer;
   }
   return answer;
+}
+
+/** A stream whose end the answer watches (for its end hooks and trailers); errors and destruction pass both ways. */
+function watchedStream(source: Readable): Readable {
+  const out = new PassThrough();
+  source.once('error', (err) => out.destroy(err));
+  out.once('close', () => release(source));
+  return source.pipe(out);
 }
 
 /** Cancels an upstream body nobody reads any more (undici reports that as an error: expected here). */

@@ -47,7 +47,8 @@ export interface SseFilter {
   refuse?(err: UninspectableAnswer): SseEvent[];
 }
 
-const EVENT_END = /\r\n\r\n|\n\n|\r\r/;
+/** The blank line that ends an event, whatever the line endings. */
+export const EVENT_END = /\r\n\r\n|\n\n|\r\r/;
 const LINE = /\r\n|\n|\r/;
 
 /** What a filter made of a list of events. */
@@ -249,7 +250,8 @@ function take(out: SseEvent[], verdict: SseVerdict | undefined, event: SseEvent)
   return verdict.end === true;
 }
 
-function parseEvent(text: string): SseEvent {
+/** One event's text (without its closing blank line), parsed: the runtime's one SSE parser. */
+export function parseEvent(text: string): SseEvent {
   // The common case: one `data:` line.
   if (text.startsWith('data:') && text.indexOf('\n') === -1 && text.indexOf('\r') === -1) {
     return { data: text.charCodeAt(5) === 0x20 ? text.slice(6) : text.slice(5) };

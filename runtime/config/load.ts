@@ -286,6 +286,8 @@ function parseStage(
     return { config: stage, invalid: true };
   }
   const def = catalog.stage(stage.plugin);
+  // Unsaid in the config: what the plugin declares (a pure observer passes), else refuse.
+  if (on_uninspectable === undefined && def?.onUninspectable) stage.onUninspectable = def.onUninspectable;
   if (!def) {
     report(
       [...at, stage.plugin],

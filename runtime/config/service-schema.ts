@@ -26,9 +26,9 @@ const onError = {
 
 const onUninspectable = {
   enum: ['refuse', 'pass'],
-  default: 'refuse',
+  // No schema default: unsaid, the plugin's declared default applies (runtime/config/load.ts), else refuse.
   description:
-    "What happens when the stage must read the upstream's answer but cannot (undecodable, wrong content type, invalid or cut-short JSON, a stream without its end): 'refuse' answers 502 and records an `unchecked` decision; 'pass' lets it through unread, counted, marked (X-Answer-Unchecked) and recorded as `passed-unchecked`.",
+    "What happens when the stage must read the upstream's answer but cannot (undecodable, wrong content type, invalid or cut-short JSON, a stream without its end): 'refuse' answers 502 and records an `unchecked` decision; 'pass' lets it through unread, counted, marked (X-Answer-Unchecked) and recorded as `passed-unchecked`. Default: what the plugin declares (a pure observer declares pass), else refuse.",
 };
 
 /** A stage: a map with exactly one plugin name (its options as value), optional `on_error` and `on_uninspectable`. */

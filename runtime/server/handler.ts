@@ -6,16 +6,16 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { commitAnswer, discardAnswer } from '../answer/answer.ts';
 import { discardBody, discardBound } from '../body.ts';
+import type { Dialect } from '../dialects.ts';
 import { dryRunOf, keepDryRunState } from '../dry-run.ts';
 import { GatewayError, toGatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
 import { latencyBuckets, requestsCounter } from '../observability/metrics.ts';
-import { newRequestTrace } from '../observability/request-trace.ts';
 import { startServerSpan, type Tracing, traceparentOf } from '../observability/tracing.ts';
 import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
 import type { GatewayContext, Stage } from '../state.ts';
-import { randomHex } from '../util/random-hex.ts';
 import { checkHostAndOrigin } from './host-check.ts';
+import { childTraceparent, enterRoute, newRequestState } from './request-state.ts';
 import { endServerSpan } from './server-span.ts';
 
 const safeRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -25,8 +25,6 @@ export function requestIdOf(ctx: GatewayContext, header: string): string {
   const incoming = ctx.get(header) || ctx.get('x-request-id');
   return safeRequestId.test(incoming) ? incoming : randomUUID();
 }
-const traceparentPattern = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
-const zeroTraceId = '0'.repeat(32);
 
 export interface RequestCore {
   handle(graph: ServiceGraph, ctx: GatewayContext): Promise<void>;
@@ -96,19 +94,7 @@ export function createRequestCore(
       const requestId = requestIdOf(ctx, config.request_id_header);
       ctx.set(config.request_id_header, requestId);
       if (config.request_id_header.toLowerCase() !== 'x-request-id') ctx.set('X-Request-Id', requestId);
-      ctx.state = {
-        requestId,
-        service: config.service,
-        route: 'unmatched',
-        limits: {
-          bodyBytes: config.limits.body_bytes,
-          jsonDepth: config.limits.json_depth,
-          answerBytes: config.limits.answer_bytes,
-        },
-        traceparent: undefined,
-        trace: newRequestTrace(),
-        annotations: {},
-      };
+      ctx.state = newRequestState(config, requestId);
       const trace = ctx.state.trace!;
       if (tracing) {
         const span = startServerSpan(tracing.tracer, ctx.method, ctx.get('traceparent'), {
@@ -136,13 +122,11 @@ export function createRequestCore(
       try {
         checkHostAndOrigin(ctx.req.headers, config.hosts, hostRefused);
         route = findRoute(graph, ctx);
-        ctx.state.route = route.id;
+        enterRoute(ctx.state, route, graph);
         if (trace.span) {
           trace.span.updateName(`${ctx.method} ${route.path}`);
           trace.span.setAttributes({ 'http.route': route.path, 'switchyard.route': route.id });
         }
-        ctx.state.mode = route.mode;
-        ctx.state.dialect = route.dialect ?? graph.dialect;
         if (graph.inflight > config.limits.max_concurrent) {
           rejected.inc({ reason: 'overloaded' });
           throw new GatewayError('overloaded', 'Too many concurrent requests, retry shortly', {
@@ -150,13 +134,7 @@ export function createRequestCore(
           });
         }
         pipelineRan = true;
-        await pipelineOf(route, ctx)(ctx, async () => {
-          if (ctx.body === undefined && ctx.status === 404 && !ctx.state.answer) {
-            throw new GatewayError('internal_error', 'The route pipeline produced no response (no terminal stage)');
-          }
-        });
-        // Every stage's answer phase is done: the answer goes out now.
-        commitAnswer(ctx);
+        await runPipeline(pipelineOf(route, ctx), ctx);
       } catch (err) {
         discardAnswer(ctx);
         const refused = toGatewayError(err);
@@ -167,7 +145,13 @@ export function createRequestCore(
         ) {
           ctx.set('Connection', 'close');
         }
-        renderError(ctx, refused, route, graph, logger);
+        if (refused.kind === 'internal_error') {
+          logger.error(
+            { err: refused.cause ?? err, request_id: ctx.state.requestId, route: ctx.state.route },
+            'internal error',
+          );
+        }
+        renderError(ctx, refused, route?.dialect ?? graph.dialect);
         failure = refused.kind;
       } finally {
         if (ctx.state.dryRun) keepDryRunState(ctx.req, ctx.state);
@@ -255,17 +239,25 @@ export function findRoute(graph: ServiceGraph, ctx: GatewayContext): CompiledRou
   throw new GatewayError('not_found', `No route for ${method} ${path}`);
 }
 
-function renderError(
-  ctx: GatewayContext,
-  err: unknown,
-  route: CompiledRoute | undefined,
-  graph: ServiceGraph,
-  logger: Logger,
-): void {
-  const gerr = toGatewayError(err);
-  if (gerr.kind === 'internal_error') {
-    logger.error({ err: gerr.cause ?? err, request_id: ctx.state.requestId, route: ctx.state.route }, 'internal error');
+/**
+ * Runs a pipeline the way every request runs one (the request core, the test harness): a
+ * pipeline that ends without an answer is a config mistake, and once every stage's answer phase
+ * is done the answer goes out.
+ */
+export async function runPipeline(pipeline: Stage, ctx: GatewayContext): Promise<void> {
+  await pipeline(ctx, noTerminalStage.bind(undefined, ctx));
+  // Every stage's answer phase is done: the answer goes out now.
+  commitAnswer(ctx);
+}
+
+async function noTerminalStage(ctx: GatewayContext): Promise<void> {
+  if (ctx.body === undefined && ctx.status === 404 && !ctx.state.answer) {
+    throw new GatewayError('internal_error', 'The route pipeline produced no response (no terminal stage)');
   }
+}
+
+/** Writes a refusal in `dialect`; a response already under way is cut instead (the client sees it broken). */
+export function renderError(ctx: GatewayContext, gerr: GatewayError, dialect: Dialect): void {
   // Answered already (the 503 of a stop at its drain deadline): nothing to add, nothing to cut.
   if (ctx.res.writableEnded) return;
   if (ctx.headerSent || !ctx.writable) {
@@ -273,17 +265,8 @@ function renderError(
     ctx.req.socket.destroy();
     return;
   }
-  const dialect = route?.dialect ?? graph.dialect;
   const rendered = dialect.render(gerr, gerr.rpcId ?? ctx.state.rpc?.id);
   ctx.status = rendered.status;
   ctx.body = rendered.body;
   for (const [k, v] of Object.entries(gerr.headers ?? {})) ctx.set(k, v);
-}
-
-/** W3C trace context: keep the caller's trace id with a new span id, or start a new trace. */
-function childTraceparent(incoming: string): string {
-  const m = incoming ? traceparentPattern.exec(incoming) : null;
-  const traceId = m && m[1] !== zeroTraceId ? m[1] : randomHex(16);
-  const flags = m ? m[3] : '01';
-  return `00-${traceId}-${randomHex(8)}-${flags}`;
 }

@@ -29,6 +29,7 @@ import { type BuiltStage, composePipeline } from '../service/pipeline.ts';
 import type { GatewayContext, Stage } from '../state.ts';
 import { findRoute, requestIdOf } from './handler.ts';
 import { checkHostAndOrigin } from './host-check.ts';
+import { childTraceparent, enterRoute, newRequestState } from './request-state.ts';
 
 /** How long shutdown waits for connections asked to close before destroying them. */
 const shutdownGraceMs = 2000;
@@ -85,18 +86,10 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
     const started = process.hrtime.bigint();
     const config = graph.loaded.config;
     const requestId = requestIdOf(ctx, config.request_id_header);
-    ctx.state = {
-      requestId,
-      service: config.service,
-      route: route.id,
-      mode: route.mode,
-      limits: {
-        bodyBytes: config.limits.body_bytes,
-        jsonDepth: config.limits.json_depth,
-        answerBytes: config.limits.answer_bytes,
-      },
-      annotations: {},
-    };
+    // The state a request on the route gets (runtime/server/request-state.ts), trace context included.
+    ctx.state = newRequestState(config, requestId);
+    ctx.state.traceparent = childTraceparent(ctx.get('traceparent'));
+    enterRoute(ctx.state, route, graph);
     const upgrade = String(ctx.get('upgrade')).toLowerCase();
     const elapsedMs = () => Math.round(Number(process.hrtime.bigint() - started) / 1e3) / 1e3;
     const line = { request_id: requestId, method: ctx.method, path: ctx.path, route: route.id, upgrade };

@@ -8,6 +8,9 @@
  * order. The pipeline knows whose answer phase runs (a stream filter added then runs under that
  * stage's `on_uninspectable`), and an UninspectableAnswer escaping a stage is decided by it:
  * refused (502) or passed unchecked (runtime/answer/guard.ts).
+ *
+ * It is the one composer: the request core, the upgrade path (the stages in front of the
+ * upgrading stage) and the test harness (test/helpers/stage-harness.ts) all run stages through it.
  */
 import { type Span, SpanKind, SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import type { Logger } from 'pino';
@@ -102,7 +105,7 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
   const runPlain = async (ctx: Tracked, i: number, last: Next): Promise<void> => {
     const stage = stages[i];
     try {
-      await stage.instance.handle(ctx, () => dispatch(ctx, i + 1, last));
+      await stage.instance.handle(ctx, () => ((ctx[reached] ?? i) > i ? nextTwice(stage) : dispatch(ctx, i + 1, last)));
       ctx[answeringStage] = guards[i - 1]; // the stage before now runs its answer phase
     } catch (err) {
       ctx[answeringStage] = guards[i - 1];
@@ -131,4 +134,12 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
   };
 
   return (ctx, next) => dispatch(ctx, 0, next);
+}
+
+/**
+ * A stage that calls `next()` again would run the rest of the pipeline (the upstream call
+ * included) a second time: refused, as koa-compose refuses it. The stage's own failure.
+ */
+function nextTwice(stage: BuiltStage): Promise<void> {
+  return Promise.reject(new Error(`stage ${stage.id} called next() more than once`));
 }
