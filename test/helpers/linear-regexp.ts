@@ -78,9 +78,7 @@ export function forLinearCheck(source: string, flags: string): { source: string;
 }
 
 /** The regexes (as given) that V8's linear engine refuses after `forLinearCheck`, with its error. */
-export function notLinear(
-  regexps: { source: string; flags: string }[],
-): { source: string; flags: string; error: string }[] {
+export function notLinear<R extends { source: string; flags: string }>(regexps: R[]): Array<R & { error: string }> {
   const checked = regexps.map((r) => ({ original: r, ...forLinearCheck(r.source, r.flags) }));
   const script = `
     const list = JSON.parse(require('node:fs').readFileSync(0, 'utf8'));

@@ -20,6 +20,8 @@ type Method = (this: unknown, ...args: unknown[]) => unknown;
 let work = 0;
 let active = false;
 let recording: Map<string, { source: string; flags: string }> | undefined;
+/** The RegExp objects already recorded: a group's regex source runs to kilobytes, keyed once. */
+let recorded: WeakSet<RegExp> | undefined;
 
 const stringProto = String.prototype as unknown as Record<string, Method>;
 const arrayProto = Array.prototype as unknown as Record<string, Method>;
@@ -73,7 +75,10 @@ function install() {
     const re = this as RegExp;
     const start = re.global || re.sticky ? re.lastIndex : 0;
     const m = exec.call(re, input) as RegExpExecArray | null;
-    if (recording) recording.set(`${re.flags}/${re.source}`, { source: re.source, flags: re.flags });
+    if (recording && !recorded?.has(re)) {
+      recorded?.add(re);
+      recording.set(`${re.flags}/${re.source}`, { source: re.source, flags: re.flags });
+    }
     if (active) work += (m ? m.index + m[0].length : re.sticky ? start : String(input).length) - start + 1;
     return m;
   };
@@ -102,6 +107,7 @@ export function countWork(fn: () => void): number {
 /** Every RegExp `fn` executes, once each (regex literals, `new RegExp`, those inside libraries). */
 export function recordRegExps(fn: () => void): { source: string; flags: string }[] {
   recording = new Map();
+  recorded = new WeakSet();
   install();
   try {
     fn();
@@ -109,5 +115,6 @@ export function recordRegExps(fn: () => void): { source: string; flags: string }
   } finally {
     uninstall();
     recording = undefined;
+    recorded = undefined;
   }
 }

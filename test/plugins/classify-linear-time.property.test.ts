@@ -463,7 +463,11 @@ describe('Tier A detectors run in linear time (counted work, no stopwatch)', () 
   });
 
   it('every RegExp a detector executes can run on V8’s linear-time engine', () => {
-    const refused = DETECTORS.flatMap((d) => notLinear(regexpsOf(d)).map((r) => ({ detector: d.id, ...r })));
+    // One check of them all (a process per detector took minutes on a loaded machine).
+    const used = DETECTORS.flatMap((d) =>
+      regexpsOf(d).map((r) => ({ detector: d.id, source: r.source, flags: r.flags })),
+    );
+    const refused = notLinear(used);
     expect(refused).toEqual([]);
   }, 120_000);
 
