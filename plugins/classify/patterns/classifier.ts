@@ -221,6 +221,7 @@ export class PatternClassifier implements Classifier {
 
   /** The result of a text where nothing was found. */
   #clean(started: number | undefined, open: boolean, pendingFrom: number): ClassifierResult {
+    this.#cleanDetail ??= Object.freeze({ threshold: this.#threshold, detectors: Object.freeze({}) });
     const result: ClassifierResult = {
       classifier: this.name,
       label: this.#negative,
@@ -228,7 +229,7 @@ export class PatternClassifier implements Classifier {
       confidence: 1,
       spans: NO_SPANS,
       latency_ms: started === undefined ? 0 : round(performance.now() - started, 3),
-      detail: (this.#cleanDetail ??= Object.freeze({ threshold: this.#threshold, detectors: Object.freeze({}) })),
+      detail: this.#cleanDetail,
     };
     if (open) result.pendingFrom = pendingFrom;
     return result;
