@@ -20,6 +20,7 @@ export interface ClassifierResult {
   /** How sure the classifier is of `label`, in [0, 1]. */
   confidence: number;
   spans: Span[];
+  /** 0 for an `untriggered` check (nothing searched; a stream asks one at most chunks). */
   latency_ms: number;
   detail?: Record<string, unknown>;
   /**

@@ -60,6 +60,8 @@ export class PatternClassifier implements Classifier {
   readonly #groups: Array<{ group: DetectorGroup; pending: (view: TextView) => number }> = [];
   /** Per detector (same order): the index of its group in #groups, or -1. */
   readonly #groupOf: Int8Array;
+  /** The detail of a result where nothing was found: one, read-only. */
+  #cleanDetail: Readonly<Record<string, unknown>> | undefined;
   /** A text it says false of has no finding of any detector (Detector.trigger); undefined: always search. */
   readonly trigger: ClassifierTrigger | undefined;
 
@@ -131,13 +133,17 @@ export class PatternClassifier implements Classifier {
   }
 
   classifySync(text: string, options?: ClassifyOptions): ClassifierResult {
-    const started = performance.now();
     const open = options?.open === true;
+    // A stream's text without any detector's trigger (it tested): only the release points to
+    // ask, at most chunks of a stream; not timed (latency_ms 0), a clock read costs as much.
+    if (options?.untriggered === true) {
+      return this.#clean(undefined, open, open ? this.#pendingOnly(new TextView(text, true)) : text.length);
+    }
+    const started = performance.now();
     const view = new TextView(text, open);
     const found: Found[] = [];
     let pendingFrom = text.length;
-    // A text without any detector's trigger: nothing to search, only the release points to ask.
-    if (options?.untriggered === true || (this.trigger !== undefined && !this.trigger.test(text))) {
+    if (this.trigger !== undefined && !this.trigger.test(text)) {
       if (open) pendingFrom = this.#pendingOnly(view);
       return this.#clean(started, open, pendingFrom);
     }
@@ -214,15 +220,16 @@ export class PatternClassifier implements Classifier {
   }
 
   /** The result of a text where nothing was found. */
-  #clean(started: number, open: boolean, pendingFrom: number): ClassifierResult {
+  #clean(started: number | undefined, open: boolean, pendingFrom: number): ClassifierResult {
+    this.#cleanDetail ??= Object.freeze({ threshold: this.#threshold, detectors: Object.freeze({}) });
     const result: ClassifierResult = {
       classifier: this.name,
       label: this.#negative,
       score: 0,
       confidence: 1,
-      spans: [],
-      latency_ms: round(performance.now() - started, 3),
-      detail: { threshold: this.#threshold, detectors: {} },
+      spans: NO_SPANS,
+      latency_ms: started === undefined ? 0 : round(performance.now() - started, 3),
+      detail: this.#cleanDetail,
     };
     if (open) result.pendingFrom = pendingFrom;
     return result;
@@ -238,6 +245,9 @@ export class PatternClassifier implements Classifier {
     return least;
   }
 }
+
+/** The spans of a result where nothing was found: one, read-only. */
+const NO_SPANS: Span[] = Object.freeze([]) as unknown as Span[];
 
 /** Decoded hidden text kept per result (the first ones, in text order): enough for an audit. */
 const MAX_EVIDENCE = 4;

@@ -171,8 +171,14 @@ const IBAN_SPAN = 2 * Math.max(...IBAN_LENGTHS.values()) - 3;
 function ibanPending(text: string): number {
   const end = text.length;
   let run = end;
-  while (run > 0 && end - run < IBAN_SPAN && (isAlnum(text.charCodeAt(run - 1)) || text.charCodeAt(run - 1) === 32))
-    run--;
+  let digit = false;
+  for (; run > 0 && end - run < IBAN_SPAN; run--) {
+    const c = text.charCodeAt(run - 1);
+    if (isDigitCode(c)) digit = true;
+    else if (!isAlnum(c) && c !== 32) break;
+  }
+  // A prefix of three characters or more has digits (its third and fourth): in prose, only the last word's end.
+  if (!digit) run = Math.max(run, end - 2);
   for (let s = run; s < end; s++) {
     if (!isLetterCode(text.charCodeAt(s)) || (s > 0 && isAlnum(text.charCodeAt(s - 1)))) continue;
     if (ibanPrefixAt(text, s)) return s;
@@ -244,11 +250,28 @@ const ukNino: Detector = {
   detectChars: 13,
   find: (view) => findAll(view.text, NINO, 'NATIONAL_ID', 0.8, isNino, fromDigit(view, 3)),
   reference: (view) => findAll(view.text, NINO, 'NATIONAL_ID', 0.8, isNino),
-  pendingFrom: (view) => prefixFrom(view.text, NINO_PREFIX, 13 + 1),
+  pendingFrom: (view) => (ninoMayEnd(view.text) ? prefixFrom(view.text, NINO_PREFIX, 13 + 1) : view.text.length),
 };
 /** Every prefix of a number that reaches the end of the text (a whole one too: a letter after it undoes it). */
 const NINO_PREFIX =
   /(?<![A-Za-z0-9])[A-Za-z](?:[A-Za-z](?: ?(?:\d(?:\d(?: ?(?:\d(?:\d(?: ?(?:\d(?:\d(?: ?[A-Da-d]?)?)?)?)?)?)?)?)?)?)?)?$/g;
+
+/**
+ * False when no NINO_PREFIX match can end the text, from its last characters (a stream asks at
+ * every check; the regex only where this says maybe). A match is one or two letters after a
+ * non-alphanumeric, then at most 10 digits and spaces, or ends in the suffix letter after one.
+ */
+function ninoMayEnd(text: string): boolean {
+  const k = text.length;
+  const c = text.charCodeAt(k - 1);
+  if (isLetterCode(c)) return !(isLetterCode(text.charCodeAt(k - 2)) && isAlnum(text.charCodeAt(k - 3)));
+  let j = k;
+  while (j > 0 && k - j <= 10 && (isDigitCode(text.charCodeAt(j - 1)) || text.charCodeAt(j - 1) === 32)) j--;
+  if (j === k) return false; // neither a letter, a digit nor a space
+  return (
+    isLetterCode(text.charCodeAt(j - 1)) && isLetterCode(text.charCodeAt(j - 2)) && !isAlnum(text.charCodeAt(j - 3))
+  );
+}
 const isNino = (m: RegExpExecArray) => ninoPrefixValid(m[1].toUpperCase());
 
 const esDni: Detector = {
@@ -260,10 +283,23 @@ const esDni: Detector = {
   detectChars: 10, // the whole number: the control letter comes last
   find: (view) => findAll(view.text, DNI, 'NATIONAL_ID', 0.9, isDni, fromDigit(view, 1)),
   reference: (view) => findAll(view.text, DNI, 'NATIONAL_ID', 0.9, isDni),
-  pendingFrom: (view) => prefixFrom(view.text, DNI_PREFIX, 10 + 1),
+  pendingFrom: (view) => (dniMayEnd(view.text) ? prefixFrom(view.text, DNI_PREFIX, 10 + 1) : view.text.length),
 };
 /** Every prefix of a DNI or NIE that reaches the end of the text (a whole one too). */
 const DNI_PREFIX = /(?<![A-Za-z0-9])(?:[XYZxyz]|[XYZxyz]?\d{1,8}(?:[- ]?[A-Za-z]?)?)$/g;
+
+/**
+ * False when no DNI_PREFIX match can end the text, from its last two characters: a letter ends
+ * one after a digit or a separator, or is X, Y or Z after a non-alphanumeric; a separator follows
+ * a digit.
+ */
+function dniMayEnd(text: string): boolean {
+  const c = text.charCodeAt(text.length - 1);
+  const before = text.charCodeAt(text.length - 2);
+  if (isLetterCode(c)) return !isLetterCode(before);
+  if (c === 32 || c === 45) return isDigitCode(before);
+  return isDigitCode(c);
+}
 
 function isDni(m: RegExpExecArray): boolean {
   if (m[2].length !== (m[1] ? 7 : 8)) return false;
