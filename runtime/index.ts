@@ -13,7 +13,14 @@ export type { Dialect, RenderedError } from './dialects.ts';
 export type { DryRun, DryRunAnswer, DryRunObservation, DryRunRequest, DryRunResult } from './dry-run.ts';
 export type { ErrorKind, GatewayErrorOptions } from './errors.ts';
 export { GatewayError, isGatewayError, toGatewayError } from './errors.ts';
-export { type BodyChange, bodyChangeOf, replacedBody, requestOf, type UpstreamRequest } from './exchange/request.ts';
+export {
+  type BodyChange,
+  bodyChangeOf,
+  hopByHopHeaders,
+  replacedBody,
+  requestOf,
+  type UpstreamRequest,
+} from './exchange/request.ts';
 export { effectiveMode, enforcementModes, type Mode } from './mode.ts';
 export type { MetricsKit } from './observability/metrics.ts';
 export { latencyBuckets } from './observability/metrics.ts';

@@ -6,7 +6,7 @@
  * passed unless listed, and answers are asked for uncompressed. Responses
  * keep everything but hop-by-hop headers.
  */
-import type { GatewayContext } from '../../runtime/index.ts';
+import { type GatewayContext, hopByHopHeaders } from '../../runtime/index.ts';
 
 const defaultRequestHeaders = [
   'content-type',
@@ -21,18 +21,7 @@ const defaultRequestHeaders = [
 /** MCP 2026-07-28 `Mcp-Param-{Name}` headers (a tool's parameters mirrored): an intermediary MUST forward them. */
 const mcpParamPrefix = 'mcp-param-';
 
-/** RFC 9110 §7.6.1 connection-specific headers, never forwarded in either direction. */
-const hopByHop = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
+const hopByHop = hopByHopHeaders;
 
 /** Response headers the gateway sets itself. */
 const ownResponseHeaders = new Set(['x-request-id', 'date']);

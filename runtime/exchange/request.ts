@@ -14,8 +14,8 @@
  */
 import type { GatewayContext, JsonRpcRequest } from '../state.ts';
 
-/** Names a stage may not set on the upstream request: the connection's, not the request's. */
-const connectionHeaders = new Set([
+/** RFC 9110 §7.6.1 connection-specific headers: never forwarded in either direction by a proxy. */
+export const hopByHopHeaders: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'proxy-authenticate',
@@ -25,9 +25,10 @@ const connectionHeaders = new Set([
   'trailer',
   'transfer-encoding',
   'upgrade',
-  'host',
-  'content-length',
 ]);
+
+/** Names a stage may not set on the upstream request: the connection's, not the request's. */
+const connectionHeaders = new Set([...hopByHopHeaders, 'host', 'content-length']);
 const tokenPattern = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const unsafeValue = /[\r\n\0]/;
 
