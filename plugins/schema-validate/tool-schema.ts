@@ -6,11 +6,11 @@
  * the inspection already refused any reference that leaves the document). Validation runs only
  * under the budget (schema-budget.ts); over it, the value fails with the reason.
  */
-import type { ErrorObject, Options, ValidateFunction } from 'ajv';
+import type { Options, ValidateFunction } from 'ajv';
 import { Ajv } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { describeSchemaError, pointerSegments, type Violation } from '../../runtime/index.ts';
+import { toViolations, type Violation } from '../../runtime/index.ts';
 import { type Dialect, supportedDialects } from './dialect.ts';
 import { ajvLinearRegExp } from './linear-regexp.ts';
 import { overBudget } from './schema-budget.ts';
@@ -94,48 +94,14 @@ export function compileToolSchema(schema: unknown, limits: SchemaLimits): Compil
         if (first(value)) return { valid: true, violations: [] };
         if (overBudget(cost, value, limits.max_work / FAILURE)) {
           // Too large to list every violation within the budget: the first one, and that there may be more.
-          const violations = toViolations(first.errors, value, root);
+          const violations = toViolations(first.errors, value, root, maxCollected);
           violations.push({ path: root, message: 'may have more violations: too large to list them all' });
           return { valid: false, violations };
         }
         all ??= compileWith(instance(dialect, true), source);
         all(value);
-        return { valid: false, violations: toViolations(all.errors, value, root) };
+        return { valid: false, violations: toViolations(all.errors, value, root, maxCollected) };
       },
     },
   };
-}
-
-const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
-
-/** ajv errors as JSON-path violations (`$.a.b[0]`), each naming the field to fix (as the registry's). */
-function toViolations(errors: ErrorObject[] | null | undefined, data: unknown, root: string): Violation[] {
-  const out: Violation[] = [];
-  const seen = new Set<string>();
-  for (const err of (errors ?? []).slice(0, maxCollected)) {
-    const segments = pointerSegments(err.instancePath);
-    const params = err.params as Record<string, unknown>;
-    const leaf =
-      err.keyword === 'required' || err.keyword === 'dependentRequired'
-        ? params.missingProperty
-        : err.keyword === 'additionalProperties'
-          ? params.additionalProperty
-          : err.keyword === 'unevaluatedProperties'
-            ? params.unevaluatedProperty
-            : undefined;
-    if (leaf !== undefined) segments.push(String(leaf));
-    let path = root;
-    let node: unknown = data;
-    for (const seg of segments) {
-      const index = Array.isArray(node) && /^\d+$/.test(seg);
-      path += index ? `[${seg}]` : identifier.test(seg) ? `.${seg}` : `[${JSON.stringify(seg)}]`;
-      node = node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[seg] : undefined;
-    }
-    const message = describeSchemaError(err);
-    const key = `${path}\u0000${message}`;
-    if (seen.has(key)) continue;
-    seen.add(key);
-    out.push({ path, message });
-  }
-  return out;
 }
