@@ -88,6 +88,8 @@ function context(
   return {
     method: 'POST',
     path: '/',
+    // What the answer store reads of the response before a stage sets a status (Koa's default).
+    res: { statusCode: 404 },
     state: requestState({ mode: options.mode ?? 'strict', rpc, caller: options.caller }),
   } as unknown as GatewayContext;
 }
