@@ -158,6 +158,13 @@ async function open(upstream: HttpUpstream, path: string, timeoutMs?: number): P
   return held;
 }
 
+/** What every POST to the upstream says of its body and of the answers it takes (uncompressed, to be read). */
+const jsonPostHeaders = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  'accept-encoding': 'identity',
+} as const;
+
 /** `server/discover` with the modern `_meta` and headers: which era the upstream speaks. */
 async function probe(upstream: HttpUpstream, path: string, timeoutMs?: number): Promise<'modern' | 'legacy'> {
   const message = {
@@ -176,9 +183,7 @@ async function probe(upstream: HttpUpstream, path: string, timeoutMs?: number): 
     method: 'POST',
     path,
     headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'accept-encoding': 'identity',
+      ...jsonPostHeaders,
       'mcp-protocol-version': modernVersion,
       'mcp-method': 'server/discover',
     },
@@ -209,9 +214,7 @@ function post(
     method: 'POST',
     path,
     headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'accept-encoding': 'identity',
+      ...jsonPostHeaders,
       ...(held ? { 'mcp-protocol-version': held.version } : {}),
       ...(held?.session ? { 'mcp-session-id': held.session } : {}),
       ...(ctx?.state.requestId ? { 'x-request-id': ctx.state.requestId } : {}),
