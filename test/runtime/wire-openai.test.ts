@@ -401,11 +401,23 @@ describe('requests', () => {
       // Work counted, not timed: every property read, key listing and descriptor lookup the walk
       // (and JSON.stringify beyond its bound) makes on the body goes through a counting proxy.
       let touched = 0;
+      const touch = () => {
+        touched += 1;
+      };
       const counted = <T extends object>(o: T): T =>
         new Proxy(o, {
-          get: (t, k, r) => ((touched += 1), Reflect.get(t, k, r)),
-          ownKeys: (t) => ((touched += 1), Reflect.ownKeys(t)),
-          getOwnPropertyDescriptor: (t, k) => ((touched += 1), Reflect.getOwnPropertyDescriptor(t, k)),
+          get: (t, k, r) => {
+            touch();
+            return Reflect.get(t, k, r);
+          },
+          ownKeys: (t) => {
+            touch();
+            return Reflect.ownKeys(t);
+          },
+          getOwnPropertyDescriptor: (t, k) => {
+            touch();
+            return Reflect.getOwnPropertyDescriptor(t, k);
+          },
         });
       const read = (n: number) => {
         const objects = Array.from({ length: n }, (_, i) => {
