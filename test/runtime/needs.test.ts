@@ -350,6 +350,16 @@ ${auditResource}routes:
       - audit: { chain: audit }
       - respond: { body: {} }
 `;
+const wrapsServiceText = `service: wraps-service
+listen: { port: 0 }
+${auditResource}pipeline:
+  - policy: { files: [p.yaml] }
+  - audit: { chain: audit }
+routes:
+  - match: { method: POST, path: /chat }
+    pipeline:
+      - respond: { body: {} }
+`;
 const wrapsFixed = `service: wraps-fixed
 listen: { port: 0 }
 ${auditResource}pipeline:
@@ -372,6 +382,14 @@ const wrapsProblems: Problem[] = [
     column: 9,
     path: 'routes[0].pipeline[0].audit',
     message: wrapsMessage('pipeline[0]', 'on route "POST /inside"'),
+  },
+];
+const wrapsServiceProblems: Problem[] = [
+  {
+    line: lineOf(wrapsServiceText, '- audit:'),
+    column: 5,
+    path: 'pipeline[1].audit',
+    message: wrapsMessage('pipeline[0]', 'on every route'),
   },
 ];
 const wrapsRouteProblems: Problem[] = [
@@ -397,6 +415,7 @@ describe('switchyard validate', () => {
       serviceFixed: writeIn(dir, 'service-fixed.yaml', serviceWideFixed),
       wraps: writeIn(dir, 'wraps.yaml', wrapsText),
       wrapsRoute: writeIn(dir, 'wraps-route.yaml', wrapsRouteText),
+      wrapsService: writeIn(dir, 'wraps-service.yaml', wrapsServiceText),
       wrapsFixed: writeIn(dir, 'wraps-fixed.yaml', wrapsFixed),
     };
     const shipped = readdirSync(join(root, 'configs'))
@@ -414,6 +433,7 @@ describe('switchyard validate', () => {
       ...phaseProblems.map((p) => format(files.phase, p)),
       ...wrapsProblems.map((p) => format(files.wraps, p)),
       ...wrapsRouteProblems.map((p) => format(files.wrapsRoute, p)),
+      ...wrapsServiceProblems.map((p) => format(files.wrapsService, p)),
     ];
     expect(err.stderr.trim().split('\n').sort()).toEqual(expected.sort());
     for (const ok of [files.fixed, files.serviceFixed, files.wrapsFixed, ...shipped]) {
