@@ -20,12 +20,11 @@ import {
   jsonrpcWire,
   mapRpcResponses,
   type PolicyDecision,
-  type ResolvedSType,
   type RpcResponseMap,
   recordDecision,
   type Violation,
 } from '../../runtime/index.ts';
-import type { STypeRegistry } from '../stype-registry/api.ts';
+import type { ResolvedSType, STypeRegistry } from '../stype-registry/api.ts';
 import { registryOption } from '../stype-registry/api.ts';
 import { ListedSchemas, type RefusedTool } from './listed-schemas.ts';
 import { effectiveMode, type Mode, modes } from './mode.ts';

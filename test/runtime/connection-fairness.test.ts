@@ -469,7 +469,8 @@ describe('connection limits on reload', () => {
       expect(longest).toBeGreaterThanOrEqual(450);
       // The pace itself, read from the server rather than timed (1050 ms against 1.2 s failed on a
       // loaded machine): Node checks header deadlines every 125 ms after the reload, not every 1 s.
-      const servers = (svc.runtime as unknown as { servers: Array<{ connectionsCheckingInterval: number }> }).servers;
+      type Listeners = { servers: Array<{ connectionsCheckingInterval: number }> };
+      const servers = (svc.runtime as unknown as { listeners: Listeners }).listeners.servers;
       expect(servers[0]?.connectionsCheckingInterval).toBe(125); // the main listener (the admin one keeps its own)
       console.info(`staggered sockets: the longest lived ${longest} ms`);
     } finally {
