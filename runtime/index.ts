@@ -105,6 +105,7 @@ export type {
   RpcCallOptions,
   RpcSessions,
   RpcUpstream,
+  ServerMessageListener,
   SessionMode,
   SessionOwner,
   Upstream,

@@ -17,15 +17,28 @@
  *   in the modern shape: `resultType: "complete"`, `ttlMs: 0` and `cacheScope: "private"` on the
  *   cacheable results (the session is the client's: nothing is for a shared cache), the upstream's
  *   `serverInfo` in `_meta`, and resource-not-found -32002 renumbered -32602.
+ * - Progress: a request with a `progressToken` whose client accepts an event stream is answered
+ *   with one: the server's `notifications/progress` for the call (its token made unique on the
+ *   child's wire and put back) as they come, then the response. Without either, one JSON object.
  * - Cancellation is the transport's: the client closing its request ends the upstream call (the
  *   upstream is sent `notifications/cancelled`). A client's `notifications/cancelled` over HTTP is
  *   accepted and not forwarded (the revision uses it on stdio only; over a shared session it could
  *   name another client's request id).
- * - What cannot be mapped is a clear error, never a hang: `subscriptions/listen` is -32601; the
- *   upstream session declares no client capabilities, so a server that still sends a request
- *   (sampling, elicitation, roots) gets method-not-found from the gateway and answers the call
- *   with its own error. Progress notifications are not relayed (the answer is one JSON object).
+ * - Multi-round requests: the held session declares elicitation and sampling. A server request
+ *   made while the session's one call in flight is a modern tools/call, prompts/get or
+ *   resources/read is answered to the client as an `input_required` result (the request in
+ *   `inputRequests`, an opaque `requestState`), the upstream call kept waiting; the client's retry
+ *   with that requestState (same client, subject and method) and its `inputResponses` answers the
+ *   server's request and the call goes on to its result or its next round. A request whose `_meta`
+ *   capabilities lack what the server asked for is -32021 with `requiredCapabilities` (the server's
+ *   request refused, the call cancelled); a round not answered within a minute is given up the
+ *   same way; an unknown, used or another client's requestState is -32602.
+ * - What cannot be mapped is a clear error, never a hang: `subscriptions/listen` is -32601; a
+ *   server request of another kind (roots, or one the gateway cannot attribute to a call) gets
+ *   method-not-found from the gateway and the server answers the call with its own error.
  */
+import { randomBytes } from 'node:crypto';
+import { PassThrough } from 'node:stream';
 import {
   Answer,
   type GatewayContext,
@@ -33,6 +46,7 @@ import {
   type JsonRpcRequest,
   type RpcSessions,
   type RpcUpstream,
+  type ServerMessageListener,
   type SessionOwner,
   sessionOwner,
 } from '../../runtime/index.ts';
@@ -50,6 +64,18 @@ const cacheable = new Set([
   'resources/templates/list',
   'resources/read',
 ]);
+/**
+ * The client capabilities the held session declares: the server's requests these allow are
+ * carried to the modern client as `input_required` rounds (or -32021 when its request's
+ * capabilities lack them).
+ */
+const heldCapabilities = { elicitation: { form: {}, url: {} }, sampling: {} };
+/** Results that may be `input_required` in the revision (multi-round requests). */
+const multiRound = new Set(['tools/call', 'prompts/get', 'resources/read']);
+/** How long a round's server request waits for the client's retry before the call is given up. */
+const inputWaitMs = 60_000;
+/** Rounds parked at once per upstream (the oldest is given up past it): the table stays bounded. */
+const maxParked = 1024;
 /** Versions the gateway speaks to a modern client in front of a legacy upstream, newest first. */
 const supported = [modernVersion, '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
 
@@ -72,6 +98,8 @@ interface Held {
 /** The upstream sessions the gateway holds for modern clients, one per client (see above). */
 export class HeldSessions {
   readonly #held = new Map<string, Promise<Held>>();
+  /** Calls waiting for a client's answer to an input_required round, by their requestState. */
+  readonly #parked = new Map<string, Parked>();
 
   constructor(
     private readonly upstream: RpcUpstream,
@@ -98,6 +126,46 @@ export class HeldSessions {
     return opening;
   }
 
+  /**
+   * Parks a call whose server asked for input: the client answers by retrying its request with
+   * the returned requestState (and its inputResponses) within inputWaitMs, else the server's
+   * request is refused and the upstream call cancelled.
+   */
+  park(entry: Omit<Parked, 'timer'>): string {
+    if (this.#parked.size >= maxParked) {
+      const [oldest] = this.#parked.keys();
+      if (oldest !== undefined) this.#giveUp(oldest, 'too many input rounds waiting');
+    }
+    const state = randomBytes(24).toString('base64url');
+    const timer = setTimeout(() => this.#giveUp(state, 'the client did not answer in time'), inputWaitMs);
+    timer.unref();
+    this.#parked.set(state, { ...entry, timer });
+    return state;
+  }
+
+  /** The call a retry resumes: the same client (and subject) and method, else -32602. */
+  resume(state: unknown, owner: SessionOwner, method: string): Parked {
+    const parked = typeof state === 'string' ? this.#parked.get(state) : undefined;
+    if (!parked || parked.owner !== owner.client || parked.subject !== owner.subject || parked.method !== method) {
+      throw new GatewayError('bad_request', 'Invalid params: requestState names no request waiting for input', {
+        rpcCode: -32602,
+        details: { reason: 'unknown, expired or another client’s requestState' },
+      });
+    }
+    this.#parked.delete(state as string);
+    clearTimeout(parked.timer);
+    return parked;
+  }
+
+  #giveUp(state: string, why: string): void {
+    const parked = this.#parked.get(state);
+    if (!parked) return;
+    this.#parked.delete(state);
+    clearTimeout(parked.timer);
+    parked.ask.respond({ error: { code: -32603, message: `No answer from the client: ${why}` } });
+    parked.flight.abort.abort();
+  }
+
   /** Entries of sessions that ended (each is looked at when it settled): the map stays as big as the live ones. */
   #sweep(): void {
     for (const [key, entry] of this.#held) {
@@ -120,8 +188,8 @@ export class HeldSessions {
           method: 'initialize',
           params: {
             protocolVersion: legacyVersion,
-            // None: the gateway cannot relay a server's requests to a modern client (see above).
-            capabilities: {},
+            // What the gateway maps onto input_required rounds (see above); roots is not declared.
+            capabilities: heldCapabilities,
             clientInfo: { name: 'switchyard', version: '0.1.0' },
           },
         },
@@ -158,6 +226,75 @@ export function heldSessionsOf(upstream: RpcUpstream, sessions: RpcSessions): He
   return held;
 }
 
+/** A server request of a call in flight, to be answered once. */
+interface Ask {
+  message: Record<string, unknown>;
+  respond: NonNullable<Parameters<ServerMessageListener>[1]>;
+}
+
+/** A call waiting for the client's next round (see HeldSessions.park). */
+export interface Parked {
+  flight: Flight;
+  ask: Ask;
+  /** The input request's key in inputRequests. */
+  key: string;
+  owner: string;
+  subject?: string;
+  method: string;
+  serverInfo: unknown;
+  timer: NodeJS.Timeout;
+}
+
+type Step =
+  | { kind: 'response'; response: Record<string, unknown> | undefined }
+  | { kind: 'error'; error: unknown }
+  | ({ kind: 'input' } & Ask);
+
+/**
+ * One upstream call of a modern request, across its rounds: the server's progress goes to the
+ * round's sink, its requests are queued for the round to carry to the client.
+ */
+export class Flight {
+  readonly abort = new AbortController();
+  readonly #settled: Promise<Step>;
+  readonly #asks: Ask[] = [];
+  #wake?: () => void;
+  /** The current round's progress sink (none: dropped). */
+  progress?: (notification: Record<string, unknown>) => void;
+
+  constructor(
+    start: (listener: ServerMessageListener, signal: AbortSignal) => Promise<Record<string, unknown> | undefined>,
+  ) {
+    this.#settled = start(this.#listen, this.abort.signal).then(
+      (response) => ({ kind: 'response', response }),
+      (error: unknown) => ({ kind: 'error', error }),
+    );
+  }
+
+  readonly #listen: ServerMessageListener = (message, respond) => {
+    if (!respond) {
+      this.progress?.(message);
+      return;
+    }
+    this.#asks.push({ message, respond });
+    this.#wake?.();
+  };
+
+  /** The next thing the round must carry: a server request, else the call's end. */
+  async step(): Promise<Step> {
+    for (;;) {
+      const ask = this.#asks.shift();
+      if (ask) return { kind: 'input', ...ask };
+      const woke = new Promise<undefined>((resolve) => {
+        this.#wake = () => resolve(undefined);
+      });
+      const step = await Promise.race([this.#settled, woke]);
+      this.#wake = undefined;
+      if (step) return step;
+    }
+  }
+}
+
 /** Sends a modern request to the client's legacy session and leaves the modern answer on ctx.state.answer. */
 export async function proxyModern(
   ctx: GatewayContext,
@@ -174,27 +311,193 @@ export async function proxyModern(
     return;
   }
   if (rpc.method === 'subscriptions/listen') throw unmappable(rpc.method, upstream.name);
-  const session = await held.of(sessionOwner(ctx), timeoutMs);
-  const serverInfo = session.init.serverInfo;
-  if (rpc.method === 'server/discover') {
-    ctx.state.answer = Answer.fromJson(ctx, { jsonrpc: '2.0', id: rpc.id, result: discoverResult(session.init) });
+  const owner = sessionOwner(ctx);
+  const params = asObject(rpc.params);
+  let flight: Flight;
+  let serverInfo: unknown;
+  if (params.requestState !== undefined) {
+    // A retry of an input_required round: the client's answer goes to the server's waiting request.
+    const parked = held.resume(params.requestState, owner, rpc.method);
+    flight = parked.flight;
+    serverInfo = parked.serverInfo;
+    const answer = asObject(params.inputResponses)[parked.key];
+    if (answer !== null && typeof answer === 'object' && !Array.isArray(answer)) parked.ask.respond({ result: answer });
+    else parked.ask.respond({ error: { code: -32602, message: `The client sent no input response ${parked.key}` } });
+  } else {
+    if (params.inputResponses !== undefined) {
+      throw new GatewayError('bad_request', 'Invalid params: inputResponses without the requestState of its round', {
+        rpcCode: -32602,
+        details: { path: '$.params.requestState' },
+      });
+    }
+    const session = await held.of(owner, timeoutMs);
+    serverInfo = session.init.serverInfo;
+    if (rpc.method === 'server/discover') {
+      ctx.state.answer = Answer.fromJson(ctx, { jsonrpc: '2.0', id: rpc.id, result: discoverResult(session.init) });
+      return;
+    }
+    flight = new Flight((listener, signal) =>
+      upstream.call(
+        { ...rpc, params: legacyParams(rpc.params) },
+        { timeoutMs, signal, session: session.id, trace: ctx.state.trace, onServerMessage: listener },
+      ),
+    );
+  }
+  const round = new Round(ctx, held, flight, rpc, owner, serverInfo, upstream.name);
+  // Progress asked for and an event stream accepted: the answer streams the server's progress.
+  if (progressTokenOf(rpc) !== undefined && acceptsEvents(ctx)) {
+    round.stream();
     return;
   }
-  const abort = new AbortController();
-  const onClose = () => abort.abort();
-  ctx.res.once('close', onClose);
-  let response: Record<string, unknown> | undefined;
-  try {
-    response = await upstream.call(
-      { ...rpc, params: legacyParams(rpc.params) },
-      { timeoutMs, signal: abort.signal, session: session.id, trace: ctx.state.trace },
-    );
-  } finally {
-    ctx.res.off('close', onClose);
+  answerModern(ctx, await round.run());
+}
+
+/** One round of a modern request: the call's progress, then its answer, an input_required result or an error. */
+class Round {
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly held: HeldSessions,
+    private readonly flight: Flight,
+    private readonly rpc: JsonRpcRequest,
+    private readonly owner: SessionOwner,
+    private readonly serverInfo: unknown,
+    private readonly upstream: string,
+  ) {}
+
+  /** The round's response (modern shape); the client leaving gives the call up (cancelled upstream). */
+  async run(): Promise<Record<string, unknown>> {
+    const onClose = () => {
+      if (!this.ctx.res.writableFinished) this.flight.abort.abort();
+    };
+    this.ctx.res.once('close', onClose);
+    try {
+      return await this.#answer();
+    } finally {
+      this.ctx.res.off('close', onClose);
+      this.flight.progress = undefined;
+    }
   }
-  if (!response)
-    throw new GatewayError('upstream_error', 'The upstream sent no answer', { details: { upstream: upstream.name } });
-  answerModern(ctx, modernResponse(response, rpc.method, serverInfo));
+
+  /** The answer as an event stream: each progress notification as it comes, then the response. */
+  stream(): void {
+    const body = new PassThrough();
+    const send = (message: Record<string, unknown>) => {
+      if (!body.writableEnded) body.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+    };
+    this.flight.progress = send;
+    this.ctx.state.answer = new Answer(this.ctx, {
+      status: 200,
+      headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' },
+      body,
+    });
+    this.run().then(
+      (response) => {
+        send(response);
+        body.end();
+      },
+      (err: unknown) => {
+        const error =
+          err instanceof GatewayError
+            ? err
+            : new GatewayError('upstream_error', 'The upstream call failed', { details: { upstream: this.upstream } });
+        const rendered = this.ctx.state.dialect?.render(error, this.rpc.id).body;
+        send(
+          (rendered as Record<string, unknown> | undefined) ?? {
+            jsonrpc: '2.0',
+            id: this.rpc.id,
+            error: { code: error.rpcCode ?? -32603, message: error.message },
+          },
+        );
+        body.end();
+      },
+    );
+  }
+
+  async #answer(): Promise<Record<string, unknown>> {
+    for (;;) {
+      const step = await this.flight.step();
+      if (step.kind === 'error') throw step.error;
+      if (step.kind === 'response') {
+        if (!step.response) {
+          throw new GatewayError('upstream_error', 'The upstream sent no answer', {
+            details: { upstream: this.upstream },
+          });
+        }
+        return modernResponse({ ...step.response, id: this.rpc.id }, this.rpc.method, this.serverInfo);
+      }
+      const method = step.message.method;
+      const needed = requiredCapability(step.message);
+      if (!needed || !multiRound.has(this.rpc.method)) {
+        // Nothing the revision carries in a round of this request: the server gets its error.
+        step.respond({
+          error: { code: -32601, message: `Method not found: ${String(method)} (not mapped by the gateway)` },
+        });
+        continue;
+      }
+      if (!hasCapability(clientCapabilitiesOf(this.rpc), needed)) {
+        step.respond({ error: { code: -32601, message: 'The client lacks the capability this request needs' } });
+        this.flight.abort.abort();
+        throw new GatewayError('bad_request', `Missing required client capability: ${Object.keys(needed).join(', ')}`, {
+          rpcCode: -32021,
+          details: { requiredCapabilities: needed },
+        });
+      }
+      const key = 'input-1';
+      const requestState = this.held.park({
+        flight: this.flight,
+        ask: step,
+        key,
+        owner: this.owner.client,
+        subject: this.owner.subject,
+        method: this.rpc.method,
+        serverInfo: this.serverInfo,
+      });
+      const { _meta: _m, ...params } = asObject(step.message.params);
+      return {
+        jsonrpc: '2.0',
+        id: this.rpc.id,
+        result: { resultType: 'input_required', inputRequests: { [key]: { method, params } }, requestState },
+      };
+    }
+  }
+}
+
+/** The client capability a server request needs (undefined: none the revision carries in a round). */
+export function requiredCapability(message: Record<string, unknown>): Record<string, unknown> | undefined {
+  const params = asObject(message.params);
+  switch (message.method) {
+    case 'elicitation/create':
+      return { elicitation: params.mode === 'url' ? { url: {} } : {} };
+    case 'sampling/createMessage':
+      return { sampling: params.tools !== undefined ? { tools: {} } : {} };
+    case 'roots/list':
+      return { roots: {} };
+    default:
+      return undefined;
+  }
+}
+
+/** The capabilities a modern request declares in its `_meta`. */
+function clientCapabilitiesOf(rpc: JsonRpcRequest): Record<string, unknown> {
+  return asObject(asObject(asObject(rpc.params)._meta)[`${meta}clientCapabilities`]);
+}
+
+/** Every capability `needed` names (one level of sub-capabilities) is declared. */
+export function hasCapability(declared: Record<string, unknown>, needed: Record<string, unknown>): boolean {
+  for (const [name, sub] of Object.entries(needed)) {
+    const have = declared[name];
+    if (have === undefined || have === null || typeof have !== 'object') return false;
+    for (const key of Object.keys(asObject(sub))) if (asObject(have)[key] === undefined) return false;
+  }
+  return true;
+}
+
+function progressTokenOf(rpc: JsonRpcRequest): unknown {
+  return asObject(asObject(rpc.params)._meta).progressToken;
+}
+
+function acceptsEvents(ctx: GatewayContext): boolean {
+  return /\btext\/event-stream\b/i.test(ctx.get('accept'));
 }
 
 /** The modern answer; method not found is HTTP 404, as the revision's transport requires. */

@@ -142,7 +142,13 @@ export class StdioUpstream implements RpcUpstream {
     session.inFlight++;
     try {
       const child = session.child ?? this.own;
-      const send = () => child.call(message, { timeoutMs: options.timeoutMs, signal: options.signal, owner: id });
+      const send = () =>
+        child.call(message, {
+          timeoutMs: options.timeoutMs,
+          signal: options.signal,
+          owner: id,
+          onServerMessage: options.onServerMessage,
+        });
       return await (session.child ? send() : this.callShared(message, id, send));
     } finally {
       session.inFlight--;
