@@ -33,7 +33,12 @@
  *   capabilities lack what the server asked for is -32021 with `requiredCapabilities` (the server's
  *   request refused, the call cancelled); a round not answered within a minute is given up the
  *   same way; an unknown, used or another client's requestState is -32602.
- * - What cannot be mapped is a clear error, never a hang: `subscriptions/listen` is -32601; a
+ * - `subscriptions/listen` (per-client sessions, whose server's notifications are the client's
+ *   own): an event stream of the held session's list changes the client opted in to and the
+ *   updates of the resources it names (resources/subscribe upstream, unsubscribed when it leaves),
+ *   led by notifications/subscriptions/acknowledged with what is honored.
+ * - What cannot be mapped is a clear error, never a hang: `subscriptions/listen` over a shared
+ *   child is -32601; a
  *   server request of another kind (roots, or one the gateway cannot attribute to a call) gets
  *   method-not-found from the gateway and the server answers the call with its own error.
  */
@@ -124,6 +129,16 @@ export class HeldSessions {
       if (this.#held.get(key) === opening) this.#held.delete(key);
     });
     return opening;
+  }
+
+  /** Whether subscriptions/listen maps onto the held sessions (their servers' notifications are their own). */
+  get canListen(): boolean {
+    return this.sessions.listen !== undefined && this.sessions.mode === 'per-client';
+  }
+
+  /** The notifications of the client's held session, until the function returned is called. */
+  listen(held: Held, listener: (notification: Record<string, unknown>) => void): (() => void) | undefined {
+    return this.sessions.listen?.(held.id, held.subject, listener);
   }
 
   /**
@@ -310,8 +325,11 @@ export async function proxyModern(
     ctx.status = 202;
     return;
   }
-  if (rpc.method === 'subscriptions/listen') throw unmappable(rpc.method, upstream.name);
   const owner = sessionOwner(ctx);
+  if (rpc.method === 'subscriptions/listen') {
+    if (!held.canListen) throw unmappable(rpc.method, upstream.name);
+    return listenModern(ctx, upstream, held, rpc, owner, timeoutMs);
+  }
   const params = asObject(rpc.params);
   let flight: Flight;
   let serverInfo: unknown;
@@ -333,7 +351,11 @@ export async function proxyModern(
     const session = await held.of(owner, timeoutMs);
     serverInfo = session.init.serverInfo;
     if (rpc.method === 'server/discover') {
-      ctx.state.answer = Answer.fromJson(ctx, { jsonrpc: '2.0', id: rpc.id, result: discoverResult(session.init) });
+      ctx.state.answer = Answer.fromJson(ctx, {
+        jsonrpc: '2.0',
+        id: rpc.id,
+        result: discoverResult(session.init, held.canListen),
+      });
       return;
     }
     flight = new Flight((listener, signal) =>
@@ -350,6 +372,121 @@ export async function proxyModern(
     return;
   }
   answerModern(ctx, await round.run());
+}
+
+/** Notification methods a listen stream carries, by the filter field that opts in to each. */
+const listChanged: Record<string, string> = {
+  'notifications/tools/list_changed': 'toolsListChanged',
+  'notifications/prompts/list_changed': 'promptsListChanged',
+  'notifications/resources/list_changed': 'resourcesListChanged',
+};
+/** Most resource subscriptions one listen request makes upstream. */
+const maxListenUris = 64;
+
+/**
+ * `subscriptions/listen` on the held session: its server's list changes (those the client opted in
+ * to and the server declared) and the updates of the resources the client names (subscribed
+ * upstream with resources/subscribe, unsubscribed when the client leaves), as an event stream led
+ * by notifications/subscriptions/acknowledged, each message tagged with the subscription id.
+ */
+async function listenModern(
+  ctx: GatewayContext,
+  upstream: RpcUpstream,
+  held: HeldSessions,
+  rpc: JsonRpcRequest,
+  owner: SessionOwner,
+  timeoutMs?: number,
+): Promise<void> {
+  const session = await held.of(owner, timeoutMs);
+  const declared = asObject(session.init.capabilities);
+  const asked = asObject(asObject(rpc.params).notifications);
+  const honored: Record<string, unknown> = {};
+  for (const [family, field] of [
+    ['tools', 'toolsListChanged'],
+    ['prompts', 'promptsListChanged'],
+    ['resources', 'resourcesListChanged'],
+  ] as const) {
+    if (asked[field] === true && asObject(declared[family]).listChanged === true) honored[field] = true;
+  }
+  const uris =
+    Array.isArray(asked.resourceSubscriptions) && asObject(declared.resources).subscribe === true
+      ? [...new Set(asked.resourceSubscriptions.filter((u): u is string => typeof u === 'string'))]
+      : [];
+  if (uris.length > maxListenUris) {
+    throw new GatewayError('bad_request', `Invalid params: at most ${maxListenUris} resourceSubscriptions`, {
+      rpcCode: -32602,
+      details: { path: '$.params.notifications.resourceSubscriptions' },
+    });
+  }
+  const subscriptionId = rpc.id;
+  const tagged = (m: Record<string, unknown>) => {
+    const params = asObject(m.params);
+    return {
+      ...m,
+      params: { ...params, _meta: { ...asObject(params._meta), [`${meta}subscriptionId`]: subscriptionId } },
+    };
+  };
+  const body = new PassThrough();
+  const send = (m: Record<string, unknown>) => {
+    if (!body.writableEnded) body.write(`event: message\ndata: ${JSON.stringify(m)}\n\n`);
+  };
+  const subscribed = new Set<string>();
+  // Until the acknowledgement is out, what the server sends waits (it must come first).
+  let queue: Record<string, unknown>[] | undefined = [];
+  const stop = held.listen(session, (n) => {
+    const method = String(n.method);
+    const field = listChanged[method];
+    const wanted =
+      field !== undefined
+        ? honored[field] === true
+        : method === 'notifications/resources/updated' && subscribed.has(String(asObject(n.params).uri));
+    if (!wanted) return;
+    if (queue) queue.push(n);
+    else send(tagged(n));
+  });
+  if (!stop) throw unmappable(rpc.method, upstream.name);
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    stop();
+    for (const uri of subscribed) {
+      upstream
+        .call(
+          { jsonrpc: '2.0', id: 'switchyard-unsubscribe', method: 'resources/unsubscribe', params: { uri } },
+          { session: session.id, timeoutMs },
+        )
+        .catch(() => {});
+    }
+    body.end();
+  };
+  ctx.res.once('close', end);
+  try {
+    for (const uri of uris) {
+      const answer = await upstream.call(
+        { jsonrpc: '2.0', id: 'switchyard-subscribe', method: 'resources/subscribe', params: { uri } },
+        { session: session.id, timeoutMs },
+      );
+      if (answer && answer.error === undefined) subscribed.add(uri);
+    }
+  } catch (err) {
+    ctx.res.off('close', end);
+    end();
+    throw err;
+  }
+  if (subscribed.size > 0) honored.resourceSubscriptions = [...subscribed];
+  send({
+    jsonrpc: '2.0',
+    method: 'notifications/subscriptions/acknowledged',
+    params: { notifications: honored, _meta: { [`${meta}subscriptionId`]: subscriptionId } },
+  });
+  for (const n of queue) send(tagged(n));
+  queue = undefined;
+  ctx.state.answer = new Answer(ctx, {
+    status: 200,
+    headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' },
+    body,
+  });
 }
 
 /** One round of a modern request: the call's progress, then its answer, an input_required result or an error. */
@@ -557,16 +694,19 @@ export function modernResponse(
   return { ...response, result: out };
 }
 
-/** `server/discover`: what the upstream's initialize said, less what this mapping cannot carry. */
-export function discoverResult(init: Record<string, unknown>): Record<string, unknown> {
+/**
+ * `server/discover`: what the upstream's initialize said, less what this mapping cannot carry
+ * (list changes and resource subscriptions unless `listen`: subscriptions/listen is mapped).
+ */
+export function discoverResult(init: Record<string, unknown>, listen = false): Record<string, unknown> {
   const capabilities: Record<string, unknown> = {};
   const given = asObject(init.capabilities);
   for (const name of ['tools', 'prompts', 'resources', 'completions', 'experimental'] as const) {
     const value = given[name];
     if (value === null || typeof value !== 'object') continue;
-    // No subscriptions/listen through this mapping: no list-changed or resource subscriptions.
+    // Without subscriptions/listen through this mapping: no list-changed or resource subscriptions.
     const { listChanged: _l, subscribe: _s, ...rest } = value as Record<string, unknown>;
-    capabilities[name] = name === 'experimental' ? value : rest;
+    capabilities[name] = name === 'experimental' || listen ? value : rest;
   }
   const result: Record<string, unknown> = {
     resultType: 'complete',

@@ -63,6 +63,8 @@ export class StdioChild {
   private exited?: Promise<void>;
   /** Calls in flight that take the server's messages, by wire id. */
   private readonly listening = new Map<number, Listening>();
+  /** Who takes the notifications the server sends outside any call (RpcSessions.listen). */
+  private readonly listeners = new Set<(notification: Message) => void>();
   /** Wire progress token -> wire id of its call. */
   private readonly progressTokens = new Map<string, number>();
 
@@ -132,6 +134,12 @@ export class StdioChild {
       options.owner ?? null,
       options.onServerMessage,
     );
+  }
+
+  /** The server's notifications other than a call's progress, to `listener` until the function returned is called. */
+  listen(listener: (notification: Message) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   async close(): Promise<void> {
@@ -318,6 +326,10 @@ export class StdioChild {
     if (typeof msg.method === 'string') {
       if (msg.id === undefined) {
         if (msg.method === 'notifications/progress' && this.relayProgress(msg)) return;
+        if (msg.method !== 'notifications/progress' && this.listeners.size > 0) {
+          for (const listener of this.listeners) listener(msg);
+          return;
+        }
         this.logger.debug({ method: msg.method }, 'notification from child ignored');
         return;
       }

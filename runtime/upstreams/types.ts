@@ -133,6 +133,17 @@ export interface RpcSessions {
   has(id: string, subject?: string): boolean;
   /** False when there was no such session bound to `subject` (nothing is ended then). */
   end(id: string, subject?: string): Promise<boolean>;
+  /**
+   * The notifications the session's server sends outside any call (list changes, resource
+   * updates), to `listener` until the returned function is called; the session is not idle
+   * meanwhile. Undefined when there is no such session bound to `subject`, or its server's
+   * notifications are not its own (a shared child's are every client's).
+   */
+  listen?(
+    id: string,
+    subject: string | undefined,
+    listener: (notification: Record<string, unknown>) => void,
+  ): (() => void) | undefined;
 }
 
 /**

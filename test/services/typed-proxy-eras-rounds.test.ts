@@ -9,6 +9,9 @@
  * - input_required rounds: a server request (elicitation, sampling) made while serving a call
  *   comes to the client as an `input_required` result; the client's retry with inputResponses and
  *   the requestState answers it and the call completes (the SDK v2 client drives the rounds);
+ * - subscriptions/listen: an event stream of the held session's notifications the client opted in
+ *   to, led by the acknowledgement; resource updates of the URIs it names (resources/subscribe
+ *   upstream), each tagged with the subscription id;
  * - what the client's `_meta` capabilities lack is -32021 with the required capabilities, a
  *   requestState that is unknown or another client's -32602: a clear error, never a hang.
  */
@@ -232,4 +235,67 @@ describe('a 2026-07-28 client through the proxy to the stdio 2025 server: progre
     const echo = await call(svc.url, { name: 'echo', arguments: { message: 'still here' } }, {});
     expect(echo.body.result).toMatchObject({ content: [{ type: 'text', text: 'Echo: still here' }] });
   });
+
+  it('subscriptions/listen: acknowledged first, then the updates of the resources named, tagged with the subscription id', async () => {
+    const abort = new AbortController();
+    const uri = 'demo://resource/static/document/architecture.md';
+    const res = await fetch(`${svc.url}/`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': modern,
+        'mcp-method': 'subscriptions/listen',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 'listen-1',
+        method: 'subscriptions/listen',
+        params: { notifications: { toolsListChanged: true, resourceSubscriptions: [uri] }, _meta: metaWith({}) },
+      }),
+      signal: abort.signal,
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const events = eventsOf(res.body as ReadableStream<Uint8Array>);
+    const ack = (await events.next()).value;
+    expect(ack).toMatchObject({
+      method: 'notifications/subscriptions/acknowledged',
+      params: {
+        notifications: { toolsListChanged: true, resourceSubscriptions: [uri] },
+        _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' },
+      },
+    });
+    // The server's simulated updates of subscribed resources, started by a tool of its own.
+    const toggled = await call(svc.url, { name: 'toggle-subscriber-updates', arguments: {} }, {});
+    expect(toggled.body.result).toMatchObject({ resultType: 'complete' });
+    const update = (await events.next()).value;
+    expect(update).toMatchObject({
+      method: 'notifications/resources/updated',
+      params: { uri, _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' } },
+    });
+    abort.abort();
+    await call(svc.url, { name: 'toggle-subscriber-updates', arguments: {} }, {});
+  });
 });
+
+/** The JSON messages of an event stream, as they come. */
+async function* eventsOf(body: ReadableStream<Uint8Array>): AsyncGenerator<unknown> {
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for await (const chunk of body) {
+    buffer += decoder.decode(chunk, { stream: true });
+    let end = buffer.indexOf('\n\n');
+    while (end !== -1) {
+      const data = buffer
+        .slice(0, end)
+        .split('\n')
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => l.slice(5).trim())
+        .join('\n');
+      buffer = buffer.slice(end + 2);
+      if (data) yield JSON.parse(data);
+      end = buffer.indexOf('\n\n');
+    }
+  }
+}
