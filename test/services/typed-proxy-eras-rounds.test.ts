@@ -43,6 +43,7 @@ async function call(
   params: Record<string, unknown>,
   capabilities: Record<string, unknown>,
   fetcher: typeof fetch = fetch,
+  extra: Record<string, string> = {},
 ): Promise<{ status: number; body: Body }> {
   const res = await fetcher(`${url}/`, {
     method: 'POST',
@@ -52,6 +53,7 @@ async function call(
       'mcp-protocol-version': modern,
       'mcp-method': 'tools/call',
       'mcp-name': String(params.name),
+      ...extra,
     },
     body: JSON.stringify({
       jsonrpc: '2.0',
@@ -234,6 +236,25 @@ describe('a 2026-07-28 client through the proxy to the stdio 2025 server: progre
     // The session serves on.
     const echo = await call(svc.url, { name: 'echo', arguments: { message: 'still here' } }, {});
     expect(echo.body.result).toMatchObject({ content: [{ type: 'text', text: 'Echo: still here' }] });
+  });
+
+  it('Mcp-Param-* headers the listed tool does not declare are -32020 (checked against the body like Mcp-Name)', async () => {
+    const listed = await fetch(`${svc.url}/`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': modern,
+        'mcp-method': 'tools/list',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: metaWith({}) } }),
+    });
+    expect(listed.status).toBe(200);
+    const echo = { name: 'echo', arguments: { message: 'hi' } };
+    const routed = await call(svc.url, echo, {}, fetch, { 'mcp-param-region': 'eu-west' });
+    expect(routed.status).toBe(400);
+    expect(routed.body.error).toMatchObject({ code: -32020, data: { header: 'Mcp-Param-region' } });
+    expect((await call(svc.url, echo, {})).body.result).toMatchObject({ resultType: 'complete' });
   });
 
   it('subscriptions/listen: acknowledged first, then the updates of the resources named, tagged with the subscription id', async () => {
