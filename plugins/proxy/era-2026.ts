@@ -93,12 +93,115 @@ export function modernVersionOf(rpc: JsonRpcRequest | undefined): unknown {
   return (m as Record<string, unknown>)[`${meta}protocolVersion`];
 }
 
-interface Held {
+/** A legacy session the gateway holds for a client. */
+export interface Held {
   id: string;
   subject?: string;
   /** The upstream's initialize result. */
   init: Record<string, unknown>;
+  /** The server forgot it (an HTTP server's 404): opened again at the next request. */
+  gone?: boolean;
 }
+
+export interface LegacyCallOptions {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  trace?: GatewayContext['state']['trace'];
+  requestId?: string;
+  /** The call's progress and the server's requests made for it (see RpcCallOptions.onServerMessage). */
+  onServerMessage?: ServerMessageListener;
+}
+
+/**
+ * How the mapping reaches a legacy server: a stdio child's session (StdioLegacy, here) or an MCP
+ * server's session over streamable HTTP (era-2026-http.ts). The mapping itself (HeldSessions,
+ * proxyModern) is one for both.
+ */
+export interface LegacyTransport {
+  readonly name: string;
+  /** subscriptions/listen maps onto the sessions (a session's server notifications are its client's own). */
+  readonly canListen: boolean;
+  /** A session opened for the owner with `initialize` (declaring `capabilities`) and `notifications/initialized`. */
+  open(owner: SessionOwner, capabilities: Record<string, unknown>, timeoutMs?: number): Promise<Held>;
+  alive(held: Held): boolean;
+  /** A request on the session; throws SessionGone when the server forgot it (the call was not made). */
+  call(held: Held, message: JsonRpcRequest, options: LegacyCallOptions): Promise<Record<string, unknown> | undefined>;
+  listen(held: Held, listener: (notification: Record<string, unknown>) => void): (() => void) | undefined;
+}
+
+/** The server no longer knows the session (nothing was done): open another and send again. */
+export class SessionGone extends Error {}
+
+/** The session of a stdio MCP upstream's child, issued by its RpcSessions. */
+export class StdioLegacy implements LegacyTransport {
+  constructor(
+    private readonly upstream: RpcUpstream,
+    private readonly sessions: RpcSessions,
+  ) {}
+
+  get name(): string {
+    return this.upstream.name;
+  }
+
+  get canListen(): boolean {
+    return this.sessions.listen !== undefined && this.sessions.mode === 'per-client';
+  }
+
+  async open(owner: SessionOwner, capabilities: Record<string, unknown>, timeoutMs?: number): Promise<Held> {
+    const id = await this.sessions.open(owner);
+    try {
+      const answer = await this.upstream.call(initializeMessage(capabilities), { session: id, timeoutMs });
+      const init = initResult(answer, this.upstream.name);
+      await this.upstream.call({ jsonrpc: '2.0', method: 'notifications/initialized' }, { session: id });
+      return { id, subject: owner.subject, init };
+    } catch (err) {
+      await this.sessions.end(id, owner.subject);
+      throw err;
+    }
+  }
+
+  alive(held: Held): boolean {
+    return this.sessions.has(held.id, held.subject);
+  }
+
+  call(held: Held, message: JsonRpcRequest, o: LegacyCallOptions): Promise<Record<string, unknown> | undefined> {
+    return this.upstream.call(message, {
+      timeoutMs: o.timeoutMs,
+      signal: o.signal,
+      session: held.id,
+      trace: o.trace,
+      onServerMessage: o.onServerMessage,
+    });
+  }
+
+  listen(held: Held, listener: (notification: Record<string, unknown>) => void): (() => void) | undefined {
+    return this.sessions.listen?.(held.id, held.subject, listener);
+  }
+}
+
+/** The gateway's `initialize` of a held session. */
+export function initializeMessage(capabilities: Record<string, unknown>): JsonRpcRequest {
+  return {
+    jsonrpc: '2.0',
+    id: 'switchyard-initialize',
+    method: 'initialize',
+    params: { protocolVersion: legacyVersion, capabilities, clientInfo: { name: 'switchyard', version: '0.1.0' } },
+  };
+}
+
+/** The initialize result, or the refusal. */
+export function initResult(answer: Record<string, unknown> | undefined, upstream: string): Record<string, unknown> {
+  const result = answer?.result;
+  if (!result || typeof result !== 'object' || answer?.error !== undefined) {
+    throw new GatewayError('upstream_error', 'The upstream refused the MCP session the gateway opened for the client', {
+      details: { upstream, error: answer?.error },
+    });
+  }
+  return result as Record<string, unknown>;
+}
+
+/** Sessions held per transport at most: past this, the longest-held is let go (the server expires it). */
+const maxHeld = 1024;
 
 /** The upstream sessions the gateway holds for modern clients, one per client (see above). */
 export class HeldSessions {
@@ -106,10 +209,7 @@ export class HeldSessions {
   /** Calls waiting for a client's answer to an input_required round, by their requestState. */
   readonly #parked = new Map<string, Parked>();
 
-  constructor(
-    private readonly upstream: RpcUpstream,
-    private readonly sessions: RpcSessions,
-  ) {}
+  constructor(readonly transport: LegacyTransport) {}
 
   /** The client's session, opened (initialize + initialized) when it has none live. */
   async of(owner: SessionOwner, timeoutMs?: number): Promise<Held> {
@@ -117,13 +217,14 @@ export class HeldSessions {
     const current = this.#held.get(key);
     if (current) {
       const held = await current.catch(() => undefined);
-      if (held && this.sessions.has(held.id, owner.subject)) return held;
+      if (held && !held.gone && this.transport.alive(held)) return held;
       if (this.#held.get(key) === current) this.#held.delete(key);
     }
     const again = this.#held.get(key);
     if (again) return again; // another request of the client opened it meanwhile
     this.#sweep();
-    const opening = this.#open(owner, timeoutMs);
+    const opening = this.transport.open(owner, heldCapabilities, timeoutMs);
+    if (this.#held.size >= maxHeld) this.#held.delete(this.#held.keys().next().value as string);
     this.#held.set(key, opening);
     opening.catch(() => {
       if (this.#held.get(key) === opening) this.#held.delete(key);
@@ -133,12 +234,33 @@ export class HeldSessions {
 
   /** Whether subscriptions/listen maps onto the held sessions (their servers' notifications are their own). */
   get canListen(): boolean {
-    return this.sessions.listen !== undefined && this.sessions.mode === 'per-client';
+    return this.transport.canListen;
   }
 
   /** The notifications of the client's held session, until the function returned is called. */
   listen(held: Held, listener: (notification: Record<string, unknown>) => void): (() => void) | undefined {
-    return this.sessions.listen?.(held.id, held.subject, listener);
+    return this.transport.listen(held, listener);
+  }
+
+  /** A request on the client's session; once more on a new one when the server forgot it. */
+  async call(
+    owner: SessionOwner,
+    held: Held,
+    message: JsonRpcRequest,
+    options: LegacyCallOptions,
+  ): Promise<Record<string, unknown> | undefined> {
+    try {
+      return await this.transport.call(held, message, options);
+    } catch (err) {
+      if (!(err instanceof SessionGone)) throw err;
+      held.gone = true;
+      return this.transport.call(await this.of(owner, options.timeoutMs), message, options).catch((again) => {
+        if (!(again instanceof SessionGone)) throw again;
+        throw new GatewayError('upstream_error', 'The upstream forgot the MCP session the gateway opened again', {
+          details: { upstream: this.transport.name },
+        });
+      });
+    }
   }
 
   /**
@@ -186,45 +308,10 @@ export class HeldSessions {
     for (const [key, entry] of this.#held) {
       entry.then(
         (held) => {
-          if (!this.sessions.has(held.id, held.subject) && this.#held.get(key) === entry) this.#held.delete(key);
+          if ((held.gone || !this.transport.alive(held)) && this.#held.get(key) === entry) this.#held.delete(key);
         },
         () => {},
       );
-    }
-  }
-
-  async #open(owner: SessionOwner, timeoutMs?: number): Promise<Held> {
-    const id = await this.sessions.open(owner);
-    try {
-      const answer = await this.upstream.call(
-        {
-          jsonrpc: '2.0',
-          id: 'switchyard-initialize',
-          method: 'initialize',
-          params: {
-            protocolVersion: legacyVersion,
-            // What the gateway maps onto input_required rounds (see above); roots is not declared.
-            capabilities: heldCapabilities,
-            clientInfo: { name: 'switchyard', version: '0.1.0' },
-          },
-        },
-        { session: id, timeoutMs },
-      );
-      const result = answer?.result;
-      if (!result || typeof result !== 'object' || answer?.error !== undefined) {
-        throw new GatewayError(
-          'upstream_error',
-          'The upstream refused the MCP session the gateway opened for the client',
-          {
-            details: { upstream: this.upstream.name, error: answer?.error },
-          },
-        );
-      }
-      await this.upstream.call({ jsonrpc: '2.0', method: 'notifications/initialized' }, { session: id });
-      return { id, subject: owner.subject, init: result as Record<string, unknown> };
-    } catch (err) {
-      await this.sessions.end(id, owner.subject);
-      throw err;
     }
   }
 }
@@ -235,7 +322,7 @@ const heldBySessions = new WeakMap<RpcSessions, HeldSessions>();
 export function heldSessionsOf(upstream: RpcUpstream, sessions: RpcSessions): HeldSessions {
   let held = heldBySessions.get(sessions);
   if (!held) {
-    held = new HeldSessions(upstream, sessions);
+    held = new HeldSessions(new StdioLegacy(upstream, sessions));
     heldBySessions.set(sessions, held);
   }
   return held;
@@ -313,11 +400,11 @@ export class Flight {
 /** Sends a modern request to the client's legacy session and leaves the modern answer on ctx.state.answer. */
 export async function proxyModern(
   ctx: GatewayContext,
-  upstream: RpcUpstream,
   held: HeldSessions,
   rpc: JsonRpcRequest,
   timeoutMs?: number,
 ): Promise<void> {
+  const upstream = held.transport;
   unsupportedModern(rpc);
   if (rpc.id === undefined) {
     // notifications/cancelled (or another notification): accepted, never forwarded (see above).
@@ -328,7 +415,7 @@ export async function proxyModern(
   const owner = sessionOwner(ctx);
   if (rpc.method === 'subscriptions/listen') {
     if (!held.canListen) throw unmappable(rpc.method, upstream.name);
-    return listenModern(ctx, upstream, held, rpc, owner, timeoutMs);
+    return listenModern(ctx, held, rpc, owner, timeoutMs);
   }
   const params = asObject(rpc.params);
   let flight: Flight;
@@ -359,9 +446,11 @@ export async function proxyModern(
       return;
     }
     flight = new Flight((listener, signal) =>
-      upstream.call(
+      held.call(
+        owner,
+        session,
         { ...rpc, params: legacyParams(rpc.params) },
-        { timeoutMs, signal, session: session.id, trace: ctx.state.trace, onServerMessage: listener },
+        { timeoutMs, signal, trace: ctx.state.trace, requestId: ctx.state.requestId, onServerMessage: listener },
       ),
     );
   }
@@ -391,12 +480,12 @@ const maxListenUris = 64;
  */
 async function listenModern(
   ctx: GatewayContext,
-  upstream: RpcUpstream,
   held: HeldSessions,
   rpc: JsonRpcRequest,
   owner: SessionOwner,
   timeoutMs?: number,
 ): Promise<void> {
+  const upstream = held.transport;
   const session = await held.of(owner, timeoutMs);
   const declared = asObject(session.init.capabilities);
   const asked = asObject(asObject(rpc.params).notifications);
@@ -453,8 +542,9 @@ async function listenModern(
     for (const uri of subscribed) {
       upstream
         .call(
+          session,
           { jsonrpc: '2.0', id: 'switchyard-unsubscribe', method: 'resources/unsubscribe', params: { uri } },
-          { session: session.id, timeoutMs },
+          { timeoutMs },
         )
         .catch(() => {});
     }
@@ -464,8 +554,9 @@ async function listenModern(
   try {
     for (const uri of uris) {
       const answer = await upstream.call(
+        session,
         { jsonrpc: '2.0', id: 'switchyard-subscribe', method: 'resources/subscribe', params: { uri } },
-        { session: session.id, timeoutMs },
+        { timeoutMs },
       );
       if (answer && answer.error === undefined) subscribed.add(uri);
     }
