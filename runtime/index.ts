@@ -102,6 +102,7 @@ export type {
   RpcCallOptions,
   RpcSessions,
   RpcUpstream,
+  ServerMessageListener,
   SessionMode,
   SessionOwner,
   Upstream,

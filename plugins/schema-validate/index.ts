@@ -300,8 +300,9 @@ export default definePlugin<SchemaValidateOptions>({
       const stype = (ctx.state.stype as ResolvedSType).id;
       const mode = effectiveMode(options.mode, ctx.state.mode);
       const result = response.result;
-      // Errors and MCP tool errors (isError) carry no structured result to check.
-      if (!isObject(result) || result.isError === true) return response;
+      // Errors, MCP tool errors (isError) and a round asking for input (MCP 2026-07-28
+      // input_required: the result comes with a later round) carry no structured result to check.
+      if (!isObject(result) || result.isError === true || result.resultType === 'input_required') return response;
       const structured = result.structuredContent !== undefined;
       const schema = registry.get(stype)?.output_schema;
       if (!schema) return response;
