@@ -439,7 +439,7 @@ describe('switchyard validate', () => {
     for (const ok of [files.fixed, files.serviceFixed, files.wrapsFixed, ...shipped]) {
       expect(err.stdout).toContain(`${ok}: ok\n`);
     }
-  });
+  }, 120_000); // one `switchyard validate` process loading every shipped config: 30 s failed on a loaded machine
 });
 
 describe('hot reload', () => {
