@@ -7,19 +7,15 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { loadCatalog } from '../catalog.ts';
-import { ClusterPrimary, runWorker } from '../cluster.ts';
-import { loadService } from '../config/load.ts';
-import { fullServiceSchema } from '../config/service-schema.ts';
 import { ConfigError, formatProblem } from '../config/source.ts';
-import { Gateway } from '../gateway.ts';
+import type { Gateway } from '../gateway.ts';
 import { localUrl } from '../server/listener.ts';
-import { admin } from './admin.ts';
-import { control } from './control.ts';
 import { processIo } from './io.ts';
-import { plugins } from './plugins.ts';
 import { listRuns, type RunEntry, recordRun } from './run-registry.ts';
 import { renderTable } from './table.ts';
+
+// What a command needs is imported when it runs: `--help`, `ps` and the admin commands do not load
+// the runtime and every plugin (about 2 s of CPU from the sources).
 
 const usage = `usage:
   switchyard serve <config...> [--set path=value ...]   run services
@@ -79,9 +75,11 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   // These parse options of their own.
-  if (command === 'admin') return admin(rest);
-  if (command === 'health' || command === 'config' || command === 'reload') return control(command, rest, io);
-  if (command === 'plugins') return plugins(rest, io);
+  if (command === 'admin') return (await import('./admin.ts')).admin(rest);
+  if (command === 'health' || command === 'config' || command === 'reload') {
+    return (await import('./control.ts')).control(command, rest, io);
+  }
+  if (command === 'plugins') return (await import('./plugins.ts')).plugins(rest, io);
   if (!(command in commandOptions)) {
     return fail(`unknown command ${command}`);
   }
@@ -107,6 +105,7 @@ export async function main(argv: string[]): Promise<number> {
       if (positionals.length === 0) return fail('serve needs at least one config file', 'serve');
       if (cluster.isWorker) {
         // A worker forked by `serve --workers`: it reruns this command line (runtime/cluster.ts).
+        const { runWorker } = await import('../cluster.ts');
         await runWorker(positionals, { set }).catch(() => process.exit(1));
         return -1;
       }
@@ -114,6 +113,7 @@ export async function main(argv: string[]): Promise<number> {
       if (workers === undefined) return fail('--workers takes a positive integer or "auto"', 'serve');
       if (workers > 0) {
         try {
+          const { ClusterPrimary } = await import('../cluster.ts');
           const primary = await ClusterPrimary.start(positionals, { set, workers, watch: values.watch });
           primary.handleSignals();
           const runs: RunEntry[] = [];
@@ -133,6 +133,7 @@ export async function main(argv: string[]): Promise<number> {
       }
       try {
         const began = performance.now();
+        const { Gateway } = await import('../gateway.ts');
         const gateway = await Gateway.start(positionals, { set, watch: values.watch });
         gateway.handleSignals();
         const runs: RunEntry[] = [];
@@ -161,6 +162,7 @@ export async function main(argv: string[]): Promise<number> {
     case 'validate': {
       if (positionals.length === 0) return fail('validate needs at least one config file', 'validate');
       let failed = false;
+      const { loadService } = await import('../config/load.ts');
       for (const file of positionals) {
         try {
           await loadService(file, { set });
@@ -174,6 +176,10 @@ export async function main(argv: string[]): Promise<number> {
     }
     case 'schema': {
       if (positionals.length > 0) return fail(`schema: unexpected argument ${positionals[0]}`, 'schema');
+      const [{ loadCatalog }, { fullServiceSchema }] = await Promise.all([
+        import('../catalog.ts'),
+        import('../config/service-schema.ts'),
+      ]);
       const catalog = await loadCatalog();
       const text = `${JSON.stringify(fullServiceSchema(catalog.all()), null, 2)}\n`;
       if (values.out) writeFileSync(values.out, text);
