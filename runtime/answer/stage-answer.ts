@@ -62,8 +62,9 @@ export class StageAnswer {
     return this.ctx.state.answer?.hasBody ?? false;
   }
 
+  /** Whether stages added stream filters to the answer. */
   get filtered(): boolean {
-    return this.store.filtered;
+    return this.ctx.state.answer?.filtered ?? false;
   }
 
   get readJson(): unknown {
