@@ -138,6 +138,7 @@ export {
   OpenAIChunk,
   type OpenAIStreamOptions,
   type OpenAIStreamReader,
+  openaiStreamData,
   TextWindow,
 } from './wire/openai-stream.ts';
 export {

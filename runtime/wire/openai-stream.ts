@@ -13,8 +13,10 @@
  * Add a reader with `answer.filterOpenAIChunks(reader)`; it runs as any stream filter does (in the
  * order of the stages, under its stage's `on_uninspectable`, at once unless it returns a promise).
  */
+import type { Readable } from 'node:stream';
 import type { SseEvent, SseFilter, SseVerdict } from '../answer/event-stream.ts';
 import { UninspectableAnswer } from '../answer/uninspectable.ts';
+import { sseData } from '../upstreams/sse.ts';
 import { chunkText } from './openai.ts';
 
 /** One streamed chunk, parsed. */
@@ -157,4 +159,16 @@ export class TextWindow {
 function global(pattern: RegExp): RegExp {
   if (!pattern.global) throw new TypeError(`a text window's pattern must be global (/…/g): ${pattern}`);
   return pattern;
+}
+
+/**
+ * The data of each event of an OpenAI-style stream a stage reads from a call of its own (not the
+ * request's answer, which `filterOpenAIChunks` reads), up to `data: [DONE]` (left out): the
+ * framing and the end are the runtime's.
+ */
+export async function* openaiStreamData(body: Readable): AsyncGenerator<string> {
+  for await (const data of sseData(body)) {
+    if (data === '[DONE]') return;
+    yield data;
+  }
 }
