@@ -10,6 +10,7 @@ import {
   answerOf,
   type OnUninspectable,
   type OpenAIStreamReader,
+  openaiStreamData,
   respond,
   type SseEvent,
   type Stage,
@@ -187,5 +188,16 @@ describe('TextWindow', () => {
     expect(w.held.length).toBe(8);
     expect(() => w.matches(/secret/, 'a')).toThrow(/global/);
     expect(() => new TextWindow(0)).toThrow(RangeError);
+  });
+});
+
+describe('openaiStreamData', () => {
+  it("yields each event's data up to [DONE], framing across reads included", async () => {
+    const body = Readable.from(
+      ['data: {"a"', ':1}\n\ndata: two\n', '\ndata: [DONE]\n\ndata: after\n\n'].map((s) => Buffer.from(s)),
+    );
+    const seen: string[] = [];
+    for await (const data of openaiStreamData(body)) seen.push(data);
+    expect(seen).toEqual(['{"a":1}', 'two']);
   });
 });
