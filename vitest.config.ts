@@ -1,4 +1,8 @@
+import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
+
+// Every Node process a test starts ends with the test process (test/helpers/exit-with-parent.mjs).
+const exitWithParent = `--import=${join(import.meta.dirname, 'test/helpers/exit-with-parent.mjs')}`;
 
 export default defineConfig({
   test: {
@@ -6,6 +10,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    env: { NODE_OPTIONS: [process.env.NODE_OPTIONS, exitWithParent].filter(Boolean).join(' ') },
     reporters: ['default'],
   },
 });

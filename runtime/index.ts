@@ -61,11 +61,8 @@ export type {
   PolicyDecision,
   ProviderFailure,
   ProvidersTried,
-  QomResult,
-  ResolvedSType,
   Stage,
   StageNext,
-  Violation,
 } from './state.ts';
 export type {
   ChangeRecord,
@@ -115,6 +112,7 @@ export type {
   RpcCallOptions,
   RpcSessions,
   RpcUpstream,
+  ServerMessageListener,
   SessionMode,
   SessionOwner,
   Upstream,
@@ -125,6 +123,7 @@ export { ClientAbort } from './util/client-abort.ts';
 export { type Deadline, deadline } from './util/deadline.ts';
 export { canonicalJson, sha256Hex } from './util/hash.ts';
 export { publicReason } from './util/public-reason.ts';
+export type { Violation } from './util/schema-errors.ts';
 export { describeSchemaError, pointerSegments, schemaFieldName, toViolations } from './util/schema-errors.ts';
 export { compileStatePath, type StateReader } from './util/state-path.ts';
 export { TurnBatch } from './util/turn-batch.ts';

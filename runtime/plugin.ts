@@ -201,6 +201,14 @@ export interface PluginDefinition<O = Record<string, unknown>> {
   /** Request-state fields this stage writes for the stages after it. */
   provides?: StateFields<O>;
   /**
+   * Plugin names of stages this stage must wrap: where one of them is on the same request path,
+   * it must run AFTER this stage, so that it runs inside this one (this stage's code after
+   * `next()` sees what it did, its answer phase included). The loader refuses a path where such a
+   * stage runs first, naming both stages and the route. E.g. `audit` wraps `policy`: a decision
+   * policy takes is on record before the client sees the answer.
+   */
+  wraps?: readonly string[];
+  /**
    * In a dry run (runtime/dry-run.ts): `run` — the stage has no effect outside the request (it
    * reads, checks, decides), so it runs as it is; `skip` — it is left out (a counter a dry run must
    * not move, e.g. a rate limit). Unset, and no `dryRun` handler on the instance: a route with the

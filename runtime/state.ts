@@ -1,7 +1,13 @@
 /**
  * The typed per-request state shared by the stages of a pipeline (Koa's `ctx.state`).
- * Stages read and enrich it instead of re-parsing the body. Plugins may add fields of their own
- * through declaration merging on `GatewayState`.
+ * Stages read and enrich it instead of re-parsing the body.
+ *
+ * Only what the runtime itself speaks is declared here: the request core's fields, the request
+ * and answer views, the protocols it parses (JSON-RPC), callers, upstream choice, decisions. A
+ * plugin family's own vocabulary is declared by that family, by declaration merging on
+ * `GatewayState` in its `api.ts` (e.g. `stype`, `validation`, `qom` in
+ * plugins/stype-registry/api.ts, `classifications` in plugins/classify/api.ts); `needs` and
+ * `provides` name those fields like any other.
  */
 
 import type { Next, ParameterizedContext } from 'koa';
@@ -20,29 +26,6 @@ export interface JsonRpcRequest {
   method: string;
   params?: Record<string, unknown> | unknown[];
   id?: JsonRpcId;
-}
-
-export interface Violation {
-  /** JSON path relative to the request, e.g. `$.arguments.message`. */
-  path: string;
-  message: string;
-}
-
-export interface ResolvedSType {
-  id: string;
-  version: string;
-  /** `approved` or `pending`, from the registry. */
-  status?: string;
-}
-
-export interface QomResult {
-  profile: string;
-  score: number;
-  threshold: number;
-  passed: boolean;
-  dimensions: Record<string, number>;
-  /** Why each dimension scored what it did; filled when explanation is asked for. */
-  explanation?: Record<string, string>;
 }
 
 export interface PolicyDecision {
@@ -133,12 +116,6 @@ export interface GatewayState {
    * records to it. A session id a client merely claims is never put here.
    */
   mcpSession?: string;
-  stype?: ResolvedSType;
-  /** Schema validation of the request. */
-  validation?: { valid: boolean; violations: Violation[] };
-  /** Schema validation of the upstream's result, where the SType defines an output schema. */
-  resultValidation?: { valid: boolean; violations: Violation[] };
-  qom?: QomResult;
   decision?: PolicyDecision;
   /** Every decision taken for this request, in order (ingress first); the audit trail records them. */
   decisions?: PolicyDecision[];

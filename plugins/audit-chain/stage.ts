@@ -4,7 +4,7 @@
  *
  *   pipeline:
  *     - auth: {...}
- *     - audit: { chain: audit }      # before the stages that decide
+ *     - audit: { chain: audit }      # before the stages that decide (`wraps`, checked at load)
  *     - policy: {...}
  *     - proxy: {...}
  *
@@ -41,6 +41,9 @@ import type { AuditChain, AuditEntry } from './api.ts';
 export default definePlugin<{ chain?: string }>({
   name: 'audit',
   description: 'Record the decisions of each request in an audit-chain resource before it is answered',
+  // Before the stages that decide, on every path: their decisions (answer phase included) are
+  // taken inside this stage, so they are on record before the client sees the answer.
+  wraps: ['policy', 'schema-validate'],
   options: {
     type: 'object',
     additionalProperties: false,

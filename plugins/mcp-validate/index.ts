@@ -31,9 +31,17 @@ import {
   type JsonRpcRequest,
   MCP_PROTOCOL_VERSION,
   type RpcSessions,
+  readRpcResponse,
   subjectOf,
 } from '../../runtime/index.ts';
-import { checkModern, metaVersionOf, unsupportedVersion } from './modern.ts';
+import {
+  checkModern,
+  checkParamHeaders,
+  metaVersionOf,
+  type ParamHeader,
+  paramHeadersOf,
+  unsupportedVersion,
+} from './modern.ts';
 import {
   isModernVersion,
   isProtocolVersion,
@@ -144,6 +152,24 @@ export default definePlugin<McpValidateOptions>({
     });
 
     const requireHeaders = options.require_headers ?? true;
+    /** Each listed tool's x-mcp-header annotations (its Mcp-Param-* headers), from the tools/list answers seen. */
+    const paramHeaders = new Map<string, ParamHeader[] | { invalid: string }>();
+
+    /** The annotations of the tools a tools/list answer lists (a JSON answer; an event stream is not read). */
+    async function recordParamHeaders(ctx: GatewayContext): Promise<void> {
+      const answer = ctx.state.answer;
+      if (!answer || answer.isEventStream || answer.status !== 200) return;
+      const response = await readRpcResponse(ctx).catch(() => undefined);
+      const tools = (response?.result as Record<string, unknown> | undefined)?.tools;
+      if (!Array.isArray(tools)) return;
+      for (const tool of tools) {
+        const name = (tool as Record<string, unknown> | null)?.name;
+        if (typeof name !== 'string') continue;
+        paramHeaders.delete(name);
+        if (paramHeaders.size >= maxParamTools) paramHeaders.delete(paramHeaders.keys().next().value as string);
+        paramHeaders.set(name, paramHeadersOf((tool as Record<string, unknown>).inputSchema));
+      }
+    }
 
     /**
      * The protocol version a message is checked against: a modern request's (its `_meta`, else its
@@ -225,8 +251,18 @@ export default definePlugin<McpValidateOptions>({
             refused.inc({ method: protocol.knows(rpc.method) ? rpc.method : 'other' });
             throw invalidMessage(found, rpc);
           }
+          // Mcp-Param-* (the tool's x-mcp-header parameters) against the arguments, as Mcp-Name.
+          if (isModernVersion(version) && rpc.method === 'tools/call') {
+            const name = (rpc.params as Record<string, unknown>).name as string;
+            const mismatch = checkParamHeaders(rpc, ctx.headers, paramHeaders.get(name));
+            if (mismatch) {
+              refused.inc({ method: rpc.method });
+              throw mismatch;
+            }
+          }
         }
         await next();
+        if (rpc?.method === 'tools/list' && rpc.id !== undefined) await recordParamHeaders(ctx);
         if (rpc?.method === 'initialize' && sessions && negotiated) await recordNegotiated(ctx, negotiated, sessions);
       },
       describe: () => ({
@@ -239,6 +275,9 @@ export default definePlugin<McpValidateOptions>({
     };
   },
 });
+
+/** Tools whose Mcp-Param-* annotations are remembered at most (the oldest listed forgotten first). */
+const maxParamTools = 10_000;
 
 function invalidMessage(p: Problem, rpc: JsonRpcRequest): GatewayError {
   if (p.missing) {

@@ -6,6 +6,9 @@
  * (a policy on `Mcp-Name`, a load balancer routing on `Mcp-Method`) and a server that executes the
  * body must see the same thing: a header that is missing or differs from the body is refused
  * (400, -32020 HeaderMismatch) before anything else sees the request, as the transport requires.
+ * So are a tools/call's `Mcp-Param-{Name}` headers (SEP-2243: the tool's parameters annotated
+ * `x-mcp-header` in its inputSchema, mirrored by the client), against the arguments, using the
+ * annotations of the tool as the gateway last saw it listed.
  */
 import { GatewayError, type JsonRpcRequest } from '../../runtime/index.ts';
 import { isModernVersion, type ModernVersion, supportedVersions } from './protocol.ts';
@@ -100,4 +103,111 @@ export function unsupportedVersion(asked: unknown): GatewayError {
     rpcCode: -32022,
     details: { supported: [...supportedVersions], requested },
   });
+}
+
+/** A tool parameter mirrored into an `Mcp-Param-{header}` header (its `x-mcp-header` annotation). */
+export interface ParamHeader {
+  /** The header's name after `Mcp-Param-`, lower case. */
+  header: string;
+  /** The property names from `arguments` down to the parameter. */
+  path: string[];
+}
+
+/** RFC 9110 token (tchar+). */
+const token = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** Properties walked for annotations at most (a schema is bounded by schema-validate too). */
+const maxWalked = 10_000;
+
+/**
+ * The `x-mcp-header` annotations of a tool's inputSchema (any nesting depth of `properties`), or
+ * why they break the revision's rules: a value that is empty or not an HTTP token, names equal
+ * but for case, or an annotated parameter whose type is not a primitive (string, integer,
+ * boolean; number is taken too, as servers in use annotate it).
+ */
+export function paramHeadersOf(inputSchema: unknown): ParamHeader[] | { invalid: string } {
+  const out: ParamHeader[] = [];
+  const seen = new Set<string>();
+  let walked = 0;
+  const walk = (schema: unknown, path: string[]): string | undefined => {
+    if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return undefined;
+    const properties = (schema as Record<string, unknown>).properties;
+    if (properties === null || typeof properties !== 'object' || Array.isArray(properties)) return undefined;
+    for (const [name, sub] of Object.entries(properties as Record<string, unknown>)) {
+      if (++walked > maxWalked) return 'too many properties to read its x-mcp-header annotations';
+      if (sub === null || typeof sub !== 'object' || Array.isArray(sub)) continue;
+      const s = sub as Record<string, unknown>;
+      const at = [...path, name];
+      if ('x-mcp-header' in s) {
+        const header = s['x-mcp-header'];
+        if (typeof header !== 'string' || !token.test(header)) {
+          return `x-mcp-header of ${at.join('.')} is not an HTTP token`;
+        }
+        const lower = header.toLowerCase();
+        if (seen.has(lower)) return `x-mcp-header ${header} is not unique`;
+        // number too: the revision names integer, but published servers annotate numbers (compared as numbers).
+        if (!['string', 'integer', 'number', 'boolean'].includes(s.type as string)) {
+          return `x-mcp-header of ${at.join('.')} is on a parameter that is not a string, integer or boolean`;
+        }
+        seen.add(lower);
+        out.push({ header: lower, path: at });
+      }
+      const inner = walk(s, at);
+      if (inner) return inner;
+    }
+    return undefined;
+  };
+  const invalid = walk(inputSchema, []);
+  return invalid ? { invalid } : out;
+}
+
+/**
+ * The `Mcp-Param-*` headers of a modern tools/call against its arguments (-32020 on a mismatch):
+ * a parameter present (not null) must be mirrored with its value, an absent one must not be,
+ * and a header the tool's annotations do not declare cannot be matched to the body. `known`
+ * undefined: the gateway has not seen the tool listed, so any such header is a mismatch (the
+ * client lists tools again, as the revision says a client with a stale definition does).
+ */
+export function checkParamHeaders(
+  rpc: JsonRpcRequest,
+  headers: Record<string, string | string[] | undefined>,
+  known: ParamHeader[] | { invalid: string } | undefined,
+): GatewayError | undefined {
+  const sent = Object.keys(headers).filter((h) => h.startsWith('mcp-param-'));
+  const declared = Array.isArray(known) ? known : [];
+  if (!Array.isArray(known) && sent.length > 0) {
+    const why = known ? known.invalid : 'the tool is not known to the gateway: list the tools again';
+    return new GatewayError('bad_request', `Header mismatch: ${shownValue(sent[0])} cannot be checked (${why})`, {
+      code: 'header_mismatch',
+      rpcCode: -32020,
+      details: { header: sent[0] },
+    });
+  }
+  const args = (rpc.params as Record<string, unknown> | undefined)?.arguments;
+  const names = new Set(declared.map((d) => `mcp-param-${d.header}`));
+  const undeclared = sent.find((h) => !names.has(h));
+  if (undeclared) return mismatch(`Mcp-Param-${undeclared.slice(10)}`, headerText(headers[undeclared]), undefined);
+  for (const { header, path } of declared) {
+    let value: unknown = args;
+    for (const key of path)
+      value = value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[key] : undefined;
+    const name = `mcp-param-${header}`;
+    const shown = headerText(headers[name]);
+    const present = headers[name] !== undefined;
+    if (value === undefined || value === null) {
+      if (present) return mismatch(`Mcp-Param-${header}`, shown, value ?? '(none)');
+      continue;
+    }
+    if (!present) return mismatch(`Mcp-Param-${header}`, '', value);
+    const decoded = decodeHeaderValue(shown);
+    const same =
+      typeof value === 'number'
+        ? decoded !== undefined && decoded.trim() !== '' && Number(decoded) === value
+        : decoded === String(value);
+    if (!same) return mismatch(`Mcp-Param-${header}`, shown, value);
+  }
+  return undefined;
+}
+
+function headerText(v: string | string[] | undefined): string {
+  return Array.isArray(v) ? v.join(', ') : (v ?? '');
 }

@@ -1,8 +1,7 @@
 /**
  * A modern MCP client (2026-07-28) in front of an MCP server over streamable HTTP: forwarded as it
  * came when the server speaks the modern revision, else mapped onto a legacy session the gateway
- * holds for the client, as for a stdio server (era-2026.ts, whose mapping of requests and answers
- * this shares).
+ * holds for the client by the one mapping of era-2026.ts, over this file's transport (HttpLegacy).
  *
  * Which: the first modern request to the upstream probes it with `server/discover`, as the
  * revision's dual-era clients do; a discover result or a modern error (-32020/-32021/-32022) says
@@ -10,54 +9,53 @@
  * upstream's life (a reload with another config makes another upstream); a probe that fails to
  * connect decides nothing and is tried again at the next request.
  *
- * The legacy session: `initialize` (no client capabilities) and `notifications/initialized` sent by
- * the gateway, the server's `Mcp-Session-Id` kept by it, never shown to the client; one per client
- * (subject, else address), opened again once when the server forgets it (404). Its answers are
- * read whole (JSON, or the event stream of the request, whose notifications are dropped), within
- * the proxy's timeout: a server that waits on a request of its own (which it may not send: the
- * session declared no capability) ends in a timeout, never a hang.
+ * The legacy session: `initialize` and `notifications/initialized` sent by the gateway, the
+ * server's `Mcp-Session-Id` kept by it, never shown to the client; opened again once when the
+ * server forgets it (404). Each request goes under an id of the gateway's own (clients of one
+ * address share a session and may reuse ids at once); its answer is read as it comes (JSON, or the
+ * request's event stream, whose progress notifications and server requests go to the mapping:
+ * streamed progress, input_required rounds), within the proxy's timeout; the client leaving
+ * cancels it (the server is sent notifications/cancelled). subscriptions/listen is not mapped
+ * here (the GET stream is not read): -32601.
  */
 import {
-  Answer,
   type GatewayContext,
   GatewayError,
   type HttpForwardResponse,
   type HttpUpstream,
   type JsonRpcRequest,
   readWhole,
-  sessionOwner,
+  type SessionOwner,
+  sseData,
 } from '../../runtime/index.ts';
 import {
-  answerModern,
-  discoverResult,
-  legacyParams,
+  type Held,
+  HeldSessions,
+  initializeMessage,
+  initResult,
+  type LegacyCallOptions,
+  type LegacyTransport,
   legacyVersion,
-  modernResponse,
   modernVersion,
-  unmappable,
-  unsupportedModern,
+  proxyModern,
+  SessionGone,
 } from './era-2026.ts';
 
 /** Largest answer read whole from the upstream on a client's behalf. */
 const answerLimit = 16 * 1024 * 1024;
 const modernErrors = new Set([-32020, -32021, -32022]);
-/**
- * Sessions held per upstream: past this, the longest-held is let go (the server expires it; its
- * client, if it comes back, gets a new one). The table stays bounded whatever the clients.
- */
-const maxHeld = 1024;
 let wireIds = 0;
 
-interface HttpHeld {
+/** A legacy session over HTTP: the server's session id (none if it keeps none) and the version it chose. */
+interface HttpHeld extends Held {
   session?: string;
   version: string;
-  init: Record<string, unknown>;
 }
 
-/** Per upstream: its era (once known) and the legacy sessions held for modern clients. */
+/** Per upstream: its era (once known) and, per path, the legacy sessions held for modern clients. */
 class HttpEra {
   verdict?: Promise<'modern' | 'legacy'>;
-  readonly held = new Map<string, Promise<HttpHeld>>();
+  readonly held = new Map<string, HeldSessions>();
   constructor(readonly upstream: HttpUpstream) {}
 }
 
@@ -92,70 +90,134 @@ export async function proxyModernHttp(
     });
   }
   if ((await era.verdict) === 'modern') return false;
-  unsupportedModern(rpc);
-  if (rpc.id === undefined) {
-    ctx.body = null;
-    ctx.status = 202;
-    return true;
+  let held = era.held.get(path);
+  if (!held) {
+    held = new HeldSessions(new HttpLegacy(upstream, path));
+    era.held.set(path, held);
   }
-  if (rpc.method === 'subscriptions/listen') throw unmappable(rpc.method, upstream.name);
-  const owner = sessionOwner(ctx);
-  const key = owner.client;
-  for (let attempt = 0; ; attempt++) {
-    const held = await heldFor(era, key, path, timeoutMs);
-    if (rpc.method === 'server/discover') {
-      ctx.state.answer = Answer.fromJson(ctx, { jsonrpc: '2.0', id: rpc.id, result: discoverResult(held.init) });
-      return true;
-    }
+  await proxyModern(ctx, held, rpc, timeoutMs);
+  return true;
+}
+
+/** A legacy MCP server's session over streamable HTTP (see above). */
+class HttpLegacy implements LegacyTransport {
+  readonly canListen = false;
+
+  constructor(
+    private readonly upstream: HttpUpstream,
+    private readonly path: string,
+  ) {}
+
+  get name(): string {
+    return this.upstream.name;
+  }
+
+  async open(owner: SessionOwner, capabilities: Record<string, unknown>, timeoutMs?: number): Promise<Held> {
+    const init = initializeMessage(capabilities);
+    const res = await post(this.upstream, this.path, init, undefined, { timeoutMs });
+    const result = initResult(await responseOf(res, init.id, this.upstream.name, timeoutMs), this.upstream.name);
+    const session = header(res.headers['mcp-session-id']);
+    const version = typeof result.protocolVersion === 'string' ? result.protocolVersion : legacyVersion;
+    const held: HttpHeld = { id: session ?? '', subject: owner.subject, session, version, init: result };
+    const ack = await post(this.upstream, this.path, { jsonrpc: '2.0', method: 'notifications/initialized' }, held, {
+      timeoutMs,
+    });
+    ack.body.resume();
+    return held;
+  }
+
+  alive(held: Held): boolean {
+    return !held.gone;
+  }
+
+  listen(): undefined {
+    return undefined;
+  }
+
+  async call(held: Held, message: JsonRpcRequest, o: LegacyCallOptions): Promise<Record<string, unknown> | undefined> {
+    const h = held as HttpHeld;
     // An id of the gateway's own: the clients sharing a held session may use the same ids at once.
     const wireId = `switchyard-${++wireIds}`;
-    const message = { ...rpc, id: wireId, params: legacyParams(rpc.params) };
-    const res = await post(upstream, path, message, held, timeoutMs, ctx);
-    // The server forgot the session (restarted, expired): open another, once.
-    if (res.status === 404 && attempt === 0) {
+    const res = await post(this.upstream, this.path, { ...message, id: wireId }, h, o);
+    if (res.status === 404) {
       res.body.resume();
-      if (era.held.get(key) !== undefined) era.held.delete(key);
-      continue;
+      throw new SessionGone();
     }
-    const response = await responseOf(res, wireId, upstream.name, timeoutMs);
-    answerModern(ctx, modernResponse({ ...response, id: rpc.id }, rpc.method, held.init.serverInfo));
-    return true;
+    const type = (header(res.headers['content-type']) ?? '').toLowerCase();
+    if (!type.startsWith('text/event-stream')) {
+      return { ...(await responseOf(res, wireId, this.upstream.name, o.timeoutMs ?? res.timeoutMs)), id: message.id };
+    }
+    return this.#streamed(h, res, wireId, message, o);
   }
-}
 
-function heldFor(era: HttpEra, key: string, path: string, timeoutMs?: number): Promise<HttpHeld> {
-  const current = era.held.get(key);
-  if (current) return current;
-  const opening = open(era.upstream, path, timeoutMs);
-  if (era.held.size >= maxHeld) era.held.delete(era.held.keys().next().value as string);
-  era.held.set(key, opening);
-  opening.catch(() => {
-    if (era.held.get(key) === opening) era.held.delete(key);
-  });
-  return opening;
-}
-
-async function open(upstream: HttpUpstream, path: string, timeoutMs?: number): Promise<HttpHeld> {
-  const init = {
-    jsonrpc: '2.0',
-    id: 'switchyard-initialize',
-    method: 'initialize',
-    params: { protocolVersion: legacyVersion, capabilities: {}, clientInfo: { name: 'switchyard', version: '0.1.0' } },
-  };
-  const res = await post(upstream, path, init, undefined, timeoutMs);
-  const answer = await responseOf(res, init.id, upstream.name, timeoutMs);
-  const result = answer.result as Record<string, unknown> | undefined;
-  if (!result || typeof result !== 'object') {
-    throw new GatewayError('upstream_error', 'The upstream refused the MCP session the gateway opened for the client', {
-      details: { upstream: upstream.name, error: answer.error },
-    });
+  /** The request's event stream read as it comes: its progress and the server's requests to the mapping. */
+  async #streamed(
+    held: HttpHeld,
+    res: HttpForwardResponse,
+    wireId: string,
+    message: JsonRpcRequest,
+    o: LegacyCallOptions,
+  ): Promise<Record<string, unknown>> {
+    const ms = o.timeoutMs ?? res.timeoutMs;
+    let failure: GatewayError | undefined;
+    const stop = (err: GatewayError) => {
+      failure ??= err;
+      res.body.destroy();
+    };
+    const timer =
+      ms === undefined
+        ? undefined
+        : setTimeout(
+            () =>
+              stop(
+                new GatewayError('upstream_timeout', `Upstream did not send its whole answer within ${ms} ms`, {
+                  details: { upstream: this.upstream.name, timeout_ms: ms },
+                }),
+              ),
+            ms,
+          );
+    const onAbort = () => {
+      stop(new GatewayError('bad_request', 'Request aborted by the client'));
+      this.#send(held, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: wireId } });
+    };
+    o.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      for await (const data of sseData(res.body)) {
+        const m = parse(data) as Record<string, unknown> | undefined;
+        if (!m || typeof m !== 'object') continue;
+        if (typeof m.method !== 'string') {
+          if (m.id === wireId) return { ...m, id: message.id };
+          continue;
+        }
+        if (m.id === undefined) {
+          if (m.method === 'notifications/progress') o.onServerMessage?.(m);
+          continue;
+        }
+        const answer = (reply: Record<string, unknown>) => this.#send(held, { jsonrpc: '2.0', id: m.id, ...reply });
+        if (o.onServerMessage) o.onServerMessage(m, answer);
+        else answer({ error: { code: -32601, message: 'Method not found' } });
+      }
+    } catch (err) {
+      if (!failure) throw err;
+    } finally {
+      clearTimeout(timer);
+      o.signal?.removeEventListener('abort', onAbort);
+    }
+    throw (
+      failure ??
+      new GatewayError('upstream_error', 'The upstream sent no JSON-RPC answer', {
+        details: { upstream: this.upstream.name, status: res.status },
+      })
+    );
   }
-  const session = header(res.headers['mcp-session-id']);
-  const version = typeof result.protocolVersion === 'string' ? result.protocolVersion : legacyVersion;
-  const held: HttpHeld = { session, version, init: result };
-  const ack = await post(upstream, path, { jsonrpc: '2.0', method: 'notifications/initialized' }, held, timeoutMs);
-  ack.body.resume();
-  return held;
+
+  /** A message of the gateway's to the server (an answer, a cancellation): its answer is not waited for. */
+  #send(held: HttpHeld, message: Record<string, unknown>): void {
+    post(this.upstream, this.path, message, held, {}).then(
+      (r) => r.body.resume(),
+      () => {},
+    );
+  }
 }
 
 /** What every POST to the upstream says of its body and of the answers it takes (uncompressed, to be read). */
@@ -207,8 +269,7 @@ function post(
   path: string,
   message: Record<string, unknown> | JsonRpcRequest,
   held: HttpHeld | undefined,
-  timeoutMs?: number,
-  ctx?: GatewayContext,
+  o: Pick<LegacyCallOptions, 'timeoutMs' | 'signal' | 'trace' | 'requestId'>,
 ): Promise<HttpForwardResponse> {
   return upstream.forward({
     method: 'POST',
@@ -217,11 +278,12 @@ function post(
       ...jsonPostHeaders,
       ...(held ? { 'mcp-protocol-version': held.version } : {}),
       ...(held?.session ? { 'mcp-session-id': held.session } : {}),
-      ...(ctx?.state.requestId ? { 'x-request-id': ctx.state.requestId } : {}),
+      ...(o.requestId ? { 'x-request-id': o.requestId } : {}),
     },
     body: JSON.stringify(message),
-    timeoutMs,
-    trace: ctx?.state.trace,
+    timeoutMs: o.timeoutMs,
+    signal: o.signal,
+    trace: o.trace,
   });
 }
 

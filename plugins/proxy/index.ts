@@ -161,7 +161,7 @@ export default definePlugin<ProxyOptions>({
           try {
             const message = ctx.state.rpc;
             if (held && message && ctx.method === 'POST' && modernVersionOf(message) !== undefined) {
-              await proxyModern(ctx, rpc, held, message, options.timeout_ms);
+              await proxyModern(ctx, held, message, options.timeout_ms);
               return;
             }
             // The typed-send route (via: call) speaks for the gateway: its own server session.

@@ -13,9 +13,8 @@ import {
   type JsonRpcRequest,
   jsonrpcWire,
   type Mode,
-  type QomResult,
 } from '../../runtime/index.ts';
-import type { QomProfile, STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
+import type { QomProfile, QomResult, STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
 import { registryOption } from '../stype-registry/api.ts';
 import { type DimensionName, dimensionNames, type ScoringInput, scorers } from './dimensions.ts';
 import { schemaInfo } from './schema-info.ts';

@@ -20,12 +20,11 @@ import {
   jsonrpcWire,
   mapRpcResponses,
   type PolicyDecision,
-  type ResolvedSType,
   type RpcResponseMap,
   recordDecision,
   type Violation,
 } from '../../runtime/index.ts';
-import type { STypeRegistry } from '../stype-registry/api.ts';
+import type { ResolvedSType, STypeRegistry } from '../stype-registry/api.ts';
 import { registryOption } from '../stype-registry/api.ts';
 import { ListedSchemas, type RefusedTool } from './listed-schemas.ts';
 import { effectiveMode, type Mode, modes } from './mode.ts';
@@ -301,8 +300,9 @@ export default definePlugin<SchemaValidateOptions>({
       const stype = (ctx.state.stype as ResolvedSType).id;
       const mode = effectiveMode(options.mode, ctx.state.mode);
       const result = response.result;
-      // Errors and MCP tool errors (isError) carry no structured result to check.
-      if (!isObject(result) || result.isError === true) return response;
+      // Errors, MCP tool errors (isError) and a round asking for input (MCP 2026-07-28
+      // input_required: the result comes with a later round) carry no structured result to check.
+      if (!isObject(result) || result.isError === true || result.resultType === 'input_required') return response;
       const structured = result.structuredContent !== undefined;
       const schema = registry.get(stype)?.output_schema;
       if (!schema) return response;

@@ -19,11 +19,46 @@ export interface RequestedTyping {
   explain?: boolean;
 }
 
-// Declared here, not in the runtime: STypes and QoM profiles are this plugin family's vocabulary.
+/** The SType a message resolved to (`ctx.state.stype`, written by stype-resolve). */
+export interface ResolvedSType {
+  id: string;
+  version: string;
+  /** `approved` or `pending`, from the registry. */
+  status?: string;
+}
+
+/** A message's schema validation against its SType (`ctx.state.validation`, `resultValidation`). */
+export interface SchemaValidation {
+  valid: boolean;
+  violations: Violation[];
+}
+
+/** A message's QoM score against a profile (`ctx.state.qom`, written by qom-score). */
+export interface QomResult {
+  profile: string;
+  score: number;
+  threshold: number;
+  passed: boolean;
+  dimensions: Record<string, number>;
+  /** Why each dimension scored what it did; filled when explanation is asked for. */
+  explanation?: Record<string, string>;
+}
+
+// Declared here, not in the runtime: STypes, their schema validation and QoM profiles are this
+// plugin family's vocabulary (docs/architecture.md, "Module boundaries"). Every plugin that reads
+// or writes them imports this file; `needs` / `provides` name them like the runtime's fields.
 declare module '../../runtime/state.ts' {
   interface GatewayState {
     /** What the request asked of SType resolution and QoM scoring (see RequestedTyping). */
     requested?: RequestedTyping;
+    /** The SType of the JSON-RPC message (stype-resolve). */
+    stype?: ResolvedSType;
+    /** Schema validation of the request (schema-validate). */
+    validation?: SchemaValidation;
+    /** Schema validation of the upstream's result, where the SType defines an output schema (schema-validate). */
+    resultValidation?: SchemaValidation;
+    /** The message's QoM score (qom-score). */
+    qom?: QomResult;
   }
 }
 

@@ -113,7 +113,8 @@ export function describePlugin(def: AnyDefinition, origin: string, format: 'text
   const name = def.kind === 'stage' ? def.name : def.type;
   const { options, needs, provides } = pluginFacts(def);
   const kind = def.kind === 'stage' ? 'stage plugin' : 'resource type';
-  const state = def.kind === 'stage' ? `needs: ${needs || '-'}    provides: ${provides || '-'}` : '';
+  const wraps = def.kind === 'stage' && def.wraps?.length ? `    wraps: ${def.wraps.join(', ')}` : '';
+  const state = def.kind === 'stage' ? `needs: ${needs || '-'}    provides: ${provides || '-'}${wraps}` : '';
   const rows = options.map((o) => [
     `${o.option}${o.required ? ' *' : ''}`,
     o.type,
@@ -141,7 +142,7 @@ export function describePlugin(def: AnyDefinition, origin: string, format: 'text
     '',
     def.description,
     '',
-    ...(state ? [`State: ${state.replace('    ', '; ')}.`, ''] : []),
+    ...(state ? [`State: ${state.replaceAll('    ', '; ')}.`, ''] : []),
     table,
     ...(required ? ['', '\\* required'] : []),
     '',

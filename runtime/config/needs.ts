@@ -7,6 +7,9 @@
  * stages. A need nothing meets is a config problem at the stage, with a suggestion taken from the
  * catalog: a strict route whose schema-validate has no stype-resolve in front would otherwise
  * pass every message.
+ *
+ * Ordering constraints are checked here too: a stage that `wraps` another (the audit stage wraps
+ * policy: it records what policy decides) must run before it on every path they share.
  */
 import type { Catalog } from '../catalog.ts';
 import { coreStateFields, type PluginDefinition, type StateField, stateFields } from '../plugin.ts';
@@ -63,6 +66,37 @@ export function checkNeeds({ config, catalog, report, invalid, defaults }: Needs
   // available to each route's own stages.
   const service = walk(config.pipeline, new Set());
   for (const route of config.routes) walk(route.pipeline, service);
+  checkWraps(config, catalog, report);
+}
+
+/**
+ * `wraps`: a stage that must wrap another (run before it on the request path, so that the other
+ * runs inside it) is refused where the other runs first, naming both and the route. The
+ * service-wide stages are checked once (they are in front of every route); a route's stage
+ * against every stage before it, the service-wide ones included.
+ */
+function checkWraps(config: ServiceConfig, catalog: Catalog, report: Report): void {
+  const check = (stages: StageConfig[], from: number, on: string) => {
+    stages.forEach((stage, i) => {
+      if (i < from) return;
+      const wraps = catalog.stage(stage.plugin)?.wraps;
+      if (!wraps || wraps.length === 0) return;
+      const where = `${formatPath(stage.path)}.${stage.plugin}`;
+      for (const inner of stages.slice(0, i)) {
+        if (!wraps.includes(inner.plugin)) continue;
+        report(
+          stage.path,
+          `must wrap ${inner.plugin}, but ${inner.plugin} at ${formatPath(inner.path)} runs before it ${on}; ` +
+            `move ${stage.plugin} before ${inner.plugin}`,
+          where,
+        );
+      }
+    });
+  };
+  check(config.pipeline, 0, 'on every route');
+  for (const route of config.routes) {
+    check([...config.pipeline, ...route.pipeline], config.pipeline.length, `on route "${route.id}"`);
+  }
 }
 
 function fieldsOf(

@@ -29,6 +29,7 @@
 import type { Logger } from 'pino';
 import type { MetricsKit } from '../observability/metrics.ts';
 import { garbageCollector } from '../util/collect-garbage.ts';
+import type { ServiceGraph } from './graph.ts';
 
 export interface IdleTrimSettings {
   /** Idle time before a trim; 0 turns the trim off. */
@@ -180,6 +181,22 @@ export function startIdleTrim(hooks: IdleTrimHooks, metrics: MetricsKit, logger:
       clearTimeout(timer);
     },
   };
+}
+
+/** The trim's settings from a graph's `limits` (they follow hot reloads: read them per check). */
+export function idleTrimSettings(graph: ServiceGraph): IdleTrimSettings {
+  const { idle_trim_ms, idle_trim_growth_mb } = graph.loaded.config.limits;
+  return { idleMs: idle_trim_ms, growthBytes: idle_trim_growth_mb * 2 ** 20 };
+}
+
+/** `trimMemory()` of a graph's resources and stages that have one, resources first. */
+export function trimTargetsOf(graph: ServiceGraph): Array<{ name: string; trim: () => unknown }> {
+  const targets: Array<{ name: string; trim: () => unknown }> = [];
+  for (const [name, r] of graph.resources) if (r.trimMemory) targets.push({ name, trim: () => r.trimMemory?.() });
+  for (const s of graph.stages) {
+    if (s.instance.trimMemory) targets.push({ name: s.id, trim: () => s.instance.trimMemory?.() });
+  }
+  return targets;
 }
 
 function mb(bytes: number): number {

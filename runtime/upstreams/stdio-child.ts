@@ -16,7 +16,7 @@ import { clientInfo, MCP_PROTOCOL_VERSION } from './jsonrpc-http.ts';
 import { scopeNotification } from './notification-scope.ts';
 import { PendingCalls } from './pending.ts';
 import { Readiness } from './readiness.ts';
-import type { UpstreamHealth } from './types.ts';
+import type { ServerMessageListener, UpstreamHealth } from './types.ts';
 
 type Message = Record<string, unknown>;
 
@@ -39,6 +39,15 @@ export interface ChildCallOptions {
   timeoutMs?: number;
   /** The client session the message comes from (scopes its notifications to its own calls). */
   owner?: string;
+  /** The server's progress and requests that belong to this call (RpcCallOptions.onServerMessage). */
+  onServerMessage?: ServerMessageListener;
+}
+
+/** A pending call that takes the server's messages: its listener and the progress token it was given. */
+interface Listening {
+  listener: ServerMessageListener;
+  /** The caller's token, and the one on the wire (unique on this child). */
+  token?: { caller: unknown; wire: string };
 }
 
 export class StdioChild {
@@ -52,6 +61,12 @@ export class StdioChild {
   private restartTimer?: NodeJS.Timeout;
   private closed = false;
   private exited?: Promise<void>;
+  /** Calls in flight that take the server's messages, by wire id. */
+  private readonly listening = new Map<number, Listening>();
+  /** Who takes the notifications the server sends outside any call (RpcSessions.listen). */
+  private readonly listeners = new Set<(notification: Message) => void>();
+  /** Wire progress token -> wire id of its call. */
+  private readonly progressTokens = new Map<string, number>();
 
   constructor(
     readonly name: string,
@@ -112,7 +127,19 @@ export class StdioChild {
       if (waited === 'exited' || (waited === 'timeout' && !this.child)) throw this.notRunning();
       if (waited === 'timeout') throw timeoutError(this.name, timeoutMs);
     }
-    return this.send(message as unknown as Message, timeoutMs, options.signal, options.owner ?? null);
+    return this.send(
+      message as unknown as Message,
+      timeoutMs,
+      options.signal,
+      options.owner ?? null,
+      options.onServerMessage,
+    );
+  }
+
+  /** The server's notifications other than a call's progress, to `listener` until the function returned is called. */
+  listen(listener: (notification: Message) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   async close(): Promise<void> {
@@ -134,6 +161,7 @@ export class StdioChild {
     timeoutMs: number,
     signal?: AbortSignal,
     owner?: string | null,
+    listener?: ServerMessageListener,
   ): Promise<Message | undefined> {
     if (message.id === undefined) {
       if (owner === undefined) {
@@ -156,8 +184,59 @@ export class StdioChild {
       onGiveUp: (id) => this.cancel(id),
       owner: owner ?? undefined,
     });
-    this.write({ ...message, id: wireId });
+    if (!listener) {
+      this.write({ ...message, id: wireId });
+      return response;
+    }
+    // The caller's progress token is unique among its own requests only: the wire's is this call's.
+    const meta = progressMeta(message);
+    const token = meta?.progressToken === undefined ? undefined : { caller: meta.progressToken, wire: `p${wireId}` };
+    this.listening.set(wireId, { listener, token });
+    if (token) this.progressTokens.set(token.wire, wireId);
+    const done = () => {
+      this.listening.delete(wireId);
+      if (token) this.progressTokens.delete(token.wire);
+    };
+    response.then(done, done);
+    const params = message.params as Message;
+    this.write({
+      ...message,
+      id: wireId,
+      ...(token ? { params: { ...params, _meta: { ...meta, progressToken: token.wire } } } : {}),
+    });
     return response;
+  }
+
+  /** A progress notification of a listening call goes to it, with the caller's token back. */
+  private relayProgress(msg: Message): boolean {
+    const params = msg.params as Message | undefined;
+    const wire = params?.progressToken;
+    const wireId = typeof wire === 'string' ? this.progressTokens.get(wire) : undefined;
+    const listening = wireId === undefined ? undefined : this.listening.get(wireId);
+    if (!listening?.token) return false;
+    listening.listener({ ...msg, params: { ...params, progressToken: listening.token.caller } });
+    return true;
+  }
+
+  /**
+   * A server request goes to the call it can only belong to: the one call pending on the child,
+   * when it listens (stdio says nothing of which request a server request serves).
+   */
+  private relayRequest(msg: Message): boolean {
+    if (this.pending.size !== 1 || this.listening.size !== 1) return false;
+    const [listening] = this.listening.values();
+    if (!listening) return false;
+    let answered = false;
+    listening.listener(msg, (answer) => {
+      if (answered) return;
+      answered = true;
+      try {
+        this.write({ jsonrpc: '2.0', id: msg.id, ...answer });
+      } catch {
+        // the child is gone: its calls fail on their own
+      }
+    });
+    return true;
   }
 
   private write(message: Message): void {
@@ -246,10 +325,16 @@ export class StdioChild {
   private onMessage(msg: Message): void {
     if (typeof msg.method === 'string') {
       if (msg.id === undefined) {
+        if (msg.method === 'notifications/progress' && this.relayProgress(msg)) return;
+        if (msg.method !== 'notifications/progress' && this.listeners.size > 0) {
+          for (const listener of this.listeners) listener(msg);
+          return;
+        }
         this.logger.debug({ method: msg.method }, 'notification from child ignored');
         return;
       }
-      // A request from the server (roots/list, sampling...): the gateway offers no client features.
+      if (this.relayRequest(msg)) return;
+      // A request from the server (roots/list, sampling...) no caller takes: no client features here.
       this.write({ jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found' } });
       return;
     }
@@ -286,6 +371,13 @@ export class StdioChild {
       details: { upstream: this.name },
     });
   }
+}
+
+function progressMeta(message: Message): Message | undefined {
+  const params = message.params;
+  if (params === null || typeof params !== 'object' || Array.isArray(params)) return undefined;
+  const meta = (params as Message)._meta;
+  return meta !== null && typeof meta === 'object' && !Array.isArray(meta) ? (meta as Message) : undefined;
 }
 
 function timeoutError(upstream: string, timeoutMs: number): GatewayError {

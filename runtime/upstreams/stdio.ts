@@ -102,6 +102,7 @@ export class StdioUpstream implements RpcUpstream {
         open: (owner) => this.openSession(owner ?? { client: `anonymous:${randomUUID()}` }),
         has: (id, subject) => this.owns(id, subject),
         end: async (id, subject) => this.owns(id, subject) && this.endSession(id, 'deleted by the client'),
+        listen: (id, subject, listener) => this.listen(id, subject, listener),
       };
       const idle = config.session_idle_timeout_ms;
       this.sweeper = setInterval(() => this.sweep(), Math.min(Math.max(idle / 4, 50), 30_000));
@@ -142,7 +143,13 @@ export class StdioUpstream implements RpcUpstream {
     session.inFlight++;
     try {
       const child = session.child ?? this.own;
-      const send = () => child.call(message, { timeoutMs: options.timeoutMs, signal: options.signal, owner: id });
+      const send = () =>
+        child.call(message, {
+          timeoutMs: options.timeoutMs,
+          signal: options.signal,
+          owner: id,
+          onServerMessage: options.onServerMessage,
+        });
       return await (session.child ? send() : this.callShared(message, id, send));
     } finally {
       session.inFlight--;
@@ -340,6 +347,27 @@ export class StdioUpstream implements RpcUpstream {
     }
     await session.child?.close();
     return true;
+  }
+
+  /** A session's own child's notifications (see RpcSessions.listen); the session is busy meanwhile. */
+  private listen(
+    id: string,
+    subject: string | undefined,
+    listener: (notification: Record<string, unknown>) => void,
+  ): (() => void) | undefined {
+    const session = this.owns(id, subject) ? this.live.get(id) : undefined;
+    const child = session?.child;
+    if (!session || !child) return undefined;
+    session.inFlight++;
+    const stop = child.listen(listener);
+    let stopped = false;
+    return () => {
+      if (stopped) return;
+      stopped = true;
+      stop();
+      session.inFlight--;
+      session.lastUsed = Date.now();
+    };
   }
 
   private sweep(): void {

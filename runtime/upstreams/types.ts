@@ -88,7 +88,21 @@ export interface RpcCallOptions {
   session?: string;
   /** The request's trace (ctx.state.trace): the call is timed and, when tracing, a client span. */
   trace?: RequestTrace;
+  /**
+   * What the server sends while this call is pending that belongs to it (stdio MCP upstreams): its
+   * `notifications/progress` (the call's `progressToken`, which the gateway makes unique on the
+   * wire and puts back) and, when the call is the only one pending on its child, the server's
+   * requests (sampling, elicitation, roots), answered with `respond`. Without it a server request
+   * is answered -32601 and progress is dropped.
+   */
+  onServerMessage?: ServerMessageListener;
 }
+
+/** See RpcCallOptions.onServerMessage; `respond` is given for a request (exactly one answer is sent). */
+export type ServerMessageListener = (
+  message: Record<string, unknown>,
+  respond?: (answer: { result: unknown } | { error: { code: number; message: string; data?: unknown } }) => void,
+) => void;
 
 /**
  * Who opens an MCP client session. `client` is what its share of the sessions is counted by (the
@@ -119,6 +133,17 @@ export interface RpcSessions {
   has(id: string, subject?: string): boolean;
   /** False when there was no such session bound to `subject` (nothing is ended then). */
   end(id: string, subject?: string): Promise<boolean>;
+  /**
+   * The notifications the session's server sends outside any call (list changes, resource
+   * updates), to `listener` until the returned function is called; the session is not idle
+   * meanwhile. Undefined when there is no such session bound to `subject`, or its server's
+   * notifications are not its own (a shared child's are every client's).
+   */
+  listen?(
+    id: string,
+    subject: string | undefined,
+    listener: (notification: Record<string, unknown>) => void,
+  ): (() => void) | undefined;
 }
 
 /**

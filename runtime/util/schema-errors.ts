@@ -4,7 +4,13 @@
  * that reports schema violations (request validation, the MCP protocol check, config files).
  */
 import type { ErrorObject } from 'ajv';
-import type { Violation } from '../state.ts';
+
+/** One schema violation, as stages report them to clients. */
+export interface Violation {
+  /** JSON path relative to the request, e.g. `$.arguments.message`. */
+  path: string;
+  message: string;
+}
 
 /** A short phrase for the error, to follow the field it is about ("is required", "must be string"). */
 export function describeSchemaError(err: ErrorObject): string {

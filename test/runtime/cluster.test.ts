@@ -186,10 +186,9 @@ describe('serve --workers 2', () => {
     );
     for (const { ms, answer } of lifetimes) {
       expect(answer).toMatch(/^HTTP\/1\.1 408/);
+      // Not before the bound; nothing timed above it: without the worker's own checks the 408
+      // would come at Node's default pace (a minute) or never, after this test's timeout.
       expect(ms).toBeGreaterThanOrEqual(450);
-      // A wide margin for a loaded machine, not a speed: without the worker's own checks the 408
-      // would come at Node's default pace (30 s) or never.
-      expect(ms).toBeLessThan(15_000);
     }
   });
 

@@ -429,7 +429,8 @@ describe('connection refusal metrics', () => {
 
 describe('connection limits on reload', () => {
   it('a reload applies new header timeout (checked at the pace it needs) and per-client cap to new connections', async () => {
-    const file = writeServiceFile(yaml.replace(`header_timeout_ms: ${headerTimeoutMs}`, 'header_timeout_ms: 20000'));
+    // The bound before the reload is ten minutes: a connection still under it would outlive the test.
+    const file = writeServiceFile(yaml.replace(`header_timeout_ms: ${headerTimeoutMs}`, 'header_timeout_ms: 600000'));
     const svc = await startService(file);
     try {
       const port = portOf(svc.url);
@@ -445,19 +446,18 @@ describe('connection limits on reload', () => {
       for (const { socket } of sockets) socket.write('GET /health HTTP/1.1\r\n');
       const lifetimes = (await Promise.all(sockets.map((s) => s.closedAfterMs))).sort((a, b) => a - b);
       // One over the new share (its refusal or its reclaim counted, not timed); the others after the
-      // new header bound (the old one was 20 s: 5 s is a wide margin for a loaded machine).
+      // new header bound (under the old one they would outlive the test: nothing timed here).
       const after = await scrape(svc);
       expect(
         counted(after, 'refused', 'per_client') + counted(after, 'closed', 'slow_header_reclaimed'),
       ).toBeGreaterThanOrEqual(1);
       for (const ms of lifetimes.slice(1)) {
         expect(ms).toBeGreaterThanOrEqual(450);
-        expect(ms).toBeLessThan(20000 / 4);
       }
 
       // Connections opened a quarter of a second apart (from addresses of their own: the cap is
-      // 2 now): checked every second (the pace of the old 20 s bound), one of them would live
-      // past 1.2 s; checked every 125 ms, none does.
+      // 2 now): checked at the pace of the old ten-minute bound, one of them would live far longer
+      // than its 500 ms; checked every 125 ms, none does.
       const staggered: Array<Promise<number>> = [];
       for (const address of ['127.0.0.11', '127.0.0.12', '127.0.0.13', '127.0.0.14']) {
         const s = await rawSocket(port, address);
@@ -469,7 +469,8 @@ describe('connection limits on reload', () => {
       expect(longest).toBeGreaterThanOrEqual(450);
       // The pace itself, read from the server rather than timed (1050 ms against 1.2 s failed on a
       // loaded machine): Node checks header deadlines every 125 ms after the reload, not every 1 s.
-      const servers = (svc.runtime as unknown as { servers: Array<{ connectionsCheckingInterval: number }> }).servers;
+      type Listeners = { servers: Array<{ connectionsCheckingInterval: number }> };
+      const servers = (svc.runtime as unknown as { listeners: Listeners }).listeners.servers;
       expect(servers[0]?.connectionsCheckingInterval).toBe(125); // the main listener (the admin one keeps its own)
       console.info(`staggered sockets: the longest lived ${longest} ms`);
     } finally {

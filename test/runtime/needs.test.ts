@@ -307,7 +307,99 @@ describe('needs and provides of the built-in stages', () => {
       for (const need of def.needs) expect(tested, `${def.name} needs ${need}`).toContain(`${def.name}:${need}`);
     }
   });
+
+  it('every stage a built-in stage wraps is a stage of the catalog; audit wraps policy', async () => {
+    const catalog = await loadCatalog();
+    for (const d of catalog.all()) {
+      if (d.kind !== 'stage') continue;
+      for (const inner of d.wraps ?? []) expect(catalog.stage(inner), `${d.name} wraps ${inner}`).toBeDefined();
+    }
+    expect(catalog.stage('audit')?.wraps).toContain('policy');
+  });
 });
+
+/**
+ * `wraps`: the audit stage must wrap policy (the decisions policy takes, its answer phase
+ * included, are recorded by the audit stage once they return). A path where policy runs first is
+ * refused, naming both stages and the route; the order that wraps loads.
+ */
+const auditResource = `resources:
+  audit: { type: audit-chain, path: ./audit.db }
+`;
+const wrapsText = `service: wraps
+listen: { port: 0 }
+admin: { port: 0 }
+${auditResource}pipeline:
+  - policy: { files: [p.yaml] }
+routes:
+  - match: { method: POST, path: /inside }
+    pipeline:
+      - audit: { chain: audit }
+      - respond: { body: {} }
+  - id: chat
+    match: { method: POST, path: /chat }
+    pipeline:
+      - respond: { body: {} }
+`;
+const wrapsRouteText = `service: wraps-route
+listen: { port: 0 }
+${auditResource}routes:
+  - match: { method: POST, path: /chat }
+    pipeline:
+      - policy: { files: [p.yaml] }
+      - audit: { chain: audit }
+      - respond: { body: {} }
+`;
+const wrapsServiceText = `service: wraps-service
+listen: { port: 0 }
+${auditResource}pipeline:
+  - policy: { files: [p.yaml] }
+  - audit: { chain: audit }
+routes:
+  - match: { method: POST, path: /chat }
+    pipeline:
+      - respond: { body: {} }
+`;
+const wrapsFixed = `service: wraps-fixed
+listen: { port: 0 }
+${auditResource}pipeline:
+  - audit: { chain: audit }
+routes:
+  - match: { method: POST, path: /chat }
+    pipeline:
+      - policy: { files: [p.yaml] }
+      - respond: { body: {} }
+  - match: { method: POST, path: /twice }
+    pipeline:
+      - policy: { files: [p.yaml] }
+      - respond: { body: {} }
+`;
+const wrapsMessage = (inner: string, on: string) =>
+  `must wrap policy, but policy at ${inner} runs before it ${on}; move audit before policy`;
+const wrapsProblems: Problem[] = [
+  {
+    line: lineOf(wrapsText, '- audit:'),
+    column: 9,
+    path: 'routes[0].pipeline[0].audit',
+    message: wrapsMessage('pipeline[0]', 'on route "POST /inside"'),
+  },
+];
+const wrapsServiceProblems: Problem[] = [
+  {
+    line: lineOf(wrapsServiceText, '- audit:'),
+    column: 5,
+    path: 'pipeline[1].audit',
+    message: wrapsMessage('pipeline[0]', 'on every route'),
+  },
+];
+const wrapsRouteProblems: Problem[] = [
+  {
+    line: lineOf(wrapsRouteText, '- audit:'),
+    column: 9,
+    path: 'routes[0].pipeline[1].audit',
+    message: wrapsMessage('routes[0].pipeline[0]', 'on route "POST /chat"'),
+  },
+];
 
 describe('switchyard validate', () => {
   it('refuses each mis-ordered pipeline and each unknown mode or phase at its position; accepts the shipped configs and correct orders', async () => {
@@ -321,6 +413,10 @@ describe('switchyard validate', () => {
       phase: writeIn(dir, 'phase.yaml', phaseText),
       fixed: writeIn(dir, 'fixed.yaml', casesFile(cases, 'fixed').text),
       serviceFixed: writeIn(dir, 'service-fixed.yaml', serviceWideFixed),
+      wraps: writeIn(dir, 'wraps.yaml', wrapsText),
+      wrapsRoute: writeIn(dir, 'wraps-route.yaml', wrapsRouteText),
+      wrapsService: writeIn(dir, 'wraps-service.yaml', wrapsServiceText),
+      wrapsFixed: writeIn(dir, 'wraps-fixed.yaml', wrapsFixed),
     };
     const shipped = readdirSync(join(root, 'configs'))
       .filter((f) => /\.(ya?ml|toml)$/.test(f))
@@ -335,10 +431,15 @@ describe('switchyard validate', () => {
       ...service.problems.map((p) => format(files.service, p)),
       ...modesProblems.map((p) => format(files.modes, p)),
       ...phaseProblems.map((p) => format(files.phase, p)),
+      ...wrapsProblems.map((p) => format(files.wraps, p)),
+      ...wrapsRouteProblems.map((p) => format(files.wrapsRoute, p)),
+      ...wrapsServiceProblems.map((p) => format(files.wrapsService, p)),
     ];
     expect(err.stderr.trim().split('\n').sort()).toEqual(expected.sort());
-    for (const ok of [files.fixed, files.serviceFixed, ...shipped]) expect(err.stdout).toContain(`${ok}: ok\n`);
-  });
+    for (const ok of [files.fixed, files.serviceFixed, files.wrapsFixed, ...shipped]) {
+      expect(err.stdout).toContain(`${ok}: ok\n`);
+    }
+  }, 120_000); // one `switchyard validate` process loading every shipped config: 30 s failed on a loaded machine
 });
 
 describe('hot reload', () => {
@@ -360,9 +461,26 @@ describe('hot reload', () => {
 
   const strikt = head().replace('plugins:', 'mode: strikt\nplugins:');
   const egres = `${head()}${routeYaml('/p', ['policy: { files: [p.yaml], phase: egres }', proxy])}`;
+  const audited =
+    `${head()}${routeYaml('/audited', ['policy: { files: [p.yaml] }', 'audit: { chain: audit }', proxy])}`.replace(
+      'resources:\n',
+      'resources:\n  audit: { type: audit-chain, path: ./audit.db }\n',
+    );
   const refusals = [
     ...cases.map((c) => ({ name: c.name, ...casesFile([c], 'stages') })),
     { name: 'service-wide stages needing what a route provides', ...serviceWideFile() },
+    {
+      name: 'policy before the audit stage that must wrap it',
+      text: audited,
+      problems: [
+        {
+          line: lineOf(audited, 'audit: { chain'),
+          column: 9,
+          path: 'routes[1].pipeline[1].audit',
+          message: wrapsMessage('routes[1].pipeline[0]', 'on route "POST /audited"'),
+        },
+      ],
+    },
     {
       name: 'mode: strikt',
       text: strikt,

@@ -29,7 +29,7 @@ function resultsFor(q: string): string[] {
       return [
         page(1),
         `${site.url}/status/500`,
-        `${site.url}/slow?ms=4000`,
+        `${site.url}/slow?ms=60000`,
         `${site.url}/huge?bytes=${4 * 1024 * 1024}`,
         `${site.url}/pdf`,
         page(2),
@@ -68,8 +68,9 @@ function start(mode: 'local' | 'http', env: Record<string, string> = {}): Promis
       LOG_LEVEL: 'silent',
       ...env,
     },
-    // A slow page must fail fast here: one second for a page, in both modes.
-    set: ['routes.0.pipeline.1.fan-out.timeout_ms=1000', 'resources.fetcher.total_timeout_ms=1000'],
+    // A slow page must fail sooner than the shipped 15-20 s here: eight seconds for a page, in both
+    // modes (one second failed ordinary pages on a loaded machine), against a page of a minute.
+    set: ['routes.0.pipeline.1.fan-out.timeout_ms=8000', 'resources.fetcher.total_timeout_ms=8000'],
     warmupMs: 500,
   });
 }
@@ -135,7 +136,7 @@ describe.each(['local', 'http'] as const)('search service, %s processor', (mode)
     expect(urls, JSON.stringify(urls)).toEqual([`${site.url}/page/1`, `${site.url}/page/2`, `${site.url}/article`]);
     const article = entries(body as ChunkMap).filter(([url]) => url.endsWith('/article'));
     expect(article[0][1]).toMatch(/^How Honeybees Choose a New Home/);
-    // The slow page (4 s) was given up at its one-second deadline: it is not among the pages above
+    // The slow page (a minute) was given up at its eight-second deadline: it is not among the pages above
     // (how long the search took depends on the machine's load, so it is not asserted).
   });
 

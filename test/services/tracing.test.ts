@@ -7,7 +7,6 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { shutdownWaitMs } from '../../runtime/observability/tracing.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { startSearxng } from '../fixtures/searxng/searxng.ts';
 import { type OpenAiBackend, startOpenAiBackend } from '../helpers/openai-backend.ts';
@@ -208,8 +207,9 @@ describe('safety filter, tracing on (OpenAI backend)', () => {
     const duration = sum('switchyard_request_duration_seconds');
     expect(count('switchyard_gateway_overhead_seconds')).toBe(count('switchyard_request_duration_seconds'));
     expect(overhead).toBeGreaterThan(0);
-    // The backend waits 300 ms per answer: the gateway's own share is well under the total.
-    expect(overhead).toBeLessThan(duration / 2);
+    // The backend waits 300 ms before each answer: that wait is in the duration and not in the
+    // gateway's own share (a bound load cannot break: a busy machine only adds to both).
+    expect(duration - overhead).toBeGreaterThanOrEqual(0.3 * count('switchyard_request_duration_seconds') * 0.95);
   });
 });
 
@@ -285,36 +285,25 @@ describe('sampling 0 and tracing off export nothing', () => {
 });
 
 describe('a collector that is down', () => {
-  it('costs no request and holds the stop at most tracing.ts shutdownWaitMs longer', async () => {
+  it('costs no request, and the service still stops (the bound on that wait: test/runtime/tracing-config.test.ts)', async () => {
     const backend = await startOpenAiBackend();
     const dir = mkdtempSync(join(tmpdir(), 'tracing-'));
     // A port nothing listens on: a receiver started and closed again.
     const gone = await startOtlpReceiver();
     await gone.close();
     const env = { FILTER_BACKEND_URL: backend.url, FILTER_AUDIT_PATH: join(dir, 'audit.db') };
-    const stopMs = async (set: string[]) => {
-      const svc = await startService(safetyFilter, { set, env });
+    try {
+      const svc = await startService(safetyFilter, {
+        set: ['tracing.enabled=true', `tracing.endpoint=${gone.url}`, 'tracing.export_delay_ms=10'],
+        env,
+      });
       try {
         for (let i = 0; i < 3; i++) expect((await chat(svc.url, `hello ${i}`)).status).toBe(200);
         await new Promise((r) => setTimeout(r, 100)); // an export attempt fails meanwhile
         expect((await chat(svc.url, 'still fine')).status).toBe(200);
-      } catch (err) {
+      } finally {
         await svc.close();
-        throw err;
       }
-      const started = Date.now();
-      await svc.close();
-      return Date.now() - started;
-    };
-    try {
-      const baseline = await stopMs([]);
-      const traced = await stopMs([
-        'tracing.enabled=true',
-        `tracing.endpoint=${gone.url}`,
-        'tracing.export_delay_ms=10',
-      ]);
-      // Without the bound the exporter's retries hold the stop for several seconds more.
-      expect(traced).toBeLessThan(baseline + shutdownWaitMs + 1000);
     } finally {
       await backend.close();
     }
