@@ -2,9 +2,18 @@
  * The runtime's public contract: the only module plugins import.
  */
 
-export { Answer, type AnswerInit, answerOf, type ReadTimeout, readWhole } from './answer/answer.ts';
+export {
+  Answer,
+  type AnswerInit,
+  answerOf,
+  type ReadTimeout,
+  type RespondInit,
+  readWhole,
+  respond,
+} from './answer/answer.ts';
 export type { SseEvent, SseFilter, SseVerdict } from './answer/event-stream.ts';
 export { type OnUninspectable, uncheckedHeader } from './answer/guard.ts';
+export { StageAnswer } from './answer/stage-answer.ts';
 export { isUninspectable, type UncheckedReason, UninspectableAnswer } from './answer/uninspectable.ts';
 export { jsonDepth, readBody, readJson, readJsonObject, requireJsonContentType } from './body.ts';
 export { isLoopbackHost } from './config/exposure.ts';
@@ -53,6 +62,7 @@ export type {
   ProviderFailure,
   ProvidersTried,
   Stage,
+  StageNext,
 } from './state.ts';
 export type {
   ChangeRecord,
@@ -127,6 +137,8 @@ export {
   OpenAIChunk,
   type OpenAIStreamOptions,
   type OpenAIStreamReader,
+  openaiStreamData,
+  TextWindow,
 } from './wire/openai-stream.ts';
 export {
   expectRpcResponse,

@@ -12,6 +12,7 @@
 
 import type { Next, ParameterizedContext } from 'koa';
 import type { Answer } from './answer/answer.ts';
+import type { StageAnswer } from './answer/stage-answer.ts';
 import type { Dialect } from './dialects.ts';
 import type { DryRun } from './dry-run.ts';
 import type { UpstreamRequest } from './exchange/request.ts';
@@ -133,7 +134,8 @@ export interface GatewayState {
   /**
    * The answer the terminal stage left (status, headers, body as JSON, bytes or events), which
    * answer-phase stages inspect or replace after `await next()`; see runtime/answer/answer.ts.
-   * `answerOf(ctx)` also makes one from what a terminal stage wrote on ctx.
+   * A stage reads it through the handle its `next()` resolves with; what a terminal stage wrote
+   * the Koa way (`ctx.body`) is made into one when it returns (adoptContextAnswer).
    */
   answer?: Answer;
   /** W3C trace context to send upstream (`traceparent` header value). */
@@ -150,5 +152,15 @@ export interface GatewayState {
 }
 
 export type GatewayContext = ParameterizedContext<GatewayState>;
-export type Stage = (ctx: GatewayContext, next: Next) => Promise<void>;
+/**
+ * A stage's `next`: runs the rest of the pipeline and resolves with the calling stage's answer
+ * handle (runtime/answer/stage-answer.ts), or with nothing when the stage is called outside the
+ * composer (a test's own `next`).
+ */
+// biome-ignore lint/suspicious/noConfusingVoidType: a test's `async () => {}` is a valid next
+export type StageNext = () => Promise<StageAnswer | void>;
+/** A stage: Koa middleware whose `next()` resolves with its answer handle (a stage may `return next()`). */
+// biome-ignore lint/suspicious/noConfusingVoidType: most stages return nothing
+export type Stage = (ctx: GatewayContext, next: StageNext) => Promise<StageAnswer | void>;
+/** Koa's `next` (its value untyped), for stages written against it. */
 export type { Next };

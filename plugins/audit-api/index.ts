@@ -11,7 +11,7 @@
  * parameter. With a range, verify starts at the first record in it and trusts that record's link
  * to its predecessor (see docs/audit.md).
  */
-import { definePlugin, type GatewayContext, GatewayError } from '../../runtime/index.ts';
+import { definePlugin, type GatewayContext, GatewayError, respond } from '../../runtime/index.ts';
 import type { AuditChain, VerifyRange } from '../audit-chain/api.ts';
 import { exclusiveEnd, parseInstant } from './time.ts';
 
@@ -55,10 +55,10 @@ export default definePlugin<Options>({
               throw badParameter('action', action, `must be one of ${ACTIONS.join(', ')}`, { allowed: [...ACTIONS] });
             }
             const page = await chain.query({ ...range(ctx), limit, offset, tenant: single(ctx, 'tenant'), action });
-            ctx.body = { records: page.records, total: page.total, offset, limit };
+            respond(ctx, { records: page.records, total: page.total, offset, limit });
           }
         : async (ctx: GatewayContext) => {
-            ctx.body = await chain.verify(range(ctx));
+            respond(ctx, await chain.verify(range(ctx)));
           };
     return { handle, describe: () => ({ op: options.op, chain: name }) };
   },

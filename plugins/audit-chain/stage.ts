@@ -34,6 +34,7 @@ import {
   type SseFilter,
   type SseVerdict,
   type Stage,
+  type StageAnswer,
 } from '../../runtime/index.ts';
 import type { AuditChain, AuditEntry } from './api.ts';
 
@@ -64,13 +65,13 @@ export default definePlugin<{ chain?: string }>({
       (into: (ctx: GatewayContext) => AuditChain): Stage =>
       async (ctx, next) => {
         const chain = into(ctx);
+        let answer: StageAnswer | undefined;
         try {
-          await next();
+          answer = (await next()) ?? undefined;
         } catch (err) {
           await flush(ctx, chain, true);
           throw err;
         }
-        const answer = ctx.state.answer;
         if (answer?.filtered) {
           // Stages deeper in the pipeline check the stream as it passes and may still decide: each
           // decision is on record before the client sees anything after it.

@@ -6,7 +6,7 @@
  * result validation against output schemas and tool-definition pinning) when schema-validate
  * runs with validate_results or pin_check on.
  */
-import { definePlugin } from '../../runtime/index.ts';
+import { definePlugin, respond } from '../../runtime/index.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
 
 interface Options {
@@ -50,7 +50,7 @@ export default definePlugin<Options>({
       const validator = stages.find((s) => s.plugin === 'schema-validate')?.options as
         | { validate_results?: boolean; pin_check?: string }
         | undefined;
-      ctx.body = {
+      respond(ctx, {
         proxy: { version: env.service.version, mode: route?.mode ?? 'permissive', protocol: options.protocol },
         enforcement: {
           schema_validation: has('schema-validate'),
@@ -65,7 +65,7 @@ export default definePlugin<Options>({
           policies_loaded: registry?.policies().length ?? 0,
         },
         metrics: { port: env.service.ports.metrics ?? null, format: options.metrics_format },
-      };
+      });
     };
   },
 });

@@ -8,7 +8,7 @@
  * `test` runs the classifier as a request would (an ML model not loaded yet is loaded first); the
  * text is never logged. A classifier that fails to load or run is a 503 naming it.
  */
-import { definePlugin, type GatewayContext, GatewayError, readJsonObject } from '../../runtime/index.ts';
+import { definePlugin, type GatewayContext, GatewayError, readJsonObject, respond } from '../../runtime/index.ts';
 import type { ClassifierInfo, ClassifierSet } from '../classify/api.ts';
 
 type Op = 'list' | 'test' | 'warmup';
@@ -40,7 +40,7 @@ export default definePlugin<Options>({
     const set = env.resource<ClassifierSet>(options.classifiers ?? 'classifiers');
     const handlers: Record<Op, (ctx: GatewayContext) => Promise<void>> = {
       list: async (ctx) => {
-        ctx.body = { classifiers: set.list().map(publicInfo) };
+        respond(ctx, { classifiers: set.list().map(publicInfo) });
       },
       test: (ctx) => test(ctx, set),
       warmup: async (ctx) => {
@@ -51,7 +51,7 @@ export default definePlugin<Options>({
           throw new GatewayError('unavailable', (err as Error).message, { cause: err });
         }
         env.logger.info(outcome, 'classifiers warmed up');
-        ctx.body = { status: 'complete', ...outcome };
+        respond(ctx, { status: 'complete', ...outcome });
       },
     };
     const handle = handlers[options.op];
@@ -94,7 +94,13 @@ async function test(ctx: GatewayContext, set: ClassifierSet): Promise<void> {
     });
   }
   const r = results[name];
-  ctx.body = { classifier: name, score: r.score, label: r.label, confidence: r.confidence, latency_ms: r.latency_ms };
+  respond(ctx, {
+    classifier: name,
+    score: r.score,
+    label: r.label,
+    confidence: r.confidence,
+    latency_ms: r.latency_ms,
+  });
 }
 
 function requireString(body: Record<string, unknown>, field: string, allowEmpty = false): string {

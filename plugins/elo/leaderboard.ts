@@ -13,7 +13,14 @@
  * away: a bootstrap takes seconds, and a new `seed` defeats the cache.
  */
 import type { ServerResponse } from 'node:http';
-import { definePlugin, type Entity, type Filter, type GatewayContext, GatewayError } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type Entity,
+  type Filter,
+  type GatewayContext,
+  GatewayError,
+  respond,
+} from '../../runtime/index.ts';
 import { describeStage, jsonResponse, ref, validationResponse, validationSchemas } from '../openapi/api.ts';
 import {
   choiceParam,
@@ -262,11 +269,11 @@ export const eloLeaderboard = definePlugin<LeaderboardOptions>({
       if (issues.length > 0) throw validationError(issues);
       const requestId = ctx.state.requestId;
       if (method === 'elo') {
-        ctx.body = await eloRows(skip, limit, requestId);
+        respond(ctx, await eloRows(skip, limit, requestId));
         return;
       }
       const rows = await btRows(bootstrap, seed, requestId, ctx.res);
-      ctx.body = rows.slice(skip, limit === undefined ? undefined : skip + limit);
+      respond(ctx, rows.slice(skip, limit === undefined ? undefined : skip + limit));
     };
     return { handle, close: () => fits.close() };
   },

@@ -13,7 +13,14 @@
  * Statuses: the same entity twice, or a winner that is neither of the two, is 422 (the body is
  * invalid whatever is stored); an id that is not stored is 404.
  */
-import { definePlugin, type EntityOperations, type PluginEnv, readJson, type Stage } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type EntityOperations,
+  type PluginEnv,
+  readJson,
+  respond,
+  type Stage,
+} from '../../runtime/index.ts';
 import {
   describeStage,
   errorResponse,
@@ -195,7 +202,7 @@ function make(kind: 'elo' | 'bandit') {
         ),
       );
       recorded.inc({ kind });
-      ctx.body = answer;
+      respond(ctx, answer);
     };
   };
 }

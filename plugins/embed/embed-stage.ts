@@ -3,7 +3,7 @@
  * `input_type` (`passage` by default, or `query`) picks the model's prefix where it has one
  * (E5, Nomic, mxbai); it is this service's addition to the seed's body.
  */
-import { definePlugin, GatewayError, readJsonObject } from '../../runtime/index.ts';
+import { definePlugin, GatewayError, readJsonObject, respond } from '../../runtime/index.ts';
 import type { InputType } from './api.ts';
 import { passThrough } from './errors.ts';
 import { readInputType, readTexts, rejectUnknownFields, resolveConfig } from './request.ts';
@@ -91,9 +91,7 @@ export default definePlugin<EmbedStageOptions>({
         } finally {
           inflight -= chars;
         }
-        ctx.status = 200;
-        ctx.type = 'application/json';
-        ctx.body = JSON.stringify(vectors);
+        respond(ctx, JSON.stringify(vectors), { type: 'application/json' });
       },
       describe: () => ({
         ...limits,

@@ -4,7 +4,7 @@
  * the model cards with each model's status instead (missing, installed, loading, loaded, error),
  * for operators.
  */
-import { definePlugin } from '../../runtime/index.ts';
+import { definePlugin, respond } from '../../runtime/index.ts';
 import { type SharedOptions, sharedContext, sharedProperties } from './stage-options.ts';
 
 interface ParamsOptions extends SharedOptions {
@@ -25,15 +25,14 @@ export default definePlugin<ParamsOptions>({
   create(options, env) {
     const shared = sharedContext(options, env);
     return async (ctx) => {
-      ctx.status = 200;
       if (options.view === 'models') {
-        ctx.body = {
+        respond(ctx, {
           default_model: shared.defaults.embedding_model,
           models: shared.models.names().map((name) => ({ ...shared.models.card(name), ...shared.models.status(name) })),
-        };
+        });
         return;
       }
-      ctx.body = { chunking_types: [...shared.chunkingTypes()], embedding_models: shared.models.names() };
+      respond(ctx, { chunking_types: [...shared.chunkingTypes()], embedding_models: shared.models.names() });
     };
   },
 });

@@ -6,7 +6,7 @@
  * results are cached by URL and resolved config (process-cache.ts); `X-Cache` says HIT or MISS.
  * Identical requests that arrive while one is being computed wait for it instead of redoing it.
  */
-import { canonicalJson, definePlugin, GatewayError, readJsonObject, sha256Hex } from '../../runtime/index.ts';
+import { canonicalJson, definePlugin, GatewayError, readJsonObject, respond, sha256Hex } from '../../runtime/index.ts';
 import { loggableUrl } from '../content-fetcher/api.ts';
 import type { Chunker, ContentFetcher } from './api.ts';
 import { passThrough } from './errors.ts';
@@ -145,9 +145,7 @@ export default definePlugin<ProcessStageOptions>({
         }
         lookups.inc({ result: hit ? 'hit' : 'miss' });
         ctx.set('X-Cache', hit ? 'HIT' : 'MISS');
-        ctx.status = 200;
-        ctx.type = 'application/json';
-        ctx.body = answer;
+        respond(ctx, answer, { type: 'application/json' });
       },
       describe: () => ({ defaults: shared.defaults, max_chunks: maxChunks, cache: cache.stats() }),
       close: () => cache.close(),

@@ -21,6 +21,7 @@ import {
   type GatewayContext,
   GatewayError,
   readJsonObject,
+  respond,
   VersionConflictError,
 } from '../../runtime/index.ts';
 import type { EntityStoreResource } from '../entity-store/api.ts';
@@ -113,7 +114,7 @@ export default definePlugin<Options>({
       });
       return async (ctx) => {
         queryParams(ctx, []);
-        ctx.body = document;
+        respond(ctx, document);
       };
     }
 
@@ -125,10 +126,9 @@ export default definePlugin<Options>({
     };
 
     const send = (ctx: GatewayContext, entity: Entity, status = 200) => {
-      ctx.status = status;
       ctx.set('ETag', etag(entity.version));
       ctx.set('Cache-Control', 'no-cache');
-      ctx.body = entity;
+      respond(ctx, entity, { status });
     };
 
     const notFound = (type: string, id: number) =>
@@ -179,12 +179,12 @@ export default definePlugin<Options>({
         const request = listRequest(ctx, paging);
         const result = await store.query(type, request);
         ctx.set('Cache-Control', 'no-cache');
-        ctx.body = {
+        respond(ctx, {
           items: result.items,
           limit: request.limit,
           offset: request.offset,
           ...(result.total !== undefined ? { total: result.total } : {}),
-        };
+        });
       },
 
       async create(ctx: GatewayContext) {
@@ -204,8 +204,8 @@ export default definePlugin<Options>({
         const entity = await store.get(type, id, { expand, requestId: ctx.state.requestId });
         if (!entity) throw notFound(type, id);
         if (noneMatch === '*' || noneMatch?.has(entity.version)) {
-          ctx.status = 304;
           ctx.set('ETag', etag(entity.version));
+          respond(ctx, null, { status: 304 });
           return;
         }
         send(ctx, entity);
@@ -267,7 +267,7 @@ export default definePlugin<Options>({
           return store.delete(type, id, { ifVersion, requestId });
         });
         if (!deleted) throw notFound(type, id);
-        ctx.status = 204;
+        respond(ctx, null);
       },
     };
 

@@ -18,6 +18,7 @@ import {
   type HttpUpstream,
   isHttpUpstream,
   latencyBuckets,
+  respond,
   stateFieldOf,
 } from '../../runtime/index.ts';
 import type { Chunker } from '../chunker/api.ts';
@@ -208,8 +209,7 @@ export default definePlugin<FanOutOptions>({
         results.forEach((chunks, i) => {
           for (const text of chunks ?? []) map[String(id++)] = [urls[i], text];
         });
-        ctx.status = 200;
-        ctx.body = map;
+        respond(ctx, map);
       },
       describe: () => ({ processor: options.processor, max_items: maxItems, concurrency, timeout_ms: timeoutMs }),
     };

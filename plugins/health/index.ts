@@ -5,7 +5,7 @@
  * an upstream it reports the process itself: healthy, with uptime and version. The answer is
  * public: it says why an upstream is down, never where (no URL, address or host:port).
  */
-import { definePlugin, publicReason, type Upstream } from '../../runtime/index.ts';
+import { definePlugin, publicReason, respond, type Upstream } from '../../runtime/index.ts';
 
 interface HealthOptions {
   upstream?: string;
@@ -38,18 +38,20 @@ export default definePlugin<HealthOptions>({
       const h = upstream?.health();
       const endpoints = endpointCounts(h?.detail?.endpoints);
       if (h && !h.connected) {
-        ctx.status = 503;
-        ctx.body = {
-          status: 'unhealthy',
-          upstream: 'disconnected',
-          // Why, never where: no URL or address on this unauthenticated answer (admin health has them).
-          error: publicReason(h.error ?? 'upstream unreachable'),
-          ...(endpoints ? { endpoints } : {}),
-        };
+        respond(
+          ctx,
+          {
+            status: 'unhealthy',
+            upstream: 'disconnected',
+            // Why, never where: no URL or address on this unauthenticated answer (admin health has them).
+            error: publicReason(h.error ?? 'upstream unreachable'),
+            ...(endpoints ? { endpoints } : {}),
+          },
+          { status: 503 },
+        );
         return;
       }
-      ctx.status = 200;
-      ctx.body = {
+      respond(ctx, {
         status: 'healthy',
         ...(upstream ? { upstream: 'connected' } : {}),
         ...(options.include_uptime ? { uptime_seconds: Math.floor((Date.now() - started) / 1000) } : {}),
@@ -58,7 +60,7 @@ export default definePlugin<HealthOptions>({
         ...(h?.sessions ? { sessions: h.sessions } : {}),
         // Several endpoints: how many take requests (counts only; their URLs stay on the admin listener).
         ...(endpoints ? { endpoints } : {}),
-      };
+      });
     };
   },
 });

@@ -58,7 +58,8 @@ export default definePlugin({
       requestOf(ctx).setRpc({ jsonrpc: '2.0', id: ctx.state.requestId, method: type, params } as JsonRpcRequest);
       ctx.state.rpcKind = 'request'; // always answered: the typed result comes from its response
 
-      await next();
+      // The answer, bound to this stage (the store itself when a test calls the stage with its own next).
+      const answer = (await next()) ?? answerOf(ctx);
 
       // The answer phase: the upstream's JSON-RPC response becomes the typed result.
       const response = await readRpcResponse(ctx);
@@ -66,7 +67,6 @@ export default definePlugin({
       if (response.error) throw fromRpcError(response.error as { code?: number; message?: string; data?: unknown });
       const result = (response.result ?? {}) as Record<string, unknown>;
       const s = ctx.state;
-      const answer = answerOf(ctx);
       answer.status = 200;
       answer.setJson({
         content: toContent(result),

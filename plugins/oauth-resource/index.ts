@@ -18,7 +18,7 @@
  *     `insufficient_scope` with those scopes in the challenge (step-up).
  */
 import { type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
-import { definePlugin, type GatewayContext, GatewayError, isGatewayError } from '../../runtime/index.ts';
+import { definePlugin, type GatewayContext, GatewayError, isGatewayError, respond } from '../../runtime/index.ts';
 import { IssuerKeys, KeysUnavailable } from './issuer-keys.ts';
 
 export interface OAuthResourceOptions {
@@ -85,7 +85,7 @@ export const oauthMetadataPlugin = definePlugin<
     return async (ctx) => {
       if (options.enabled === false) throw new GatewayError('not_found', 'Not found');
       ctx.set('Cache-Control', 'max-age=300');
-      ctx.body = body;
+      respond(ctx, body);
     };
   },
 });

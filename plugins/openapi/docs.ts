@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { definePlugin, GatewayError } from '../../runtime/index.ts';
+import { definePlugin, GatewayError, respond } from '../../runtime/index.ts';
 import { describeStage } from './api.ts';
 
 interface DocsOptions {
@@ -88,15 +88,13 @@ export default definePlugin<DocsOptions>({
       const raw = Object.values(ctx.params ?? {})[0] as string | string[] | undefined;
       const name = Array.isArray(raw) ? raw.join('/') : (raw ?? '');
       if (name === '' || name === 'index.html') {
-        ctx.type = 'text/html; charset=utf-8';
-        ctx.body = page;
+        respond(ctx, page, { type: 'text/html; charset=utf-8' });
         return;
       }
       const file = files.get(name);
       if (!file) throw new GatewayError('not_found', 'Not Found');
       ctx.set('Cache-Control', 'public, max-age=86400');
-      ctx.type = file.type;
-      ctx.body = file.body;
+      respond(ctx, file.body, { type: file.type });
     };
   },
 });

@@ -7,7 +7,7 @@
  * slash `{/}` → `/` (FastAPI's style, `/entities/`). Routes with a wildcard (`*rest`, static
  * files) and routes a describer hides are left out.
  */
-import { definePlugin, type PluginEnv } from '../../runtime/index.ts';
+import { definePlugin, type PluginEnv, respond } from '../../runtime/index.ts';
 import { type Contribution, describerOf, describeStage, type Operation } from './api.ts';
 
 interface DocumentOptions {
@@ -99,8 +99,7 @@ export default definePlugin<DocumentOptions>({
     return async (ctx) => {
       // The graph is complete only once built: generate on first use.
       body ??= JSON.stringify(buildDocument(env, options));
-      ctx.type = 'application/json';
-      ctx.body = body;
+      respond(ctx, body, { type: 'application/json' });
     };
   },
 });

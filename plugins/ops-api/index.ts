@@ -12,7 +12,7 @@
  * The store reports are passed through as the resource gives them (see api.ts). Connection
  * figures are this process's (in cluster mode, the worker that answers).
  */
-import { definePlugin, type GatewayContext, GatewayError } from '../../runtime/index.ts';
+import { definePlugin, type GatewayContext, GatewayError, respond } from '../../runtime/index.ts';
 import type { OpsStatsSource } from './api.ts';
 import { processStats } from './process-stats.ts';
 import { tokenChecker } from './token.ts';
@@ -105,7 +105,7 @@ export default definePlugin<Options>({
           });
         }
         ctx.set('Cache-Control', 'no-store');
-        ctx.body = await endpoint(ctx);
+        respond(ctx, await endpoint(ctx));
       },
       describe: () => ({ base_path: base, store: options.store ?? null, token_header: header }),
     };

@@ -13,7 +13,7 @@
  * work of one suggestion on a large store; pairs outside the pool are not considered.
  * Fewer than two entities is 400.
  */
-import { definePlugin, type Filter, GatewayError } from '../../runtime/index.ts';
+import { definePlugin, type Filter, GatewayError, respond } from '../../runtime/index.ts';
 import type { PairState } from '../elo/api.ts';
 import { describeStage, errorResponse, jsonResponse, ref, validationSchemas } from '../openapi/api.ts';
 import type { RecordType } from '../records/api.ts';
@@ -179,10 +179,10 @@ export default definePlugin<PairSuggestOptions>({
           exploration: options.exploration ?? 1,
           coldStart: options.cold_start ?? 1,
         });
-        ctx.body = {
+        respond(ctx, {
           entity1: items.project(byId.get(choice.first.id)!),
           entity2: items.project(byId.get(choice.second.id)!),
-        };
+        });
         return;
       }
       const texts = pool.map((e) =>
@@ -193,11 +193,11 @@ export default definePlugin<PairSuggestOptions>({
       );
       const matrix = await similarity!.matrix(texts);
       const choice = similarPair(arms, matrix, pairCount, options.strategy);
-      ctx.body = {
+      respond(ctx, {
         entity1: items.project(byId.get(choice.first.id)!),
         entity2: items.project(byId.get(choice.second.id)!),
         similarity: choice.similarity,
-      };
+      });
     };
   },
 });

@@ -7,7 +7,6 @@
  * The example plugin of docs/plugins.md ("The exchange"): written from that page alone.
  */
 import {
-  answerOf,
   definePlugin,
   type OpenAIChunk,
   type OpenAIStreamReader,
@@ -15,6 +14,7 @@ import {
   readJson,
   requestOf,
   type SseEvent,
+  TextWindow,
 } from '../../runtime/index.ts';
 
 interface Options {
@@ -24,8 +24,8 @@ interface Options {
 
 // Simple on purpose: an example, not a detector (the classifiers do that, docs/classifiers.md).
 const email = /[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}/g;
-/** Longer than any e-mail address (RFC 5321: 254): what a stream keeps back across chunks. */
-const window = 320;
+/** Longer than any e-mail address (RFC 5321: 254): what a stream carries across chunks. */
+const longest = 320;
 
 function countIn(text: string): number {
   let n = 0;
@@ -34,39 +34,26 @@ function countIn(text: string): number {
 }
 
 /**
- * Counts the addresses of a stream as its chunks pass. An address may be cut between two chunks,
- * so the end of the text that could still grow into one is kept and read again with the next.
+ * Counts the addresses of a stream as its chunks pass. An address may be cut between two chunks:
+ * the window carries the text across them and returns each address once it is complete.
  */
 class StreamCount implements OpenAIStreamReader {
   count = 0;
-  #held = '';
+  readonly #window = new TextWindow(longest);
 
   onChunk(chunk: OpenAIChunk): undefined {
-    const text = this.#held + chunk.text;
-    let done = 0;
-    for (const m of text.matchAll(email)) {
-      const end = (m.index ?? 0) + m[0].length;
-      if (end === text.length) break; // it may go on in the next chunk
-      this.count++;
-      done = end;
-    }
-    this.#held = text.slice(Math.max(done, text.length - window));
+    this.count += this.#window.matches(email, chunk.text).length;
     return undefined; // every chunk passes as it came
   }
 
   onDone(): undefined {
-    this.#flush();
+    this.count += this.#window.end(email).length;
     return undefined;
   }
 
   onEnd(): SseEvent[] {
-    this.#flush(); // a stream that ended without [DONE]
+    this.count += this.#window.end(email).length; // a stream that ended without [DONE]
     return [];
-  }
-
-  #flush(): void {
-    this.count += countIn(this.#held);
-    this.#held = '';
   }
 }
 
@@ -100,10 +87,8 @@ export default definePlugin<Options>({
     return async (ctx, next) => {
       const inRequest = countIn(openaiWire.requestText(await readJson(ctx)));
       requestOf(ctx).setHeader(options.header, inRequest);
-      await next();
-
-      const answer = answerOf(ctx);
-      if (!answer.hasBody) return;
+      const answer = await next(); // this stage's answer phase: the answer, bound to this stage
+      if (!answer?.hasBody) return;
       if (answer.isEventStream) {
         const stream = new StreamCount();
         answer.filterOpenAIChunks(stream);

@@ -54,6 +54,7 @@ import {
   readJson,
   requestOf,
   type SseVerdict,
+  type StageAnswer,
   stateFieldOf,
 } from '../../runtime/index.ts';
 import { estimateTokens } from './bounded-count.ts';
@@ -456,8 +457,9 @@ export default definePlugin<TokenLimitOptions>({
           }
         }
 
+        let handle: StageAnswer | undefined;
         try {
-          await next();
+          handle = (await next()) ?? undefined;
         } catch (err) {
           // A later stage refused (or the backend failed): what was generated, if an answer came.
           const answered = ctx.state.answer;
@@ -475,7 +477,8 @@ export default definePlugin<TokenLimitOptions>({
           throw err;
         }
 
-        const answer = answerOf(ctx);
+        // The answer, bound to this stage (the store itself when a test calls the stage with its own next).
+        const answer = handle ?? answerOf(ctx);
         if (answer.status >= 400) {
           // An error answer (the backend's, or a later stage's): nothing was generated.
           await settle(ctx, reservation, 0, limit);
@@ -486,9 +489,9 @@ export default definePlugin<TokenLimitOptions>({
           // An event that is not a chunk is not ours to refuse (the egress policy checks the
           // stream's wire format): it passes unread.
           answer.filterOpenAIChunks(filter, { invalid: 'skip' });
-          // Settled once the answer is written or the client went away, whichever comes first:
-          // with the usage, else with the prompt and the text that passed.
-          ctx.res.once('close', () => {
+          // Settled once the answer has passed whole or will not (the client went away, an error
+          // answered instead): with the usage, else with the prompt and the text that passed.
+          answer.onEnd(() => {
             const usage = filter.usage;
             if (usage) countUsage(ctx, usage);
             const reported = usage ? totalOf(usage) : undefined;

@@ -7,7 +7,7 @@
  * level instead (`{status, storage: "ok"}`); `connections: true` adds the number of open client
  * connections of the service.
  */
-import { definePlugin, type HealthReport, publicReason } from '../../runtime/index.ts';
+import { definePlugin, type HealthReport, publicReason, respond } from '../../runtime/index.ts';
 
 interface CheckSpec {
   resource?: string;
@@ -104,13 +104,16 @@ export default definePlugin<ReadinessOptions>({
         // A public answer: why, never where (no URL, address or host:port of a backend or database).
         if (!h.ok && h.error) errors[name] = publicReason(h.error);
       }
-      ctx.status = ready ? 200 : 503;
-      ctx.body = {
-        status: ready ? options.ready_status : options.not_ready_status,
-        ...(options.flat ? out : { checks: out }),
-        ...(options.connections ? { connections: connectionCount() } : {}),
-        ...(Object.keys(errors).length > 0 ? { errors } : {}),
-      };
+      respond(
+        ctx,
+        {
+          status: ready ? options.ready_status : options.not_ready_status,
+          ...(options.flat ? out : { checks: out }),
+          ...(options.connections ? { connections: connectionCount() } : {}),
+          ...(Object.keys(errors).length > 0 ? { errors } : {}),
+        },
+        { status: ready ? 200 : 503 },
+      );
     };
   },
 });

@@ -13,7 +13,7 @@
  * the write checked against the version read (so it never overwrites a concurrent change; it
  * is retried instead).
  */
-import { definePlugin, type Filter, readJson } from '../../runtime/index.ts';
+import { definePlugin, type Filter, readJson, respond } from '../../runtime/index.ts';
 import {
   describeStage,
   errorResponse,
@@ -131,17 +131,17 @@ export default definePlugin<RecordApiOptions>({
         case 'create': {
           const data = records.parse(await readJson(ctx), 'create');
           const store = records.store();
-          ctx.body = records.project(await writeQueue(store)(() => store.create(type, data, { requestId })));
+          respond(ctx, records.project(await writeQueue(store)(() => store.create(type, data, { requestId }))));
           return;
         }
         case 'list':
-          ctx.body = await list(ctx.query, requestId);
+          respond(ctx, await list(ctx.query, requestId));
           return;
         case 'get': {
           const id = readId(ctx.params);
           const found = await records.store().get(type, id, { requestId });
           if (!found) throw records.notFound(id);
-          ctx.body = records.project(found);
+          respond(ctx, records.project(found));
           return;
         }
         case 'update': {
@@ -164,7 +164,7 @@ export default definePlugin<RecordApiOptions>({
               { retries: options.retries ?? 20 },
             ),
           );
-          ctx.body = records.project(updated);
+          respond(ctx, records.project(updated));
           return;
         }
         case 'delete': {
@@ -181,7 +181,7 @@ export default definePlugin<RecordApiOptions>({
               { retries: options.retries ?? 20 },
             ),
           );
-          ctx.body = records.project(gone);
+          respond(ctx, records.project(gone));
           return;
         }
       }

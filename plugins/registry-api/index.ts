@@ -16,7 +16,7 @@
  * typed proxy's POST /validate sets `invalid_status: 422`. The body is the validation result
  * in both cases.
  */
-import { definePlugin, type GatewayContext, GatewayError, readJsonObject } from '../../runtime/index.ts';
+import { definePlugin, type GatewayContext, GatewayError, readJsonObject, respond } from '../../runtime/index.ts';
 import type { STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
 import { registryOption } from '../stype-registry/api.ts';
 
@@ -61,15 +61,14 @@ export default definePlugin<Options>({
       list: (ctx) => list(ctx, registry),
       detail: (ctx) => {
         const r = find(ctx, registry);
-        ctx.body = detail(r, `${ctx.path.replace(/\/+$/, '')}/schema`);
+        respond(ctx, detail(r, `${ctx.path.replace(/\/+$/, '')}/schema`));
       },
       schema: (ctx) => {
-        ctx.body = find(ctx, registry).schema;
-        ctx.type = 'application/schema+json';
+        respond(ctx, find(ctx, registry).schema, { type: 'application/schema+json' });
       },
       validate: (ctx) => validate(ctx, registry, invalidStatus),
       profiles: (ctx) => {
-        ctx.body = { profiles: registry.profiles() };
+        respond(ctx, { profiles: registry.profiles() });
       },
       search: (ctx) => {
         const q = single(ctx, 'q');
@@ -78,7 +77,7 @@ export default definePlugin<Options>({
             details: { parameter: 'q' },
           });
         }
-        ctx.body = registry.search(q.trim());
+        respond(ctx, registry.search(q.trim()));
       },
     };
     const handle = handlers[options.op];
@@ -149,10 +148,10 @@ function list(ctx: GatewayContext, registry: STypeRegistry): void {
   const all = registry.list();
   const selected = status === 'all' ? all : all.filter((r) => r.status === status);
   const start = (page - 1) * limit;
-  ctx.body = {
+  respond(ctx, {
     data: selected.slice(start, start + limit).map(summary),
     pagination: { page, limit, total: selected.length, total_pages: Math.ceil(selected.length / limit) },
-  };
+  });
 }
 
 function find(ctx: GatewayContext, registry: STypeRegistry): STypeRecord {
@@ -190,8 +189,11 @@ async function validate(ctx: GatewayContext, registry: STypeRegistry, invalidSta
       extra: { available_stypes: registry.list().map((r) => r.id) },
     });
   }
-  ctx.status = result.valid ? 200 : invalidStatus;
-  ctx.body = result.valid
-    ? { valid: true, stype, schema_version: record.version, hash: record.hash }
-    : { valid: false, stype, schema_version: record.version, errors: result.violations };
+  respond(
+    ctx,
+    result.valid
+      ? { valid: true, stype, schema_version: record.version, hash: record.hash }
+      : { valid: false, stype, schema_version: record.version, errors: result.violations },
+    { status: result.valid ? 200 : invalidStatus },
+  );
 }

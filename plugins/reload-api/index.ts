@@ -6,7 +6,7 @@
  * On success it answers {status: reloaded} plus, for each `report` entry, the names the named
  * resource now holds (from its describe(): a list's `name`s or an object's keys).
  */
-import { definePlugin, GatewayError } from '../../runtime/index.ts';
+import { definePlugin, GatewayError, respond } from '../../runtime/index.ts';
 
 interface ReloadApiOptions {
   report: Record<string, { resource: string; field?: string }>;
@@ -58,7 +58,7 @@ export default definePlugin<ReloadApiOptions>({
       for (const [key, spec] of Object.entries(options.report)) {
         body[key] = names(result.resources[spec.resource]?.[spec.field ?? key]);
       }
-      ctx.body = body;
+      respond(ctx, body);
     };
   },
 });

@@ -2,7 +2,7 @@
  * respond: answers a fixed JSON body (terminal stage), e.g. a liveness probe's {status: alive}.
  * `{{version}}` and `{{service}}` in string values are replaced by the service's own.
  */
-import { definePlugin } from '../../runtime/index.ts';
+import { definePlugin, respond } from '../../runtime/index.ts';
 
 interface RespondOptions {
   status: number;
@@ -33,9 +33,7 @@ export default definePlugin<RespondOptions>({
     const body = JSON.stringify(fill(options.body));
     return async (ctx) => {
       ctx.set('Cache-Control', 'no-store');
-      ctx.status = options.status;
-      ctx.type = 'application/json';
-      ctx.body = body;
+      respond(ctx, body, { status: options.status, type: 'application/json' });
     };
   },
 });

@@ -12,7 +12,7 @@
  * The token budget is read the same way from the limiter's token store (the token-limit stage's,
  * with `limiter:` and key: caller).
  */
-import { definePlugin, type GatewayContext, GatewayError } from '../../runtime/index.ts';
+import { definePlugin, type GatewayContext, GatewayError, respond } from '../../runtime/index.ts';
 import { callerKey, type Limiter } from '../rate-limit/api.ts';
 import type { Tenant, TenantDirectory } from '../tenants/api.ts';
 
@@ -63,7 +63,7 @@ export default definePlugin<Options>({
     const header = options.header ?? 'X-Tenant-ID';
 
     const list = (ctx: GatewayContext) => {
-      ctx.body = { tenants: directory.list().map((t) => ({ id: t.id, backend: t.backendUrl, policy: t.policy })) };
+      respond(ctx, { tenants: directory.list().map((t) => ({ id: t.id, backend: t.backendUrl, policy: t.policy })) });
     };
 
     const info = async (ctx: GatewayContext) => {
@@ -76,14 +76,14 @@ export default definePlugin<Options>({
           details: shown ? { tenant: shown } : {},
         });
       }
-      ctx.body = {
+      respond(ctx, {
         tenant: tenant.id,
         backend: tenant.backendUrl,
         policy: tenant.policy,
         rate_limit: await rateLimit(tenant, limiter),
         classifiers: [...tenant.classifiers],
         ...(tenant.tokens_per_minute !== undefined ? { token_limit: await tokenLimit(tenant, limiter) } : {}),
-      };
+      });
     };
 
     return {

@@ -13,7 +13,7 @@
  * authenticated user without the permission 403, an inactive user 403, too many failed logins
  * 429 (login-throttle.ts).
  */
-import { definePlugin, type GatewayContext, GatewayError, readBody, readJson } from '../../runtime/index.ts';
+import { definePlugin, type GatewayContext, GatewayError, readBody, readJson, respond } from '../../runtime/index.ts';
 import {
   describeStage,
   errorResponse,
@@ -102,10 +102,13 @@ export const userCreate = definePlugin<{ users: string }>({
       if (typeof value.email === 'string' && !EMAIL.test(value.email))
         issues.push(issue('value_error', ['body', 'email'], 'value is not a valid email address', value.email));
       if (issues.length > 0) throw validationError(issues);
-      ctx.body = await users.register(value as Parameters<UserDirectory['register']>[0], {
-        requestId: ctx.state.requestId,
-        creator,
-      });
+      respond(
+        ctx,
+        await users.register(value as Parameters<UserDirectory['register']>[0], {
+          requestId: ctx.state.requestId,
+          creator,
+        }),
+      );
     };
   },
 });
@@ -160,7 +163,7 @@ export const userToken = definePlugin<{ users: string; throttle?: Partial<Thrott
       }
       await throttle.succeeded(username as string);
       if (!user.is_active) throw forbidden('Inactive user');
-      ctx.body = { access_token: users.issueToken(user), token_type: 'bearer' };
+      respond(ctx, { access_token: users.issueToken(user), token_type: 'bearer' });
     };
   },
 });
@@ -173,7 +176,7 @@ export const userCurrent = definePlugin<{ users: string }>({
     const users = env.resource<UserDirectory>(options.users);
     return async (ctx) => {
       if (!users.enabled) throw notFound();
-      ctx.body = await currentUser(ctx, users, true);
+      respond(ctx, await currentUser(ctx, users, true));
     };
   },
 });
@@ -216,7 +219,7 @@ export const userActivation = definePlugin<{ users: string; active: boolean; id_
         throw new GatewayError('bad_request', 'Superusers cannot deactivate themselves');
       const user = await users.setActive(id, options.active, ctx.state.requestId);
       if (!user) throw new GatewayError('not_found', 'User not found');
-      ctx.body = user;
+      respond(ctx, user);
     };
   },
 });

@@ -18,7 +18,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { type Agent, request } from 'undici';
 import { type RawData, WebSocket } from 'ws';
-import { GatewayError, sseData } from '../../runtime/index.ts';
+import { GatewayError, openaiStreamData } from '../../runtime/index.ts';
 
 export type Outcome = 'streamed' | 'refused' | 'invalid' | 'failed' | 'aborted';
 
@@ -121,10 +121,7 @@ export class Relay {
         return;
       }
       if (String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
-        for await (const event of sseData(res.body)) {
-          if (event === '[DONE]') break;
-          this.send(event);
-        }
+        for await (const event of openaiStreamData(res.body)) this.send(event);
       } else {
         this.send(await res.body.text());
       }

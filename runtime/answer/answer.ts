@@ -45,13 +45,6 @@ export interface AnswerInit {
   cancel?: ClientAbort;
 }
 
-/**
- * Per request, the guard of the stage whose answer phase is running (set by the pipeline): a
- * stream filter added now is run under that stage's `on_uninspectable`.
- */
-export const answeringStage: unique symbol = Symbol('switchyard.answeringStage');
-type Tracked = GatewayContext & { [answeringStage]?: AnswerGuard };
-
 const noBodyStatus = new Set([204, 205, 304]);
 const jsonType = /^(application\/([\w.+-]+\+)?json|text\/json)$/;
 
@@ -73,8 +66,15 @@ export class Answer {
   /** The JSON was set by a stage (or came as a value): serialised when written. */
   #replaced = false;
   #filters: SseFilter[] | undefined;
+  /**
+   * Filters added without a stage's guard (through `answerOf(ctx)` rather than the stage's own
+   * handle): the composer binds them to the stage whose answer phase added them when it returns.
+   */
+  #unbound: number[] | undefined;
   /** Made from what a terminal stage wrote on ctx (`ctx.body`): left there unless changed. */
   #inContext = false;
+  /** `ctx.body` when it was made (the adapter knows a later stage's new `ctx.body` by it). */
+  readonly #contextBody: unknown;
   /** The upstream cut the body short before it could be read whole. */
   #broken: Error | undefined;
   #written = false;
@@ -88,6 +88,7 @@ export class Answer {
   ) {
     this.status = init.status;
     this.#statusAtStart = ctx.res.statusCode;
+    this.#contextBody = ctx.body;
     if (init.headersNormalised && init.headers) this.headers = init.headers as Record<string, HeaderValue>;
     else {
       this.headers = {};
@@ -263,15 +264,36 @@ export class Answer {
   /**
    * Checks an event stream (`text/event-stream`) event by event as it passes, after the filters
    * added before (stages deeper in the pipeline). The filter runs under the `on_uninspectable` of
-   * the stage adding it. Throws UninspectableAnswer for a stream in an encoding that cannot be
-   * decoded.
+   * the stage adding it: `guard` (a stage's handle passes its own), else the stage whose answer
+   * phase added it, bound when that stage returns (`bindFilters`). Throws UninspectableAnswer for
+   * a stream in an encoding that cannot be decoded.
    */
-  filterEvents(filter: SseFilter): void {
+  filterEvents(filter: SseFilter, guard?: AnswerGuard): void {
     checkDecodable(this.#encodings);
-    const guard = (this.ctx as Tracked)[answeringStage];
-    const guarded = guard ? guard.guard(this.ctx, filter) : filter;
-    if (this.#filters) this.#filters.push(guarded);
-    else this.#filters = [guarded];
+    this.#filters ??= [];
+    if (guard) this.#filters.push(guard.guard(this.ctx, filter));
+    else {
+      this.#unbound ??= [];
+      this.#unbound.push(this.#filters.length);
+      this.#filters.push(filter);
+    }
+  }
+
+  /**
+   * Binds the filters added without a guard to `guard` (the composer does, when the stage whose
+   * answer phase added them returns).
+   */
+  bindFilters(guard: AnswerGuard): void {
+    const unbound = this.#unbound;
+    if (!unbound) return;
+    this.#unbound = undefined;
+    const filters = this.#filters as SseFilter[];
+    for (const i of unbound) filters[i] = guard.guard(this.ctx, filters[i] as SseFilter);
+  }
+
+  /** Whether `body` was on ctx when this answer was made (else a stage wrote it since, the Koa way). */
+  madeFrom(body: unknown): boolean {
+    return body === this.#contextBody;
   }
 
   /**
@@ -279,8 +301,8 @@ export class Answer {
    * framing, the JSON of each event (parsed once for every reader), `[DONE]` and events that are
    * not chunks are the runtime's. Runs as a stream filter of the stage adding it.
    */
-  filterOpenAIChunks(reader: OpenAIStreamReader, options?: OpenAIStreamOptions): void {
-    this.filterEvents(new OpenAIStreamFilter(reader, options));
+  filterOpenAIChunks(reader: OpenAIStreamReader, options?: OpenAIStreamOptions, guard?: AnswerGuard): void {
+    this.filterEvents(new OpenAIStreamFilter(reader, options), guard);
   }
 
   /**
@@ -434,14 +456,71 @@ export function discardAnswer(ctx: GatewayContext): void {
   ctx.state.answer?.discard();
 }
 
-/** The request's answer: the terminal stage's typed answer, or one made from what it wrote on ctx. */
-export function answerOf(ctx: GatewayContext): Answer {
-  let answer = ctx.state.answer;
-  if (!answer) {
-    answer = Answer.fromContext(ctx);
-    ctx.state.answer = answer;
+/** How a terminal stage's answer goes out (see `respond`). */
+export interface RespondInit {
+  /** Default 200 (204 for a `null` body). */
+  status?: number;
+  /** The content type; by default JSON for a value, `text/plain; charset=utf-8` for a string, else bytes. */
+  type?: string;
+  /** Response headers of the answer (a header a stage sets with `ctx.set` wins over them). */
+  headers?: Record<string, HeaderValue>;
+}
+
+/**
+ * A terminal stage answers: `body` becomes the request's answer, in the answer store the stages
+ * before it read (their `await next()` handles). A plain value is JSON (serialised when written); a
+ * string is text, a Buffer bytes, a Readable a stream; `null` no body. An answer already there (a
+ * stage answering in place of another) is released.
+ */
+export function respond(ctx: GatewayContext, body: unknown, init: RespondInit = {}): Answer {
+  const status = init.status ?? (body === null ? 204 : 200);
+  let answer: Answer;
+  if (body === null || typeof body === 'string' || Buffer.isBuffer(body) || body instanceof Readable) {
+    const type = init.type ?? (typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream');
+    const headers = { ...init.headers, ...(body === null ? {} : { 'content-type': type }) };
+    answer = new Answer(ctx, { status, headers, body: typeof body === 'string' ? Buffer.from(body) : body });
+  } else {
+    answer = Answer.fromJson(ctx, body, status);
+    for (const name in init.headers) {
+      const value = init.headers[name];
+      if (value !== undefined) answer.headers[name.toLowerCase()] = value;
+    }
+    answer.headers['content-type'] = init.type ?? 'application/json; charset=utf-8';
   }
+  ctx.state.answer?.discard();
+  ctx.state.answer = answer;
   return answer;
+}
+
+/**
+ * The request's answer store, for code that has no stage handle (the runtime's JSON-RPC readers,
+ * stages not yet moved to `const answer = await next()`): a stream filter added through it is
+ * bound to the stage whose answer phase added it when that stage returns (the composer does it).
+ * Outside the composer (a test calling a stage with a `next` of its own), the adapter makes the
+ * answer from what was written on ctx.
+ */
+export function answerOf(ctx: GatewayContext): Answer {
+  return ctx.state.answer ?? adoptContextAnswer(ctx);
+}
+
+/**
+ * The adapter for stages written the Koa way (`ctx.status`, `ctx.body`): what such a stage wrote
+ * becomes the request's answer, so the stages before it read it through the one answer store.
+ * The composer runs it when each stage returns: with no answer yet, one is made from ctx; a
+ * `ctx.body` other than the one the answer was made from (a stage set it after `next()`) replaces
+ * the answer (the replaced one is released). The only place the runtime reads `ctx.body` as an
+ * answer.
+ */
+export function adoptContextAnswer(ctx: GatewayContext): Answer {
+  const answer = ctx.state.answer;
+  if (answer !== undefined) {
+    const body: unknown = ctx.body;
+    if (body === undefined || answer.madeFrom(body)) return answer;
+    answer.discard();
+  }
+  const made = Answer.fromContext(ctx);
+  ctx.state.answer = made;
+  return made;
 }
 
 /** A stream whose end the answer watches (for its end hooks and trailers); errors and destruction pass both ways. */

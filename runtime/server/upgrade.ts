@@ -20,6 +20,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type Koa from 'koa';
 import type { Logger } from 'pino';
+import { commitAnswer } from '../answer/answer.ts';
 import { GatewayError, toGatewayError } from '../errors.ts';
 import { connectionCounters } from '../observability/connection-metrics.ts';
 import { type MetricsKit, requestsCounter, stageFailuresCounter } from '../observability/metrics.ts';
@@ -129,11 +130,19 @@ export function createUpgradeHandler(deps: UpgradeDeps): UpgradeHandler {
       // A stage in front answered by itself (without calling next): that answer, not an upgrade.
       if (!upgraded) {
         counters.refused('upgrade_refused');
+        commitAnswer(ctx); // the answer store's, as the request core writes it
         status = ctx.status;
+        const body: unknown = ctx.body;
+        const type = ctx.response.get('content-type');
         respondAndClose(ctx.req, socket, (res) => {
           res.statusCode = status;
+          if (Buffer.isBuffer(body) || typeof body === 'string') {
+            res.setHeader('Content-Type', type || 'application/octet-stream');
+            res.end(body);
+            return;
+          }
           res.setHeader('Content-Type', 'application/json; charset=utf-8');
-          res.end(JSON.stringify(ctx.body ?? null));
+          res.end(JSON.stringify(body ?? null));
         });
       }
     } catch (err) {

@@ -5,24 +5,28 @@
  * answers 500, `fail-open` skips the stage and goes on. Both are counted and logged.
  *
  * The answer phase: after the terminal stage, control comes back through the stages in reverse
- * order. The pipeline knows whose answer phase runs (a stream filter added then runs under that
- * stage's `on_uninspectable`), and an UninspectableAnswer escaping a stage is decided by it:
- * refused (502) or passed unchecked (runtime/answer/guard.ts).
+ * order. Each stage's `next()` resolves with its own answer handle (StageAnswer: the answer store
+ * bound to that stage's guard, so a stream filter it adds runs under its `on_uninspectable`), and
+ * an UninspectableAnswer escaping a stage is decided by it: refused (502) or passed unchecked
+ * (runtime/answer/guard.ts). When a stage returns, what it wrote the Koa way (`ctx.body`) becomes
+ * the answer (the adapter, adoptContextAnswer), and filters it added without its handle
+ * (`answerOf(ctx)`) are bound to its guard.
  *
  * It is the one composer: the request core, the upgrade path (the stages in front of the
  * upgrading stage) and the test harness (test/helpers/stage-harness.ts) all run stages through it.
  */
 import { type Span, SpanKind, SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import type { Logger } from 'pino';
-import { answeringStage } from '../answer/answer.ts';
+import { adoptContextAnswer } from '../answer/answer.ts';
 import { AnswerGuard, type OnUninspectable } from '../answer/guard.ts';
+import { StageAnswer } from '../answer/stage-answer.ts';
 import { isUninspectable } from '../answer/uninspectable.ts';
 import { defaultStatus, GatewayError } from '../errors.ts';
 import { type MetricsKit, stageFailuresCounter } from '../observability/metrics.ts';
 import type { RequestTrace } from '../observability/request-trace.ts';
 import { startChildSpan } from '../observability/tracing.ts';
 import type { StageInstance } from '../plugin.ts';
-import type { GatewayContext, Next, Stage } from '../state.ts';
+import type { GatewayContext, Stage } from '../state.ts';
 
 export type OnError = 'fail-closed' | 'fail-open';
 
@@ -44,29 +48,37 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
   // pipeline's own): tells a failing stage whether it had called next. No per-stage closures or
   // tracking objects on the hot path.
   const reached = Symbol('pipeline stage reached');
-  type Tracked = GatewayContext & { [reached]?: number; [answeringStage]?: AnswerGuard };
+  type Tracked = GatewayContext & { [reached]?: number };
+  /** What stage i's `next()` resolves with: its answer handle (none for the pipeline's caller). */
+  type Resolved = StageAnswer | undefined;
   const guards = stages.map((s) => new AnswerGuard(s.id, s.onUninspectable, metrics, logger));
   // Errors thrown by the code after the pipeline (the caller's `next`) are not any stage's failure.
   const fromAfter = new WeakSet<object>();
   const count = stages.length;
 
-  const dispatch = (ctx: Tracked, i: number, last: Next): Promise<void> => {
+  /** Stage i's answer phase begins: the answer is in the store, and its handle is made. */
+  const answerPhase = (ctx: GatewayContext, i: number): Resolved => {
+    adoptContextAnswer(ctx);
+    return i < 0 ? undefined : new StageAnswer(ctx, guards[i] as AnswerGuard);
+  };
+
+  /** Resolves with the answer handle of stage i - 1 (the stage whose next() this is). */
+  const dispatch = (ctx: Tracked, i: number, last: After): Promise<Resolved> => {
     ctx[reached] = i;
     return i === count ? runLast(ctx, last) : runStage(ctx, i, last);
   };
 
-  const runLast = async (ctx: Tracked, last: Next): Promise<void> => {
+  const runLast = async (ctx: Tracked, last: After): Promise<Resolved> => {
     try {
       await last();
     } catch (err) {
       if (typeof err === 'object' && err !== null && !(err instanceof GatewayError)) fromAfter.add(err);
       throw err;
-    } finally {
-      ctx[answeringStage] = guards[count - 1];
     }
+    return answerPhase(ctx, count - 1);
   };
 
-  const runStage = (ctx: Tracked, i: number, last: Next): Promise<void> => {
+  const runStage = (ctx: Tracked, i: number, last: After): Promise<Resolved> => {
     // Traced requests only: one check when tracing is off.
     const t = ctx.state.trace;
     return t?.tracer && t.span ? runTraced(ctx, i, last, t, t.tracer, t.span) : runPlain(ctx, i, last);
@@ -76,11 +88,11 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
   const runTraced = async (
     ctx: Tracked,
     i: number,
-    last: Next,
+    last: After,
     t: RequestTrace,
     tracer: Tracer,
     parent: Span,
-  ): Promise<void> => {
+  ): Promise<Resolved> => {
     const stage = stages[i];
     const span = startChildSpan(tracer, parent, `stage ${stage.plugin}`, SpanKind.INTERNAL);
     span.setAttributes({
@@ -90,7 +102,7 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
     });
     t.span = span;
     try {
-      await runPlain(ctx, i, last);
+      return await runPlain(ctx, i, last);
     } catch (err) {
       span.setAttribute('error.type', err instanceof GatewayError ? err.kind : 'internal_error');
       if (!(err instanceof GatewayError) || (err.status ?? defaultStatus[err.kind]) >= 500)
@@ -102,16 +114,17 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
     }
   };
 
-  const runPlain = async (ctx: Tracked, i: number, last: Next): Promise<void> => {
+  const runPlain = async (ctx: Tracked, i: number, last: After): Promise<Resolved> => {
     const stage = stages[i];
+    const guard = guards[i] as AnswerGuard;
     try {
       await stage.instance.handle(ctx, () => ((ctx[reached] ?? i) > i ? nextTwice(stage) : dispatch(ctx, i + 1, last)));
-      ctx[answeringStage] = guards[i - 1]; // the stage before now runs its answer phase
     } catch (err) {
-      ctx[answeringStage] = guards[i - 1];
+      // Filters it added before failing are still its own.
+      ctx.state.answer?.bindFilters(guard);
       // An answer this stage could not read: its on_uninspectable decides.
-      if (isUninspectable(err) && !guards[i].decided(err)) {
-        if (guards[i].unreadable(ctx, err)) return;
+      if (isUninspectable(err) && !guard.decided(err)) {
+        if (guard.unreadable(ctx, err)) return answerPhase(ctx, i - 1);
         throw err;
       }
       // Typed decisions, and errors from after the pipeline, are not this stage's failure. A later
@@ -126,15 +139,25 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
       if (stage.onError === 'fail-open' && !calledNext) {
         const skipped = (ctx.state.annotations.failed_open as string[] | undefined) ?? [];
         ctx.state.annotations.failed_open = [...skipped, stage.id];
-        return dispatch(ctx, i + 1, last);
+        await dispatch(ctx, i + 1, last);
+        return answerPhase(ctx, i - 1);
       }
-      if (stage.onError === 'fail-open') return; // failed after the rest ran: keep its answer
+      // Failed after the rest ran: keep its answer.
+      if (stage.onError === 'fail-open') return answerPhase(ctx, i - 1);
       throw new GatewayError('internal_error', 'Internal error', { details: { stage: stage.plugin }, cause: err });
     }
+    // Its answer phase is over: filters it added through answerOf(ctx) are its own, and the
+    // stage before it begins its answer phase.
+    ctx.state.answer?.bindFilters(guard);
+    return answerPhase(ctx, i - 1);
   };
 
-  return (ctx, next) => dispatch(ctx, 0, next);
+  // Its value (no stage's handle) is not the caller's: typed away, no promise more per request.
+  return (ctx, last) => dispatch(ctx, 0, last) as Promise<unknown> as Promise<void>;
 }
+
+/** What the pipeline's caller gives as its `next`: run after the last stage (the request core's check). */
+export type After = () => Promise<unknown>;
 
 /**
  * A stage that calls `next()` again would run the rest of the pipeline (the upstream call

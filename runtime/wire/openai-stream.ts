@@ -13,8 +13,10 @@
  * Add a reader with `answer.filterOpenAIChunks(reader)`; it runs as any stream filter does (in the
  * order of the stages, under its stage's `on_uninspectable`, at once unless it returns a promise).
  */
+import type { Readable } from 'node:stream';
 import type { SseEvent, SseFilter, SseVerdict } from '../answer/event-stream.ts';
 import { UninspectableAnswer } from '../answer/uninspectable.ts';
+import { sseData } from '../upstreams/sse.ts';
 import { chunkText } from './openai.ts';
 
 /** One streamed chunk, parsed. */
@@ -105,5 +107,68 @@ export class OpenAIStreamFilter implements SseFilter {
     if (chunk) return this.reader.onChunk?.(chunk);
     if (this.#skipInvalid) return undefined;
     throw new UninspectableAnswer('invalid_event', 'an event of the stream is not a JSON object');
+  }
+}
+
+/**
+ * The text of a stream carried across chunk boundaries, up to a bound: what a stage looking for a
+ * pattern in streamed text reads instead of assembling the chunks itself (an address, a word, a
+ * secret may be cut anywhere between two chunks). Made per streamed answer, fed each chunk's text.
+ *
+ * `matches(pattern, text)` returns each complete match once: `text` is read after what is held
+ * from the chunks before; a match that reaches the end of what arrived may still grow, so it waits
+ * for the next text (or `end`). After the last match returned, at most `bound` characters are
+ * held: make it longer than anything the pattern can match (e.g. 320 for an e-mail address).
+ * Patterns are global (`/…/g`) and greedy (a match ending before the end of the text is whole).
+ */
+export class TextWindow {
+  #held = '';
+
+  constructor(readonly bound: number) {
+    if (!Number.isInteger(bound) || bound < 1) throw new RangeError(`a text window's bound must be a positive integer`);
+  }
+
+  /** What is carried to the next text (at most `bound` characters). */
+  get held(): string {
+    return this.#held;
+  }
+
+  /** The complete matches of `pattern` in the held text and `text`; indexes are in `held + text`. */
+  matches(pattern: RegExp, text: string): RegExpExecArray[] {
+    const window = this.#held + text;
+    const found: RegExpExecArray[] = [];
+    let done = 0;
+    for (const m of window.matchAll(global(pattern))) {
+      const end = m.index + m[0].length;
+      if (end === window.length) break; // it may go on in the next text
+      found.push(m as RegExpExecArray);
+      done = end;
+    }
+    this.#held = window.slice(Math.max(done, window.length - this.bound));
+    return found;
+  }
+
+  /** The stream ended (at `[DONE]`, or without it): the matches of what is held, then nothing is. */
+  end(pattern: RegExp): RegExpExecArray[] {
+    const held = this.#held;
+    this.#held = '';
+    return [...held.matchAll(global(pattern))] as RegExpExecArray[];
+  }
+}
+
+function global(pattern: RegExp): RegExp {
+  if (!pattern.global) throw new TypeError(`a text window's pattern must be global (/…/g): ${pattern}`);
+  return pattern;
+}
+
+/**
+ * The data of each event of an OpenAI-style stream a stage reads from a call of its own (not the
+ * request's answer, which `filterOpenAIChunks` reads), up to `data: [DONE]` (left out): the
+ * framing and the end are the runtime's.
+ */
+export async function* openaiStreamData(body: Readable): AsyncGenerator<string> {
+  for await (const data of sseData(body)) {
+    if (data === '[DONE]') return;
+    yield data;
   }
 }

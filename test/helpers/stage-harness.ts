@@ -41,8 +41,8 @@ export interface StageServerOptions {
   dialect?: Dialect;
   /** Fields of every request's state (see requestState). */
   state?: Partial<GatewayState>;
-  /** Every stage's `on_uninspectable` (default `refuse`, as in a service file). */
-  onUninspectable?: OnUninspectable;
+  /** Every stage's `on_uninspectable` (default `refuse`, as in a service file), or each one's in order. */
+  onUninspectable?: OnUninspectable | OnUninspectable[];
   /** Every stage's `on_error` (default `fail-closed`). */
   onError?: OnError;
   /** Where the stages' metrics go (the guards count unchecked answers there). */
@@ -67,7 +67,8 @@ export async function serveStages(stages: Stage[], options: StageServerOptions =
     id: `r:stage.${i}`,
     plugin: handle.name || `stage.${i}`,
     onError: options.onError ?? 'fail-closed',
-    onUninspectable: options.onUninspectable ?? 'refuse',
+    onUninspectable:
+      (Array.isArray(options.onUninspectable) ? options.onUninspectable[i] : options.onUninspectable) ?? 'refuse',
     instance: { handle },
     options: {},
   }));

@@ -54,7 +54,7 @@ async function serve(options: Record<string, unknown>, list: unknown): Promise<s
     } as never,
     env,
   )) as StageInstance;
-  const seed = async (ctx: GatewayContext, next: () => Promise<void>) => {
+  const seed = async (ctx: GatewayContext, next: () => Promise<unknown>) => {
     ctx.state.annotations.links = list;
     await next();
   };
