@@ -81,9 +81,10 @@ describe('serve --workers 2', () => {
     child.stderr?.on('data', (d) => {
       stderr += d;
     });
-    await until(() => /\(2 workers\)/.test(stderr) || child.exitCode !== null, 30000);
+    // Three processes each loading the runtime: 30 s was not enough on a loaded 2-core machine.
+    await until(() => /\(2 workers\)/.test(stderr) || child.exitCode !== null, 90_000);
     expect(stderr).toMatch(/cluster-test: http:\/\/127\.0\.0\.1:\d+ {2}metrics :\d+ {2}admin :\d+ {2}\(2 workers\)/);
-  }, 40000);
+  }, 100_000);
 
   afterAll(async () => {
     if (child && child.exitCode === null && child.signalCode === null) {
