@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 
@@ -10,6 +11,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // Two files at once even on two cores (vitest's default is one fewer than the cores): most
+    // integration tests wait on sockets and child processes, which a second file can use.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     env: { NODE_OPTIONS: [process.env.NODE_OPTIONS, exitWithParent].filter(Boolean).join(' ') },
     reporters: ['default'],
   },
