@@ -8,6 +8,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { OnUninspectable } from './answer/guard.ts';
+import { withDefaults } from './config/options.ts';
 import type { DryRunRequest, DryRunResult } from './dry-run.ts';
 import type { GatewayError } from './errors.ts';
 import type { Mode } from './mode.ts';
@@ -16,7 +17,10 @@ import type { ConnectionsSnapshot } from './server/connections.ts';
 import type { GatewayContext, GatewayState, Stage } from './state.ts';
 import type { Upstream } from './upstreams/types.ts';
 
-export type JsonSchema = Record<string, unknown>;
+export type { FromSchema } from './config/from-schema.ts';
+
+/** A JSON Schema (draft 2020-12). Write an options schema `as const satisfies JsonSchema` to infer its type. */
+export type JsonSchema = Readonly<Record<string, unknown>>;
 
 export interface HealthReport {
   ok: boolean;
@@ -254,14 +258,32 @@ export interface ResourceDefinition<O = Record<string, unknown>, V = unknown> {
   create(options: O, env: Omit<PluginEnv, 'stageId'>): ResourceInstance<V> | Promise<ResourceInstance<V>>;
 }
 
+/**
+ * A stage plugin. Its `create` is wrapped so that it always receives its options validated against
+ * `options` with the schema's defaults applied (a copy), whoever calls it: the service graph, a hot
+ * reload or a test calling `create({...})` directly. So a plugin never repeats a schema default
+ * (`options.x ?? 30`): the schema is the one place a default is written. Type the options with
+ * `FromSchema<typeof schema>` from a schema written `as const` (docs/plugins.md).
+ */
 export function definePlugin<O = Record<string, unknown>>(def: Omit<PluginDefinition<O>, 'kind'>): PluginDefinition<O> {
-  return { kind: 'stage', ...def };
+  const create = def.create;
+  return {
+    kind: 'stage',
+    ...def,
+    create: (options, env) => create(withDefaults<O>(def.options, options, `plugin "${def.name}"`), env),
+  };
 }
 
+/** A resource type; its `create` receives its options defaulted as a plugin's does (definePlugin). */
 export function defineResource<O = Record<string, unknown>, V = unknown>(
   def: Omit<ResourceDefinition<O, V>, 'kind'>,
 ): ResourceDefinition<O, V> {
-  return { kind: 'resource', ...def };
+  const create = def.create;
+  return {
+    kind: 'resource',
+    ...def,
+    create: (options, env) => create(withDefaults<O>(def.options, options, `resource type "${def.type}"`), env),
+  };
 }
 
 export type AnyDefinition = PluginDefinition<never> | ResourceDefinition<never, unknown>;
