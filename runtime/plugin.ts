@@ -186,6 +186,28 @@ export const coreStateFields: readonly StateField[] = [
   'annotations',
 ];
 
+/**
+ * Options as a config writes them: any property may be left out (its schema default, if any, is
+ * applied before the plugin's `create`; a missing required one is refused then).
+ */
+export type WrittenOptions<O> = [O] extends [never]
+  ? never
+  : O extends readonly (infer E)[]
+    ? WrittenOptions<E>[]
+    : O extends object
+      ? { [K in keyof O]?: WrittenOptions<O[K]> }
+      : O;
+
+/** What `definePlugin` takes: the plugin's own `create` receives the complete options. */
+export type PluginSpec<O> = Omit<PluginDefinition<O>, 'kind' | 'create'> & {
+  create(options: O, env: PluginEnv): StageInstance | Stage | Promise<StageInstance | Stage>;
+};
+
+/** What `defineResource` takes: the resource's own `create` receives the complete options. */
+export type ResourceSpec<O, V> = Omit<ResourceDefinition<O, V>, 'kind' | 'create'> & {
+  create(options: O, env: Omit<PluginEnv, 'stageId'>): ResourceInstance<V> | Promise<ResourceInstance<V>>;
+};
+
 /** State fields: a fixed list, or one worked out from the stage's validated options (defaults applied). */
 export type StateFields<O> = readonly StateField[] | ((options: O) => readonly StateField[]);
 
@@ -217,7 +239,12 @@ export interface PluginDefinition<O = Record<string, unknown>> {
    * checks nothing declares `pass`; a stage that checks answers leaves it at `refuse`.
    */
   onUninspectable?: OnUninspectable;
-  create(options: O, env: PluginEnv): StageInstance | Stage | Promise<StageInstance | Stage>;
+  /**
+   * Builds the stage. Call it with options as a config writes them (defaults may be left out):
+   * `definePlugin` validates them and applies the schema's defaults before the plugin's own
+   * `create`, which receives the complete options (`O`).
+   */
+  create(options: WrittenOptions<O>, env: PluginEnv): StageInstance | Stage | Promise<StageInstance | Stage>;
 }
 
 /** A stage's `needs` or `provides` for the given options. */
@@ -255,7 +282,11 @@ export interface ResourceDefinition<O = Record<string, unknown>, V = unknown> {
   type: string;
   description: string;
   options: JsonSchema;
-  create(options: O, env: Omit<PluginEnv, 'stageId'>): ResourceInstance<V> | Promise<ResourceInstance<V>>;
+  /** Call it with options as written (defaults may be left out); see PluginDefinition.create. */
+  create(
+    options: WrittenOptions<O>,
+    env: Omit<PluginEnv, 'stageId'>,
+  ): ResourceInstance<V> | Promise<ResourceInstance<V>>;
 }
 
 /**
@@ -265,7 +296,7 @@ export interface ResourceDefinition<O = Record<string, unknown>, V = unknown> {
  * (`options.x ?? 30`): the schema is the one place a default is written. Type the options with
  * `FromSchema<typeof schema>` from a schema written `as const` (docs/plugins.md).
  */
-export function definePlugin<O = Record<string, unknown>>(def: Omit<PluginDefinition<O>, 'kind'>): PluginDefinition<O> {
+export function definePlugin<O = Record<string, unknown>>(def: PluginSpec<O>): PluginDefinition<O> {
   const create = def.create;
   return {
     kind: 'stage',
@@ -276,7 +307,7 @@ export function definePlugin<O = Record<string, unknown>>(def: Omit<PluginDefini
 
 /** A resource type; its `create` receives its options defaulted as a plugin's does (definePlugin). */
 export function defineResource<O = Record<string, unknown>, V = unknown>(
-  def: Omit<ResourceDefinition<O, V>, 'kind'>,
+  def: ResourceSpec<O, V>,
 ): ResourceDefinition<O, V> {
   const create = def.create;
   return {

@@ -143,7 +143,7 @@ export default definePlugin<McpValidateOptions>({
       labelNames: ['method'] as const,
     });
 
-    const requireHeaders = options.require_headers ?? true;
+    const requireHeaders = options.require_headers;
 
     /**
      * The protocol version a message is checked against: a modern request's (its `_meta`, else its

@@ -14,16 +14,16 @@
 type Simplify<T> = { [K in keyof T]: T[K] } & {};
 
 /** The schema's own type, without its alternatives (`oneOf`/`anyOf`/`allOf` are applied on top). */
-type Base<S> = S extends { const: infer C }
+type Base<S, M> = S extends { const: infer C }
   ? Mutable<C>
   : S extends { enum: readonly (infer E)[] }
     ? E
     : S extends { type: infer T }
-      ? FromType<T, S>
+      ? FromType<T, S, M>
       : S extends { properties: object }
-        ? FromObject<S>
+        ? FromObject<S, M>
         : S extends { items: object }
-          ? FromArray<S>
+          ? FromArray<S, M>
           : unknown;
 
 type Mutable<T> = T extends readonly (infer E)[]
@@ -32,8 +32,8 @@ type Mutable<T> = T extends readonly (infer E)[]
     ? { -readonly [K in keyof T]: Mutable<T[K]> }
     : T;
 
-type FromType<T, S> = T extends readonly (infer U)[]
-  ? FromType<U, S>
+type FromType<T, S, M> = T extends readonly (infer U)[]
+  ? FromType<U, S, M>
   : T extends 'string'
     ? string
     : T extends 'number' | 'integer'
@@ -43,47 +43,50 @@ type FromType<T, S> = T extends readonly (infer U)[]
         : T extends 'null'
           ? null
           : T extends 'array'
-            ? FromArray<S>
+            ? FromArray<S, M>
             : T extends 'object'
-              ? FromObject<S>
+              ? FromObject<S, M>
               : unknown;
 
-type FromArray<S> = S extends { items: infer I } ? FromSchema<I>[] : unknown[];
+type FromArray<S, M> = S extends { items: infer I } ? FromSchema<I, M>[] : unknown[];
 
 type Properties<S> = S extends { properties: infer P } ? P : {};
 type Required<S> = S extends { required: readonly (infer R)[] } ? R : never;
 /** Keys always present once defaults are applied: required ones and those with a default. */
-type Present<S> =
-  | Required<S>
-  | { [K in keyof Properties<S>]: Properties<S>[K] extends { default: unknown } ? K : never }[keyof Properties<S>];
+type Present<S, M> = Required<S> | (M extends 'written' ? never : Defaulted<S>);
+type Defaulted<S> = {
+  [K in keyof Properties<S>]: Properties<S>[K] extends { default: unknown } ? K : never;
+}[keyof Properties<S>];
 
-type Additional<S> = S extends { properties: object }
+type Additional<S, M> = S extends { properties: object }
   ? {} // declared properties: their types win (an index signature would have to cover them)
   : S extends { additionalProperties: infer A }
     ? A extends false
       ? {}
       : A extends object
-        ? { [key: string]: FromSchema<A> }
+        ? { [key: string]: FromSchema<A, M> }
         : { [key: string]: unknown }
     : { [key: string]: unknown };
 
-type FromObject<S> = Simplify<
-  { -readonly [K in keyof Properties<S> as K extends Present<S> ? K : never]-?: FromSchema<Properties<S>[K]> } & {
-    -readonly [K in keyof Properties<S> as K extends Present<S> ? never : K]?: FromSchema<Properties<S>[K]>;
-  } & Additional<S>
+type FromObject<S, M> = Simplify<
+  { -readonly [K in keyof Properties<S> as K extends Present<S, M> ? K : never]-?: FromSchema<Properties<S>[K], M> } & {
+    -readonly [K in keyof Properties<S> as K extends Present<S, M> ? never : K]?: FromSchema<Properties<S>[K], M>;
+  } & Additional<S, M>
 >;
 
-type Alternatives<S> = S extends { oneOf: readonly (infer U)[] }
-  ? Each<U>
+type Alternatives<S, M> = S extends { oneOf: readonly (infer U)[] }
+  ? Each<U, M>
   : S extends { anyOf: readonly (infer U)[] }
-    ? Each<U>
+    ? Each<U, M>
     : unknown;
-type Each<U> = U extends unknown ? FromSchema<U> : never;
-type All<S> = S extends { allOf: readonly (infer U)[] } ? UnionToIntersection<Each<U>> : unknown;
+type Each<U, M> = U extends unknown ? FromSchema<U, M> : never;
+type All<S, M> = S extends { allOf: readonly (infer U)[] } ? UnionToIntersection<Each<U, M>> : unknown;
 type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
 
 /**
- * The type of the values a schema (written `as const`) accepts, defaults applied. A boolean schema
- * or one built at run time (typed `JsonSchema`) gives `unknown`.
+ * The type of the values a schema (written `as const`) accepts, defaults applied (`M` = `applied`:
+ * what `create` receives), or as a config writes them (`written`: a property with a default may be
+ * left out; what a caller of `create` passes). A boolean schema or one built at run time (typed
+ * `JsonSchema`) gives `unknown`.
  */
-export type FromSchema<S> = S extends boolean ? unknown : Base<S> & Alternatives<S> & All<S>;
+export type FromSchema<S, M = 'applied'> = S extends boolean ? unknown : Base<S, M> & Alternatives<S, M> & All<S, M>;
