@@ -34,6 +34,7 @@ export { effectiveMode, enforcementModes, type Mode } from './mode.ts';
 export type { MetricsKit } from './observability/metrics.ts';
 export { latencyBuckets } from './observability/metrics.ts';
 export type {
+  FromSchema,
   HealthReport,
   JsonSchema,
   PluginDefinition,

@@ -8,6 +8,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { OnUninspectable } from './answer/guard.ts';
+import { withDefaults } from './config/options.ts';
 import type { DryRunRequest, DryRunResult } from './dry-run.ts';
 import type { GatewayError } from './errors.ts';
 import type { Mode } from './mode.ts';
@@ -16,7 +17,10 @@ import type { ConnectionsSnapshot } from './server/connections.ts';
 import type { GatewayContext, GatewayState, Stage } from './state.ts';
 import type { Upstream } from './upstreams/types.ts';
 
-export type JsonSchema = Record<string, unknown>;
+export type { FromSchema } from './config/from-schema.ts';
+
+/** A JSON Schema (draft 2020-12). Write an options schema `as const satisfies JsonSchema` to infer its type. */
+export type JsonSchema = Readonly<Record<string, unknown>>;
 
 export interface HealthReport {
   ok: boolean;
@@ -182,6 +186,28 @@ export const coreStateFields: readonly StateField[] = [
   'annotations',
 ];
 
+/**
+ * Options as a config writes them: any property may be left out (its schema default, if any, is
+ * applied before the plugin's `create`; a missing required one is refused then).
+ */
+export type WrittenOptions<O> = [O] extends [never]
+  ? never
+  : O extends readonly (infer E)[]
+    ? WrittenOptions<E>[]
+    : O extends object
+      ? { [K in keyof O]?: WrittenOptions<O[K]> }
+      : O;
+
+/** What `definePlugin` takes: the plugin's own `create` receives the complete options. */
+export type PluginSpec<O> = Omit<PluginDefinition<O>, 'kind' | 'create'> & {
+  create(options: O, env: PluginEnv): StageInstance | Stage | Promise<StageInstance | Stage>;
+};
+
+/** What `defineResource` takes: the resource's own `create` receives the complete options. */
+export type ResourceSpec<O, V> = Omit<ResourceDefinition<O, V>, 'kind' | 'create'> & {
+  create(options: O, env: Omit<PluginEnv, 'stageId'>): ResourceInstance<V> | Promise<ResourceInstance<V>>;
+};
+
 /** State fields: a fixed list, or one worked out from the stage's validated options (defaults applied). */
 export type StateFields<O> = readonly StateField[] | ((options: O) => readonly StateField[]);
 
@@ -221,7 +247,12 @@ export interface PluginDefinition<O = Record<string, unknown>> {
    * checks nothing declares `pass`; a stage that checks answers leaves it at `refuse`.
    */
   onUninspectable?: OnUninspectable;
-  create(options: O, env: PluginEnv): StageInstance | Stage | Promise<StageInstance | Stage>;
+  /**
+   * Builds the stage. Call it with options as a config writes them (defaults may be left out):
+   * `definePlugin` validates them and applies the schema's defaults before the plugin's own
+   * `create`, which receives the complete options (`O`).
+   */
+  create(options: WrittenOptions<O>, env: PluginEnv): StageInstance | Stage | Promise<StageInstance | Stage>;
 }
 
 /** A stage's `needs` or `provides` for the given options. */
@@ -259,17 +290,39 @@ export interface ResourceDefinition<O = Record<string, unknown>, V = unknown> {
   type: string;
   description: string;
   options: JsonSchema;
-  create(options: O, env: Omit<PluginEnv, 'stageId'>): ResourceInstance<V> | Promise<ResourceInstance<V>>;
+  /** Call it with options as written (defaults may be left out); see PluginDefinition.create. */
+  create(
+    options: WrittenOptions<O>,
+    env: Omit<PluginEnv, 'stageId'>,
+  ): ResourceInstance<V> | Promise<ResourceInstance<V>>;
 }
 
-export function definePlugin<O = Record<string, unknown>>(def: Omit<PluginDefinition<O>, 'kind'>): PluginDefinition<O> {
-  return { kind: 'stage', ...def };
+/**
+ * A stage plugin. Its `create` is wrapped so that it always receives its options validated against
+ * `options` with the schema's defaults applied (a copy), whoever calls it: the service graph, a hot
+ * reload or a test calling `create({...})` directly. So a plugin never repeats a schema default
+ * (`options.x ?? 30`): the schema is the one place a default is written. Type the options with
+ * `FromSchema<typeof schema>` from a schema written `as const` (docs/plugins.md).
+ */
+export function definePlugin<O = Record<string, unknown>>(def: PluginSpec<O>): PluginDefinition<O> {
+  const create = def.create;
+  return {
+    kind: 'stage',
+    ...def,
+    create: (options, env) => create(withDefaults<O>(def.options, options, `plugin "${def.name}"`), env),
+  };
 }
 
+/** A resource type; its `create` receives its options defaulted as a plugin's does (definePlugin). */
 export function defineResource<O = Record<string, unknown>, V = unknown>(
-  def: Omit<ResourceDefinition<O, V>, 'kind'>,
+  def: ResourceSpec<O, V>,
 ): ResourceDefinition<O, V> {
-  return { kind: 'resource', ...def };
+  const create = def.create;
+  return {
+    kind: 'resource',
+    ...def,
+    create: (options, env) => create(withDefaults<O>(def.options, options, `resource type "${def.type}"`), env),
+  };
 }
 
 export type AnyDefinition = PluginDefinition<never> | ResourceDefinition<never, unknown>;

@@ -11,39 +11,45 @@
  * parameter. With a range, verify starts at the first record in it and trusts that record's link
  * to its predecessor (see docs/audit.md).
  */
-import { definePlugin, type GatewayContext, GatewayError, respond } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type FromSchema,
+  type GatewayContext,
+  GatewayError,
+  type JsonSchema,
+  respond,
+} from '../../runtime/index.ts';
 import type { AuditChain, VerifyRange } from '../audit-chain/api.ts';
 import { exclusiveEnd, parseInstant } from './time.ts';
-
-interface Options {
-  chain?: string;
-  op: 'list' | 'verify';
-}
 
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 1000;
 const ACTIONS = ['allow', 'block', 'redact', 'flag'] as const;
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['op'],
+  properties: {
+    chain: {
+      type: 'string',
+      minLength: 1,
+      default: 'audit',
+      'x-ref': 'resource',
+      description: 'Name of the audit-chain resource',
+    },
+    op: { enum: ['list', 'verify'], description: 'Operation of this route' },
+  },
+} as const satisfies JsonSchema;
+
+type Options = FromSchema<typeof optionsSchema>;
+
 export default definePlugin<Options>({
   name: 'audit-api',
   description: 'Serve an audit-chain over REST: list records (GET /audit) and verify the chain (GET /audit/verify)',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['op'],
-    properties: {
-      chain: {
-        type: 'string',
-        minLength: 1,
-        default: 'audit',
-        'x-ref': 'resource',
-        description: 'Name of the audit-chain resource',
-      },
-      op: { enum: ['list', 'verify'], description: 'Operation of this route' },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
-    const name = options.chain ?? 'audit';
+    const name = options.chain;
     const chain = env.resource<AuditChain>(name);
     const handle =
       options.op === 'list'

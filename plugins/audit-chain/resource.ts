@@ -11,75 +11,77 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { defineResource, latencyBuckets, openSqlDatabase, type SqlDatabase } from '../../runtime/index.ts';
+import {
+  defineResource,
+  type FromSchema,
+  type JsonSchema,
+  latencyBuckets,
+  openSqlDatabase,
+  type SqlDatabase,
+} from '../../runtime/index.ts';
 import type { AuditChain, AuditSettings } from './api.ts';
 import { createAuditChain } from './chain.ts';
 import { createTable, TABLE_PATTERN } from './schema.ts';
 
-export interface AuditChainOptions {
-  backend?: 'sqlite' | 'postgres';
-  path?: string;
-  synchronous?: 'FULL' | 'NORMAL';
-  url?: string;
-  pool_size?: number;
-  table?: string;
-  record?: 'non-allow' | 'all';
-  store_prompt?: boolean;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    backend: { enum: ['sqlite', 'postgres'], default: 'sqlite' },
+    path: {
+      type: 'string',
+      minLength: 1,
+      default: './data/audit.db',
+      description: 'sqlite: database file, relative to the config file (its directory is created)',
+    },
+    synchronous: {
+      enum: ['FULL', 'NORMAL'],
+      default: 'FULL',
+      description: 'sqlite: FULL = an acknowledged record survives power loss; NORMAL = survives a crash only',
+    },
+    url: { type: 'string', minLength: 1, description: 'postgres: connection string' },
+    pool_size: { type: 'integer', minimum: 1, default: 10, description: 'postgres: connections' },
+    table: { type: 'string', pattern: TABLE_PATTERN, default: 'audit_records' },
+    record: {
+      enum: ['non-allow', 'all'],
+      default: 'non-allow',
+      description: 'What the audit stage records: every decision but a plain allow, or all requests',
+    },
+    store_prompt: {
+      type: 'boolean',
+      default: false,
+      description: 'Store the request prompt in details.prompt (raw prompts are not stored by default)',
+    },
+  },
+  // backend postgres needs a url
+  anyOf: [{ properties: { backend: { const: 'sqlite' } } }, { required: ['url'], properties: { url: true } }],
+} as const satisfies JsonSchema;
 
-export default defineResource<AuditChainOptions, AuditChain>({
+type Options = FromSchema<typeof optionsSchema>;
+/** Options as a config (or a test) writes them: defaulted ones may be left out. */
+export type AuditChainOptions = FromSchema<typeof optionsSchema, 'written'>;
+
+export default defineResource<Options, AuditChain>({
   type: 'audit-chain',
   description: 'Hash-chained, append-only audit trail of decisions (SQLite file or PostgreSQL)',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      backend: { enum: ['sqlite', 'postgres'], default: 'sqlite' },
-      path: {
-        type: 'string',
-        minLength: 1,
-        default: './data/audit.db',
-        description: 'sqlite: database file, relative to the config file (its directory is created)',
-      },
-      synchronous: {
-        enum: ['FULL', 'NORMAL'],
-        default: 'FULL',
-        description: 'sqlite: FULL = an acknowledged record survives power loss; NORMAL = survives a crash only',
-      },
-      url: { type: 'string', minLength: 1, description: 'postgres: connection string' },
-      pool_size: { type: 'integer', minimum: 1, default: 10, description: 'postgres: connections' },
-      table: { type: 'string', pattern: TABLE_PATTERN, default: 'audit_records' },
-      record: {
-        enum: ['non-allow', 'all'],
-        default: 'non-allow',
-        description: 'What the audit stage records: every decision but a plain allow, or all requests',
-      },
-      store_prompt: {
-        type: 'boolean',
-        default: false,
-        description: 'Store the request prompt in details.prompt (raw prompts are not stored by default)',
-      },
-    },
-    // backend postgres needs a url
-    anyOf: [{ properties: { backend: { const: 'sqlite' } } }, { required: ['url'], properties: { url: true } }],
-  },
+  options: optionsSchema,
   async create(options, env) {
     const settings: AuditSettings = {
-      backend: options.backend ?? 'sqlite',
-      table: options.table ?? 'audit_records',
-      record: options.record ?? 'non-allow',
-      store_prompt: options.store_prompt ?? false,
+      backend: options.backend,
+      table: options.table,
+      record: options.record,
+      store_prompt: options.store_prompt,
     };
     let db: SqlDatabase;
     let where: Record<string, unknown>;
     if (settings.backend === 'postgres') {
       if (!options.url) throw new Error('audit-chain: backend postgres needs a url');
-      db = await openSqlDatabase({ driver: 'postgres', url: options.url, pool_size: options.pool_size ?? 10 });
+      db = await openSqlDatabase({ driver: 'postgres', url: options.url, pool_size: options.pool_size });
       where = { database: describeUrl(options.url) };
     } else {
-      const path = env.resolvePath(options.path ?? './data/audit.db');
+      const path = env.resolvePath(options.path);
       mkdirSync(dirname(path), { recursive: true });
-      db = await openSqlDatabase({ driver: 'sqlite', path, synchronous: options.synchronous ?? 'FULL' });
+      db = await openSqlDatabase({ driver: 'sqlite', path, synchronous: options.synchronous });
       where = { path };
     }
     try {

@@ -26,7 +26,9 @@
  */
 import {
   definePlugin,
+  type FromSchema,
   type GatewayContext,
+  type JsonSchema,
   jsonrpcWire,
   openaiWire,
   type PolicyDecision,
@@ -38,27 +40,31 @@ import {
 } from '../../runtime/index.ts';
 import type { AuditChain, AuditEntry } from './api.ts';
 
-export default definePlugin<{ chain?: string }>({
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    chain: {
+      type: 'string',
+      minLength: 1,
+      default: 'audit',
+      'x-ref': 'resource',
+      description: 'Name of the audit-chain resource',
+    },
+  },
+} as const satisfies JsonSchema;
+
+type Options = FromSchema<typeof optionsSchema>;
+
+export default definePlugin<Options>({
   name: 'audit',
   description: 'Record the decisions of each request in an audit-chain resource before it is answered',
   // Before the stages that decide, on every path: their decisions (answer phase included) are
   // taken inside this stage, so they are on record before the client sees the answer.
   wraps: ['policy', 'schema-validate'],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      chain: {
-        type: 'string',
-        minLength: 1,
-        default: 'audit',
-        'x-ref': 'resource',
-        description: 'Name of the audit-chain resource',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
-    const name = options.chain ?? 'audit';
+    const name = options.chain;
     const chain = env.resource<AuditChain>(name);
     /** The stage writing to `into`: the chain, or a dry run's list of records. */
     const stage =

@@ -3,75 +3,71 @@
  * in any other header (e.g. `X-Proxy-Token`). A missing or wrong token is `unauthorized` (401);
  * a match sets `ctx.state.caller` to the token's name and attributes. Tokens are never logged.
  */
-import { definePlugin, GatewayError } from '../../runtime/index.ts';
-import { compileTokens, type TokenSpec } from './tokens.ts';
+import { definePlugin, type FromSchema, GatewayError, type JsonSchema } from '../../runtime/index.ts';
+import { compileTokens } from './tokens.ts';
 
-export interface AuthOptions {
-  enabled: boolean;
-  token_header: string;
-  tokens: TokenSpec[];
-  skip_paths: string[];
-  accept_bearer: boolean;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    enabled: { type: 'boolean', default: true },
+    token_header: {
+      type: 'string',
+      minLength: 1,
+      default: 'Authorization',
+      description: '`Authorization` expects `Bearer <token>`; any other header carries the raw token',
+    },
+    tokens: {
+      type: 'array',
+      default: [],
+      items: {
+        oneOf: [
+          { type: 'string' },
+          {
+            type: 'object',
+            additionalProperties: false,
+            required: ['token'],
+            properties: {
+              name: { type: 'string', minLength: 1, description: 'Caller id (default `token-<n>`, from 1)' },
+              token: { type: 'string' },
+              attributes: { type: 'object', description: 'Copied to ctx.state.caller.attributes' },
+            },
+          },
+        ],
+      },
+    },
+    accept_bearer: {
+      type: 'boolean',
+      default: false,
+      description:
+        'With a custom token_header: also accept the token as `Authorization: Bearer <token>` when that header is absent ' +
+        '(one admin scheme for every admin endpoint, the documented header still accepted)',
+    },
+    skip_paths: {
+      type: 'array',
+      items: { type: 'string' },
+      default: [],
+      description: 'Exact request paths that need no token (e.g. /health)',
+    },
+  },
+} as const satisfies JsonSchema;
+
+export type AuthOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<AuthOptions>({
   name: 'auth',
   description: 'Token authentication (Bearer or a custom header), constant-time comparison',
   // A disabled stage lets every request through without a caller.
-  provides: (o) => (o.enabled === false ? [] : ['caller']),
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      enabled: { type: 'boolean', default: true },
-      token_header: {
-        type: 'string',
-        minLength: 1,
-        default: 'Authorization',
-        description: '`Authorization` expects `Bearer <token>`; any other header carries the raw token',
-      },
-      tokens: {
-        type: 'array',
-        default: [],
-        items: {
-          oneOf: [
-            { type: 'string' },
-            {
-              type: 'object',
-              additionalProperties: false,
-              required: ['token'],
-              properties: {
-                name: { type: 'string', minLength: 1, description: 'Caller id (default `token-<n>`, from 1)' },
-                token: { type: 'string' },
-                attributes: { type: 'object', description: 'Copied to ctx.state.caller.attributes' },
-              },
-            },
-          ],
-        },
-      },
-      accept_bearer: {
-        type: 'boolean',
-        default: false,
-        description:
-          'With a custom token_header: also accept the token as `Authorization: Bearer <token>` when that header is absent ' +
-          '(one admin scheme for every admin endpoint, the documented header still accepted)',
-      },
-      skip_paths: {
-        type: 'array',
-        items: { type: 'string' },
-        default: [],
-        description: 'Exact request paths that need no token (e.g. /health)',
-      },
-    },
-  },
+  provides: (o) => (o.enabled ? ['caller'] : []),
+  options: optionsSchema,
   create(options, env) {
-    const enabled = options.enabled ?? true;
-    const header = options.token_header ?? 'Authorization';
+    const enabled = options.enabled;
+    const header = options.token_header;
     const bearer = header.toLowerCase() === 'authorization';
-    const alsoBearer = !bearer && options.accept_bearer === true;
-    const skip = new Set(options.skip_paths ?? []);
+    const alsoBearer = !bearer && options.accept_bearer;
+    const skip = new Set(options.skip_paths);
     // Tokens are checked only when enabled: an unset ${TOKEN} must not break a disabled stage.
-    const tokens = enabled ? compileTokens(options.tokens ?? []) : undefined;
+    const tokens = enabled ? compileTokens(options.tokens) : undefined;
     const failures = env.metrics.counter({
       name: 'switchyard_auth_failures_total',
       help: 'Requests refused by token authentication, by reason (missing|invalid)',

@@ -5,107 +5,93 @@
  * OpenAI-compatible address. See docs/chunking.md; the value's type is in api.ts.
  */
 import { AIService, MemoryStorage, redactConfig } from '../../lib/ai-client/index.ts';
-import { defineResource, GatewayError, latencyBuckets } from '../../runtime/index.ts';
+import { defineResource, type FromSchema, GatewayError, type JsonSchema, latencyBuckets } from '../../runtime/index.ts';
 import { CHUNKING_TYPES, type Chunker, type ChunkOptions } from './api.ts';
 import { conceptStrategy } from './concept.ts';
 import { introspectionStrategy } from './introspection.ts';
 import { chunkWithLlm, LlmCaller, type LlmSettings, type Strategy } from './llm.ts';
 import { chunkWords } from './words.ts';
 
-interface Options {
-  types?: string[];
-  llm?: {
-    provider?: string;
-    base_url?: string;
-    model?: string;
-    api_key?: string;
-    temperature?: number;
-    max_tokens?: number;
-    timeout_ms?: number;
-    json_mode?: boolean;
-  };
-  window_words?: number;
-  max_windows?: number;
-  include_titles?: boolean;
-  fallback_on_error?: boolean;
-}
-
 const strategies: Record<string, Strategy> = {
   'llm-concept': conceptStrategy,
   'llm-introspection': introspectionStrategy,
 };
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    types: {
+      type: 'array',
+      items: { enum: [...CHUNKING_TYPES] },
+      uniqueItems: true,
+      minItems: 1,
+      default: [...CHUNKING_TYPES],
+      description: 'Chunking types offered (default all). Without an LLM type no model is needed.',
+    },
+    llm: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'The language model of the LLM types: any OpenAI-compatible chat completions endpoint.',
+      properties: {
+        provider: {
+          type: 'string',
+          default: 'local',
+          description: 'AI client preset (hosted_a, hosted_b, hosted_c, local, hub) or a custom name.',
+        },
+        base_url: { type: 'string', description: 'Endpoint, e.g. http://localhost:11434/v1 (default: the preset).' },
+        model: { type: 'string', description: 'Model id (default: the preset).' },
+        api_key: { type: 'string', description: 'Bearer key; use ${VAR}, never a literal.' },
+        temperature: { type: 'number', minimum: 0, maximum: 2, default: 0 },
+        max_tokens: { type: 'integer', minimum: 1, default: 4096, description: 'Answer budget per window.' },
+        timeout_ms: { type: 'integer', minimum: 1, default: 60000, description: 'Per model request.' },
+        json_mode: { type: 'boolean', default: true, description: 'Send response_format json_object.' },
+      },
+    },
+    window_words: {
+      type: 'integer',
+      minimum: 50,
+      maximum: 3000,
+      default: 1000,
+      description: 'Words sent to the model at once; llm-concept answers about as much again.',
+    },
+    max_windows: {
+      type: 'integer',
+      minimum: 1,
+      default: 20,
+      description: 'Model requests per text at most; the rest of a longer text is chunked by words.',
+    },
+    include_titles: {
+      type: 'boolean',
+      default: false,
+      description: 'llm-introspection: start each chunk with its title and a blank line.',
+    },
+    fallback_on_error: {
+      type: 'boolean',
+      default: true,
+      description: 'When the model cannot be reached, chunk by words (true) or fail with 502/504 (false).',
+    },
+  },
+} as const satisfies JsonSchema;
+
+type Options = FromSchema<typeof optionsSchema>;
+
 export default defineResource<Options, Chunker>({
   type: 'chunker',
   description: 'Splits text into chunks: by words, or by concepts / sections found by a language model.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      types: {
-        type: 'array',
-        items: { enum: [...CHUNKING_TYPES] },
-        uniqueItems: true,
-        minItems: 1,
-        default: [...CHUNKING_TYPES],
-        description: 'Chunking types offered (default all). Without an LLM type no model is needed.',
-      },
-      llm: {
-        type: 'object',
-        additionalProperties: false,
-        default: {},
-        description: 'The language model of the LLM types: any OpenAI-compatible chat completions endpoint.',
-        properties: {
-          provider: {
-            type: 'string',
-            default: 'local',
-            description: 'AI client preset (hosted_a, hosted_b, hosted_c, local, hub) or a custom name.',
-          },
-          base_url: { type: 'string', description: 'Endpoint, e.g. http://localhost:11434/v1 (default: the preset).' },
-          model: { type: 'string', description: 'Model id (default: the preset).' },
-          api_key: { type: 'string', description: 'Bearer key; use ${VAR}, never a literal.' },
-          temperature: { type: 'number', minimum: 0, maximum: 2, default: 0 },
-          max_tokens: { type: 'integer', minimum: 1, default: 4096, description: 'Answer budget per window.' },
-          timeout_ms: { type: 'integer', minimum: 1, default: 60000, description: 'Per model request.' },
-          json_mode: { type: 'boolean', default: true, description: 'Send response_format json_object.' },
-        },
-      },
-      window_words: {
-        type: 'integer',
-        minimum: 50,
-        maximum: 3000,
-        default: 1000,
-        description: 'Words sent to the model at once; llm-concept answers about as much again.',
-      },
-      max_windows: {
-        type: 'integer',
-        minimum: 1,
-        default: 20,
-        description: 'Model requests per text at most; the rest of a longer text is chunked by words.',
-      },
-      include_titles: {
-        type: 'boolean',
-        default: false,
-        description: 'llm-introspection: start each chunk with its title and a blank line.',
-      },
-      fallback_on_error: {
-        type: 'boolean',
-        default: true,
-        description: 'When the model cannot be reached, chunk by words (true) or fail with 502/504 (false).',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const types = CHUNKING_TYPES.filter((t) => (options.types ?? CHUNKING_TYPES).includes(t));
-    const llmOptions = options.llm ?? {};
+    const llmOptions = options.llm;
     const ai = new AIService(
       {
-        provider: llmOptions.provider ?? 'local',
+        provider: llmOptions.provider,
         ...(llmOptions.base_url ? { baseUrl: llmOptions.base_url } : {}),
         ...(llmOptions.model ? { model: llmOptions.model } : {}),
         ...(llmOptions.api_key ? { apiKey: llmOptions.api_key } : {}),
-        temperature: llmOptions.temperature ?? 0,
-        maxTokens: llmOptions.max_tokens ?? 4096,
+        temperature: llmOptions.temperature,
+        maxTokens: llmOptions.max_tokens,
       },
       // A server-side client: nothing persisted, no response cache, no browser build-time values.
       { storage: new MemoryStorage(), cache: false, buildTime: {} },
@@ -135,9 +121,9 @@ export default defineResource<Options, Chunker>({
     const llm = new LlmCaller(
       ai,
       {
-        fallbackOnError: options.fallback_on_error ?? true,
-        timeoutMs: llmOptions.timeout_ms ?? 60_000,
-        jsonMode: llmOptions.json_mode ?? true,
+        fallbackOnError: options.fallback_on_error,
+        timeoutMs: llmOptions.timeout_ms,
+        jsonMode: llmOptions.json_mode,
       },
       {
         onFallback(type, reason, window) {
@@ -155,9 +141,9 @@ export default defineResource<Options, Chunker>({
       },
     );
     const settings: LlmSettings = {
-      windowWords: options.window_words ?? 1000,
-      maxWindows: options.max_windows ?? 20,
-      includeTitles: options.include_titles ?? false,
+      windowWords: options.window_words,
+      maxWindows: options.max_windows,
+      includeTitles: options.include_titles,
     };
 
     const chunker: Chunker = {

@@ -37,7 +37,7 @@ export default definePlugin<Options>({
     },
   },
   create(options, env) {
-    const set = env.resource<ClassifierSet>(options.classifiers ?? 'classifiers');
+    const set = env.resource<ClassifierSet>(options.classifiers);
     const handlers: Record<Op, (ctx: GatewayContext) => Promise<void>> = {
       list: async (ctx) => {
         respond(ctx, { classifiers: set.list().map(publicInfo) });
@@ -57,7 +57,7 @@ export default definePlugin<Options>({
     const handle = handlers[options.op];
     return {
       handle: async (ctx) => handle(ctx),
-      describe: () => ({ op: options.op, classifiers: options.classifiers ?? 'classifiers' }),
+      describe: () => ({ op: options.op, classifiers: options.classifiers }),
     };
   },
 });

@@ -16,7 +16,7 @@
  * meanwhile and a request that needs a model waits for it), or on first use (`load: lazy`).
  * Health says `loading` until every one is loaded; the end is logged with its time.
  */
-import { defineResource, type JsonSchema } from '../../runtime/index.ts';
+import { defineResource, type FromSchema, type JsonSchema } from '../../runtime/index.ts';
 import type { Classifier, ClassifierSet } from './api.ts';
 import { createMlClassifier, mlClassifierSchema } from './ml/index.ts';
 import { DETECTOR_NAMES, DETECTORS } from './patterns/catalog.ts';
@@ -28,13 +28,6 @@ interface ClassifierEntry {
   name: string;
   type: 'pattern' | 'ml';
   [k: string]: unknown;
-}
-
-export interface ClassifierSetOptions {
-  models_dir?: string;
-  batch?: boolean;
-  load?: 'background' | 'lazy';
-  classifiers: ClassifierEntry[];
 }
 
 const name = {
@@ -105,59 +98,66 @@ function mlEntry(): JsonSchema {
   };
 }
 
-export default defineResource<ClassifierSetOptions, ClassifierSet>({
-  type: 'classifier-set',
-  description: 'Classifiers (Tier A patterns, Tier B ML models) shared by classify stages and the admin endpoints.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['classifiers'],
-    properties: {
-      models_dir: {
-        type: 'string',
-        minLength: 1,
-        default: 'models',
-        description: 'Directory of the ML models, relative to the config file.',
-      },
-      load: {
-        enum: ['background', 'lazy'],
-        default: 'background',
-        description:
-          'When ML models load: background (from the start, without holding it up; the end is logged) or lazy (on first use).',
-      },
-      batch: {
-        type: 'boolean',
-        default: true,
-        description:
-          'Run the Tier A classifiers of the requests read in one turn of the event loop together, classifier by ' +
-          'classifier (less CPU per request under load: their code stays hot); false: each request at once.',
-      },
-      classifiers: {
-        type: 'array',
-        minItems: 1,
-        items: {
-          type: 'object',
-          required: ['name', 'type'],
-          properties: { type: { enum: ['pattern', 'ml'] } },
-          if: { required: ['type'], properties: { type: { const: 'ml' } } },
-          // biome-ignore lint/suspicious/noThenProperty: JSON Schema keyword
-          then: mlEntry(),
-          else: patternEntry,
-        },
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['classifiers'],
+  properties: {
+    models_dir: {
+      type: 'string',
+      minLength: 1,
+      default: 'models',
+      description: 'Directory of the ML models, relative to the config file.',
+    },
+    load: {
+      enum: ['background', 'lazy'],
+      default: 'background',
+      description:
+        'When ML models load: background (from the start, without holding it up; the end is logged) or lazy (on first use).',
+    },
+    batch: {
+      type: 'boolean',
+      default: true,
+      description:
+        'Run the Tier A classifiers of the requests read in one turn of the event loop together, classifier by ' +
+        'classifier (less CPU per request under load: their code stays hot); false: each request at once.',
+    },
+    classifiers: {
+      type: 'array',
+      minItems: 1,
+      items: {
+        type: 'object',
+        required: ['name', 'type'],
+        properties: { type: { enum: ['pattern', 'ml'] } },
+        if: { required: ['type'], properties: { type: { const: 'ml' } } },
+        // biome-ignore lint/suspicious/noThenProperty: JSON Schema keyword
+        then: mlEntry(),
+        else: patternEntry,
       },
     },
   },
+} as const satisfies JsonSchema;
+
+/** Each entry's shape hangs on an if/then/else (pattern or ml), which FromSchema does not type: it is written out. */
+export type ClassifierSetOptions = Omit<FromSchema<typeof optionsSchema>, 'classifiers'> & {
+  classifiers: ClassifierEntry[];
+};
+
+export default defineResource<ClassifierSetOptions, ClassifierSet>({
+  type: 'classifier-set',
+  description: 'Classifiers (Tier A patterns, Tier B ML models) shared by classify stages and the admin endpoints.',
+  options: optionsSchema,
   create(options, env) {
-    const modelsDir = env.resolvePath(options.models_dir ?? 'models');
+    const modelsDir = env.resolvePath(options.models_dir);
     const classifiers: Classifier[] = options.classifiers.map((entry) =>
       entry.type === 'ml'
         ? createMlClassifier(entry, { modelsDir, logger: env.logger.child({ classifier: entry.name }) })
         : new PatternClassifier(entry as unknown as PatternClassifierSpec),
     );
-    const set = new NamedClassifierSet(classifiers, { batch: options.batch ?? true });
+    const set = new NamedClassifierSet(classifiers, { batch: options.batch });
     const statuses = () => Object.fromEntries(set.list().map((i) => [i.name, i.status]));
     env.logger.info({ classifiers: statuses() }, 'classifiers created');
-    if ((options.load ?? 'background') === 'background' && !set.ready()) {
+    if (options.load === 'background' && !set.ready()) {
       const started = performance.now();
       set.warmup().then(
         ({ models_loaded }) =>

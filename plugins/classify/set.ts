@@ -32,6 +32,7 @@ export class NamedClassifierSet implements ClassifierSet {
   readonly #selected = new WeakMap<string[], Classifier[]>();
 
   constructor(classifiers: Classifier[], options: { batch?: boolean } = {}) {
+    // not the schema default: the constructor's own, for sets built outside the resource (tests, tools)
     if (options.batch ?? true) this.#batch = new TurnBatch(classifyBatch);
     const byName = new Map<string, Classifier>();
     for (const c of classifiers) {

@@ -14,6 +14,8 @@
 import {
   compileStatePath,
   definePlugin,
+  type FromSchema,
+  type JsonSchema,
   latencyBuckets,
   openaiWire,
   readJsonObject,
@@ -21,12 +23,41 @@ import {
 } from '../../runtime/index.ts';
 import type { ClassifierSet } from './api.ts';
 
-export interface ClassifyOptions {
-  classifiers?: string;
-  use?: string[];
-  use_from?: string;
-  text?: 'request';
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    classifiers: {
+      type: 'string',
+      minLength: 1,
+      default: 'classifiers',
+      'x-ref': 'resource',
+      description: 'classifier-set resource to use.',
+    },
+    use: {
+      type: 'array',
+      items: { type: 'string', minLength: 1 },
+      uniqueItems: true,
+      description: 'Classifiers to run, by name. Default: every classifier of the set.',
+    },
+    use_from: {
+      type: 'string',
+      minLength: 1,
+      description:
+        'State path to a list of classifier names chosen per request (e.g. `caller.attributes.classifiers`, ' +
+        "a tenant's); names the set lacks are skipped. Falls back to `use` when absent.",
+    },
+    text: {
+      enum: ['request'],
+      default: 'request',
+      description:
+        'What to classify: the request (every field an OpenAI-style request shows the model: messages, tools, ' +
+        'prompt, suffix, response schema; joined by newlines).',
+    },
+  },
+} as const satisfies JsonSchema;
+
+export type ClassifyOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<ClassifyOptions>({
   name: 'classify',
@@ -34,41 +65,9 @@ export default definePlugin<ClassifyOptions>({
   description: 'Run classifiers on the request text (every field a model reads) into ctx.state.classifications.',
   needs: (o) => stateFieldOf(o.use_from),
   provides: ['classifications'],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      classifiers: {
-        type: 'string',
-        minLength: 1,
-        default: 'classifiers',
-        'x-ref': 'resource',
-        description: 'classifier-set resource to use.',
-      },
-      use: {
-        type: 'array',
-        items: { type: 'string', minLength: 1 },
-        uniqueItems: true,
-        description: 'Classifiers to run, by name. Default: every classifier of the set.',
-      },
-      use_from: {
-        type: 'string',
-        minLength: 1,
-        description:
-          'State path to a list of classifier names chosen per request (e.g. `caller.attributes.classifiers`, ' +
-          "a tenant's); names the set lacks are skipped. Falls back to `use` when absent.",
-      },
-      text: {
-        enum: ['request'],
-        default: 'request',
-        description:
-          'What to classify: the request (every field an OpenAI-style request shows the model: messages, tools, ' +
-          'prompt, suffix, response schema; joined by newlines).',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
-    const resourceName = options.classifiers ?? 'classifiers';
+    const resourceName = options.classifiers;
     const set = env.resource<ClassifierSet>(resourceName);
     const use = options.use;
     for (const name of use ?? []) {

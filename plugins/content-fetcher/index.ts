@@ -13,9 +13,10 @@ import { defineResource, latencyBuckets } from '../../runtime/index.ts';
 import type { ContentFetcher } from './api.ts';
 import { createContentFetcher, type FetcherConfig, fetcherDefaults } from './fetcher.ts';
 
-interface FetcherOptions extends Partial<Omit<FetcherConfig, 'allow'>> {
+/** Every field defaulted by the schema (from fetcherDefaults: one place for each value). */
+interface FetcherOptions extends Omit<FetcherConfig, 'allow'> {
   /** A list, or one string of entries separated by commas or spaces (handy with ${VAR}). */
-  allow?: string[] | string;
+  allow: string[] | string;
 }
 
 const ms = (def: number, description: string) => ({ type: 'integer', minimum: 1, default: def, description });
@@ -78,9 +79,8 @@ export default defineResource<FetcherOptions, ContentFetcher>({
     },
   },
   create(options, env) {
-    const allow =
-      typeof options.allow === 'string' ? options.allow.split(/[\s,]+/).filter(Boolean) : (options.allow ?? []);
-    const config: FetcherConfig = { ...fetcherDefaults, ...options, allow };
+    const allow = typeof options.allow === 'string' ? options.allow.split(/[\s,]+/).filter(Boolean) : options.allow;
+    const config: FetcherConfig = { ...options, allow };
     const fetches = env.metrics.counter({
       name: 'switchyard_fetch_content_total',
       help: 'Pages fetched by the content fetcher, by outcome (ok, refused, bad_url, timeout, extract_timeout, error, too_large, unsupported)',

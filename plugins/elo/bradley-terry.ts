@@ -91,6 +91,7 @@ function tally(n: number, winners: ArrayLike<number>, losers: ArrayLike<number>,
 
 /** MM iterations from `start` (strengths); returns the strengths and the iteration count. */
 function mm(n: number, t: Tallies, options: BradleyTerryOptions, start?: Float64Array) {
+  // not the schema default: this function's own defaults (it is called by tests and the fit worker too)
   const prior = options.prior ?? 1;
   const maxIterations = options.maxIterations ?? 1000;
   const tolerance = options.tolerance ?? 1e-10;
@@ -131,6 +132,7 @@ function normalise(p: Float64Array): void {
 }
 
 function toRatings(p: Float64Array, options: BradleyTerryOptions): Float64Array {
+  // not the schema default: this function's own (see mm)
   const scale = options.scale ?? 400;
   const base = options.base ?? 1500;
   const logs = Float64Array.from(p, (x) => scale * Math.log10(x));
@@ -164,7 +166,9 @@ export function bradleyTerry(
   const samples = bootstrap?.samples ?? 0;
   if (samples <= 0 || winners.length === 0) return result;
 
+  // not the schema default: this function's own (see mm)
   const random = seededRandom(bootstrap?.seed ?? 1);
+  // not the schema default: this function's own (see mm)
   const level = bootstrap?.level ?? 0.95;
   const games = winners.length;
   // draws[k * samples + s]: entity k's rating in resample s.

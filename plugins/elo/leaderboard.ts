@@ -134,7 +134,7 @@ export const eloLeaderboard = definePlugin<LeaderboardOptions>({
   create(options, env) {
     const items = env.resource<RecordType>(options.items);
     const outcomes = options.outcomes ? env.resource<RecordType>(options.outcomes) : undefined;
-    const rating = options.rating_field ?? 'rating';
+    const rating = options.rating_field;
     const f = { ...{ first: 'entity1_id', second: 'entity2_id', winner: 'selected_entity_id' }, ...options.fields };
     const bt = {
       ...{
@@ -150,7 +150,7 @@ export const eloLeaderboard = definePlugin<LeaderboardOptions>({
       ...options.bradley_terry,
     };
     const fits = new FitRunner({ maxConcurrent: bt.max_concurrent, timeoutMs: bt.timeout_ms, memoryMb: bt.memory_mb });
-    const maxLimit = options.max_limit ?? 1_000_000;
+    const maxLimit = options.max_limit;
     /** The last Bradley–Terry board, valid while the change log head stays at `seq`. */
     let cached: { key: string; seq: number; rows: Array<Record<string, unknown>> } | undefined;
 
@@ -283,7 +283,7 @@ describeStage('elo-leaderboard', (raw, ctx) => {
   const o = raw as LeaderboardOptions;
   const items = ctx.resource<RecordType>(o.items);
   const name = items.title.replace(/[^A-Za-z0-9]/g, '');
-  const maxBootstrap = o.bradley_terry?.max_bootstrap ?? 1000;
+  const maxBootstrap = o.bradley_terry?.max_bootstrap;
   return {
     schemas: { ...validationSchemas, [name]: items.schemas().record },
     operation: {
@@ -297,7 +297,7 @@ describeStage('elo-leaderboard', (raw, ctx) => {
       parameters: [
         { name: 'method', in: 'query', schema: { enum: [...METHODS], default: 'elo' } },
         { name: 'bootstrap', in: 'query', schema: { type: 'integer', minimum: 0, maximum: maxBootstrap, default: 0 } },
-        { name: 'seed', in: 'query', schema: { type: 'integer', minimum: 0, default: o.bradley_terry?.seed ?? 1 } },
+        { name: 'seed', in: 'query', schema: { type: 'integer', minimum: 0, default: o.bradley_terry?.seed } },
         { name: 'skip', in: 'query', schema: { type: 'integer', minimum: 0, default: 0 } },
         {
           name: 'limit',

@@ -154,10 +154,10 @@ function make(kind: 'elo' | 'bandit') {
     const pairs = options.pairs ? env.resource<RecordType>(options.pairs) : undefined;
     if (kind === 'bandit' && !pairs) throw new Error('bandit-outcome needs `pairs`');
     const f = fieldsOf(options);
-    const ratingField = options.rating_field ?? 'rating';
+    const ratingField = options.rating_field;
     const initial = Number(items.fields[ratingField]?.default ?? 1500);
-    const k = options.k_factor ?? 32;
-    const scale = options.scale ?? 400;
+    const k = options.k_factor;
+    const scale = options.scale;
     const countField = options.count_field;
     const recorded = env.metrics.counter({
       name: 'switchyard_elo_outcomes_total',
@@ -198,7 +198,7 @@ function make(kind: 'elo' | 'bandit') {
               return outcomes.project(await tx.create(outcomes.entityType, data, { requestId }));
             return pair ? pairs!.project(pair) : { [f.first]: a, [f.second]: b, [f.winner]: w };
           },
-          { retries: options.retries ?? 100 },
+          { retries: options.retries },
         ),
       );
       recorded.inc({ kind });
@@ -270,7 +270,7 @@ describeStage('elo-outcome', (raw, ctx) => {
       tags: [outcomes.pluralTitle.replace(/[^A-Za-z0-9]/g, '').toLowerCase()],
       summary: `Create ${name}`,
       description:
-        `Records the outcome, updates both Elo ratings (K = ${o.k_factor ?? 32}) and the bandit state, in one transaction. ` +
+        `Records the outcome, updates both Elo ratings (K = ${o.k_factor}) and the bandit state, in one transaction. ` +
         `422 when ${f.first} equals ${f.second} or ${f.winner} is neither; 404 when an entity does not exist.`,
       requestBody: { required: true, content: { 'application/json': { schema: ref(`${name}Create`) } } },
       responses: {

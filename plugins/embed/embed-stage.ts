@@ -14,7 +14,7 @@ interface EmbedStageOptions extends SharedOptions {
   max_text_chars?: number;
   max_total_chars?: number;
   max_inflight_chars?: number;
-  input_type?: InputType;
+  input_type: InputType;
 }
 
 export const EMBED_LIMITS = { maxTexts: 2048, maxTextChars: 100_000, maxTotalChars: 2_000_000 };
@@ -72,7 +72,7 @@ export default definePlugin<EmbedStageOptions>({
         rejectUnknownFields(body, ['text', 'config', 'input_type'], 'request');
         const config = resolveConfig(body.config, shared.defaults, shared.models, shared.chunkingTypes());
         const texts = readTexts(body.text, limits);
-        const inputType = readInputType(body.input_type, options.input_type ?? 'passage');
+        const inputType = readInputType(body.input_type, options.input_type);
         const chars = texts.reduce((sum, text) => sum + text.length, 0);
         // A request alone within max_total_chars always gets in when nothing else runs.
         if (inflight > 0 && inflight + chars > maxInflight) {

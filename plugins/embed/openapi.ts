@@ -9,7 +9,7 @@ import { MAX_CHUNKING_SIZE, SEED_CHUNKING_TYPES } from './request.ts';
 import { SEED_DEFAULTS } from './stage-options.ts';
 
 interface Options {
-  models?: string;
+  models: string;
   chunker?: string;
   defaults?: Record<string, unknown>;
 }
@@ -17,7 +17,7 @@ interface Options {
 type Resource = <T = unknown>(name: string) => T;
 
 function schemas(options: Options, resource: Resource, chunkerDefault?: string): Record<string, unknown> {
-  const models = resource<EmbeddingModels>(options.models ?? 'models');
+  const models = resource<EmbeddingModels>(options.models);
   const chunkerName = options.chunker ?? chunkerDefault;
   const types = chunkerName ? resource<Chunker>(chunkerName).types : SEED_CHUNKING_TYPES;
   const defaults = { ...SEED_DEFAULTS, ...options.defaults };

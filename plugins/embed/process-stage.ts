@@ -15,9 +15,10 @@ import { type EmbedConfig, readUrl, rejectUnknownFields, resolveConfig } from '.
 import { type SharedOptions, sharedContext, sharedProperties } from './stage-options.ts';
 
 interface ProcessStageOptions extends SharedOptions {
-  fetcher?: string;
-  max_chunks?: number;
-  fetch_timeout_ms?: number;
+  chunker: string;
+  fetcher: string;
+  max_chunks: number;
+  fetch_timeout_ms: number;
   cache?: ProcessCacheOptions;
 }
 
@@ -73,11 +74,11 @@ export default definePlugin<ProcessStageOptions>({
     },
   },
   async create(options, env) {
-    const shared = sharedContext({ ...options, chunker: options.chunker ?? 'chunker' }, env);
+    const shared = sharedContext(options, env);
     const chunker = shared.chunker as Chunker;
-    const fetcher = env.resource<ContentFetcher>(options.fetcher ?? 'fetcher');
-    const maxChunks = options.max_chunks ?? DEFAULT_MAX_CHUNKS;
-    const fetchTimeoutMs = options.fetch_timeout_ms ?? DEFAULT_FETCH_TIMEOUT_MS;
+    const fetcher = env.resource<ContentFetcher>(options.fetcher);
+    const maxChunks = options.max_chunks;
+    const fetchTimeoutMs = options.fetch_timeout_ms;
     const cache = await ProcessCache.open(options.cache ?? {}, env.resolvePath, env.logger);
     const inflight = new Map<string, Promise<{ body: string; cacheable: boolean }>>();
     const lookups = env.metrics.counter({

@@ -5,7 +5,8 @@ import { DEFAULT_MODEL } from './model-cards.ts';
 import { type EmbedConfig, SEED_CHUNKING_TYPES } from './request.ts';
 
 export interface SharedOptions {
-  models?: string;
+  /** Defaulted by the schema (`models`). */
+  models: string;
   chunker?: string;
   defaults?: Partial<EmbedConfig>;
 }
@@ -43,12 +44,12 @@ export interface SharedContext {
 }
 
 export function sharedContext(options: SharedOptions, env: PluginEnv): SharedContext {
-  const models = env.resource<EmbeddingModels>(options.models ?? 'models');
+  const models = env.resource<EmbeddingModels>(options.models);
   const chunker = options.chunker ? env.resource<Chunker>(options.chunker) : undefined;
   const defaults = { ...SEED_DEFAULTS, ...options.defaults };
   if (!models.card(defaults.embedding_model)) {
     throw new Error(
-      `defaults.embedding_model "${defaults.embedding_model}" is not a model of resource "${options.models ?? 'models'}"`,
+      `defaults.embedding_model "${defaults.embedding_model}" is not a model of resource "${options.models}"`,
     );
   }
   return { models, chunker, chunkingTypes: () => chunker?.types ?? SEED_CHUNKING_TYPES, defaults };

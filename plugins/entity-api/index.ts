@@ -93,11 +93,11 @@ export default definePlugin<Options>({
     if (typeof resource?.store?.query !== 'function')
       throw new Error(`resource "${options.store}" is not an entity-store`);
     const store = resource.store;
-    const requireIfMatch = options.require_if_match ?? false;
-    const maxLimit = options.max_limit ?? 100;
+    const requireIfMatch = options.require_if_match;
+    const maxLimit = options.max_limit;
     // The default page never exceeds the store's budget: a plain list must not be refused.
     const paging = {
-      defaultLimit: Math.min(options.default_limit ?? 20, maxLimit, store.limits.maxEntities),
+      defaultLimit: Math.min(options.default_limit, maxLimit, store.limits.maxEntities),
       maxLimit,
     };
 
@@ -105,7 +105,7 @@ export default definePlugin<Options>({
       const document = openApiDocument({
         title: `${env.service.name} entity API`,
         version: env.service.version,
-        basePath: options.base_path ?? '/v1/entities',
+        basePath: options.base_path,
         defaultLimit: paging.defaultLimit,
         maxLimit,
         requireIfMatch,

@@ -125,15 +125,15 @@ export default defineResource<EntityStoreOptions, EntityStoreResource>({
     },
   },
   async create(options, env) {
-    const driver = options.driver ?? 'sqlite';
-    const limits = { maxEntities: options.max_entities ?? 10000, maxDepth: options.max_depth ?? 3 };
+    const driver = options.driver;
+    const limits = { maxEntities: options.max_entities, maxDepth: options.max_depth };
     const slowOptions = options.slow_query ?? { enabled: true, threshold_ms: 100 };
-    const cacheMb = options.cache_size_mb ?? 64;
+    const cacheMb = options.cache_size_mb;
     const metrics = storeMetrics(env.metrics);
     const window = new QueryWindow();
     const slow = new SlowQueryLog({
-      enabled: slowOptions.enabled ?? true,
-      thresholdMs: slowOptions.threshold_ms ?? 100,
+      enabled: slowOptions.enabled,
+      thresholdMs: slowOptions.threshold_ms,
       file: slowOptions.log_file ? env.resolvePath(slowOptions.log_file) : undefined,
       logger: env.logger,
     });
@@ -152,10 +152,10 @@ export default defineResource<EntityStoreOptions, EntityStoreResource>({
     let where: Record<string, unknown>;
     if (driver === 'postgres') {
       if (!options.url) throw new Error('entity-store: driver postgres needs a url');
-      db = await openSqlDatabase({ driver: 'postgres', url: options.url, pool_size: options.pool_size ?? 10 });
+      db = await openSqlDatabase({ driver: 'postgres', url: options.url, pool_size: options.pool_size });
       where = { driver, database: describeUrl(options.url) };
     } else {
-      const path = env.resolvePath(options.path ?? './data/entities.db');
+      const path = env.resolvePath(options.path);
       dataDir = dirname(path);
       mkdirSync(dataDir, { recursive: true });
       db = await openSqlDatabase({
@@ -180,7 +180,7 @@ export default defineResource<EntityStoreOptions, EntityStoreResource>({
       { driver, limits },
       {
         maxBytes: cacheMb * 1024 * 1024,
-        maxStalenessMs: options.cache_max_staleness_ms ?? 250,
+        maxStalenessMs: options.cache_max_staleness_ms,
         onHit(read) {
           metrics.cacheHit();
           observer.onQuery?.({
@@ -202,8 +202,8 @@ export default defineResource<EntityStoreOptions, EntityStoreResource>({
       const opened = await openEntityStore(db, {
         maxEntities: limits.maxEntities,
         maxDepth: limits.maxDepth,
-        indexes: options.indexes ?? {},
-        tablePrefix: options.table_prefix ?? 'entity_',
+        indexes: options.indexes,
+        tablePrefix: options.table_prefix,
         observer,
       });
       if (closed) {

@@ -14,9 +14,11 @@ import {
   compileStatePath,
   deadline,
   definePlugin,
+  type FromSchema,
   GatewayError,
   type HttpUpstream,
   isHttpUpstream,
+  type JsonSchema,
   latencyBuckets,
   respond,
   stateFieldOf,
@@ -28,17 +30,70 @@ import { localProcessor } from './local-processor.ts';
 import { mapBounded } from './pool.ts';
 import type { UrlProcessor } from './processor.ts';
 
-interface FanOutOptions {
-  from: string;
-  url_field: string;
-  max_items: number;
-  concurrency: number;
-  timeout_ms: number;
-  processor: 'local' | 'http';
-  local?: { fetcher: string; chunker: string; type: string; size: number };
-  http?: { upstream: string; path: string; config: Record<string, unknown>; max_bytes: number };
-  failure: { status: number; message: string };
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['processor'],
+  properties: {
+    from: {
+      type: 'string',
+      minLength: 1,
+      default: 'searchResults',
+      description: 'State path of the list: strings, or objects with a URL field.',
+    },
+    url_field: { type: 'string', minLength: 1, default: 'url', description: 'URL field of the list objects.' },
+    max_items: { type: 'integer', minimum: 1, maximum: 100, default: 10, description: 'URLs processed at most.' },
+    concurrency: { type: 'integer', minimum: 1, maximum: 100, default: 5, description: 'Pages processed at once.' },
+    timeout_ms: { type: 'integer', minimum: 1, default: 30000, description: 'Deadline of one page.' },
+    processor: {
+      enum: ['local', 'http'],
+      description: '`local`: the fetcher and chunker resources of `local`; `http`: the endpoint of `http`.',
+    },
+    local: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['fetcher', 'chunker'],
+      properties: {
+        fetcher: { type: 'string', 'x-ref': 'resource', description: 'A content-fetcher resource.' },
+        chunker: { type: 'string', 'x-ref': 'resource', description: 'A chunker resource.' },
+        type: { type: 'string', minLength: 1, default: 'words', description: 'Chunking type.' },
+        size: { type: 'integer', minimum: 1, default: 100, description: 'Chunk size (words, for `words`).' },
+      },
+    },
+    http: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['upstream'],
+      properties: {
+        upstream: { type: 'string', 'x-ref': 'upstream', description: 'An http upstream: the processor.' },
+        path: { type: 'string', pattern: '^/', default: '/v1/process' },
+        config: {
+          type: 'object',
+          default: {},
+          description: 'Sent as `config` next to `url`, e.g. {chunking_type: words, chunking_size: 100}.',
+        },
+        max_bytes: {
+          type: 'integer',
+          minimum: 1024,
+          default: 33554432,
+          description: 'Cap on one answer (it carries embeddings too).',
+        },
+      },
+    },
+    failure: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'Status and message when every page failed.',
+      properties: {
+        status: { type: 'integer', minimum: 500, maximum: 599, default: 502 },
+        message: { type: 'string', minLength: 1, default: 'Content processing failed' },
+      },
+    },
+  },
+} as const satisfies JsonSchema;
+
+type FanOutOptions = FromSchema<typeof optionsSchema>;
 
 /** The distinct http(s) URLs of a list of strings or of objects with a URL field, in order. */
 function urlsOf(list: unknown, field: string, max: number): string[] {
@@ -58,84 +113,20 @@ export default definePlugin<FanOutOptions>({
   description:
     'Turn the URLs on the request state into text chunks through a processor, concurrently with a bound; answer {"0": [url, text], ...}.',
   // Without the list every request would answer an empty map.
-  needs: (o) => stateFieldOf(o.from ?? 'searchResults'),
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['processor'],
-    properties: {
-      from: {
-        type: 'string',
-        minLength: 1,
-        default: 'searchResults',
-        description: 'State path of the list: strings, or objects with a URL field.',
-      },
-      url_field: { type: 'string', minLength: 1, default: 'url', description: 'URL field of the list objects.' },
-      max_items: { type: 'integer', minimum: 1, maximum: 100, default: 10, description: 'URLs processed at most.' },
-      concurrency: { type: 'integer', minimum: 1, maximum: 100, default: 5, description: 'Pages processed at once.' },
-      timeout_ms: { type: 'integer', minimum: 1, default: 30000, description: 'Deadline of one page.' },
-      processor: {
-        enum: ['local', 'http'],
-        description: '`local`: the fetcher and chunker resources of `local`; `http`: the endpoint of `http`.',
-      },
-      local: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['fetcher', 'chunker'],
-        properties: {
-          fetcher: { type: 'string', 'x-ref': 'resource', description: 'A content-fetcher resource.' },
-          chunker: { type: 'string', 'x-ref': 'resource', description: 'A chunker resource.' },
-          type: { type: 'string', minLength: 1, default: 'words', description: 'Chunking type.' },
-          size: { type: 'integer', minimum: 1, default: 100, description: 'Chunk size (words, for `words`).' },
-        },
-      },
-      http: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['upstream'],
-        properties: {
-          upstream: { type: 'string', 'x-ref': 'upstream', description: 'An http upstream: the processor.' },
-          path: { type: 'string', pattern: '^/', default: '/v1/process' },
-          config: {
-            type: 'object',
-            default: {},
-            description: 'Sent as `config` next to `url`, e.g. {chunking_type: words, chunking_size: 100}.',
-          },
-          max_bytes: {
-            type: 'integer',
-            minimum: 1024,
-            default: 33554432,
-            description: 'Cap on one answer (it carries embeddings too).',
-          },
-        },
-      },
-      failure: {
-        type: 'object',
-        additionalProperties: false,
-        default: {},
-        description: 'Status and message when every page failed.',
-        properties: {
-          status: { type: 'integer', minimum: 500, maximum: 599, default: 502 },
-          message: { type: 'string', minLength: 1, default: 'Content processing failed' },
-        },
-      },
-    },
-  },
+  needs: (o) => stateFieldOf(o.from),
+  options: optionsSchema,
   create(options, env) {
-    const readList = compileStatePath(options.from ?? 'searchResults');
-    const field = options.url_field ?? 'url';
-    const maxItems = options.max_items ?? 10;
-    const concurrency = options.concurrency ?? 5;
-    const timeoutMs = options.timeout_ms ?? 30000;
-    const failure = {
-      status: options.failure?.status ?? 502,
-      message: options.failure?.message ?? 'Content processing failed',
-    };
+    const readList = compileStatePath(options.from);
+    const field = options.url_field;
+    const maxItems = options.max_items;
+    const concurrency = options.concurrency;
+    const timeoutMs = options.timeout_ms;
+    const failure = options.failure;
 
     let processor: UrlProcessor;
     if (options.processor === 'local') {
       if (!options.local) throw new Error('processor "local" needs the `local` options (fetcher, chunker)');
-      const { type = 'words', size = 100 } = options.local;
+      const { type, size } = options.local;
       const chunker = env.resource<Chunker>(options.local.chunker);
       if (!chunker.types.includes(type)) {
         throw new Error(
@@ -149,9 +140,9 @@ export default definePlugin<FanOutOptions>({
       if (!isHttpUpstream(upstream)) throw new Error(`upstream "${options.http.upstream}" is not an http upstream`);
       processor = httpProcessor(
         upstream as HttpUpstream,
-        options.http.path ?? '/v1/process',
-        options.http.config ?? {},
-        options.http.max_bytes ?? 33554432,
+        options.http.path,
+        options.http.config,
+        options.http.max_bytes,
       );
     }
 

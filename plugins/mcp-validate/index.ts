@@ -151,7 +151,7 @@ export default definePlugin<McpValidateOptions>({
       labelNames: ['method'] as const,
     });
 
-    const requireHeaders = options.require_headers ?? true;
+    const requireHeaders = options.require_headers;
     /** Each listed tool's x-mcp-header annotations (its Mcp-Param-* headers), from the tools/list answers seen. */
     const paramHeaders = new Map<string, ParamHeader[] | { invalid: string }>();
 

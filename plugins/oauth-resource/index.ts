@@ -79,7 +79,7 @@ export const oauthMetadataPlugin = definePlugin<
     const body = {
       resource: options.resource,
       authorization_servers: [options.issuer],
-      scopes_supported: options.scopes ?? [],
+      scopes_supported: options.scopes,
       bearer_methods_supported: ['header'],
     };
     return async (ctx) => {
@@ -121,7 +121,7 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
     },
   },
   create(options, env) {
-    const required = options.scopes ?? [];
+    const required = options.scopes;
     const resourceMetadata = metadataUrl(options.resource);
     const failures = env.metrics.counter({
       name: 'switchyard_oauth_failures_total',
@@ -136,7 +136,7 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
     const keys = new IssuerKeys({
       issuer: options.issuer,
       jwksUri: options.jwks_uri,
-      failureCacheMs: options.failure_cache_ms ?? 5000,
+      failureCacheMs: options.failure_cache_ms,
       onFetch: (kind) => fetches.inc({ kind }),
     });
 
@@ -209,7 +209,7 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
             issuer: options.issuer,
             audience: options.resource,
             algorithms: options.algorithms ?? ['RS256', 'ES256', 'EdDSA'],
-            clockTolerance: options.clock_tolerance_s ?? 30,
+            clockTolerance: options.clock_tolerance_s,
             requiredClaims: ['exp', 'sub'],
           }));
         } catch (err) {

@@ -47,14 +47,14 @@ export default definePlugin<DocsOptions>({
     },
   },
   create(options) {
-    const base = (options.base_path ?? '/docs').replace(/\/$/, '');
+    const base = options.base_path.replace(/\/$/, '');
     const dist = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
     const files = new Map(
       Object.entries(assets).map(([name, type]) => [name, { type, body: readFileSync(join(dist, name)) }]),
     );
     const initializer = `window.onload = function () {
   window.ui = SwaggerUIBundle({
-    url: ${JSON.stringify(options.openapi_url ?? '/openapi.json')},
+    url: ${JSON.stringify(options.openapi_url)},
     dom_id: '#swagger-ui',
     deepLinking: true,
     presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
@@ -69,7 +69,7 @@ export default definePlugin<DocsOptions>({
 <html lang="en">
   <head>
     <meta charset="UTF-8">
-    <title>${escapeHtml(options.title ?? 'API documentation')}</title>
+    <title>${escapeHtml(options.title)}</title>
     <link rel="stylesheet" type="text/css" href="${base}/swagger-ui.css" />
     <link rel="stylesheet" type="text/css" href="${base}/index.css" />
     <link rel="icon" type="image/png" href="${base}/favicon-32x32.png" sizes="32x32" />

@@ -53,8 +53,8 @@ export default definePlugin<Options>({
     },
   },
   create(options, env) {
-    const header = options.token_header ?? 'X-Admin-Token';
-    const base = (options.base_path ?? '/admin').replace(/\/+$/, '');
+    const header = options.token_header;
+    const base = options.base_path.replace(/\/+$/, '');
     const matches = tokenChecker(options.token);
     const store = options.store ? statsSource(env.resource(options.store), options.store) : undefined;
     const service = env.service;

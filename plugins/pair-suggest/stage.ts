@@ -97,8 +97,8 @@ export default definePlugin<PairSuggestOptions>({
   create(options, env) {
     const items = env.resource<RecordType>(options.items);
     const pairs = options.pairs ? env.resource<RecordType>(options.pairs) : undefined;
-    const poolSize = options.pool_size ?? 200;
-    const rating = options.rating_field ?? 'rating';
+    const poolSize = options.pool_size;
+    const rating = options.rating_field;
     const countField = options.count_field;
     const textFields = options.text_fields ?? ['name', 'description'];
     let similarity: Similarity | undefined;
@@ -176,8 +176,8 @@ export default definePlugin<PairSuggestOptions>({
 
       if (options.strategy === 'ucb') {
         const choice = ucbPair(arms, pairCount, {
-          exploration: options.exploration ?? 1,
-          coldStart: options.cold_start ?? 1,
+          exploration: options.exploration,
+          coldStart: options.cold_start,
         });
         respond(ctx, {
           entity1: items.project(byId.get(choice.first.id)!),
@@ -224,7 +224,7 @@ describeStage('pair-suggest', (raw, ctx) => {
   const [summary, description] = summaries[o.strategy];
   const how =
     o.strategy === 'ucb'
-      ? ` Exploration constant c = ${o.exploration ?? 1}.`
+      ? ` Exploration constant c = ${o.exploration}.`
       : o.embedder
         ? ' Similarity: cosine of embeddings of name and description.'
         : ' Similarity: TF-IDF cosine of name and description.';
@@ -235,7 +235,7 @@ describeStage('pair-suggest', (raw, ctx) => {
     operation: {
       tags: ['pairs'],
       summary,
-      description: `${description}${how} Candidates: at most ${o.pool_size ?? 200} entities, those compared least.`,
+      description: `${description}${how} Candidates: at most ${o.pool_size} entities, those compared least.`,
       responses: {
         200: jsonResponse('A pair', { type: 'object', required: Object.keys(properties), properties }),
         400: errorResponse('Fewer than 2 entities'),

@@ -103,6 +103,7 @@ interface PolicyTest {
 
 function readTest(body: Record<string, unknown>, dryRun: boolean): PolicyTest {
   const { text, policy, tenant, model, prompt } = body;
+  // not the schema default: a field of the request body, not an option
   const phase = body.phase ?? 'ingress';
   const stream = body.stream ?? false;
   const chunkChars = body.chunk_chars ?? 16;
@@ -205,6 +206,7 @@ function report(result: DryRunResult, test: PolicyTest): Record<string, unknown>
   const decisions = (state?.decisions ?? []) as PolicyDecision[];
   const observations = result.observations as unknown as Observation[];
   const seen = observations.filter((o) => o.phase === test.phase);
+  // not the schema default: a decision's phase, not an option
   const decided = decisions.filter((d) => (d.phase ?? 'ingress') === test.phase);
   const refused = result.status >= 400 && decided.length === 0;
   // The classifiers of the phase: the request's (classify stage) at ingress, the answer's at egress.

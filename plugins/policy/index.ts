@@ -631,7 +631,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       readonly windowChars = egressOptions.window_chars;
       readonly scanEveryChars = egressOptions.scan_every_chars;
       readonly holdbackChars: number;
-      readonly releaseEveryChars = egressOptions.release_every_chars ?? 0;
+      readonly releaseEveryChars = egressOptions.release_every_chars;
       /**
        * Tier A detectors need at most ~70 characters before a span (`generic_secret`'s name and
        * operator; docs/classifiers.md, "Context before the span"); a model judges what it gets, so

@@ -115,7 +115,7 @@ export default definePlugin<ProxyOptions>({
   },
   create(options, env) {
     const headerNames = requestHeaderNames(options.forward_headers);
-    const via = options.via ?? 'auto';
+    const via = options.via;
 
     const prefix = options.strip_prefix;
     /** The request's path and query as the upstream sees them. */
@@ -140,8 +140,8 @@ export default definePlugin<ProxyOptions>({
     const http = {
       headerNames,
       timeoutMs: options.timeout_ms,
-      cooldownMs: options.cooldown_ms ?? 30000,
-      firstByteTimeoutMs: options.first_byte_timeout_ms ?? 120000,
+      cooldownMs: options.cooldown_ms,
+      firstByteTimeoutMs: options.first_byte_timeout_ms,
       observe: (name: string, seconds: number) => latency.labels(name).observe(seconds),
       sessions: new SessionBinding(),
     };

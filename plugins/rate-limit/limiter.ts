@@ -78,6 +78,7 @@ const redisConnectTimeoutMs = 2000;
 
 export async function createLimiter(options: LimiterOptions): Promise<Limiter> {
   const { limit, windowSeconds, prefix, logger } = options;
+  // not the schema default: the limiter's own, for limiters made outside a stage's options (tests)
   const insurance = options.insurance ?? true;
   const memory = new RateLimiterMemory({ points: countOnly, duration: windowSeconds, keyPrefix: prefix });
   const tokenPrefix = `${prefix}:tokens`;

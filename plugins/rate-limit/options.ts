@@ -35,11 +35,11 @@ export const limiterProperties = {
 export function limiterOptions(config: LimiterConfig, defaultPrefix: string, logger: Logger): LimiterOptions {
   return {
     limit: config.limit,
-    windowSeconds: config.window_seconds ?? 60,
-    backend: config.backend ?? 'memory',
+    windowSeconds: config.window_seconds,
+    backend: config.backend,
     redisUrl: config.redis_url,
     prefix: config.prefix ?? defaultPrefix,
-    insurance: config.insurance ?? true,
+    insurance: config.insurance,
     logger,
   };
 }

@@ -97,7 +97,7 @@ export default definePlugin<RateLimitOptions>({
     // client across every route that names it (e.g. a tenant's requests per minute).
     const clientKey = options.limiter ? clientOf : (ctx: GatewayContext) => `${ctx.state.route}|${clientOf(ctx)}`;
     const skip = new Set(options.skip_paths ?? ['/health']);
-    const sendHeaders = options.headers ?? true;
+    const sendHeaders = options.headers;
     const decisions = env.metrics.counter({
       name: 'switchyard_rate_limit_decisions_total',
       help: 'Rate-limit decisions, by decision (allowed|limited) and the store that answered',

@@ -290,14 +290,14 @@ export default definePlugin<TokenLimitOptions>({
     const fallbackLimit = options.limit;
     const limitFrom = options.limit_from ? compileLimitPath(options.limit_from) : undefined;
     const clientKey = compileKey(options.key);
-    const sendHeaders = options.headers ?? true;
-    const defaultCompletion = options.default_completion_tokens ?? 4096;
+    const sendHeaders = options.headers;
+    const defaultCompletion = options.default_completion_tokens;
     // A floor above the default would refuse every uncapped request: it is the default then.
-    const minCompletion = Math.min(options.min_completion_tokens ?? 64, defaultCompletion);
-    const capField = options.cap_field ?? 'max_tokens';
-    const exactChars = options.exact_count_chars ?? 65536;
-    const encoding = options.tokenizer ?? 'o200k_base';
-    const askStreamUsage = options.stream_usage ?? true;
+    const minCompletion = Math.min(options.min_completion_tokens, defaultCompletion);
+    const capField = options.cap_field;
+    const exactChars = options.exact_count_chars;
+    const encoding = options.tokenizer;
+    const askStreamUsage = options.stream_usage;
     // The process's tokenizer worker for this encoding (token-counter.ts), shared with other
     // stages. Its import (a few hundred ms) runs in the worker, off this event loop; the service
     // waits for it (at most 10 s, then counts are estimated until it is ready) so the first

@@ -120,13 +120,13 @@ export default defineResource<RecordTypeOptions, RecordType>({
   create(options, env) {
     const title = options.title ?? options.entity_type;
     const fields = options.fields;
-    const search = options.search ?? [];
+    const search = options.search;
     for (const f of search) {
       if (fields[f]?.type !== 'string') throw new Error(`search field "${f}" is not a declared string field`);
     }
     const db = env.resource<EntityStoreResource>(options.store);
     const shown = visibleFields(fields);
-    const timestamps = options.timestamps ?? [];
+    const timestamps = options.timestamps;
 
     const schemas = () => {
       const record: Record<string, unknown> = {

@@ -81,10 +81,10 @@ export default definePlugin<RecordApiOptions>({
   options,
   create(options, env) {
     const records = env.resource<RecordType>(options.records);
-    const idParam = options.id_param ?? 'id';
-    const maxLimit = options.max_limit ?? 1000;
-    const defaultLimit = Math.min(options.default_limit ?? 100, maxLimit);
-    const filters = Object.entries(options.filters ?? {});
+    const idParam = options.id_param;
+    const maxLimit = options.max_limit;
+    const defaultLimit = Math.min(options.default_limit, maxLimit);
+    const filters = Object.entries(options.filters);
     const order = options.order ?? [{ field: 'id', direction: 'asc' }];
     const type = records.entityType;
 
@@ -106,7 +106,7 @@ export default definePlugin<RecordApiOptions>({
       )!;
       const conditions: Filter[] = [];
       if (records.search.length > 0) {
-        const text = stringParam(query.search, ['query', 'search'], options.search_max_length ?? 200, issues);
+        const text = stringParam(query.search, ['query', 'search'], options.search_max_length, issues);
         if (text !== undefined)
           conditions.push({ any: records.search.map((field) => ({ field, op: 'contains' as const, value: text })) });
       }
@@ -161,7 +161,7 @@ export default definePlugin<RecordApiOptions>({
                   { ifVersion: current.version, requestId },
                 ))!;
               },
-              { retries: options.retries ?? 20 },
+              { retries: options.retries },
             ),
           );
           respond(ctx, records.project(updated));
@@ -178,7 +178,7 @@ export default definePlugin<RecordApiOptions>({
                 await tx.delete(type, id, { ifVersion: current.version, requestId });
                 return current;
               },
-              { retries: options.retries ?? 20 },
+              { retries: options.retries },
             ),
           );
           respond(ctx, records.project(gone));
@@ -196,7 +196,7 @@ describeStage('record-api', (raw, ctx) => {
   const name = records.title.replace(/[^A-Za-z0-9]/g, '');
   const s = records.schemas();
   const schemas = { ...validationSchemas, [name]: s.record, [`${name}Create`]: s.create, [`${name}Update`]: s.update };
-  const idParam = { name: o.id_param ?? 'id', in: 'path', required: true, schema: { type: 'integer' } };
+  const idParam = { name: o.id_param, in: 'path', required: true, schema: { type: 'integer' } };
   const body = (schema: string) => ({ required: true, content: { 'application/json': { schema: ref(schema) } } });
   const one = jsonResponse(`The ${records.title.toLowerCase()}`, ref(name));
   const missing = errorResponse(`No ${records.title.toLowerCase()} with this id`);
@@ -247,13 +247,13 @@ describeStage('record-api', (raw, ctx) => {
         },
       };
     case 'list': {
-      const max = o.max_limit ?? 1000;
+      const max = o.max_limit;
       const parameters: unknown[] = [
         { name: 'skip', in: 'query', schema: { type: 'integer', minimum: 0, default: 0 } },
         {
           name: 'limit',
           in: 'query',
-          schema: { type: 'integer', minimum: 1, maximum: max, default: Math.min(o.default_limit ?? 100, max) },
+          schema: { type: 'integer', minimum: 1, maximum: max, default: Math.min(o.default_limit, max) },
         },
       ];
       if (records.search.length > 0)
@@ -261,9 +261,9 @@ describeStage('record-api', (raw, ctx) => {
           name: 'search',
           in: 'query',
           description: `Case-insensitive substring of ${records.search.join(' or ')}`,
-          schema: { type: ['string', 'null'], maxLength: o.search_max_length ?? 200 },
+          schema: { type: ['string', 'null'], maxLength: o.search_max_length },
         });
-      for (const [param, fields] of Object.entries(o.filters ?? {}))
+      for (const [param, fields] of Object.entries(o.filters))
         parameters.push({
           name: param,
           in: 'query',

@@ -16,47 +16,53 @@
  * typed proxy's POST /validate sets `invalid_status: 422`. The body is the validation result
  * in both cases.
  */
-import { definePlugin, type GatewayContext, GatewayError, readJsonObject, respond } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type FromSchema,
+  type GatewayContext,
+  GatewayError,
+  type JsonSchema,
+  readJsonObject,
+  respond,
+} from '../../runtime/index.ts';
 import type { STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
 import { registryOption } from '../stype-registry/api.ts';
 
 type Op = 'list' | 'detail' | 'schema' | 'validate' | 'profiles' | 'search';
 
-interface Options {
-  registry: string;
-  op: Op;
-  invalid_status?: number;
-}
-
 const DEFAULT_LIMIT = 20;
 const MAX_LIMIT = 100;
 const STATUSES = ['approved', 'pending', 'all'] as const;
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['registry', 'op'],
+  properties: {
+    registry: registryOption,
+    op: {
+      enum: ['list', 'detail', 'schema', 'validate', 'profiles', 'search'],
+      description: 'Operation of this route.',
+    },
+    invalid_status: {
+      type: 'integer',
+      minimum: 200,
+      maximum: 599,
+      default: 200,
+      description: 'validate: HTTP status of the result when the payload is invalid (200 registry API, 422 proxy).',
+    },
+  },
+} as const satisfies JsonSchema;
+
+type Options = FromSchema<typeof optionsSchema>;
+
 export default definePlugin<Options>({
   name: 'registry-api',
   description: 'Serve the SType registry over REST: list, detail, schema, validate, profiles, search.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['registry', 'op'],
-    properties: {
-      registry: registryOption,
-      op: {
-        enum: ['list', 'detail', 'schema', 'validate', 'profiles', 'search'],
-        description: 'Operation of this route.',
-      },
-      invalid_status: {
-        type: 'integer',
-        minimum: 200,
-        maximum: 599,
-        default: 200,
-        description: 'validate: HTTP status of the result when the payload is invalid (200 registry API, 422 proxy).',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const registry = env.resource<STypeRegistry>(options.registry);
-    const invalidStatus = options.invalid_status ?? 200;
+    const invalidStatus = options.invalid_status;
     const handlers: Record<Op, (ctx: GatewayContext) => Promise<void> | void> = {
       list: (ctx) => list(ctx, registry),
       detail: (ctx) => {

@@ -37,7 +37,7 @@ export default definePlugin<Options>({
     },
   },
   create(options, env) {
-    const prefix = options.prefix ?? 'switchyard_server';
+    const prefix = options.prefix;
     // Metrics are get-or-create: the instances of every route (and of later reloads) share them,
     // and their collect functions read the same ServiceInfo.
     const service = env.service;

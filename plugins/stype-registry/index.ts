@@ -8,41 +8,40 @@
  * `reload()` re-reads the directory and swaps the snapshot atomically; a registry that fails to
  * load leaves the current one in place and the error is thrown to the caller.
  */
-import { defineResource, jsonrpcWire } from '../../runtime/index.ts';
+import { defineResource, type FromSchema, type JsonSchema, jsonrpcWire } from '../../runtime/index.ts';
 import type { STypeRecord, STypeRegistry, STypeValidation } from './api.ts';
 import { loadSnapshot, type Snapshot } from './load.ts';
 import { search } from './search.ts';
 import { toViolations } from './violations.ts';
 
-export interface RegistryOptions {
-  dir: string;
-  namespace?: string;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['dir'],
+  properties: {
+    dir: {
+      type: 'string',
+      minLength: 1,
+      description: 'Registry directory (stypes/, profiles.yaml, policies/), relative to the config file',
+    },
+    namespace: {
+      type: 'string',
+      pattern: '^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$',
+      default: 'everything',
+      description: 'Namespace of tool STypes: tools/call of `echo` resolves to `<namespace>.echo`',
+    },
+  },
+} as const satisfies JsonSchema;
+
+export type RegistryOptions = FromSchema<typeof optionsSchema>;
 
 export default defineResource<RegistryOptions, STypeRegistry>({
   type: 'stype-registry',
   description: 'SType registry: semantic types (JSON Schemas), QoM profiles and policy documents from a directory',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['dir'],
-    properties: {
-      dir: {
-        type: 'string',
-        minLength: 1,
-        description: 'Registry directory (stypes/, profiles.yaml, policies/), relative to the config file',
-      },
-      namespace: {
-        type: 'string',
-        pattern: '^[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$',
-        default: 'everything',
-        description: 'Namespace of tool STypes: tools/call of `echo` resolves to `<namespace>.echo`',
-      },
-    },
-  },
+  options: optionsSchema,
   async create(options, env) {
     const dir = env.resolvePath(options.dir);
-    const namespace = options.namespace ?? 'everything';
+    const namespace = options.namespace;
     let snap = await loadSnapshot(dir, namespace);
     const registry = createRegistry(dir, namespace, () => snap);
     const counts = () => ({

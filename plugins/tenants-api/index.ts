@@ -60,7 +60,7 @@ export default definePlugin<Options>({
         'tenant-info reports requests_per_minute, but this limiter counts over another window',
       );
     }
-    const header = options.header ?? 'X-Tenant-ID';
+    const header = options.header;
 
     const list = (ctx: GatewayContext) => {
       respond(ctx, { tenants: directory.list().map((t) => ({ id: t.id, backend: t.backendUrl, policy: t.policy })) });

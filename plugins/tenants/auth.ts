@@ -43,7 +43,7 @@ export default definePlugin<Options>({
     const directory = env.resource<TenantDirectory>(options.tenants);
     if (typeof directory?.byKey !== 'function')
       throw new Error(`resource "${options.tenants}" is not a tenant-directory`);
-    const header = options.header ?? 'Authorization';
+    const header = options.header;
     const bearer = header.toLowerCase() === 'authorization';
     const failures = env.metrics.counter({
       name: 'switchyard_tenant_auth_failures_total',

@@ -41,7 +41,7 @@ export function buildDirectory(specs: TenantSpec[], deps: DirectoryDeps): Tenant
       policy: spec.policy,
       requests_per_minute: spec.requests_per_minute,
       tokens_per_minute: spec.tokens_per_minute,
-      classifiers: Object.freeze([...(spec.classifiers ?? [])]),
+      classifiers: Object.freeze([...spec.classifiers]),
     });
     byId.set(tenant.id, tenant);
     spec.api_keys.forEach((keySpec, i) => {

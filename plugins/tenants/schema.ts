@@ -81,6 +81,7 @@ export interface TenantSpec {
   policy: string;
   requests_per_minute: number;
   tokens_per_minute?: number;
-  classifiers?: string[];
+  /** Defaulted (`[]`) by the schema, in a file and inline alike. */
+  classifiers: string[];
   api_keys: ApiKeySpec[];
 }

@@ -72,8 +72,8 @@ export default defineResource<UserDirectoryOptions, UserDirectory>({
   },
   create(options, env) {
     const db = env.resource<EntityStoreResource>(options.store);
-    const type = options.entity_type ?? 'user';
-    const ttl = options.token_ttl_seconds ?? 1800;
+    const type = options.entity_type;
+    const ttl = options.token_ttl_seconds;
     const cost = { ...defaultCost, N: options.scrypt_cost ?? defaultCost.N };
     let secret: Buffer;
     if (options.secret) {
@@ -99,8 +99,8 @@ export default defineResource<UserDirectoryOptions, UserDirectory>({
     });
 
     const directory: UserDirectory = {
-      enabled: options.enabled ?? false,
-      registration: options.registration ?? 'superuser',
+      enabled: options.enabled,
+      registration: options.registration,
       tokenTtlSeconds: ttl,
       async register(input, { requestId, creator } = {}) {
         const password_hash = await hashPassword(input.password, cost);

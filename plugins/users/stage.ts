@@ -197,7 +197,7 @@ export const userActivation = definePlugin<{ users: string; active: boolean; id_
   },
   create(options, env) {
     const users = env.resource<UserDirectory>(options.users);
-    const param = options.id_param ?? 'user_id';
+    const param = options.id_param;
     return async (ctx) => {
       if (!users.enabled) throw notFound();
       const actor = await currentUser(ctx, users, true);
@@ -384,7 +384,7 @@ describeStage('user-activation', (raw, ctx) => {
       description: o.active
         ? 'Superusers only. The user may log in again; tokens it still holds work again.'
         : 'Superusers only. The user can no longer log in (403) and every token it holds is refused at once (403 Inactive user).',
-      parameters: [{ name: o.id_param ?? 'user_id', in: 'path', required: true, schema: { type: 'integer' } }],
+      parameters: [{ name: o.id_param, in: 'path', required: true, schema: { type: 'integer' } }],
       responses: {
         200: jsonResponse('The user', ref('User')),
         400: errorResponse('Superusers cannot deactivate themselves'),

@@ -58,10 +58,10 @@ export const webSearchResource = defineResource<WebSearchOptions, WebSearch>({
     const declared = env.upstream(options.upstream);
     if (!isHttpUpstream(declared)) throw new Error(`upstream "${options.upstream}" is not an http upstream`);
     const upstream: HttpUpstream = declared;
-    const path = options.path ?? '/search';
-    const params = options.params ?? {};
-    const timeoutMs = options.timeout_ms ?? 10000;
-    const maxBytes = options.max_bytes ?? 4194304;
+    const path = options.path;
+    const params = options.params;
+    const timeoutMs = options.timeout_ms;
+    const maxBytes = options.max_bytes;
 
     async function search(query: string, signal: AbortSignal, trace: SearchOptions['trace']): Promise<SearchHit[]> {
       const qs = new URLSearchParams({ ...params, q: query, format: 'json' });

@@ -45,11 +45,11 @@ export const webSearchStage = definePlugin<WebSearchStageOptions>({
   },
   create(options, env) {
     const search = env.resource<WebSearch>(options.search);
-    const param = options.param ?? 'q';
+    const param = options.param;
     const missing = options.missing_message ?? `Missing query parameter '${param}'`;
     const failure = {
-      status: options.failure?.status ?? 502,
-      message: options.failure?.message ?? 'Failed to fetch search results',
+      status: options.failure?.status,
+      message: options.failure?.message,
     };
     const failures = env.metrics.counter({
       name: 'switchyard_web_search_failures_total',

@@ -98,10 +98,10 @@ export default definePlugin<BridgeOptions>({
   create(options, env) {
     const force = options.force ?? { stream: true };
     const forward = (options.forward_headers ?? ['authorization', 'traceparent']).map((h) => h.toLowerCase());
-    const maxQueued = options.max_queued ?? 8;
-    const pingMs = options.ping_interval_ms ?? 30000;
-    const idleMs = options.idle_timeout_ms ?? 300000;
-    const tokenPrefix = options.token_protocol ?? 'authorization.bearer.';
+    const maxQueued = options.max_queued;
+    const pingMs = options.ping_interval_ms;
+    const idleMs = options.idle_timeout_ms;
+    const tokenPrefix = options.token_protocol;
     const isToken = (protocol: string) => tokenPrefix !== '' && protocol.startsWith(tokenPrefix);
     // Keep-alive connections to our own listener; an SSE answer may pause for long (bodyTimeout 0).
     const agent = new Agent({ bodyTimeout: 0, keepAliveTimeout: 30000 });

@@ -5,8 +5,7 @@
  * collected and reported together with file:line:column.
  */
 import { dirname, resolve } from 'node:path';
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import addFormats from 'ajv-formats';
+import type { ErrorObject } from 'ajv/dist/2020.js';
 import type { OnUninspectable } from '../answer/guard.ts';
 import { type Catalog, loadCatalog } from '../catalog.ts';
 import type { Mode } from '../mode.ts';
@@ -16,8 +15,9 @@ import { pointerSegments } from '../util/schema-errors.ts';
 import { developmentCredentialProblems } from './exposure.ts';
 import { type DevelopmentDefault, type InterpolationProblem, interpolate } from './interpolate.ts';
 import { checkNeeds } from './needs.ts';
+import { compileSchema } from './options.ts';
 import { applyOverride, parseOverride } from './overrides.ts';
-import { DeclaredNames, referenceKeyword } from './references.ts';
+import { DeclaredNames } from './references.ts';
 import { serviceSchema } from './service-schema.ts';
 import { settingsHeader, settingsOf, settingsVariables, templatePath, withEnvironment } from './settings.ts';
 import {
@@ -47,28 +47,7 @@ export interface LoadedService {
   catalog: Catalog;
 }
 
-// passContext: option validators run with the config's DeclaredNames as `this` (for `x-ref`).
-// verbose: errors carry their schema, for "did you mean" among the allowed names and values.
-const ajv = new Ajv2020({
-  allErrors: true,
-  useDefaults: true,
-  coerceTypes: true,
-  strict: false,
-  passContext: true,
-  verbose: true,
-});
-addFormats.default(ajv);
-ajv.addKeyword(referenceKeyword);
-const compiled = new WeakMap<object, ValidateFunction>();
-
-function compile(schema: object): ValidateFunction {
-  let fn = compiled.get(schema);
-  if (!fn) {
-    fn = ajv.compile(schema);
-    compiled.set(schema, fn);
-  }
-  return fn;
-}
+const compile = compileSchema;
 
 const validateService = compile(serviceSchema());
 

@@ -189,7 +189,7 @@ describe('PostgreSQL that is not there', () => {
     const port = (server.address() as { port: number }).port;
     await new Promise((resolve) => server.close(resolve));
     const r = await open(
-      options('', { driver: 'postgres', url: `postgres://postgres@127.0.0.1:${port}/test`, pool_size: 1 }),
+      options('unused.db', { driver: 'postgres', url: `postgres://postgres@127.0.0.1:${port}/test`, pool_size: 1 }),
     );
     expect(await r.health?.()).toMatchObject({ ok: false, status: 'error' });
     await expect(r.value.store.query('item')).rejects.toMatchObject({
@@ -201,6 +201,8 @@ describe('PostgreSQL that is not there', () => {
   });
 
   it('refuses a postgres store without a url', async () => {
-    await expect(entityStore.create(options('', { driver: 'postgres' }), createTestEnv())).rejects.toThrow(/url/);
+    await expect(entityStore.create(options('unused.db', { driver: 'postgres' }), createTestEnv())).rejects.toThrow(
+      /url/,
+    );
   });
 });

@@ -150,7 +150,7 @@ describe('tenant-directory resource', () => {
     expect((err as Error).message).toBe('tenant "b": api_keys[0] is also a key of tenant "a"');
     const twice = { tenants: [...one({}).tenants, ...one({ api_keys: [{ key: 'other' }] }).tenants] };
     await expect(directory(twice)).rejects.toThrow('tenant "a" is declared twice');
-    await expect(directory({ ...fileOptions, tenants: [] })).rejects.toThrow(/exactly one of `file` and `tenants`/);
+    await expect(directory({ ...fileOptions, tenants: [] })).rejects.toThrow(/must match exactly one schema in oneOf/);
   });
 
   it('reports every problem of a tenants file with its line and column', async () => {

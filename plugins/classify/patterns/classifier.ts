@@ -71,6 +71,7 @@ export class PatternClassifier implements Classifier {
    */
   constructor(spec: PatternClassifierSpec, options: { reference?: boolean } = {}) {
     this.name = spec.name;
+    // not the schema default: a classifier built from a spec outside the resource's options (tests, tools)
     this.#tier = spec.tier ?? 'A';
     this.#detectors = selectDetectors(spec.detectors);
     if (spec.phone_regions !== undefined) {
