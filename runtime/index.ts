@@ -126,6 +126,7 @@ export {
   type ChunkVerdict,
   chunkOf,
   OpenAIChunk,
+  OpenAIStreamFilter,
   type OpenAIStreamOptions,
   type OpenAIStreamReader,
 } from './wire/openai-stream.ts';

@@ -45,7 +45,7 @@ import {
   type StreamCheckOptions,
   type StreamScan,
   scanDetails,
-  streamCheck,
+  streamReader,
   type WindowVerdict,
 } from './stream-check.ts';
 
@@ -724,6 +724,16 @@ export const policyPlugin = definePlugin<PolicyOptions>({
         return redact(text, spans);
       }
 
+      /**
+       * A window without a trigger, once the rules' evaluation of a clean window is known to allow
+       * with no rule matching (the same at every chunk): only the classifiers' release point.
+       */
+      releasePoint(text: string): number | undefined {
+        const clean = this.clean;
+        if (clean === undefined || clean.matches.length > 0 || clean.decision.action !== 'allow') return undefined;
+        return (classifierSet as ClassifierSet).releasePoint(egressNames, text);
+      }
+
       /** The request's decision once the stream is decided (as X-Filter-Decision says it: flag allows). */
       summary(): Record<string, unknown> {
         const d = this.ctx.state.decision;
@@ -754,7 +764,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
       const answer = answerOf(ctx);
       if (!answer.hasBody) return;
       if (answer.isEventStream) {
-        answer.filterEvents(streamCheck(new AnswerStream(ctx, names)));
+        answer.filterOpenAIChunks(streamReader(new AnswerStream(ctx, names)));
         return;
       }
       const body = await answer.json();
