@@ -136,6 +136,7 @@ export {
   type ChunkVerdict,
   chunkOf,
   OpenAIChunk,
+  OpenAIStreamFilter,
   type OpenAIStreamOptions,
   type OpenAIStreamReader,
   openaiStreamData,

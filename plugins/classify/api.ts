@@ -102,6 +102,12 @@ export interface Classifier {
   classifySync?(text: string, options?: ClassifyOptions): ClassifierResult;
   /** Absent: the classifier may find something in any text. */
   readonly trigger?: ClassifierTrigger;
+  /**
+   * The release point of an open text its trigger says false of: the `pendingFrom` of
+   * `classifySync(text, { open: true, untriggered: true })`, without making a result (a stream
+   * asks it at most chunks). Absent: classifySync is asked.
+   */
+  releasePoint?(text: string): number;
   close?(): Promise<void>;
 }
 
@@ -141,6 +147,11 @@ export interface ClassifierSet {
    * models judge the window they get). At most maxSpanChars(names). Throws on a name the set lacks.
    */
   detectChars(names?: string[]): number;
+  /**
+   * The least release point (Classifier.releasePoint) of the named classifiers (all when
+   * undefined) for an open text none of their triggers holds; undefined when one has none.
+   */
+  releasePoint(names: string[] | undefined, text: string): number | undefined;
   /**
    * One trigger for the named classifiers (all when undefined), true when any of theirs is;
    * undefined when one has none (a model). Throws on a name the set lacks.

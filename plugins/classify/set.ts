@@ -125,6 +125,18 @@ export class NamedClassifierSet implements ClassifierSet {
     return max;
   }
 
+  releasePoint(names: string[] | undefined, text: string): number | undefined {
+    const selected = this.#select(names);
+    let least = text.length;
+    for (let i = 0; i < selected.length; i++) {
+      const c = selected[i] as Classifier;
+      if (c.releasePoint === undefined) return undefined;
+      const at = c.releasePoint(text);
+      if (at < least) least = at;
+    }
+    return least;
+  }
+
   trigger(names?: string[]): ClassifierTrigger | undefined {
     const selected = this.#select(names);
     const triggers: ClassifierTrigger[] = [];

@@ -10,12 +10,17 @@
  * they come and only the chunk being checked can still be masked: a redact rule that matches text
  * already sent ends the stream like a block. Never a silent allow.
  *
- * A block ends the stream with a `content_filter` finish, an error event and `[DONE]`. An event
- * that is not JSON, or a stream that ends without `[DONE]`, cannot be checked: the filter throws
- * an UninspectableAnswer and the stage's `on_uninspectable` decides (refused: the same ending with
- * a backend error).
+ * A block ends the stream with a `content_filter` finish, an error event and `[DONE]`. The check
+ * reads the stream through the runtime's wire view (parsed chunks, `[DONE]` apart: the stage adds
+ * it with `answer.filterOpenAIChunks`): an event that is not a JSON object (the wire view's
+ * `invalid_event`), or a stream that ends without `[DONE]`, cannot be checked: an
+ * UninspectableAnswer, and the stage's `on_uninspectable` decides (refused: the same ending with a
+ * backend error).
  */
 import {
+  type OpenAIChunk,
+  OpenAIStreamFilter,
+  type OpenAIStreamReader,
   openaiWire,
   type PolicyDecision,
   type SseEvent,
@@ -84,6 +89,13 @@ export interface StreamCheckOptions {
    * window known to hold none is checked `untriggered` (only the release points are asked).
    */
   trigger?: { test(text: string): boolean; reach: number };
+  /**
+   * The release point of an open text that holds no trigger (`check(text, true, true).pendingFrom`),
+   * when such a check decides nothing else (the rules allow a text where nothing was found, and
+   * nothing is recorded of it); undefined: `check` is asked. Most checks of a stream are of such
+   * texts: this answer makes no verdict.
+   */
+  releasePoint?(text: string): number | undefined;
   /** A rule blocked or redacted: record it (the audit stage writes it before the client sees more). */
   decided(decision: PolicyDecision, scanned: StreamScan): void;
   /** The answer is complete (`[DONE]`) and no rule blocked it; called once. */
@@ -99,17 +111,23 @@ export interface StreamCheckOptions {
   summary?(): Record<string, unknown>;
 }
 
-export function streamCheck(o: StreamCheckOptions): SseFilter {
+/** The check of one streamed answer, as a reader of the runtime's OpenAI wire view (`answer.filterOpenAIChunks`). */
+export function streamReader(o: StreamCheckOptions): OpenAIStreamReader {
   const check = o.holdbackChars > 0 ? new ReleaseCheck(o) : new WindowCheck(o);
   // An unblocked stream's decision rides on its last event (stream-decision.ts).
   return o.summary ? new DecisionOnLastEvent(check, () => o.summary?.()) : check;
+}
+
+/** The same as the stream filter the runtime makes of it (what `filterOpenAIChunks` adds): for tests and benches. */
+export function streamCheck(o: StreamCheckOptions): SseFilter {
+  return new OpenAIStreamFilter(streamReader(o));
 }
 
 /**
  * What both variants share: the window, counters, the parse of an event, and the redaction
  * bookkeeping in absolute offsets (characters since the start of the answer's text).
  */
-abstract class StreamCheckBase implements SseFilter {
+abstract class StreamCheckBase implements OpenAIStreamReader {
   protected window = '';
   protected unscanned = 0;
   protected chars = 0;
@@ -122,21 +140,13 @@ abstract class StreamCheckBase implements SseFilter {
 
   constructor(protected readonly o: StreamCheckOptions) {}
 
-  abstract onEvent(event: SseEvent): Verdict | Promise<Verdict>;
+  abstract onChunk(chunk: OpenAIChunk): Verdict | Promise<Verdict>;
+  abstract onDone(done: SseEvent): SseVerdict | Promise<SseVerdict>;
+  abstract onEnd(): Promise<SseEvent[]>;
 
   /** The stream's events after the block or refusal: a `content_filter` finish, the error, `[DONE]`. */
   refuse(err: UninspectableAnswer): SseEvent[] {
     return blockEvents(this.last, this.o.errorBody(err), this.o.summary?.());
-  }
-
-  /** The chunk an event carries (undefined for an empty event); throws when it is not JSON. */
-  protected parse(event: SseEvent): Record<string, unknown> | undefined {
-    if (event.data === '') return undefined;
-    try {
-      return JSON.parse(event.data) as Record<string, unknown>;
-    } catch {
-      throw new UninspectableAnswer('invalid_event', 'an event of the stream is not JSON');
-    }
   }
 
   /** Adds a chunk's text to the window (which always keeps the text not scanned yet, whole). */
@@ -218,12 +228,11 @@ abstract class StreamCheckBase implements SseFilter {
  * a scan step a classification; no promise unless the check waits (a model).
  */
 class WindowCheck extends StreamCheckBase {
-  onEvent(event: SseEvent): Verdict | Promise<Verdict> {
-    if (event.data === '[DONE]') return this.#beforeDone(event);
-    const chunk = this.parse(event);
-    const text = chunk ? chunkText(chunk) : '';
-    if (!chunk || !text) return undefined;
-    this.take(chunk, text, 0);
+  onChunk(c: OpenAIChunk): Verdict | Promise<Verdict> {
+    const text = c.text;
+    if (!text) return undefined;
+    const event = c.event;
+    this.take(c.json as Record<string, unknown>, text, 0);
     if (this.unscanned < this.o.scanEveryChars) return undefined;
     const outcome = this.#scan(text, false);
     if (outcome instanceof Promise) return outcome.then((o) => this.#verdict(event, o));
@@ -238,7 +247,7 @@ class WindowCheck extends StreamCheckBase {
   }
 
   /** The text after the last scan is checked before `[DONE]`: a block there must reach the client. */
-  #beforeDone(done: SseEvent): SseVerdict | Promise<SseVerdict> {
+  onDone(done: SseEvent): SseVerdict | Promise<SseVerdict> {
     const outcome = this.unscanned === 0 ? undefined : this.#scan('', true);
     const verdict = (o: Outcome): SseVerdict => {
       if (o?.end) return { events: o.end, end: true };
@@ -336,26 +345,27 @@ class ReleaseCheck extends StreamCheckBase {
     this.#openContext = Math.min(this.#context, o.openContextChars ?? this.#context);
   }
 
-  onEvent(event: SseEvent): Verdict | Promise<Verdict> {
-    if (event.data === '[DONE]') return this.#finish(event);
-    const chunk = this.parse(event);
-    if (chunk !== undefined && isToolChunk(chunk)) {
-      const text = chunkText(chunk);
+  onChunk(c: OpenAIChunk): Verdict | Promise<Verdict> {
+    const chunk = c.json as Record<string, unknown>;
+    const event = c.event;
+    const kind = kindOf(chunk);
+    if (kind === TOOL) {
+      const text = c.text;
       this.events++;
       this.last = chunk;
       this.#tools.push({ event, chunk, text });
       this.#toolText += text;
-      return finishes(chunk) ? this.#settle([], false) : { events: [] };
+      return finishes(chunk) ? this.#settle([], false) : HOLD;
     }
-    const text = chunk ? chunkText(chunk) : '';
-    if (chunk !== undefined && finishes(chunk)) {
+    const text = c.text;
+    if (kind === FINISH) {
       if (text !== '') this.#take(chunk, text, event);
       return this.#settle(text === '' ? [event] : [], false);
     }
-    if (!chunk || !text) {
+    if (text === '') {
       if (this.#held.length === 0) return undefined;
       this.#held.push({ event, chunk, text: '' }); // keeps its place behind the held text
-      return { events: [] };
+      return HOLD;
     }
     // Nothing held, or a held word that the chunk goes on with.
     const continues = this.#heldChars === 0 || !isBlank(this.window.charCodeAt(this.window.length - 1));
@@ -374,9 +384,31 @@ class ReleaseCheck extends StreamCheckBase {
     // by a quarter, so its cost stays linear in its length.
     const every = open ? Math.min(this.o.scanEveryChars, this.#heldChars >> 2) : this.o.scanEveryChars;
     if (this.#heldChars > this.o.scanEveryChars && this.unscanned < every) return HOLD;
-    return then(this.#scan(open, false), (blocked) =>
-      blocked ? { events: blocked, end: true } : { events: this.#release(this.#until) },
-    );
+    const blocked = this.#scan(open, false);
+    if (blocked === undefined)
+      return this.#released === this.chars - text.length && this.#passes(event)
+        ? undefined
+        : { events: this.#release(this.#until) };
+    return then(blocked, (b) => (b ? { events: b, end: true } : { events: this.#release(this.#until) }));
+  }
+
+  /**
+   * Whether the event just held is, whole, all the release lets out (the common case of prose:
+   * nothing was held before it and the release point is past it): then it passes as it came,
+   * with no verdict made.
+   */
+  #passes(event: SseEvent): boolean {
+    if (this.#until < this.chars || this.#held.length !== 1 || this.maskedSpans().length > 0) return false;
+    const h = this.#held[0] as Held;
+    if (h.event !== event) return false;
+    this.#held.length = 0;
+    this.#heldChars = 0;
+    this.#released = this.chars;
+    return true;
+  }
+
+  onDone(done: SseEvent): Step<SseVerdict> {
+    return this.#finish(done);
   }
 
   async onEnd(): Promise<SseEvent[]> {
@@ -459,6 +491,14 @@ class ReleaseCheck extends StreamCheckBase {
     const keep = this.#heldChars + this.#openContext;
     const text = open && this.window.length > keep ? this.window.slice(this.window.length - keep) : this.window;
     const untriggered = this.#untriggered(text);
+    // Most checks of a stream of prose: only the release point to ask, no verdict made.
+    if (untriggered && open && this.o.releasePoint !== undefined) {
+      const at = this.o.releasePoint(text);
+      if (at !== undefined) {
+        this.#releaseUpTo(this.chars - text.length + at, open);
+        return undefined;
+      }
+    }
     return then(this.o.check(text, open, untriggered), (verdict) =>
       this.#act(verdict, open, atEnd, this.chars - text.length),
     );
@@ -500,13 +540,20 @@ class ReleaseCheck extends StreamCheckBase {
       }
       if (added) this.redacted(decision);
     }
-    let until = verdict.pendingFrom === undefined ? this.chars - this.o.holdbackChars : base + verdict.pendingFrom;
-    if (!open) until = Math.max(until, this.chars - this.o.holdbackChars);
+    this.#releaseUpTo(
+      verdict.pendingFrom === undefined ? this.chars - this.o.holdbackChars : base + verdict.pendingFrom,
+      open,
+    );
+    return undefined;
+  }
+
+  /** Sets where text may go out up to (absolute), from a release point (`open`) or at a settled check. */
+  #releaseUpTo(at: number, open: boolean): void {
+    let until = open ? at : Math.max(at, this.chars - this.o.holdbackChars);
     // Not inside a span still to mask: it goes out whole, as one placeholder.
     for (const m of this.maskedSpans())
       if (m.start >= this.#released && m.start < until && m.end > until) until = m.start;
     this.#until = until;
-    return undefined;
   }
 
   /** A block: nothing held goes out. */
@@ -640,15 +687,26 @@ function splitData(h: Held, cut: number): [string, string] | undefined {
   ];
 }
 
-/** Whether a chunk carries (part of) a tool call: a delta with `tool_calls` or `function_call`. */
-function isToolChunk(chunk: Record<string, unknown>): boolean {
+const PLAIN = 0;
+const TOOL = 1;
+const FINISH = 2;
+/**
+ * What a chunk is to the check, in one look at its choices: TOOL when it carries (part of) a tool
+ * call (a delta with `tool_calls` or `function_call`), else FINISH when it ends a choice (a
+ * `finish_reason`), else PLAIN.
+ */
+function kindOf(chunk: Record<string, unknown>): number {
   const choices = chunk.choices;
-  if (!Array.isArray(choices)) return false;
-  for (const c of choices) {
-    const d = (c as Record<string, unknown> | null)?.delta as Record<string, unknown> | undefined;
-    if (d && (d.tool_calls != null || d.function_call != null)) return true;
+  if (!Array.isArray(choices)) return PLAIN;
+  let kind = PLAIN;
+  for (let i = 0; i < choices.length; i++) {
+    const c = choices[i] as Record<string, unknown> | null;
+    if (c === null || typeof c !== 'object') continue;
+    const d = c.delta as Record<string, unknown> | undefined;
+    if (d && (d.tool_calls != null || d.function_call != null)) return TOOL;
+    if (c.finish_reason != null) kind = FINISH;
   }
-  return false;
+  return kind;
 }
 
 /** Whether a chunk ends a choice (a `finish_reason`). */

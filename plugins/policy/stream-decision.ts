@@ -9,11 +9,21 @@
  * chunk) carries its decision in the `X-Filter-Decision` trailer only. A blocked stream's
  * `content_filter` finish carries it already (stream-check.ts).
  */
-import type { SseEvent, SseFilter, SseVerdict, UninspectableAnswer } from '../../runtime/index.ts';
+import {
+  chunkOf,
+  type OpenAIChunk,
+  type OpenAIStreamReader,
+  type SseEvent,
+  type SseVerdict,
+  type UninspectableAnswer,
+} from '../../runtime/index.ts';
 
 type Verdict = SseVerdict | undefined;
 
-export class DecisionOnLastEvent implements SseFilter {
+/** A reader of the stream that answers `[DONE]` and the end itself (the check, stream-check.ts). */
+type Check = Required<Pick<OpenAIStreamReader, 'onChunk' | 'onDone' | 'onEnd'>> & Pick<OpenAIStreamReader, 'refuse'>;
+
+export class DecisionOnLastEvent implements OpenAIStreamReader {
   /**
    * The last text-less event the check let through, not sent yet: it may be the last before
    * `[DONE]`. One at most (an upstream sending many only ever has its latest held).
@@ -21,17 +31,23 @@ export class DecisionOnLastEvent implements SseFilter {
   #held: SseEvent | undefined;
 
   constructor(
-    private readonly check: SseFilter,
+    private readonly check: Check,
     private readonly summary: () => Record<string, unknown> | undefined,
   ) {}
 
-  onEvent(event: SseEvent): Verdict | Promise<Verdict> {
-    const verdict = this.check.onEvent(event);
-    return verdict instanceof Promise ? verdict.then((v) => this.#after(event, v)) : this.#after(event, verdict);
+  onChunk(chunk: OpenAIChunk): Verdict | Promise<Verdict> {
+    const verdict = this.check.onChunk(chunk);
+    return verdict instanceof Promise ? verdict.then((v) => this.#after(chunk, v)) : this.#after(chunk, verdict);
+  }
+
+  onDone(done: SseEvent): Verdict | Promise<Verdict> {
+    const verdict = this.check.onDone(done);
+    const after = (v: Verdict) => this.#after(undefined, v ?? { events: [done] });
+    return verdict instanceof Promise ? verdict.then(after) : after(verdict);
   }
 
   async onEnd(): Promise<SseEvent[]> {
-    const events = (await this.check.onEnd?.()) ?? [];
+    const events = (await this.check.onEnd()) ?? [];
     return this.#release(events);
   }
 
@@ -39,13 +55,22 @@ export class DecisionOnLastEvent implements SseFilter {
     return this.#release(this.check.refuse?.(err) ?? []);
   }
 
-  #after(input: SseEvent, verdict: Verdict): Verdict {
-    // The cheap path: a text event passed as it is, nothing held.
-    if (verdict === undefined && this.#held === undefined && !textless(input)) return undefined;
+  /** `input`: the chunk the check was given (undefined for `[DONE]`, which the check always answers). */
+  #after(input: OpenAIChunk | undefined, verdict: Verdict): Verdict {
     // The other cheap path: the check holds the event (nothing goes out, nothing to decorate).
     if (verdict !== undefined && verdict.events.length === 0 && !verdict.end) return verdict;
-    const out = verdict === undefined ? [input] : verdict.events;
-    if (verdict?.end) return { events: this.#release(out), end: true };
+    if (verdict === undefined) {
+      // The cheap path: a text event passed as it is, nothing held.
+      const textless = isTextless((input as OpenAIChunk).json);
+      if (this.#held === undefined && !textless) return undefined;
+      const events: SseEvent[] = [];
+      if (this.#held) events.push(this.#held);
+      this.#held = textless ? (input as OpenAIChunk).event : undefined;
+      if (!textless) events.push((input as OpenAIChunk).event);
+      return { events };
+    }
+    const out = verdict.events;
+    if (verdict.end) return { events: this.#release(out), end: true };
     const events: SseEvent[] = [];
     for (const e of out) {
       const done = e.data === '[DONE]';
@@ -68,31 +93,33 @@ export class DecisionOnLastEvent implements SseFilter {
   /** `event` (the upstream's last before `[DONE]`) with `filter_decision`. */
   #decorated(event: SseEvent): SseEvent {
     const summary = this.summary();
-    if (!summary) return event;
-    const chunk = JSON.parse(event.data) as Record<string, unknown>;
-    return { ...event, data: JSON.stringify({ ...chunk, filter_decision: summary }) };
+    const chunk = chunkOf(event);
+    if (!summary || !chunk) return event;
+    return { ...event, data: JSON.stringify({ ...chunk.json, filter_decision: summary }) };
   }
 }
 
 /**
- * A chunk with no text for the client to see: no choices (usage), or every choice finished with
- * an empty delta. Decided on the raw data first: most chunks have neither marker.
+ * Whether an event the check let out is a chunk with no text for the client to see. Decided on
+ * the raw data first (most chunks have neither marker), then on the chunk the wire view parsed.
  */
 function textless(event: SseEvent): boolean {
   const data = event.data;
   if (!data.includes('"choices":[]') && !data.includes('"finish_reason":"')) return false;
-  let chunk: unknown;
-  try {
-    chunk = JSON.parse(data);
-  } catch {
-    return false;
-  }
-  const choices = (chunk as { choices?: unknown })?.choices;
+  const chunk = chunkOf(event);
+  return chunk !== null && isTextless(chunk.json);
+}
+
+/** A chunk with no text for the client to see: no choices (usage), or every choice finished with an empty delta. */
+function isTextless(chunk: Readonly<Record<string, unknown>>): boolean {
+  const choices = chunk.choices;
   if (!Array.isArray(choices)) return false;
-  return choices.every((c: { finish_reason?: unknown; delta?: Record<string, unknown>; text?: unknown }) => {
+  for (let i = 0; i < choices.length; i++) {
+    const c = choices[i] as { finish_reason?: unknown; delta?: Record<string, unknown>; text?: unknown } | null;
     if (typeof c?.finish_reason !== 'string') return false;
     if (typeof c.text === 'string' && c.text !== '') return false;
-    const delta = c.delta ?? {};
-    return !delta.content && !delta.tool_calls && !delta.function_call && !delta.refusal;
-  });
+    const delta = c.delta;
+    if (delta && (delta.content || delta.tool_calls || delta.function_call || delta.refusal)) return false;
+  }
+  return true;
 }

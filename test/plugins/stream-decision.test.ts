@@ -5,9 +5,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DecisionOnLastEvent } from '../../plugins/policy/stream-decision.ts';
-import type { SseEvent, SseFilter, SseVerdict } from '../../runtime/index.ts';
+import { OpenAIStreamFilter, type SseEvent, type SseVerdict } from '../../runtime/index.ts';
 
-const passThrough: SseFilter = { onEvent: () => undefined, onEnd: () => [] };
+/** A check that lets every event through as it came. */
+const passThrough = { onChunk: () => undefined, onDone: () => undefined, onEnd: () => [] };
 const chunk = (o: Record<string, unknown>): SseEvent => ({
   data: JSON.stringify({ object: 'chat.completion.chunk', ...o }),
 });
@@ -18,7 +19,8 @@ const done: SseEvent = { data: '[DONE]' };
 
 /** Feeds `events` through the filter; returns what the client gets, and the most held at once. */
 async function run(events: SseEvent[]): Promise<{ out: SseEvent[]; maxHeld: number }> {
-  const f = new DecisionOnLastEvent(passThrough, () => ({ action: 'allow' }));
+  // Through the runtime's wire view, as the policy stage adds it (answer.filterOpenAIChunks).
+  const f = new OpenAIStreamFilter(new DecisionOnLastEvent(passThrough, () => ({ action: 'allow' })));
   const out: SseEvent[] = [];
   let maxHeld = 0;
   for (const [i, e] of events.entries()) {
@@ -26,7 +28,7 @@ async function run(events: SseEvent[]): Promise<{ out: SseEvent[]; maxHeld: numb
     out.push(...(v === undefined ? [e] : v.events));
     maxHeld = Math.max(maxHeld, i + 1 - out.length);
   }
-  out.push(...(await f.onEnd()));
+  out.push(...((await f.onEnd?.()) ?? []));
   return { out, maxHeld };
 }
 const parsed = (e: SseEvent) => (e.data === '[DONE]' ? e.data : JSON.parse(e.data));

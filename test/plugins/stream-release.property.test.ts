@@ -7,7 +7,7 @@
  * A clean answer (a JWT-like run, a bearer value, a certificate, an unfinished BEGIN line of
  * something else) is never ended as a block. The same with the classifiers' trigger tested per
  * chunk (the stream's own state: a stretch known to hold none, extended chunk by chunk) and the
- * windows without one checked `untriggered`.
+ * windows without one asked only for the classifiers' release point.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -30,6 +30,12 @@ function decide(p: ClassifierResult, s: ClassifierResult): Omit<WindowVerdict, '
 }
 
 let scans = 0;
+/** Release points asked alone (windows without a trigger). */
+let asks = 0;
+function releasePoint(text: string): number {
+  asks++;
+  return Math.min(pii.releasePoint(text), secrets.releasePoint(text));
+}
 function check(window: string, open = false, untriggered = false): WindowVerdict {
   scans++;
   const options = open || untriggered ? { open, untriggered } : undefined;
@@ -76,6 +82,9 @@ async function stream(
 ): Promise<Outcome> {
   const filter = streamCheck({
     trigger,
+    // With the trigger, windows without one ask the classifiers' release point alone, as the
+    // policy stage does once a clean window's rules allow (they do here).
+    releasePoint: trigger ? releasePoint : undefined,
     windowChars: 512,
     scanEveryChars: 128,
     holdbackChars,
@@ -316,7 +325,7 @@ describe('the trigger tested per chunk (incremental), against the whole-answer c
     }
   });
 
-  it('prose without a trigger is checked untriggered, and a password after it is still masked or blocked', async () => {
+  it('prose without a trigger asks only release points, and a password after it is still masked or blocked', async () => {
     let untriggered = 0;
     const counting = {
       reach: TRIGGER.reach,
@@ -328,11 +337,14 @@ describe('the trigger tested per chunk (incremental), against the whole-answer c
     };
     const prose = 'The weather report says it will be sunny with light winds along the coast. '.repeat(4);
     scans = 0;
+    asks = 0;
     const clean = await stream(ones(prose), HOLDBACK, 0, counting);
     expect(clean.text).toBe(prose);
-    // Every check but the first ones (the window starts before the stretch is known) and the last.
-    expect(scans).toBeGreaterThan(40);
-    expect(untriggered).toBeGreaterThanOrEqual(scans - 2);
+    // Every check but the first ones (the window starts before the stretch is known) and the last,
+    // and those are the release points alone.
+    expect(scans + asks).toBeGreaterThan(40);
+    expect(untriggered).toBeGreaterThanOrEqual(scans + asks - 2);
+    expect(scans).toBeLessThanOrEqual(2);
     const text = `${prose}my password is (Tr!ckyOne) ok. `;
     expect(whole(text)).toBeUndefined(); // the shipped rules block a secret
     const got = await stream(ones(text), HOLDBACK, 0, counting);

@@ -60,6 +60,8 @@ export class PatternClassifier implements Classifier {
   readonly #groups: Array<{ group: DetectorGroup; pending: (view: TextView) => number }> = [];
   /** Per detector (same order): the index of its group in #groups, or -1. */
   readonly #groupOf: Int8Array;
+  /** The release-point functions #pendingOnly asks, made once. */
+  #releasePoints: Array<(view: TextView) => number> | undefined;
   /** The detail of a result where nothing was found: one, read-only. */
   #cleanDetail: Readonly<Record<string, unknown>> | undefined;
   /** A text it says false of has no finding of any detector (Detector.trigger); undefined: always search. */
@@ -236,14 +238,34 @@ export class PatternClassifier implements Classifier {
     return result;
   }
 
+  /**
+   * The release point of an open text that holds none of its trigger (the `pendingFrom` of
+   * `classifySync(text, { open: true, untriggered: true })`), without a result: a stream asks it
+   * at most chunks.
+   */
+  releasePoint(text: string): number {
+    return this.#pendingOnly(new TextView(text, true));
+  }
+
   /** The least release point of the detectors (their groups asked once), without searching. */
   #pendingOnly(view: TextView): number {
+    this.#releasePoints ??= this.#releasePointsOf();
     let least = view.text.length;
-    for (const { pending } of this.#groups) least = Math.min(least, pending(view));
-    for (let i = 0; i < this.#detectors.length; i++) {
-      if (this.#groupOf[i] === -1) least = Math.min(least, pendingOf(this.#detectors[i], view));
+    for (let i = 0; i < this.#releasePoints.length; i++) {
+      const at = (this.#releasePoints[i] as (view: TextView) => number)(view);
+      if (at < least) least = at;
     }
     return least;
+  }
+
+  /** What #pendingOnly asks: each group once, each detector outside a group. */
+  #releasePointsOf(): Array<(view: TextView) => number> {
+    const out = this.#groups.map((g) => g.pending);
+    for (let i = 0; i < this.#detectors.length; i++) {
+      const d = this.#detectors[i] as Detector;
+      if (this.#groupOf[i] === -1) out.push((view) => pendingOf(d, view));
+    }
+    return out;
   }
 }
 
