@@ -58,6 +58,8 @@ const settings = {
   history: process.env.BENCH_HISTORY === '1',
   keepLogs: process.env.BENCH_KEEP_LOGS === '1',
   startTimeoutMs: envNum('BENCH_START_TIMEOUT', 900) * 1000,
+  /** Another checkout (with node_modules and dist/): its services join as `<route>@base`. */
+  baseline: process.env.BENCH_BASELINE,
 };
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 const logDir = mkdtempSync(join(tmpdir(), 'switchyard-bench-instr-'));
@@ -70,6 +72,9 @@ const callgrind = (name: string) => [
   `--callgrind-out-file=${join(outDir, `${name.replace(/[^\w.@-]/g, '_')}.out`)}`,
   '--trace-children=no',
   '--vgdb=yes',
+  // Not instrumented until the measurement starts (callgrind_control --instr=on): a start under
+  // full instrumentation took 10-15 minutes on a loaded machine.
+  '--instr-atstart=no',
 ];
 
 interface Measured extends Target {
@@ -214,16 +219,21 @@ async function main(): Promise<number> {
     readyTimeoutMs: settings.startTimeoutMs,
   };
   // Everything starts at once (a start under callgrind takes minutes); measured one at a time.
-  const services = SERVICES.filter((s) => wanted(s.name)).map(async (service): Promise<Measured[]> => {
-    const t0 = Date.now();
-    console.log(`${service.name}: starting under callgrind (slow)`);
-    const out: Measured[] = [];
-    for (const s of await service.start(context)) {
-      if (settings.routes.includes(s.key)) out.push({ ...s, label: s.label, family: s.family, out: service.name });
-    }
-    console.log(`${service.name}: ready in ${fmt((Date.now() - t0) / 1000, 0)} s`);
-    return out;
-  });
+  const contexts = [context];
+  if (settings.baseline) contexts.push({ ...context, dir: settings.baseline, suffix: '@base' });
+  const services = contexts.flatMap((c) =>
+    SERVICES.filter((s) => wanted(s.name)).map(async (service): Promise<Measured[]> => {
+      const t0 = Date.now();
+      console.log(`${service.name}${c.suffix}: starting under valgrind`);
+      const out: Measured[] = [];
+      for (const s of await service.start(c)) {
+        if (settings.routes.includes(s.key.replace(/@base$/, '')))
+          out.push({ ...s, label: s.label, family: s.family, out: service.name + c.suffix });
+      }
+      console.log(`${service.name}${c.suffix}: ready in ${fmt((Date.now() - t0) / 1000, 0)} s`);
+      return out;
+    }),
+  );
 
   // The Koa + undici floor (bench/typed-proxy/bare-proxy.ts, BARE_BUFFER=1) per family, under callgrind too.
   const floorUpstream: Record<Family, string | undefined> = {
@@ -264,10 +274,16 @@ async function main(): Promise<number> {
   });
   const targets: Measured[] = [...(await Promise.all(floors)), ...(await Promise.all(services)).flat()];
 
+  const instrumented = new Set<number>();
   const figures: Figures[] = [];
   for (const t of targets) {
     const pool = new Pool(new URL(t.url).origin, { connections: settings.connections });
     try {
+      if (!instrumented.has(t.proc.pid)) {
+        instrumented.add(t.proc.pid);
+        const r = spawnSync('callgrind_control', ['--instr=on', String(t.proc.pid)], { encoding: 'utf8' });
+        if (r.status !== 0) throw new Error(`callgrind_control --instr=on: ${r.stderr || r.stdout}`);
+      }
       process.stdout.write(`${t.label}: warm-up ${settings.warmup}`);
       await send(pool, t, settings.warmup, settings.connections);
       await dump(t.proc.pid, t.out);
