@@ -12,7 +12,8 @@
  * Env: INSTR_ROUTES (keys, default typed-proxy/jsonrpc,typed-proxy/send,safety-filter/chat),
  * INSTR_N (200), INSTR_WARMUP (400 requests), INSTR_CONNECTIONS (4), INSTR_ANNOTATE (rows of
  * callgrind_annotate to print per target, 0 = none; default 0), BENCH_RUN (dist|source),
- * BENCH_HISTORY=1 (append the figures to bench/history/), BENCH_KEEP_LOGS=1.
+ * BENCH_HISTORY=1 (append the figures to bench/history/), BENCH_KEEP_LOGS=1, BENCH_BUILD=0 (dist/ as it
+ * is), BENCH_BASELINE (another checkout, built: its services too, as `<route>@base`).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import {
@@ -189,7 +190,7 @@ interface Figures {
 async function main(): Promise<number> {
   if (spawnSync('valgrind', ['--version']).status !== 0) throw new Error('valgrind is not installed');
   mkdirSync(outDir, { recursive: true });
-  if (settings.run === 'dist') {
+  if (settings.run === 'dist' && process.env.BENCH_BUILD !== '0') {
     console.log('building dist/ (npm run build): the services run the compiled build, as shipped');
     execFileSync(process.execPath, [join(root, 'scripts/build.mjs')], { cwd: root, stdio: 'ignore' });
   }
