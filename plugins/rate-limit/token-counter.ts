@@ -11,9 +11,11 @@
  *
  * Short texts are counted inline (no worker round trip, which cost more than counting them):
  * when the process loaded the encoding on its main thread too, a text of at most
- * `inlineLimits.chars` characters is counted there in slices of 256 characters until 0.25 ms of
- * tokenizer time is spent (one slice of hostile text more at worst: the event loop is held well
- * under a millisecond); what is left then goes to the worker. The main thread loads the
+ * `inlineLimits.chars` characters with no run of more than 64 characters without white space
+ * (what makes BPE slow: base64, hex, text without spaces) is counted there, in the worker's
+ * slices (so to the same count), until 0.25 ms of tokenizer time is spent; what is left then goes
+ * to the worker. Ordinary text costs ~0.1 ms per KiB: the event loop is held about a millisecond
+ * at most. The main thread loads the
  * encoding only when a stage is created before the service listens (its start, which the
  * import's 160-530 ms delays; never a hot reload while serving, which would block requests).
  *
@@ -49,7 +51,26 @@ export interface TokenizerLimits {
 export const tokenizerLimits: TokenizerLimits = { maxWaiting: 64, timeoutMs: 1000, memoryMb: 256 };
 
 /** Texts up to `chars` characters are counted on the main thread (see the module comment). */
-export const inlineLimits: CountBounds & { chars: number } = { chars: 4096, sliceChars: 256, budgetMs: 0.25 };
+export const inlineLimits: CountBounds & { chars: number; maxRun: number } = {
+  chars: 4096,
+  // The worker's slices: the same cuts, so the same count as the worker's.
+  sliceChars: 1024,
+  budgetMs: 0.25,
+  // A run of more than this many characters without white space (base64, a hex dump, text
+  // without spaces) is what makes BPE slow: such texts go to the worker.
+  maxRun: 64,
+};
+
+/** Whether `text` has a run of more than `max` characters without white space. */
+function hasLongRun(text: string, max: number): boolean {
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x20 || c === 0x0a || c === 0x09 || c === 0x0d) run = 0;
+    else if (++run > max) return true;
+  }
+  return false;
+}
 const restartAfterMs = 1000;
 
 interface Pending {
@@ -176,7 +197,7 @@ class SharedTokenizer {
     if (text === '') return 0;
     if (exactChars <= 0 || this.unavailable) return estimateTokens(text);
     const inline = this.inline;
-    if (inline !== undefined && text.length <= inlineLimits.chars) {
+    if (inline !== undefined && text.length <= inlineLimits.chars && !hasLongRun(text, inlineLimits.maxRun)) {
       const counted = countPrefix(text, inline, exactChars, false, inlineLimits);
       if (counted.chars >= text.length || counted.chars >= exactChars) return completeCount(text, counted);
       // Its time ran out (a hostile text): the rest is the worker's.

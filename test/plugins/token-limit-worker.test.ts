@@ -122,7 +122,8 @@ describe('the tokenizer worker', () => {
     await tokenizer.loadInline();
     expect(tokenizer.countsInline()).toBe(true);
     const { countTokens } = await import('gpt-tokenizer/encoding/cl100k_base');
-    const short = 'hello world '.repeat(20); // one inline slice: the exact count
+    const short = 'hello world '.repeat(20); // one slice: the exact count
+    const hostile = 'x7Q/+9zA'.repeat(20); // a run without spaces: the worker's
     const medium = 'hello world '.repeat(300); // 3600 characters: still inline, in slices
     const long = 'hello world '.repeat(400); // over inlineLimits.chars: the worker's
     expect(medium.length).toBeLessThanOrEqual(inlineLimits.chars);
@@ -142,6 +143,7 @@ describe('the tokenizer worker', () => {
       expect(m).toBeGreaterThanOrEqual(inlineCount);
       expect(m).toBeLessThanOrEqual(estimateTokens(medium));
       expect(await tokenizer.count(long, 65536)).toBe(estimateTokens(long));
+      expect(await tokenizer.count(hostile, 65536)).toBe(estimateTokens(hostile));
     } finally {
       tokenizerLimits.maxWaiting = saved;
     }
