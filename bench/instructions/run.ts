@@ -10,7 +10,7 @@
  * Ratios are to the floor of the same family measured in the same run. See bench/README.md.
  *
  * Env: INSTR_ROUTES (keys, default typed-proxy/jsonrpc,typed-proxy/send,safety-filter/chat),
- * INSTR_N (200), INSTR_WARMUP (400 requests), INSTR_CONNECTIONS (4), INSTR_ANNOTATE (rows of
+ * INSTR_N (200), INSTR_WARMUP (1500 requests: the JIT still compiles after 300 under valgrind), INSTR_CONNECTIONS (4), INSTR_ANNOTATE (rows of
  * callgrind_annotate to print per target, 0 = none; default 0), BENCH_RUN (dist|source),
  * BENCH_HISTORY=1 (append the figures to bench/history/), BENCH_KEEP_LOGS=1, BENCH_BUILD=0 (dist/ as it
  * is), BENCH_BASELINE (another checkout, built: its services too, as `<route>@base`).
@@ -52,7 +52,7 @@ const settings = {
     .map((x) => x.trim())
     .filter(Boolean),
   n: Math.floor(envNum('INSTR_N', 200)),
-  warmup: Math.floor(envNum('INSTR_WARMUP', 400)),
+  warmup: Math.floor(envNum('INSTR_WARMUP', 1500)),
   connections: Math.floor(envNum('INSTR_CONNECTIONS', 4)),
   annotate: Math.floor(Number(process.env.INSTR_ANNOTATE ?? 0)) || 0,
   run: (process.env.BENCH_RUN === 'source' ? 'source' : 'dist') as 'dist' | 'source',
