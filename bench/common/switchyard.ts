@@ -21,6 +21,8 @@ export interface ServiceStart {
   cpu?: string;
   /** Node flags before the script (e.g. --cpu-prof). */
   nodeFlags?: string[];
+  /** A command the node process runs under (e.g. `valgrind --tool=callgrind ...`): its argv before node's. */
+  wrap?: string[];
   logFile: string;
   name: string;
   readyTimeoutMs: number;
@@ -29,23 +31,27 @@ export interface ServiceStart {
 }
 
 export async function startService(o: ServiceStart): Promise<Started> {
-  const s = start(
-    process.execPath,
-    [...(o.nodeFlags ?? []), 'bin/switchyard.js', 'serve', o.config, ...(o.sets ?? []).flatMap((x) => ['--set', x])],
-    {
-      cpu: o.cpu,
-      cwd: o.dir,
-      env: {
-        ...process.env,
-        // A checkout without a build (an older baseline) runs its sources.
-        SWITCHYARD_RUN: o.run === 'dist' && existsSync(join(o.dir, 'dist/runtime/cli/main.js')) ? 'dist' : 'source',
-        LOG_LEVEL: 'warn',
-        LOG_FORMAT: 'json',
-        ...o.env,
-      },
-      logFile: o.logFile,
+  const args = [
+    ...(o.nodeFlags ?? []),
+    'bin/switchyard.js',
+    'serve',
+    o.config,
+    ...(o.sets ?? []).flatMap((x) => ['--set', x]),
+  ];
+  const [command, ...argv] = o.wrap?.length ? [...o.wrap, process.execPath, ...args] : [process.execPath, ...args];
+  const s = start(command, argv, {
+    cpu: o.cpu,
+    cwd: o.dir,
+    env: {
+      ...process.env,
+      // A checkout without a build (an older baseline) runs its sources.
+      SWITCHYARD_RUN: o.run === 'dist' && existsSync(join(o.dir, 'dist/runtime/cli/main.js')) ? 'dist' : 'source',
+      LOG_LEVEL: 'warn',
+      LOG_FORMAT: 'json',
+      ...o.env,
     },
-  );
+    logFile: o.logFile,
+  });
   await waitUntilReady(s, o.name, o.readyTimeoutMs, o.probe);
   return s;
 }

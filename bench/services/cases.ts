@@ -46,6 +46,8 @@ export interface Context {
   logDir: string;
   /** Node flags for a service process (CPU profiling), by its name. */
   nodeFlags: (name: string) => string[];
+  /** A command a service process runs under (callgrind), by its name: argv before node's. */
+  wrap?: (name: string) => string[];
   /** Appended to keys and labels: '' for this checkout, '@base' for the baseline. */
   suffix: string;
   echoUrl: string;
@@ -138,6 +140,7 @@ async function serve(
     run: c.run,
     cpu: c.cpu,
     nodeFlags: c.nodeFlags(o.name + c.suffix),
+    wrap: c.wrap?.(o.name + c.suffix),
     logFile: join(c.logDir, `${o.name}${c.suffix}.log`),
     name: o.name,
     readyTimeoutMs: c.readyTimeoutMs,

@@ -12,17 +12,33 @@ export interface Counted {
   chars: number;
 }
 
-const sliceChars = 1024;
-const budgetMs = 25;
 const bytesPerToken = 3;
+
+/** How much of a text one `countPrefix` counts: slices of `sliceChars`, until `budgetMs` of tokenizer time is spent. */
+export interface CountBounds {
+  sliceChars: number;
+  budgetMs: number;
+}
+
+/** The worker's bounds: 1 KiB slices, 25 ms. */
+export const workerBounds: CountBounds = { sliceChars: 1024, budgetMs: 25 };
 
 /**
  * Counts the start of `text` with `count`: slices of 1 KiB, at most `exactChars` characters and
- * 25 ms of tokenizer time. Synchronous: it runs in the tokenizer's worker (token-worker.ts),
- * never on the event loop that serves requests. `more`: the text goes on past its end (it was
- * cut to `exactChars` before being sent), so its last slice is cut at a space too.
+ * 25 ms of tokenizer time (`bounds`). Synchronous: with the worker's bounds it runs in the
+ * tokenizer's worker (token-worker.ts); on the event loop only with the inline bounds of
+ * token-counter.ts (a short text, slices of 256 characters, well under a millisecond). `more`:
+ * the text goes on past its end (it was cut to `exactChars` before being sent), so its last slice
+ * is cut at a space too.
  */
-export function countPrefix(text: string, count: CountFn, exactChars: number, more = false): Counted {
+export function countPrefix(
+  text: string,
+  count: CountFn,
+  exactChars: number,
+  more = false,
+  bounds: CountBounds = workerBounds,
+): Counted {
+  const { sliceChars, budgetMs } = bounds;
   let tokens = 0;
   let at = 0;
   let spent = 0;

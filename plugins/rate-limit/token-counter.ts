@@ -9,6 +9,16 @@
  * counting a hostile prompt costs up to 25 ms more per request. The event loop only cuts the text
  * to `exactChars`, posts it, and completes the count (bounded-count.ts `completeCount`).
  *
+ * Short texts are counted inline (no worker round trip, which cost more than counting them):
+ * when the process loaded the encoding on its main thread too, a text of at most
+ * `inlineLimits.chars` characters with no run of more than 64 characters without white space
+ * (what makes BPE slow: base64, hex, text without spaces) is counted there, in the worker's
+ * slices (so to the same count), until 0.25 ms of tokenizer time is spent; what is left then goes
+ * to the worker. Ordinary text costs ~0.1 ms per KiB: the event loop is held about a millisecond
+ * at most. The main thread loads the
+ * encoding only when a stage is created before the service listens (its start, which the
+ * import's 160-530 ms delays; never a hot reload while serving, which would block requests).
+ *
  * Fail safe: whenever the tokenizer cannot answer in time the prompt is estimated at one token
  * per 3 UTF-8 bytes (what the count never goes under), never reserved for less:
  * - more than `maxWaiting` (64) texts already waiting for the worker: estimated at once, not
@@ -23,7 +33,7 @@
 import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { startTypeScriptWorker } from '../../runtime/index.ts';
-import { completeCount, estimateTokens } from './bounded-count.ts';
+import { type CountBounds, type CountFn, completeCount, countPrefix, estimateTokens } from './bounded-count.ts';
 import type { Encoding, TextCounter } from './token-count.ts';
 import type { TokenJob, TokenReply, TokenWorkerReady } from './token-worker.ts';
 
@@ -39,6 +49,28 @@ export interface TokenizerLimits {
 }
 
 export const tokenizerLimits: TokenizerLimits = { maxWaiting: 64, timeoutMs: 1000, memoryMb: 256 };
+
+/** Texts up to `chars` characters are counted on the main thread (see the module comment). */
+export const inlineLimits: CountBounds & { chars: number; maxRun: number } = {
+  chars: 4096,
+  // The worker's slices: the same cuts, so the same count as the worker's.
+  sliceChars: 1024,
+  budgetMs: 0.25,
+  // A run of more than this many characters without white space (base64, a hex dump, text
+  // without spaces) is what makes BPE slow: such texts go to the worker.
+  maxRun: 64,
+};
+
+/** Whether `text` has a run of more than `max` characters without white space. */
+function hasLongRun(text: string, max: number): boolean {
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x20 || c === 0x0a || c === 0x09 || c === 0x0d) run = 0;
+    else if (++run > max) return true;
+  }
+  return false;
+}
 const restartAfterMs = 1000;
 
 interface Pending {
@@ -54,6 +86,14 @@ export interface Tokenizer {
   count: TextCounter;
   /** Resolves once the worker loaded the encoding (true) or could not (false: every count is an estimate). */
   ready(): Promise<boolean>;
+  /**
+   * Loads the encoding on the main thread as well, so that short texts are counted without the
+   * worker (see the module comment): call it only before the service serves (it blocks the event
+   * loop 160-530 ms once per process and encoding).
+   */
+  loadInline(): Promise<void>;
+  /** Whether short texts are counted on the main thread. */
+  countsInline(): boolean;
   /** False once gpt-tokenizer turned out not to load here. */
   available(): boolean;
   release(): Promise<void>;
@@ -70,6 +110,9 @@ class SharedTokenizer {
   private nextId = 0;
   private lastAnswer = 0;
   private lastStart = Number.NEGATIVE_INFINITY;
+  /** The encoding on the main thread, for short texts; undefined until (unless) loaded. */
+  private inline: CountFn | undefined;
+  private inlineLoading: Promise<void> | undefined;
 
   constructor(
     readonly encoding: Encoding,
@@ -129,9 +172,41 @@ class SharedTokenizer {
     return this.readyPromise;
   }
 
+  /**
+   * Loads the encoding on the main thread too (blocks it 160-530 ms: only before the service
+   * serves). Never fails: without it every count goes to the worker.
+   */
+  loadInline(): Promise<void> {
+    this.inlineLoading ??= (async () => {
+      try {
+        const mod = (await import(`gpt-tokenizer/encoding/${this.encoding}`)) as { countTokens: CountFn };
+        this.inline = (text) => mod.countTokens(text);
+      } catch {
+        // Not installed: the worker says so (giveUp) and every count is an estimate.
+      }
+    })();
+    return this.inlineLoading;
+  }
+
+  /** Whether short texts are counted on the main thread. */
+  countsInline(): boolean {
+    return this.inline !== undefined;
+  }
+
   async count(text: string, exactChars: number): Promise<number> {
     if (text === '') return 0;
     if (exactChars <= 0 || this.unavailable) return estimateTokens(text);
+    const inline = this.inline;
+    if (inline !== undefined && text.length <= inlineLimits.chars && !hasLongRun(text, inlineLimits.maxRun)) {
+      const counted = countPrefix(text, inline, exactChars, false, inlineLimits);
+      if (counted.chars >= text.length || counted.chars >= exactChars) return completeCount(text, counted);
+      // Its time ran out (a hostile text): the rest is the worker's.
+      return counted.tokens + (await this.viaWorker(text.slice(counted.chars), exactChars - counted.chars));
+    }
+    return this.viaWorker(text, exactChars);
+  }
+
+  private viaWorker(text: string, exactChars: number): Promise<number> | number {
     // More than maxWaiting texts ahead: estimate now rather than queue (bounded wait and memory).
     if (this.pending.size >= tokenizerLimits.maxWaiting) return estimateTokens(text);
     if (!this.worker) void this.ready();
@@ -220,6 +295,8 @@ export function acquireTokenizer(encoding: Encoding, logger: Logger): Tokenizer 
     encoding,
     count: (text, exactChars) => t.count(text, exactChars),
     ready: () => t.ready(),
+    loadInline: () => t.loadInline(),
+    countsInline: () => t.countsInline(),
     available: () => t.available(),
     async release() {
       if (released) return;

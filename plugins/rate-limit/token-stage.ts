@@ -304,6 +304,9 @@ export default definePlugin<TokenLimitOptions>({
     // requests are counted too.
     const tokenizer = encoding === 'estimate' ? undefined : acquireTokenizer(encoding, env.logger);
     if (tokenizer) await readyWithin(tokenizer, 10_000);
+    // Before the service listens (its start, not a hot reload while it serves): the encoding on
+    // this thread too, so that short prompts are counted without the worker's round trip.
+    if (tokenizer && env.service.mainUrl === undefined) await tokenizer.loadInline();
     const decisions = env.metrics.counter({
       name: 'switchyard_token_limit_decisions_total',
       help: 'Token-limit reservations, by decision (allowed|limited) and the store that answered',

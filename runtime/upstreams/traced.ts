@@ -23,19 +23,19 @@ export function traced<U extends Upstream>(upstream: U, settings: TracedSettings
     forward: (forward) => async (req) => {
       const t = req.trace;
       if (!t) return forward(req);
-      const span = t.tracer && t.span ? startChildSpan(t.tracer, t.span, req.method, SpanKind.CLIENT) : undefined;
-      if (span) {
-        const url = (upstream as unknown as HttpUpstream).url;
-        span.setAttributes({
-          'http.request.method': req.method,
-          'server.address': url.hostname,
-          'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
-          // The path only: a query string may carry secrets.
-          'url.full': `${url.origin}${url.pathname.replace(/\/$/, '')}${req.path.split('?')[0]}`,
-          'switchyard.upstream': upstream.name,
-        });
-        req.headers = { ...req.headers, traceparent: traceparentOf(span) };
-      }
+      // Untraced (tracing off, or not sampled): only timed, with no closures or spans per call.
+      if (!(t.tracer && t.span)) return timed(t, forward(req));
+      const span = startChildSpan(t.tracer, t.span, req.method, SpanKind.CLIENT);
+      const url = (upstream as unknown as HttpUpstream).url;
+      span.setAttributes({
+        'http.request.method': req.method,
+        'server.address': url.hostname,
+        'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
+        // The path only: a query string may carry secrets.
+        'url.full': `${url.origin}${url.pathname.replace(/\/$/, '')}${req.path.split('?')[0]}`,
+        'switchyard.upstream': upstream.name,
+      });
+      req.headers = { ...req.headers, traceparent: traceparentOf(span) };
       return timedCall(
         t,
         span,
@@ -49,6 +49,7 @@ export function traced<U extends Upstream>(upstream: U, settings: TracedSettings
     call: (call) => async (message: JsonRpcRequest, options?: RpcCallOptions) => {
       const t = options?.trace;
       if (!t) return call(message, options);
+      if (!(t.tracer && t.span)) return timed(t, call(message, options));
       let span: Span | undefined;
       if (t.tracer && t.span) {
         span = startChildSpan(t.tracer, t.span, `${message.method} ${upstream.name}`, SpanKind.CLIENT);
@@ -73,6 +74,16 @@ export function traced<U extends Upstream>(upstream: U, settings: TracedSettings
       );
     },
   });
+}
+
+/** An untraced request's upstream call, counted open for the overhead metric while it runs. */
+async function timed<R>(t: RequestTrace, call: Promise<R>): Promise<R> {
+  upstreamCallStarted(t);
+  try {
+    return await call;
+  } finally {
+    upstreamCallEnded(t);
+  }
 }
 
 /**

@@ -17,7 +17,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { completeCount, countPrefix, estimateTokens } from '../../plugins/rate-limit/bounded-count.ts';
 import type { Encoding } from '../../plugins/rate-limit/token-count.ts';
-import { acquireTokenizer, type Tokenizer, tokenizerLimits } from '../../plugins/rate-limit/token-counter.ts';
+import {
+  acquireTokenizer,
+  inlineLimits,
+  type Tokenizer,
+  tokenizerLimits,
+} from '../../plugins/rate-limit/token-counter.ts';
 import { silentLogger } from '../../runtime/observability/logger.ts';
 
 const held: Tokenizer[] = [];
@@ -79,16 +84,25 @@ describe('the tokenizer worker', () => {
     expect(tokens).toBe(await exact(english)); // counted by the tokenizer, not estimated (400)
     expect(tokenizer.available()).toBe(true);
     // The times above depend on the machine and its load, so they are printed, not bounded (issue
-    // 32); what keeps the import off this loop is where it is: only the worker module imports an
-    // encoding, and the module this thread runs starts that worker instead.
+    // 32); what keeps the import off this loop is where it is: the worker module imports an
+    // encoding, and the module this thread runs starts that worker instead. The one other import
+    // is `loadInline` (short texts counted on this thread), which the stage calls only before the
+    // service listens (env.service.mainUrl unset: its start, never a hot reload while serving).
     const source = (file: string) => readFileSync(new URL(`../../plugins/rate-limit/${file}`, import.meta.url), 'utf8');
     const importsEncoding = /import\s*\(\s*`gpt-tokenizer\/encoding\//;
     expect(source('token-worker.ts')).toMatch(importsEncoding);
     for (const file of readdirSync(new URL('../../plugins/rate-limit/', import.meta.url))) {
-      if (file.endsWith('.ts') && file !== 'token-worker.ts')
+      if (file.endsWith('.ts') && file !== 'token-worker.ts' && file !== 'token-counter.ts')
         expect(source(file), file).not.toMatch(/from 'gpt-tokenizer|import\(\s*[`'"]gpt-tokenizer/);
     }
-    expect(source('token-counter.ts')).toMatch(/startTypeScriptWorker\(WORKER_MODULE/);
+    const counter = source('token-counter.ts');
+    expect(counter).not.toMatch(/from 'gpt-tokenizer/);
+    expect(counter.match(/import\(\s*[`'"]gpt-tokenizer/g)).toHaveLength(1);
+    expect(counter.slice(counter.indexOf('loadInline(): Promise<void> {'))).toMatch(importsEncoding);
+    expect(counter).toMatch(/startTypeScriptWorker\(WORKER_MODULE/);
+    const stage = source('token-stage.ts');
+    expect(stage.match(/loadInline\(/g)).toHaveLength(1);
+    expect(stage).toMatch(/if \(tokenizer && env\.service\.mainUrl === undefined\) await tokenizer\.loadInline\(\);/);
   }, 60_000);
 
   it('stages share one worker per encoding: a second stage counts at once', async () => {
@@ -99,6 +113,42 @@ describe('the tokenizer worker', () => {
     // A stage that closes leaves the worker to the others.
     await a.release();
     expect(await b.count(english, 65536)).toBe(await exact(english));
+  });
+
+  it('with the encoding loaded on this thread, short texts are counted here, without the worker', async () => {
+    // Its own encoding: the other tests here count through o200k_base's worker.
+    const tokenizer = acquire('cl100k_base');
+    expect(await tokenizer.ready()).toBe(true);
+    await tokenizer.loadInline();
+    expect(tokenizer.countsInline()).toBe(true);
+    const { countTokens } = await import('gpt-tokenizer/encoding/cl100k_base');
+    const short = 'hello world '.repeat(20); // one slice: the exact count
+    const hostile = 'x7Q/+9zA'.repeat(20); // a run without spaces: the worker's
+    const medium = 'hello world '.repeat(300); // 3600 characters: still inline, in slices
+    const long = 'hello world '.repeat(400); // over inlineLimits.chars: the worker's
+    expect(medium.length).toBeLessThanOrEqual(inlineLimits.chars);
+    expect(long.length).toBeGreaterThan(inlineLimits.chars);
+    const saved = tokenizerLimits.maxWaiting;
+    // No text may be sent to the worker now: what reaches it is estimated instead.
+    tokenizerLimits.maxWaiting = 0;
+    try {
+      expect(await tokenizer.count(short, 65536)).toBe(countTokens(short));
+      const inlineCount = countPrefix(medium, countTokens, 65536, false, {
+        ...inlineLimits,
+        budgetMs: Infinity,
+      }).tokens;
+      const m = await tokenizer.count(medium, 65536);
+      // Counted here; on a loaded machine the inline budget may run out first, and the rest (the
+      // worker's, which takes nothing now) is estimated: never under the count, never over the estimate.
+      expect(m).toBeGreaterThanOrEqual(inlineCount);
+      expect(m).toBeLessThanOrEqual(estimateTokens(medium));
+      expect(await tokenizer.count(long, 65536)).toBe(estimateTokens(long));
+      expect(await tokenizer.count(hostile, 65536)).toBe(estimateTokens(hostile));
+    } finally {
+      tokenizerLimits.maxWaiting = saved;
+    }
+    // And the worker still counts what is too long for this thread.
+    expect(await tokenizer.count(long, 65536)).toBe(completeCount(long, countPrefix(long, countTokens, 65536)));
   });
 
   it('more than 64 texts waiting: the rest are estimated at once, not queued', async () => {
