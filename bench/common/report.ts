@@ -2,7 +2,7 @@
  * What the benchmark runners print and keep: medians, number formatting, PASS/MISS tags, aligned
  * tables and the results file. Shared so that every bench reads its figures the same way.
  */
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -52,4 +52,18 @@ export function writeResults(file: string, data: unknown): void {
   // biome.json lints bench/**: format the file its way so that `npm run lint` stays clean (best effort).
   spawnSync(join(root, 'node_modules', '.bin', 'biome'), ['format', '--write', file], { cwd: root, stdio: 'ignore' });
   console.log(`\nresults: ${file}`);
+}
+
+/** The commit measured: short hash, `-dirty` when tracked files differ from it. */
+export function gitCommit(): string {
+  try {
+    const hash = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], {
+      cwd: root,
+      encoding: 'utf8',
+    });
+    return dirty.trim() ? `${hash}-dirty` : hash;
+  } catch {
+    return 'unknown';
+  }
 }

@@ -33,7 +33,7 @@ import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { envNum, runBench, startNodeServer, waitUntilReady } from '../common/harness.ts';
 import type { Target } from '../common/measure.ts';
-import { fmt, machine, printTable, writeResults } from '../common/report.ts';
+import { fmt, gitCommit, machine, printTable, writeResults } from '../common/report.ts';
 import {
   type Context,
   chatRequest,
@@ -363,19 +363,6 @@ async function main(): Promise<number> {
     appendFileSync(join(dir, 'README.md'), table.join('\n'));
   }
   return 0;
-}
-
-function gitCommit(): string {
-  try {
-    const hash = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], {
-      cwd: root,
-      encoding: 'utf8',
-    });
-    return dirty.trim() ? `${hash}-dirty` : hash;
-  } catch {
-    return 'unknown';
-  }
 }
 
 await runBench(main, { logDir, keepLogs: settings.keepLogs });

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { envNum, runBench, startNodeServer, waitUntilReady } from '../common/harness.ts';
 import { measure, medianRow, type Row, roundOrder, type Target } from '../common/measure.ts';
 import { formatRatio, type HistoryEntry, historyMarkdown, judge, type Ratio, ratio } from '../common/ratios.ts';
-import { fmt, machine, printTable, verdict, writeResults } from '../common/report.ts';
+import { fmt, gitCommit, machine, printTable, verdict, writeResults } from '../common/report.ts';
 import { hasTaskset, type Started, stop } from '../typed-proxy/children.ts';
 import { clockTicks } from '../typed-proxy/proc.ts';
 import { analyseProfile, type ProfileReport } from '../typed-proxy/profile.ts';
@@ -305,24 +305,10 @@ in full: the JSON file of the same date and commit beside this one). Compare rat
 per request depend on the machine and its load. See bench/README.md, "History".
 `;
 
-/** The commit measured: short hash, `-dirty` when tracked files differ from it. */
-function commit(): string {
-  try {
-    const hash = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], {
-      cwd: root,
-      encoding: 'utf8',
-    });
-    return dirty.trim() ? `${hash}-dirty` : hash;
-  } catch {
-    return 'unknown';
-  }
-}
-
 function writeHistory(targets: Measured[], medians: Row[], list: Ratio[]): void {
   const entry: HistoryEntry = {
     date: new Date().toISOString(),
-    commit: commit(),
+    commit: gitCommit(),
     floor: floorKinds[FLOOR],
     connections: settings.connections,
     rounds: settings.rounds,
@@ -451,7 +437,7 @@ async function main(): Promise<number> {
   const reports = settings.profile ? await profiles(targets, all) : {};
   writeResults(join(resultsDir, `services-${stamp}.json`), {
     date: new Date().toISOString(),
-    commit: commit(),
+    commit: gitCommit(),
     machine: machine(pinned),
     settings,
     clockTicks: clk,
