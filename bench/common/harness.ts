@@ -59,37 +59,37 @@ export async function waitUntilReady(
 }
 
 /**
- * The load generator as plain JavaScript, bundled once per run (esbuild, tsx's own dependency)
- * into node_modules/.cache so that its imports resolve: a measurement then starts a bare node
- * instead of tsx transforming the generator again, which on a busy machine took seconds each.
- * Falls back to tsx when esbuild cannot be loaded.
+ * `entry` as one plain JavaScript file (esbuild, tsx's own dependency) in node_modules/.cache, so
+ * that its bare imports resolve from the checkout's node_modules: a bare node then starts it
+ * instead of tsx transforming it again (seconds on a busy machine, many minutes under valgrind).
+ * Removed when this process exits. Throws when esbuild cannot be loaded.
  */
+export async function bundleForNode(entry: string, name: string): Promise<string> {
+  const esbuild = (await import('esbuild' as string)) as { build(o: Record<string, unknown>): Promise<unknown> };
+  const dir = join(root, 'node_modules', '.cache', 'switchyard-bench');
+  mkdirSync(dir, { recursive: true });
+  const outfile = join(dir, `${name}-${process.pid}.mjs`);
+  await esbuild.build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    packages: 'external',
+    platform: 'node',
+    format: 'esm',
+    target: `node${process.versions.node}`,
+    logLevel: 'silent',
+  });
+  process.once('exit', () => rmSync(outfile, { force: true }));
+  return outfile;
+}
+
+/** The load generator, bundled once per run (bundleForNode); tsx when esbuild cannot be loaded. */
 let compiled: Promise<string[]> | undefined;
 function loadgenCommand(): Promise<string[]> {
-  compiled ??= (async () => {
-    try {
-      const esbuild = (await import('esbuild' as string)) as {
-        build(o: Record<string, unknown>): Promise<unknown>;
-      };
-      const dir = join(root, 'node_modules', '.cache', 'switchyard-bench');
-      mkdirSync(dir, { recursive: true });
-      const outfile = join(dir, `loadgen-${process.pid}.mjs`);
-      await esbuild.build({
-        entryPoints: [loadgen],
-        outfile,
-        bundle: true,
-        packages: 'external',
-        platform: 'node',
-        format: 'esm',
-        target: `node${process.versions.node}`,
-        logLevel: 'silent',
-      });
-      process.once('exit', () => rmSync(outfile, { force: true }));
-      return [outfile];
-    } catch {
-      return ['--import', 'tsx', loadgen];
-    }
-  })();
+  compiled ??= bundleForNode(loadgen, 'loadgen').then(
+    (file) => [file],
+    () => ['--import', 'tsx', loadgen],
+  );
   return compiled;
 }
 

@@ -18,20 +18,18 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import {
   appendFileSync,
-  copyFileSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
-  rmSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
-import { envNum, runBench, startNodeServer, waitUntilReady } from '../common/harness.ts';
+import { bundleForNode, envNum, runBench, startNodeServer, waitUntilReady } from '../common/harness.ts';
 import type { Target } from '../common/measure.ts';
 import { fmt, gitCommit, machine, printTable, writeResults } from '../common/report.ts';
 import {
@@ -143,35 +141,9 @@ function annotate(file: string, rows: number): string[] {
     .slice(0, rows);
 }
 
-/**
- * A bench server as one plain JavaScript file (esbuild, tsx's own dependency), so that the floor
- * starts under valgrind without tsx transforming it there (which took many minutes).
- */
-async function bundled(file: string): Promise<string> {
-  const esbuild = (await import('esbuild' as string)) as { build(o: Record<string, unknown>): Promise<unknown> };
-  const outfile = join(logDir, `${file.split('/').pop()!.replace(/\.ts$/, '')}.mjs`);
-  await esbuild.build({
-    entryPoints: [file],
-    outfile,
-    bundle: true,
-    packages: 'external',
-    platform: 'node',
-    format: 'esm',
-    target: `node${process.versions.node}`,
-    logLevel: 'silent',
-  });
-  // Bare package imports resolve from the checkout's node_modules: the bundle lives beside them.
-  const local = join(
-    root,
-    'node_modules',
-    '.cache',
-    'switchyard-bench',
-    `instr-${process.pid}-${outfile.split('/').pop()}`,
-  );
-  mkdirSync(join(root, 'node_modules', '.cache', 'switchyard-bench'), { recursive: true });
-  copyFileSync(outfile, local);
-  process.once('exit', () => rmSync(local, { force: true }));
-  return local;
+/** A bench server as one plain JavaScript file, so that the floor starts under valgrind without tsx. */
+function bundled(file: string): Promise<string> {
+  return bundleForNode(file, `instr-${file.split('/').pop()!.replace(/\.ts$/, '')}`);
 }
 
 interface Figures {
