@@ -58,9 +58,9 @@ export async function shippedFilter(): Promise<{
   const config = parseYaml(readFileSync(CONFIG, 'utf8')) as {
     resources: Record<string, Record<string, unknown>>;
   };
-  const options = config.resources.classifiers;
+  const { type: _type, ...options } = config.resources.classifiers; // `type` names the resource type
   const [resource] = classify as unknown as [ResourceDefinition<Record<string, unknown>, ClassifierSet>];
-  const instance = await resource.create({ ...options, load: 'lazy' }, createTestEnv({ configDir: dirname(CONFIG) }));
+  const instance = await resource.create(options, createTestEnv({ configDir: dirname(CONFIG) }));
   const tenants = (
     parseYaml(readFileSync(join(dirname(CONFIG), 'safety-filter/tenants.yaml'), 'utf8')) as { tenants: Tenant[] }
   ).tenants;
