@@ -20,6 +20,7 @@ import {
   openaiWire,
   type PolicyDecision,
   readJsonObject,
+  respond,
 } from '../../runtime/index.ts';
 import type { ClassifierSet } from '../classify/api.ts';
 import { type EvaluationData, scoresOf } from './data.ts';
@@ -68,7 +69,7 @@ export const policyApiPlugin = definePlugin<PolicyApiOptions>({
     const classifiers = options.classifiers ? env.resource<ClassifierSet>(options.classifiers) : undefined;
     if (options.op === 'list') {
       return async (ctx) => {
-        ctx.body = { policies: store.describe() };
+        respond(ctx, { policies: store.describe() });
       };
     }
     const route = options.route ? parseRoute(options.route) : undefined;
@@ -78,13 +79,13 @@ export const policyApiPlugin = definePlugin<PolicyApiOptions>({
       const started = performance.now();
       if (test.policy !== undefined) requireKnownPolicy(store, test.policy);
       if (!route) {
-        ctx.body = { ...(await evaluateAlone(store, classifiers, test, ctx.path)), latency_ms: since(started) };
+        respond(ctx, { ...(await evaluateAlone(store, classifiers, test, ctx.path)), latency_ms: since(started) });
         return;
       }
       const dryRun = env.service.dryRun;
       if (!dryRun) throw new GatewayError('unavailable', 'The service is not running yet');
       const result = await dryRun(dryRunRequest(route, test));
-      ctx.body = { ...report(result, test), latency_ms: since(started) };
+      respond(ctx, { ...report(result, test), latency_ms: since(started) });
     };
   },
 });
