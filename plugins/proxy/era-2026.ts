@@ -51,6 +51,7 @@ import {
   type JsonRpcRequest,
   type RpcSessions,
   type RpcUpstream,
+  respond,
   type ServerMessageListener,
   type SessionOwner,
   sessionOwner,
@@ -408,8 +409,7 @@ export async function proxyModern(
   unsupportedModern(rpc);
   if (rpc.id === undefined) {
     // notifications/cancelled (or another notification): accepted, never forwarded (see above).
-    ctx.body = null;
-    ctx.status = 202;
+    respond(ctx, null, { status: 202 });
     return;
   }
   const owner = sessionOwner(ctx);

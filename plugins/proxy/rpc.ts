@@ -23,6 +23,7 @@ import {
   type RpcSessions,
   type RpcUpstream,
   readJson,
+  respond,
   sessionOwner,
   subjectOf,
 } from '../../runtime/index.ts';
@@ -86,8 +87,7 @@ async function endSession(
 ): Promise<void> {
   if (id === undefined) throw sessionRequired();
   if (!(await sessions.end(id, subject))) throw unknownSession();
-  ctx.body = null;
-  ctx.status = 204;
+  respond(ctx, null, { status: 204 });
 }
 
 function sessionRequired(): GatewayError {
@@ -97,10 +97,9 @@ function sessionRequired(): GatewayError {
   });
 }
 
-/** 202 with no body (Koa turns a null body into 204 unless the status is set afterwards). */
+/** 202 with no body. */
 function accepted(ctx: GatewayContext): void {
-  ctx.body = null;
-  ctx.status = 202;
+  respond(ctx, null, { status: 202 });
 }
 
 /**

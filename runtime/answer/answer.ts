@@ -395,6 +395,8 @@ export class Answer {
   /** A body written whole: its end is now, and its trailers go as headers. */
   #wholeBody(ctx: GatewayContext, body: Buffer | null): void {
     ctx.body = body;
+    // Koa turns a null body into a 204: the answer's status (a 202 with no body) stands.
+    if (body === null) ctx.status = this.status;
     this.#ended(true);
     if (!this.#trailers) return;
     for (const [name, value] of this.#trailers) {
