@@ -19,7 +19,7 @@ import {
   type JsonSchema,
   respond,
 } from '../../runtime/index.ts';
-import type { AuditChain, VerifyRange } from '../audit-chain/api.ts';
+import { type AuditChain, chainOption, type VerifyRange } from '../audit-chain/api.ts';
 import { exclusiveEnd, parseInstant } from './time.ts';
 
 const DEFAULT_LIMIT = 100;
@@ -31,13 +31,7 @@ const optionsSchema = {
   additionalProperties: false,
   required: ['op'],
   properties: {
-    chain: {
-      type: 'string',
-      minLength: 1,
-      default: 'audit',
-      'x-ref': 'resource',
-      description: 'Name of the audit-chain resource',
-    },
+    chain: chainOption,
     op: { enum: ['list', 'verify'], description: 'Operation of this route' },
   },
 } as const satisfies JsonSchema;

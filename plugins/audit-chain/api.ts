@@ -41,6 +41,15 @@ export interface AuditRecord {
 /** `prev_hash` of the first record: 64 zeros. */
 export const GENESIS_HASH = '0'.repeat(64);
 
+/** The `chain` option of the stages that use a chain (audit, audit-api): one declaration. */
+export const chainOption = {
+  type: 'string',
+  minLength: 1,
+  default: 'audit',
+  'x-ref': 'resource',
+  description: 'Name of the audit-chain resource',
+} as const;
+
 export interface AuditQuery {
   /** ISO 8601 timestamp: records at or after it. */
   start?: string;

@@ -38,19 +38,13 @@ import {
   type Stage,
   type StageAnswer,
 } from '../../runtime/index.ts';
-import type { AuditChain, AuditEntry } from './api.ts';
+import { type AuditChain, type AuditEntry, chainOption } from './api.ts';
 
 const optionsSchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    chain: {
-      type: 'string',
-      minLength: 1,
-      default: 'audit',
-      'x-ref': 'resource',
-      description: 'Name of the audit-chain resource',
-    },
+    chain: chainOption,
   },
 } as const satisfies JsonSchema;
 
