@@ -279,3 +279,61 @@ describe('a 2025-11-25 client through the typed proxy to a 2026-07-28-only upstr
     expect(after.status).toBe(404);
   });
 });
+
+describe('both eras on the route in front of the 2026-07-28-only upstream', () => {
+  it('a 2026-07-28 request is forwarded as it came (resultType and cache hints kept)', async () => {
+    const res = await post(
+      {
+        jsonrpc: '2.0',
+        id: 9,
+        method: 'tools/list',
+        params: {
+          _meta: {
+            [`${meta}protocolVersion`]: modern,
+            [`${meta}clientCapabilities`]: {},
+            [`${meta}clientInfo`]: { name: 'raw-2026', version: '1.0.0' },
+          },
+        },
+      },
+      { 'mcp-protocol-version': modern, 'mcp-method': 'tools/list' },
+    );
+    expect(res.status).toBe(200);
+    expect(res.body?.result).toMatchObject({ resultType: 'complete', ttlMs: 60000, cacheScope: 'public' });
+    expect(field(sentUpstream('tools/list').at(-1)?.body.params, '_meta')).toMatchObject({
+      [`${meta}clientInfo`]: { name: 'raw-2026', version: '1.0.0' },
+    });
+  });
+});
+
+describe('upstream_era: modern, configured', () => {
+  let configured: ModernServer;
+  let service: StartedService;
+  beforeAll(async () => {
+    configured = await startModernOnlyServer();
+    service = await startService(config, {
+      warmupMs: 15000,
+      set: [
+        `upstreams.everything={kind: jsonrpc, url: "${configured.url}", protocol: mcp}`,
+        // The JSON-RPC route's proxy stage (configs/typed-proxy.yaml).
+        'routes.2.pipeline.9.proxy.upstream_era=modern',
+      ],
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await service?.close();
+    await configured?.close();
+  });
+
+  it('no probe: the only server/discover is the one initialize is answered from', async () => {
+    const client = new Client({ name: 'sdk-v1', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${service.url}/`)));
+    try {
+      const { tools } = await client.listTools();
+      expect(tools.map((t) => t.name)).toContain('echo');
+      expect(configured.received.filter((r) => r.method === 'server/discover')).toHaveLength(1);
+      expect(configured.received.filter((r) => r.method === 'initialize')).toHaveLength(0);
+    } finally {
+      await client.close();
+    }
+  });
+});
