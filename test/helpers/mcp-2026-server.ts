@@ -95,7 +95,18 @@ function decodeHeader(value: string): string {
   return m ? Buffer.from(m[1] as string, 'base64').toString('utf8') : value;
 }
 
-export async function startModernOnlyServer(updateEveryMs = 100): Promise<ModernServer> {
+export interface ModernServerOptions {
+  /** How often a listen stream sends the updates of its resources (ms). */
+  updateEveryMs?: number;
+  /**
+   * false: the multi-round tool asks for input whatever the request's capabilities (a server that
+   * does not check them, to see what the gateway does itself).
+   */
+  checkCapabilities?: boolean;
+}
+
+export async function startModernOnlyServer(options: ModernServerOptions = {}): Promise<ModernServer> {
+  const { updateEveryMs = 100, checkCapabilities = true } = options;
   const received: Received[] = [];
   let listening = 0;
   let listensOpened = 0;
@@ -167,7 +178,7 @@ export async function startModernOnlyServer(updateEveryMs = 100): Promise<Modern
           ],
         });
       case 'trigger-elicitation-request': {
-        if (caps.elicitation === undefined) {
+        if (checkCapabilities && caps.elicitation === undefined) {
           throw new RpcError(
             -32021,
             'Missing required client capability',

@@ -305,11 +305,11 @@ describe('both eras on the route in front of the 2026-07-28-only upstream', () =
   });
 });
 
-describe('upstream_era: modern, configured', () => {
+describe('upstream_era: modern, configured; an upstream that does not check capabilities', () => {
   let configured: ModernServer;
   let service: StartedService;
   beforeAll(async () => {
-    configured = await startModernOnlyServer();
+    configured = await startModernOnlyServer({ checkCapabilities: false });
     service = await startService(config, {
       warmupMs: 15000,
       set: [
@@ -332,6 +332,23 @@ describe('upstream_era: modern, configured', () => {
       expect(tools.map((t) => t.name)).toContain('echo');
       expect(configured.received.filter((r) => r.method === 'server/discover')).toHaveLength(1);
       expect(configured.received.filter((r) => r.method === 'initialize')).toHaveLength(0);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('input the client did not declare a capability for: a clear error from the gateway, no stream, no retry', async () => {
+    const client = new Client({ name: 'sdk-v1', version: '1.0.0' }, { capabilities: { sampling: {} } });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${service.url}/`)));
+    try {
+      const calls = () => configured.received.filter((r) => r.method === 'tools/call').length;
+      const before = calls();
+      const err = await client.callTool({ name: 'trigger-elicitation-request', arguments: {} }).catch((e) => e);
+      expect(err).toBeInstanceOf(McpError);
+      expect((err as McpError).code).toBe(-32603);
+      expect((err as McpError).message).toMatch(/did not declare: elicitation/);
+      expect((err as McpError).data).toMatchObject({ requiredCapabilities: { elicitation: {} } });
+      expect(calls()).toBe(before + 1);
     } finally {
       await client.close();
     }
