@@ -201,6 +201,21 @@ describe('a 2025-11-25 client through the typed proxy to a 2026-07-28-only upstr
     }
   });
 
+  it('a client that answers the elicitation with an error ends the call with a clear error', async () => {
+    const { client } = await connect({ elicitation: {} });
+    client.setRequestHandler(ElicitRequestSchema, async () => {
+      throw new McpError(-32600, 'the user closed the dialog');
+    });
+    try {
+      const err = await client.callTool({ name: 'trigger-elicitation-request', arguments: {} }).catch((e) => e);
+      expect(err).toBeInstanceOf(McpError);
+      expect((err as McpError).code).toBe(-32603);
+      expect((err as McpError).message).toMatch(/client refused the server's request: .*the user closed the dialog/);
+    } finally {
+      await client.close();
+    }
+  });
+
   it('without the elicitation capability the multi-round tool is a clear error, not a hang', async () => {
     const { client } = await connect();
     try {
@@ -272,6 +287,17 @@ describe('a 2025-11-25 client through the typed proxy to a 2026-07-28-only upstr
       { 'mcp-session-id': session },
     );
     expect(unknownMethod.body?.error?.code).toBe(-32601);
+    // GET and DELETE need the session id.
+    const getNone = await fetch(`${svc.url}/`, {
+      headers: { accept: 'text/event-stream', 'mcp-protocol-version': '2025-11-25' },
+    });
+    expect(getNone.status).toBe(400);
+    await getNone.body?.cancel();
+    const deleteNone = await fetch(`${svc.url}/`, {
+      method: 'DELETE',
+      headers: { 'mcp-protocol-version': '2025-11-25' },
+    });
+    expect(deleteNone.status).toBe(400);
     // DELETE ends the session; its id is unknown afterwards.
     const del = await fetch(`${svc.url}/`, { method: 'DELETE', headers: { 'mcp-session-id': session } });
     expect(del.status).toBe(204);
