@@ -47,6 +47,7 @@ import {
   type JsonRpcRequest,
   readJson,
   respond,
+  sessionOwner,
   sseData,
   subjectOf,
 } from '../../runtime/index.ts';
@@ -66,6 +67,11 @@ import { unknownSession } from './session-binding.ts';
 const meta = 'io.modelcontextprotocol/';
 /** Sessions kept per upstream path at most: past it, the longest idle one is ended. */
 const maxSessions = 1024;
+/**
+ * Sessions one client (its subject, else its address) holds at most: past it, its own longest
+ * idle one is ended, so that a client opening sessions in a loop ends its own, not the others'.
+ */
+const maxSessionsPerClient = 64;
 /** A session with nothing open that was not used for this long is ended. */
 const idleMs = 30 * 60_000;
 /** How long a server request sent to the client waits for its response. */
@@ -87,6 +93,8 @@ interface Pending {
 /** A legacy client's session, held by the gateway. */
 interface ClientSession {
   id: string;
+  /** Who its share is counted by (SessionOwner.client). */
+  owner: string;
   subject?: string;
   version: string;
   capabilities: Record<string, unknown>;
@@ -120,11 +128,17 @@ class LegacyClients {
 
   open(init: Omit<ClientSession, 'id' | 'lastUsed' | 'subscriptions' | 'pending' | 'inflight'>): ClientSession {
     this.#sweep();
-    if (this.#sessions.size >= maxSessions) {
-      let oldest: ClientSession | undefined;
-      for (const s of this.#sessions.values()) if (!oldest || s.lastUsed < oldest.lastUsed) oldest = s;
-      if (oldest) this.end(oldest);
+    let own = 0;
+    let ownOldest: ClientSession | undefined;
+    let oldest: ClientSession | undefined;
+    for (const s of this.#sessions.values()) {
+      if (!oldest || s.lastUsed < oldest.lastUsed) oldest = s;
+      if (s.owner !== init.owner) continue;
+      own++;
+      if (!ownOldest || s.lastUsed < ownOldest.lastUsed) ownOldest = s;
     }
+    if (own >= maxSessionsPerClient && ownOldest) this.end(ownOldest);
+    else if (this.#sessions.size >= maxSessions && oldest) this.end(oldest);
     const session: ClientSession = {
       ...init,
       id: randomBytes(18).toString('base64url'),
@@ -233,6 +247,7 @@ export async function proxyLegacyHttp(
       ? clients.get(sessionId, subject)
       : {
           id: '',
+          owner: '',
           subject,
           version: legacyVersion,
           capabilities: {},
@@ -291,7 +306,15 @@ async function initialize(
   }
   const discovered = answer.result as Message;
   const server = asObject(discovered.capabilities);
-  const session = clients.open({ subject: subjectOf(ctx), version, capabilities, clientInfo, server });
+  const owner = sessionOwner(ctx);
+  const session = clients.open({
+    owner: owner.client,
+    subject: owner.subject,
+    version,
+    capabilities,
+    clientInfo,
+    server,
+  });
   const serverInfo = asObject(discovered._meta)[`${meta}serverInfo`];
   const result: Message = {
     protocolVersion: version,

@@ -379,4 +379,38 @@ describe('upstream_era: modern, configured; an upstream that does not check capa
       await client.close();
     }
   });
+
+  it('one client holds at most 64 sessions: opening more ends its own oldest', async () => {
+    const send = (body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${service.url}/`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-11-25',
+          ...headers,
+        },
+        body: JSON.stringify(body),
+      });
+    const open = async () => {
+      const res = await send({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'loop', version: '1' } },
+      });
+      await res.arrayBuffer();
+      return res.headers.get('mcp-session-id') as string;
+    };
+    const first = await open();
+    let last = first;
+    for (let i = 0; i < 64; i++) last = await open();
+    const ping = async (session: string) => {
+      const res = await send({ jsonrpc: '2.0', id: 2, method: 'ping' }, { 'mcp-session-id': session });
+      await res.arrayBuffer();
+      return res.status;
+    };
+    expect(await ping(first)).toBe(404);
+    expect(await ping(last)).toBe(200);
+  });
 });
