@@ -33,9 +33,11 @@
  * - `ping` is answered by the gateway; `notifications/cancelled` cancels the named request (the
  *   upstream request is closed, which is the revision's cancellation over HTTP); other client
  *   notifications are accepted and not forwarded. DELETE ends the session and all it holds.
+ * - Progress: a request with a `progressToken` whose client accepts an event stream is answered
+ *   with one: the upstream's `notifications/progress` for it as they come, then the response.
  * - What is not mapped is a clear error: `logging/setLevel` -32601 (not declared at initialize); a
  *   request from a client without a session (no `Mcp-Session-Id`) is mapped with no capabilities.
- *   Progress and log notifications the upstream streams with a request are not carried.
+ *   Log notifications the upstream streams with a request are not carried.
  */
 import { randomBytes } from 'node:crypto';
 import { PassThrough } from 'node:stream';
@@ -43,6 +45,7 @@ import {
   Answer,
   type GatewayContext,
   GatewayError,
+  type HttpForwardResponse,
   type HttpUpstream,
   type JsonRpcRequest,
   readJson,
@@ -357,43 +360,52 @@ async function forward(
     if (session.inflight.get(key) === abort) session.inflight.delete(key);
   };
   const params = legacyParams(rpc.params);
-  const call = (p: Message) => upstreamCall(ctx, clients, session, rpc.method, p, { timeoutMs, signal: abort.signal });
-  let first: Message;
-  try {
-    first = await call(params);
-    if (!isInputRequired(first)) {
-      ctx.state.answer = Answer.fromJson(ctx, legacyResponse(first, rpc, clients.upstream.name));
+  const accepts = /\btext\/event-stream\b/i.test(ctx.get('accept'));
+  // Progress asked for and an event stream accepted: the answer streams the upstream's progress.
+  const progress = asObject(params._meta).progressToken !== undefined && accepts;
+  const out: { send?: (m: Message) => void } = {};
+  const call = (p: Message) =>
+    upstreamCall(ctx, clients, session, rpc.method, p, {
+      timeoutMs,
+      signal: abort.signal,
+      onProgress: (m) => out.send?.(m),
+    });
+  let first: Message | undefined;
+  if (!progress) {
+    try {
+      first = await call(params);
+      if (!isInputRequired(first)) {
+        ctx.state.answer = Answer.fromJson(ctx, legacyResponse(first, rpc, clients.upstream.name));
+        done();
+        return;
+      }
+      // Refused before any stream is opened: a capability the client lacks, no event stream accepted.
+      inputRequestsOf(first, session, clients.upstream.name);
+      if (!accepts) {
+        throw new GatewayError(
+          'bad_request',
+          'The server asks the client for input; the request must accept text/event-stream',
+          { rpcCode: -32603, details: { upstream: clients.upstream.name } },
+        );
+      }
+    } catch (err) {
       done();
-      return;
+      throw err;
     }
-    // Refused before any stream is opened: a capability the client lacks, no event stream accepted.
-    inputRequestsOf(first, session, clients.upstream.name);
-    if (!/\btext\/event-stream\b/i.test(ctx.get('accept'))) {
-      throw new GatewayError(
-        'bad_request',
-        'The server asks the client for input; the request must accept text/event-stream',
-        {
-          rpcCode: -32603,
-          details: { upstream: clients.upstream.name },
-        },
-      );
-    }
-  } catch (err) {
-    done();
-    throw err;
   }
-  // Rounds: the server's input requests go to the client on this request's event stream.
+  // An event stream: the upstream's progress, the server's input requests, then the response.
   const body = new PassThrough();
   const send = (m: Message) => {
     if (!body.writableEnded) body.write(`event: message\ndata: ${JSON.stringify(m)}\n\n`);
   };
+  out.send = send;
   ctx.state.answer = new Answer(ctx, {
     status: 200,
     headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' },
     body,
   });
   const rounds = async (): Promise<Message> => {
-    let current = first;
+    let current = first ?? (await call(params));
     for (let round = 1; isInputRequired(current); round++) {
       if (round > maxRounds) {
         throw new GatewayError('upstream_error', `The upstream asked for input more than ${maxRounds} times`, {
@@ -760,7 +772,7 @@ async function upstreamCall(
   session: Pick<ClientSession, 'capabilities' | 'clientInfo'>,
   method: string,
   params: Message,
-  o: { timeoutMs?: number; signal?: AbortSignal },
+  o: { timeoutMs?: number; signal?: AbortSignal; onProgress?: (notification: Message) => void },
 ): Promise<Message> {
   const wireId = `switchyard-${++wireIds}`;
   const name =
@@ -787,10 +799,51 @@ async function upstreamCall(
   const onAbort = () => res.body.destroy();
   o.signal?.addEventListener('abort', onAbort, { once: true });
   try {
-    return await responseOf(res, wireId, clients.upstream.name, o.timeoutMs);
+    const type = (header(res.headers['content-type']) ?? '').toLowerCase();
+    return type.startsWith('text/event-stream')
+      ? await streamedResponse(res, wireId, clients.upstream.name, o.timeoutMs ?? res.timeoutMs, o.onProgress)
+      : await responseOf(res, wireId, clients.upstream.name, o.timeoutMs);
   } finally {
     o.signal?.removeEventListener('abort', onAbort);
   }
+}
+
+/** The response to `wireId` in an event stream read as it comes, its progress notifications to `onProgress`. */
+async function streamedResponse(
+  res: HttpForwardResponse,
+  wireId: string,
+  upstream: string,
+  ms: number | undefined,
+  onProgress?: (notification: Message) => void,
+): Promise<Message> {
+  let timedOut = false;
+  const timer =
+    ms === undefined
+      ? undefined
+      : setTimeout(() => {
+          timedOut = true;
+          res.body.destroy();
+        }, ms);
+  try {
+    for await (const data of sseData(res.body)) {
+      const m = asObject(parse(data));
+      if (typeof m.method === 'string') {
+        if (m.id === undefined && m.method === 'notifications/progress') onProgress?.(m);
+        continue;
+      }
+      if (m.id === wireId) return m;
+    }
+  } catch (err) {
+    if (!timedOut) throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+  if (timedOut) {
+    throw new GatewayError('upstream_timeout', `Upstream did not send its whole answer within ${ms} ms`, {
+      details: { upstream, timeout_ms: ms },
+    });
+  }
+  throw new GatewayError('upstream_error', 'The upstream sent no JSON-RPC answer', { details: { upstream } });
 }
 
 function modernMeta(session: Pick<ClientSession, 'capabilities' | 'clientInfo'>): Message {

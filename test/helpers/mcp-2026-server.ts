@@ -49,6 +49,19 @@ const tools = [
     },
   },
   {
+    name: 'trigger-long-running-operation',
+    title: 'Trigger Long Running Operation Tool',
+    description: 'Demonstrates a long running operation with progress updates.',
+    inputSchema: {
+      type: 'object',
+      properties: {
+        duration: { default: 10, description: 'Duration of the operation in seconds', type: 'number' },
+        steps: { default: 5, description: 'Number of steps in the operation', type: 'number' },
+      },
+      $schema: 'http://json-schema.org/draft-07/schema#',
+    },
+  },
+  {
     name: 'trigger-elicitation-request',
     title: 'Trigger Elicitation Request Tool',
     description: 'Trigger a Request from the Server for User Elicitation',
@@ -286,6 +299,46 @@ export async function startModernOnlyServer(options: ModernServerOptions = {}): 
     });
   }
 
+  /** Its steps one every duration/steps seconds; with a progressToken and an event stream accepted, each step's progress first. */
+  function longRunning(req: IncomingMessage, res: ServerResponse, msg: Rpc): void {
+    const params = asObject(msg.params);
+    const args = asObject(params.arguments);
+    const duration = Number(args.duration ?? 10);
+    const steps = Number(args.steps ?? 5);
+    const token = asObject(params._meta).progressToken;
+    const events = token !== undefined && /text\/event-stream/.test(String(req.headers.accept));
+    const send = (m: unknown) => res.write(`event: message\ndata: ${JSON.stringify(m)}\n\n`);
+    if (events) res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    let step = 0;
+    const timer = setInterval(
+      () => {
+        step++;
+        if (events) {
+          send({
+            jsonrpc: '2.0',
+            method: 'notifications/progress',
+            params: { progressToken: token, progress: step, total: steps },
+          });
+        }
+        if (step < steps) return;
+        clearInterval(timer);
+        timers.delete(timer);
+        const text = `Long running operation completed. Duration: ${duration} seconds, Steps: ${steps}.`;
+        const response = { jsonrpc: '2.0', id: msg.id, result: complete({ content: [{ type: 'text', text }] }) };
+        if (events) {
+          send(response);
+          res.end();
+        } else json(res, 200, response);
+      },
+      (duration * 1000) / steps,
+    );
+    timers.add(timer);
+    res.once('close', () => {
+      clearInterval(timer);
+      timers.delete(timer);
+    });
+  }
+
   const server = createServer((req, res) => {
     if (new URL(req.url ?? '/', 'http://x').pathname !== '/mcp') return json(res, 404, { error: 'not found' });
     if (req.method !== 'POST') {
@@ -321,6 +374,10 @@ export async function startModernOnlyServer(options: ModernServerOptions = {}): 
           return res.end();
         }
         if (msg.method === 'subscriptions/listen') return listen(res, msg);
+        const params = asObject(msg.params);
+        if (msg.method === 'tools/call' && params.name === 'trigger-long-running-operation') {
+          return longRunning(req, res, msg);
+        }
         json(res, 200, { jsonrpc: '2.0', id, result: dispatch(msg, caps) });
       } catch (err) {
         if (!(err instanceof RpcError)) throw err;

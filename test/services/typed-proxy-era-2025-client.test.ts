@@ -111,7 +111,12 @@ describe('a 2025-11-25 client through the typed proxy to a 2026-07-28-only upstr
     const { client } = await connect({ roots: {} });
     try {
       const { tools } = await client.listTools();
-      expect(tools.map((t) => t.name)).toEqual(['echo', 'get-sum', 'trigger-elicitation-request']);
+      expect(tools.map((t) => t.name)).toEqual([
+        'echo',
+        'get-sum',
+        'trigger-long-running-operation',
+        'trigger-elicitation-request',
+      ]);
       const result = await client.callTool({ name: 'echo', arguments: { message: 'from 2025' } });
       expect(result.content).toEqual([{ type: 'text', text: 'Echo: from 2025' }]);
       const call = sentUpstream('tools/call').at(-1);
@@ -196,6 +201,24 @@ describe('a 2025-11-25 client through the typed proxy to a 2026-07-28-only upstr
       const retry = sentUpstream('tools/call').at(-1)?.body.params as Record<string, unknown>;
       expect(retry.requestState).toBe('elicit-round-1');
       expect(retry.inputResponses).toEqual({ name: { action: 'accept', content: { name: 'Ada' } } });
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('progress: the upstream’s notifications/progress reach the client before the result', async () => {
+    const { client } = await connect();
+    try {
+      const seen: Array<{ progress: number; total?: number }> = [];
+      const result = await client.callTool(
+        { name: 'trigger-long-running-operation', arguments: { duration: 0.2, steps: 4 } },
+        undefined,
+        { onprogress: (p) => seen.push({ progress: p.progress, total: p.total }) },
+      );
+      expect(result.content).toEqual([
+        { type: 'text', text: 'Long running operation completed. Duration: 0.2 seconds, Steps: 4.' },
+      ]);
+      expect(seen).toEqual([1, 2, 3, 4].map((progress) => ({ progress, total: 4 })));
     } finally {
       await client.close();
     }
