@@ -52,22 +52,73 @@ interface HttpHeld extends Held {
   version: string;
 }
 
+/**
+ * What an MCP upstream speaks: `modern` the 2026-07-28 revision and a legacy one (dual-era, or a
+ * modern server that did not say: both eras are forwarded), `legacy` only the 2025 revisions (a
+ * modern client is mapped: here), `modern-only` only 2026-07-28 (a legacy client is mapped:
+ * era-2025-client.ts).
+ */
+export type Era = 'modern' | 'legacy' | 'modern-only';
+
+/** The proxy's `upstream_era` option: `auto` probes the upstream with server/discover. */
+export type UpstreamEra = 'auto' | 'legacy' | 'modern' | 'dual';
+
+/** Legacy (initialize-based) versions: a server that lists none of them is modern-only. */
+export const legacyVersions = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
+
 /** Per upstream: its era (once known) and, per path, the legacy sessions held for modern clients. */
 class HttpEra {
-  verdict?: Promise<'modern' | 'legacy'>;
+  verdict?: Promise<Era>;
+  /** The verdict once settled (undefined while unknown or probing). */
+  known?: Era;
   readonly held = new Map<string, HeldSessions>();
   constructor(readonly upstream: HttpUpstream) {}
 }
 
 const eras = new WeakMap<HttpUpstream, HttpEra>();
 
-function eraOf(upstream: HttpUpstream): HttpEra {
+export function eraOf(upstream: HttpUpstream): HttpEra {
   let era = eras.get(upstream);
   if (!era) {
     era = new HttpEra(upstream);
     eras.set(upstream, era);
   }
   return era;
+}
+
+const configuredEras: Record<Exclude<UpstreamEra, 'auto'>, Era> = {
+  legacy: 'legacy',
+  dual: 'modern',
+  modern: 'modern-only',
+};
+
+/** The upstream's era: as configured, else probed once (a probe that fails to connect is tried again). */
+export function verdictOf(
+  upstream: HttpUpstream,
+  path: string,
+  configured: UpstreamEra,
+  timeoutMs?: number,
+): Promise<Era> {
+  if (configured !== 'auto') return Promise.resolve(configuredEras[configured]);
+  const era = eraOf(upstream);
+  if (!era.verdict) {
+    const probing = probe(upstream, path, timeoutMs);
+    era.verdict = probing;
+    probing.then(
+      (v) => {
+        if (era.verdict === probing) era.known = v;
+      },
+      () => {
+        if (era.verdict === probing) era.verdict = undefined;
+      },
+    );
+  }
+  return era.verdict;
+}
+
+/** The verdict without probing: configured, or already probed; undefined while unknown. */
+export function knownVerdict(upstream: HttpUpstream, configured: UpstreamEra): Era | undefined {
+  return configured !== 'auto' ? configuredEras[configured] : eras.get(upstream)?.known;
 }
 
 /**
@@ -80,16 +131,10 @@ export async function proxyModernHttp(
   rpc: JsonRpcRequest,
   path: string,
   timeoutMs?: number,
+  configured: UpstreamEra = 'auto',
 ): Promise<boolean> {
   const era = eraOf(upstream);
-  if (!era.verdict) {
-    const probing = probe(upstream, path, timeoutMs);
-    era.verdict = probing;
-    probing.catch(() => {
-      if (era.verdict === probing) era.verdict = undefined;
-    });
-  }
-  if ((await era.verdict) === 'modern') return false;
+  if ((await verdictOf(upstream, path, configured, timeoutMs)) !== 'legacy') return false;
   let held = era.held.get(path);
   if (!held) {
     held = new HeldSessions(new HttpLegacy(upstream, path));
@@ -221,14 +266,14 @@ class HttpLegacy implements LegacyTransport {
 }
 
 /** What every POST to the upstream says of its body and of the answers it takes (uncompressed, to be read). */
-const jsonPostHeaders = {
+export const jsonPostHeaders = {
   'content-type': 'application/json',
   accept: 'application/json, text/event-stream',
   'accept-encoding': 'identity',
 } as const;
 
 /** `server/discover` with the modern `_meta` and headers: which era the upstream speaks. */
-async function probe(upstream: HttpUpstream, path: string, timeoutMs?: number): Promise<'modern' | 'legacy'> {
+async function probe(upstream: HttpUpstream, path: string, timeoutMs?: number): Promise<Era> {
   const message = {
     jsonrpc: '2.0',
     id: 'switchyard-discover',
@@ -258,10 +303,19 @@ async function probe(upstream: HttpUpstream, path: string, timeoutMs?: number): 
   } catch {
     return 'legacy'; // no JSON-RPC answer at all: a legacy server's plain 400 / 404 / 405
   }
+  // The versions it lists (a discover result's, or an UnsupportedProtocolVersionError's): none of
+  // the legacy ones, a modern-only server.
   const result = answer.result as Record<string, unknown> | undefined;
-  if (result && Array.isArray(result.supportedVersions)) return 'modern';
-  const code = (answer.error as { code?: unknown } | undefined)?.code;
-  return typeof code === 'number' && modernErrors.has(code) ? 'modern' : 'legacy';
+  const error = answer.error as { code?: unknown; data?: { supported?: unknown } } | undefined;
+  const listed = result && Array.isArray(result.supportedVersions) ? result.supportedVersions : undefined;
+  if (listed) return modernOrOnly(listed);
+  const code = error?.code;
+  if (typeof code !== 'number' || !modernErrors.has(code)) return 'legacy';
+  return code === -32022 && Array.isArray(error?.data?.supported) ? modernOrOnly(error.data.supported) : 'modern';
+}
+
+function modernOrOnly(versions: unknown[]): Era {
+  return versions.some((v) => typeof v === 'string' && legacyVersions.includes(v)) ? 'modern' : 'modern-only';
 }
 
 function post(
@@ -288,7 +342,7 @@ function post(
 }
 
 /** The JSON-RPC response to `id` in an answer (one JSON object, or an event stream holding it). */
-async function responseOf(
+export async function responseOf(
   res: HttpForwardResponse,
   id: unknown,
   upstream: string,
@@ -324,7 +378,7 @@ async function responseOf(
 }
 
 /** The JSON messages of an event stream's `data:` fields. */
-function sseMessages(text: string): unknown[] {
+export function sseMessages(text: string): unknown[] {
   const out: unknown[] = [];
   for (const event of text.split(/\r?\n\r?\n/)) {
     const data = event
@@ -337,7 +391,7 @@ function sseMessages(text: string): unknown[] {
   return out;
 }
 
-function parse(text: string): unknown {
+export function parse(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {
@@ -345,6 +399,6 @@ function parse(text: string): unknown {
   }
 }
 
-function header(v: string | string[] | undefined): string | undefined {
+export function header(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }

@@ -21,8 +21,9 @@ import {
   type Stage,
   type Upstream,
 } from '../../runtime/index.ts';
+import { proxyLegacyHttp } from './era-2025-client.ts';
 import { heldSessionsOf, modernVersionOf, proxyModern } from './era-2026.ts';
-import { proxyModernHttp } from './era-2026-http.ts';
+import { proxyModernHttp, type UpstreamEra } from './era-2026-http.ts';
 import { requestHeaderNames } from './headers.ts';
 import { proxyHttp } from './http.ts';
 import { proxyRpc } from './rpc.ts';
@@ -37,6 +38,7 @@ interface ProxyOptions {
   path?: string;
   strip_prefix?: string;
   via: 'auto' | 'forward' | 'call';
+  upstream_era: UpstreamEra;
 }
 
 export default definePlugin<ProxyOptions>({
@@ -103,6 +105,15 @@ export default definePlugin<ProxyOptions>({
         description:
           "Removed from the start of the request's path before it is appended to the upstream's base URL " +
           '(e.g. `/v1` when the upstream URL is an OpenAI-style base ending in /v1).',
+      },
+      upstream_era: {
+        enum: ['auto', 'legacy', 'modern', 'dual'],
+        default: 'auto',
+        description:
+          'Which MCP revisions an MCP upstream over HTTP speaks: `legacy` (2025-11-25 and earlier: a 2026-07-28 ' +
+          'client is mapped onto a session the gateway holds), `modern` (2026-07-28 only: a 2025 client is mapped, the ' +
+          'gateway holding its session), `dual` (both forwarded as they came); `auto` asks the upstream once ' +
+          '(server/discover, or the supported list of its -32022 answer).',
       },
       via: {
         enum: ['auto', 'forward', 'call'],
@@ -201,10 +212,20 @@ export default definePlugin<ProxyOptions>({
         if (mcp && rpc && ctx.method === 'POST' && modernVersionOf(rpc) !== undefined) {
           const started = performance.now();
           try {
-            if (await proxyModernHttp(ctx, mcp, rpc, path, options.timeout_ms)) return;
+            if (await proxyModernHttp(ctx, mcp, rpc, path, options.timeout_ms, options.upstream_era)) return;
           } finally {
             http.observe(mcp.name, (performance.now() - started) / 1000);
           }
+        } else if (mcp) {
+          // A legacy client of an upstream that speaks only 2026-07-28: era-2025-client.ts.
+          const started = performance.now();
+          let forwarded = false;
+          try {
+            forwarded = !(await proxyLegacyHttp(ctx, mcp, path, options.upstream_era, options.timeout_ms));
+          } finally {
+            if (!forwarded) http.observe(mcp.name, (performance.now() - started) / 1000);
+          }
+          if (!forwarded) return;
         }
         return proxyHttp(ctx, list, { ...http, path, onFailover: onFailover?.(ctx.state.requestId) });
       };
