@@ -34,11 +34,13 @@ export { effectiveMode, enforcementModes, type Mode } from './mode.ts';
 export type { MetricsKit } from './observability/metrics.ts';
 export { latencyBuckets } from './observability/metrics.ts';
 export type {
+  Contract,
   FromSchema,
   HealthReport,
   JsonSchema,
   PluginDefinition,
   PluginEnv,
+  RequestHeader,
   ResourceDefinition,
   ResourceInstance,
   ServiceInfo,
@@ -49,7 +51,7 @@ export type {
   UpgradedConnection,
   UpgradeInfo,
 } from './plugin.ts';
-export { coreStateFields, definePlugin, defineResource, stateFieldOf } from './plugin.ts';
+export { coreStateFields, definePlugin, defineResource, requestHeader, stateFieldOf } from './plugin.ts';
 export type { ClientConnection, ConnectionsSnapshot } from './server/connections.ts';
 export { addressKey, sessionOwner, subjectOf } from './session-owner.ts';
 export type {

@@ -208,8 +208,22 @@ export type ResourceSpec<O, V> = Omit<ResourceDefinition<O, V>, 'kind' | 'create
   create(options: O, env: Omit<PluginEnv, 'stageId'>): ResourceInstance<V> | Promise<ResourceInstance<V>>;
 };
 
-/** State fields: a fixed list, or one worked out from the stage's validated options (defaults applied). */
-export type StateFields<O> = readonly StateField[] | ((options: O) => readonly StateField[]);
+/**
+ * A request header as `needs` and `provides` name it (`requestHeader(name)`): one a stage sets on
+ * the request that goes upstream, or one it reads that an earlier stage must have set.
+ */
+export type RequestHeader = `header:${string}`;
+
+/** What `needs` and `provides` name: a request-state field or a request header. */
+export type Contract = StateField | RequestHeader;
+
+/** The `needs` / `provides` entry of a request header (names are case-insensitive). */
+export function requestHeader(name: string): RequestHeader {
+  return `header:${name.toLowerCase()}`;
+}
+
+/** State fields (and request headers): a fixed list, or one worked out from the stage's validated options (defaults applied). */
+export type StateFields<O> = readonly Contract[] | ((options: O) => readonly Contract[]);
 
 export interface PluginDefinition<O = Record<string, unknown>> {
   kind: 'stage';
@@ -224,7 +238,11 @@ export interface PluginDefinition<O = Record<string, unknown>> {
    * The loader refuses a pipeline where no earlier stage provides a need.
    */
   needs?: StateFields<O>;
-  /** Request-state fields this stage writes for the stages after it. */
+  /**
+   * Request-state fields this stage writes for the stages after it, and request headers it sets
+   * on the request that goes upstream (`requestHeader(name)`): a need of a later stage, and no
+   * other stage of the path may set the same header.
+   */
   provides?: StateFields<O>;
   /**
    * Plugin names of stages this stage must wrap: where one of them is on the same request path,
@@ -256,7 +274,7 @@ export interface PluginDefinition<O = Record<string, unknown>> {
 }
 
 /** A stage's `needs` or `provides` for the given options. */
-export function stateFields<O>(fields: StateFields<O> | undefined, options: O): readonly StateField[] {
+export function stateFields<O>(fields: StateFields<O> | undefined, options: O): readonly Contract[] {
   if (fields === undefined) return [];
   return typeof fields === 'function' ? fields(options) : fields;
 }

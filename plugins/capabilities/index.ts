@@ -6,41 +6,36 @@
  * result validation against output schemas and tool-definition pinning) when schema-validate
  * runs with validate_results or pin_check on.
  */
-import { definePlugin, respond } from '../../runtime/index.ts';
+import { definePlugin, type FromSchema, type JsonSchema, respond } from '../../runtime/index.ts';
 import type { STypeRegistry } from '../stype-registry/api.ts';
 
-interface Options {
-  route: string;
-  registry?: string;
-  registry_path?: string;
-  protocol: string;
-  metrics_format: 'prometheus';
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['route'],
+  properties: {
+    route: {
+      type: 'string',
+      'x-ref': 'route',
+      description: 'Id of the route whose pipeline is described, e.g. "POST /".',
+    },
+    registry: { type: 'string', 'x-ref': 'resource', description: 'stype-registry resource to count.' },
+    registry_path: { type: 'string', description: 'Registry location to report (default: the resource name).' },
+    protocol: { type: 'string', default: 'jsonrpc-2.0' },
+    metrics_format: {
+      // What the metrics listener serves; anything else would be reported but not true.
+      enum: ['prometheus'],
+      default: 'prometheus',
+      description: 'Format of the metrics listener, as reported.',
+    },
+  },
+} as const satisfies JsonSchema;
+type Options = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<Options>({
   name: 'capabilities',
   description: 'Answer the capabilities object: proxy, enforcement, registry and metrics.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['route'],
-    properties: {
-      route: {
-        type: 'string',
-        'x-ref': 'route',
-        description: 'Id of the route whose pipeline is described, e.g. "POST /".',
-      },
-      registry: { type: 'string', 'x-ref': 'resource', description: 'stype-registry resource to count.' },
-      registry_path: { type: 'string', description: 'Registry location to report (default: the resource name).' },
-      protocol: { type: 'string', default: 'jsonrpc-2.0' },
-      metrics_format: {
-        // What the metrics listener serves; anything else would be reported but not true.
-        enum: ['prometheus'],
-        default: 'prometheus',
-        description: 'Format of the metrics listener, as reported.',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const registry = options.registry ? env.resource<STypeRegistry>(options.registry) : undefined;
     return async (ctx) => {

@@ -8,34 +8,40 @@
  * `test` runs the classifier as a request would (an ML model not loaded yet is loaded first); the
  * text is never logged. A classifier that fails to load or run is a 503 naming it.
  */
-import { definePlugin, type GatewayContext, GatewayError, readJsonObject, respond } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type FromSchema,
+  type GatewayContext,
+  GatewayError,
+  type JsonSchema,
+  readJsonObject,
+  respond,
+} from '../../runtime/index.ts';
 import type { ClassifierInfo, ClassifierSet } from '../classify/api.ts';
 
 type Op = 'list' | 'test' | 'warmup';
 
-interface Options {
-  classifiers: string;
-  op: Op;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['op'],
+  properties: {
+    classifiers: {
+      type: 'string',
+      minLength: 1,
+      default: 'classifiers',
+      'x-ref': 'resource',
+      description: 'Name of the classifier-set resource.',
+    },
+    op: { enum: ['list', 'test', 'warmup'], description: 'Operation of this route.' },
+  },
+} as const satisfies JsonSchema;
+type Options = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<Options>({
   name: 'classifiers-api',
   description: 'Admin endpoints of a classifier set: list classifiers, test one on a text, warm up all models.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['op'],
-    properties: {
-      classifiers: {
-        type: 'string',
-        minLength: 1,
-        default: 'classifiers',
-        'x-ref': 'resource',
-        description: 'Name of the classifier-set resource.',
-      },
-      op: { enum: ['list', 'test', 'warmup'], description: 'Operation of this route.' },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const set = env.resource<ClassifierSet>(options.classifiers);
     const handlers: Record<Op, (ctx: GatewayContext) => Promise<void>> = {

@@ -17,8 +17,10 @@ import {
   definePlugin,
   type Entity,
   type Filter,
+  type FromSchema,
   type GatewayContext,
   GatewayError,
+  type JsonSchema,
   respond,
 } from '../../runtime/index.ts';
 import { describeStage, jsonResponse, ref, validationResponse, validationSchemas } from '../openapi/api.ts';
@@ -35,120 +37,93 @@ import { FitRunner } from './fit-runner.ts';
 /** Entities × bootstrap samples at most (8 bytes each: 128 MiB). */
 const maxBootstrapCells = 16 * 1024 * 1024;
 
-interface LeaderboardOptions {
-  items: string;
-  outcomes?: string;
-  rating_field: string;
-  fields: { first: string; second: string; winner: string };
-  max_limit: number;
-  bradley_terry: {
-    prior: number;
-    max_bootstrap: number;
-    level: number;
-    max_iterations: number;
-    seed: number;
-    max_concurrent: number;
-    timeout_ms: number;
-    memory_mb: number;
-  };
-}
-
 const FIELD = '^[a-z][a-z0-9_]{0,63}$';
 const METHODS = ['elo', 'bradley-terry'] as const;
 
-export const eloLeaderboard = definePlugin<LeaderboardOptions>({
-  name: 'elo-leaderboard',
-  description: 'Leaderboard of a record-type by stored Elo rating, or by Bradley–Terry MLE with bootstrap intervals.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['items'],
-    properties: {
-      items: { type: 'string', 'x-ref': 'resource', description: 'record-type of the rated entities.' },
-      outcomes: {
-        type: 'string',
-        'x-ref': 'resource',
-        description: 'record-type of the outcomes (needed for bradley-terry).',
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['items'],
+  properties: {
+    items: { type: 'string', 'x-ref': 'resource', description: 'record-type of the rated entities.' },
+    outcomes: {
+      type: 'string',
+      'x-ref': 'resource',
+      description: 'record-type of the outcomes (needed for bradley-terry).',
+    },
+    rating_field: { type: 'string', pattern: FIELD, default: 'rating' },
+    fields: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        first: { type: 'string', pattern: FIELD, default: 'entity1_id' },
+        second: { type: 'string', pattern: FIELD, default: 'entity2_id' },
+        winner: { type: 'string', pattern: FIELD, default: 'selected_entity_id' },
       },
-      rating_field: { type: 'string', pattern: FIELD, default: 'rating' },
-      fields: {
-        type: 'object',
-        additionalProperties: false,
-        default: {},
-        properties: {
-          first: { type: 'string', pattern: FIELD, default: 'entity1_id' },
-          second: { type: 'string', pattern: FIELD, default: 'entity2_id' },
-          winner: { type: 'string', pattern: FIELD, default: 'selected_entity_id' },
+    },
+    max_limit: { type: 'integer', minimum: 1, default: 1000000, description: 'Largest `limit` accepted.' },
+    bradley_terry: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        prior: {
+          type: 'number',
+          minimum: 0,
+          default: 1,
+          description: 'Virtual wins and losses per entity against an average reference (0: plain MLE).',
         },
-      },
-      max_limit: { type: 'integer', minimum: 1, default: 1000000, description: 'Largest `limit` accepted.' },
-      bradley_terry: {
-        type: 'object',
-        additionalProperties: false,
-        default: {},
-        properties: {
-          prior: {
-            type: 'number',
-            minimum: 0,
-            default: 1,
-            description: 'Virtual wins and losses per entity against an average reference (0: plain MLE).',
-          },
-          max_bootstrap: {
-            type: 'integer',
-            minimum: 0,
-            maximum: 10000,
-            default: 1000,
-            description: 'Largest `bootstrap` accepted.',
-          },
-          level: {
-            type: 'number',
-            exclusiveMinimum: 0,
-            exclusiveMaximum: 1,
-            default: 0.95,
-            description: 'Coverage of the intervals.',
-          },
-          max_iterations: { type: 'integer', minimum: 1, default: 1000 },
-          seed: { type: 'integer', default: 1, description: 'Default bootstrap seed.' },
-          max_concurrent: {
-            type: 'integer',
-            minimum: 1,
-            default: 1,
-            description: 'Fits running at once (each in its own worker thread); more is 503 with Retry-After.',
-          },
-          timeout_ms: {
-            type: 'integer',
-            minimum: 1,
-            default: 15000,
-            description: 'Time limit of one fit, bootstrap included; beyond it the fit is stopped: 504.',
-          },
-          memory_mb: {
-            type: 'integer',
-            minimum: 16,
-            default: 512,
-            description: 'Heap limit of a fit worker (MiB); a fit that needs more is 503.',
-          },
+        max_bootstrap: {
+          type: 'integer',
+          minimum: 0,
+          maximum: 10000,
+          default: 1000,
+          description: 'Largest `bootstrap` accepted.',
+        },
+        level: {
+          type: 'number',
+          exclusiveMinimum: 0,
+          exclusiveMaximum: 1,
+          default: 0.95,
+          description: 'Coverage of the intervals.',
+        },
+        max_iterations: { type: 'integer', minimum: 1, default: 1000 },
+        seed: { type: 'integer', default: 1, description: 'Default bootstrap seed.' },
+        max_concurrent: {
+          type: 'integer',
+          minimum: 1,
+          default: 1,
+          description: 'Fits running at once (each in its own worker thread); more is 503 with Retry-After.',
+        },
+        timeout_ms: {
+          type: 'integer',
+          minimum: 1,
+          default: 15000,
+          description: 'Time limit of one fit, bootstrap included; beyond it the fit is stopped: 504.',
+        },
+        memory_mb: {
+          type: 'integer',
+          minimum: 16,
+          default: 512,
+          description: 'Heap limit of a fit worker (MiB); a fit that needs more is 503.',
         },
       },
     },
   },
+} as const satisfies JsonSchema;
+type LeaderboardOptions = FromSchema<typeof optionsSchema>;
+
+export const eloLeaderboard = definePlugin<LeaderboardOptions>({
+  name: 'elo-leaderboard',
+  description: 'Leaderboard of a record-type by stored Elo rating, or by Bradley–Terry MLE with bootstrap intervals.',
+  options: optionsSchema,
   create(options, env) {
     const items = env.resource<RecordType>(options.items);
     const outcomes = options.outcomes ? env.resource<RecordType>(options.outcomes) : undefined;
     const rating = options.rating_field;
-    const f = { ...{ first: 'entity1_id', second: 'entity2_id', winner: 'selected_entity_id' }, ...options.fields };
-    const bt = {
-      ...{
-        prior: 1,
-        max_bootstrap: 1000,
-        level: 0.95,
-        max_iterations: 1000,
-        seed: 1,
-        max_concurrent: 1,
-        timeout_ms: 15000,
-        memory_mb: 512,
-      },
-      ...options.bradley_terry,
-    };
+    const f = options.fields;
+    const bt = options.bradley_terry;
     const fits = new FitRunner({ maxConcurrent: bt.max_concurrent, timeoutMs: bt.timeout_ms, memoryMb: bt.memory_mb });
     const maxLimit = options.max_limit;
     /** The last Bradley–Terry board, valid while the change log head stays at `seq`. */

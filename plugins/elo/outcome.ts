@@ -16,6 +16,8 @@
 import {
   definePlugin,
   type EntityOperations,
+  type FromSchema,
+  type JsonSchema,
   type PluginEnv,
   readJson,
   respond,
@@ -33,24 +35,6 @@ import { type FieldSpecs, issue, type RecordType, validateBody, validationError,
 import { type PairState, pairKey } from './api.ts';
 import { eloUpdate } from './elo.ts';
 
-interface OutcomeFields {
-  first: string;
-  second: string;
-  winner: string;
-}
-
-interface OutcomeOptions {
-  items: string;
-  outcomes?: string;
-  pairs?: string;
-  k_factor: number;
-  scale: number;
-  rating_field: string;
-  count_field?: string;
-  fields: OutcomeFields;
-  retries: number;
-}
-
 const FIELD = '^[a-z][a-z0-9_]{0,63}$';
 
 const fieldsOption = {
@@ -63,7 +47,7 @@ const fieldsOption = {
     second: { type: 'string', pattern: FIELD, default: 'entity2_id' },
     winner: { type: 'string', pattern: FIELD, default: 'selected_entity_id' },
   },
-};
+} as const;
 
 const common = {
   items: { type: 'string', 'x-ref': 'resource', description: 'record-type of the rated entities.' },
@@ -80,12 +64,46 @@ const common = {
     default: 100,
     description: 'Reruns of the transaction after a version conflict.',
   },
-};
+} as const;
 
-const DEFAULT_FIELDS: OutcomeFields = { first: 'entity1_id', second: 'entity2_id', winner: 'selected_entity_id' };
+const eloSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['items', 'outcomes'],
+  properties: {
+    ...common,
+    outcomes: {
+      type: 'string',
+      'x-ref': 'resource',
+      description: 'record-type the outcomes are stored as (the answer).',
+    },
+    k_factor: {
+      type: 'number',
+      exclusiveMinimum: 0,
+      default: 32,
+      description: 'Elo K-factor: the largest rating change of one game.',
+    },
+    scale: { type: 'number', exclusiveMinimum: 0, default: 400, description: 'Rating points for 10:1 odds.' },
+    rating_field: { type: 'string', pattern: FIELD, default: 'rating' },
+  },
+} as const satisfies JsonSchema;
 
-function fieldsOf(o: { fields?: Partial<OutcomeFields> }): OutcomeFields {
-  return { ...DEFAULT_FIELDS, ...o.fields };
+const banditSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['items', 'pairs'],
+  properties: common,
+} as const satisfies JsonSchema;
+
+type EloOutcomeOptions = FromSchema<typeof eloSchema>;
+type BanditOutcomeOptions = FromSchema<typeof banditSchema>;
+/** What both outcome stages take (`pairs` is optional for elo-outcome). */
+type CommonOptions = FromSchema<{ type: 'object'; required: ['items']; properties: typeof common }>;
+type OutcomeFields = CommonOptions['fields'];
+
+/** The fields of an outcome body (the schema's defaults are applied to the options before use). */
+function fieldsOf(o: Pick<CommonOptions, 'fields'>): OutcomeFields {
+  return o.fields;
 }
 
 /** Checks the three ids: types (strict integers), distinct entities, winner one of them. */
@@ -147,105 +165,86 @@ export async function recordPair(
   return tx.upsertByKey(pairs.entityType, key, next, { ifVersion: current?.version, requestId });
 }
 
-function make(kind: 'elo' | 'bandit') {
-  return (options: OutcomeOptions, env: PluginEnv): Stage => {
-    const items = env.resource<RecordType>(options.items);
-    const outcomes = options.outcomes ? env.resource<RecordType>(options.outcomes) : undefined;
-    const pairs = options.pairs ? env.resource<RecordType>(options.pairs) : undefined;
-    if (kind === 'bandit' && !pairs) throw new Error('bandit-outcome needs `pairs`');
-    const f = fieldsOf(options);
-    const ratingField = options.rating_field;
-    const initial = Number(items.fields[ratingField]?.default ?? 1500);
-    const k = options.k_factor;
-    const scale = options.scale;
-    const countField = options.count_field;
-    const recorded = env.metrics.counter({
-      name: 'switchyard_elo_outcomes_total',
-      help: 'Pairwise outcomes recorded, by kind (elo: comparison with rating update; bandit: bandit state only)',
-      labelNames: ['kind'] as const,
-    });
+/** The rating update of elo-outcome (bandit-outcome has none). */
+interface EloSettings {
+  outcomes: string;
+  rating_field: string;
+  k_factor: number;
+  scale: number;
+}
 
-    return async (ctx) => {
-      const requestId = ctx.state.requestId;
-      const { data, a, b, w } = readOutcome(await readJson(ctx), f, outcomes);
-      const store = items.store();
-      const answer = await writeQueue(store)(() =>
-        store.transaction(
-          async (tx) => {
-            const found = await tx.getMany(items.entityType, [a, b]);
-            const ea = found.find((e) => e.id === a);
-            const eb = found.find((e) => e.id === b);
-            if (!ea) throw items.notFound(a);
-            if (!eb) throw items.notFound(b);
-            const da = { ...ea.data };
-            const db = { ...eb.data };
-            if (kind === 'elo') {
-              const ra = typeof da[ratingField] === 'number' ? (da[ratingField] as number) : initial;
-              const rb = typeof db[ratingField] === 'number' ? (db[ratingField] as number) : initial;
-              [da[ratingField], db[ratingField]] = eloUpdate(ra, rb, w === a ? 1 : 0, k, scale);
-            }
-            if (countField) {
-              da[countField] = (typeof da[countField] === 'number' ? (da[countField] as number) : 0) + 1;
-              db[countField] = (typeof db[countField] === 'number' ? (db[countField] as number) : 0) + 1;
-            }
-            if (kind === 'elo' || countField) {
-              await tx.update(items.entityType, a, da, { ifVersion: ea.version, requestId });
-              await tx.update(items.entityType, b, db, { ifVersion: eb.version, requestId });
-            }
-            const pair = pairs ? await recordPair(tx, pairs, a, b, w, requestId) : undefined;
-            // Stored last: the id is taken once both entities are locked by this transaction.
-            if (kind === 'elo' && outcomes)
-              return outcomes.project(await tx.create(outcomes.entityType, data, { requestId }));
-            return pair ? pairs!.project(pair) : { [f.first]: a, [f.second]: b, [f.winner]: w };
-          },
-          { retries: options.retries },
-        ),
-      );
-      recorded.inc({ kind });
-      respond(ctx, answer);
-    };
+function outcomeStage(options: CommonOptions, env: PluginEnv, elo?: EloSettings): Stage {
+  const kind = elo ? 'elo' : 'bandit';
+  const items = env.resource<RecordType>(options.items);
+  const outcomes = elo ? env.resource<RecordType>(elo.outcomes) : undefined;
+  const pairs = options.pairs ? env.resource<RecordType>(options.pairs) : undefined;
+  if (kind === 'bandit' && !pairs) throw new Error('bandit-outcome needs `pairs`');
+  const f = fieldsOf(options);
+  // not the schema default: the rating field's own default in the record-type, else Elo's usual start
+  const initial = elo ? Number(items.fields[elo.rating_field]?.default ?? 1500) : 0;
+  const countField = options.count_field;
+  const recorded = env.metrics.counter({
+    name: 'switchyard_elo_outcomes_total',
+    help: 'Pairwise outcomes recorded, by kind (elo: comparison with rating update; bandit: bandit state only)',
+    labelNames: ['kind'] as const,
+  });
+
+  return async (ctx) => {
+    const requestId = ctx.state.requestId;
+    const { data, a, b, w } = readOutcome(await readJson(ctx), f, outcomes);
+    const store = items.store();
+    const answer = await writeQueue(store)(() =>
+      store.transaction(
+        async (tx) => {
+          const found = await tx.getMany(items.entityType, [a, b]);
+          const ea = found.find((e) => e.id === a);
+          const eb = found.find((e) => e.id === b);
+          if (!ea) throw items.notFound(a);
+          if (!eb) throw items.notFound(b);
+          const da = { ...ea.data };
+          const db = { ...eb.data };
+          if (elo) {
+            const ratingField = elo.rating_field;
+            const ra = typeof da[ratingField] === 'number' ? (da[ratingField] as number) : initial;
+            const rb = typeof db[ratingField] === 'number' ? (db[ratingField] as number) : initial;
+            [da[ratingField], db[ratingField]] = eloUpdate(ra, rb, w === a ? 1 : 0, elo.k_factor, elo.scale);
+          }
+          if (countField) {
+            da[countField] = (typeof da[countField] === 'number' ? (da[countField] as number) : 0) + 1;
+            db[countField] = (typeof db[countField] === 'number' ? (db[countField] as number) : 0) + 1;
+          }
+          if (elo || countField) {
+            await tx.update(items.entityType, a, da, { ifVersion: ea.version, requestId });
+            await tx.update(items.entityType, b, db, { ifVersion: eb.version, requestId });
+          }
+          const pair = pairs ? await recordPair(tx, pairs, a, b, w, requestId) : undefined;
+          // Stored last: the id is taken once both entities are locked by this transaction.
+          if (kind === 'elo' && outcomes)
+            return outcomes.project(await tx.create(outcomes.entityType, data, { requestId }));
+          return pair ? pairs!.project(pair) : { [f.first]: a, [f.second]: b, [f.winner]: w };
+        },
+        { retries: options.retries },
+      ),
+    );
+    recorded.inc({ kind });
+    respond(ctx, answer);
   };
 }
 
-export const eloOutcome = definePlugin<OutcomeOptions>({
+export const eloOutcome = definePlugin<EloOutcomeOptions>({
   name: 'elo-outcome',
   description:
     'Record a pairwise outcome: Elo update of both entities, bandit state, and the outcome record, in one transaction.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['items', 'outcomes'],
-    properties: {
-      ...common,
-      outcomes: {
-        type: 'string',
-        'x-ref': 'resource',
-        description: 'record-type the outcomes are stored as (the answer).',
-      },
-      k_factor: {
-        type: 'number',
-        exclusiveMinimum: 0,
-        default: 32,
-        description: 'Elo K-factor: the largest rating change of one game.',
-      },
-      scale: { type: 'number', exclusiveMinimum: 0, default: 400, description: 'Rating points for 10:1 odds.' },
-      rating_field: { type: 'string', pattern: FIELD, default: 'rating' },
-    },
-  },
-  create: make('elo'),
+  options: eloSchema,
+  create: (options, env) => outcomeStage(options, env, options),
 });
 
-export const banditOutcome = definePlugin<OutcomeOptions>({
+export const banditOutcome = definePlugin<BanditOutcomeOptions>({
   name: 'bandit-outcome',
   description:
     'Record a pairwise outcome in the bandit state only (pair state and comparison counters): a manual update.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['items', 'pairs'],
-    properties: common,
-  },
-  create: make('bandit'),
+  options: banditSchema,
+  create: (options, env) => outcomeStage(options, env),
 });
 
 const outcomeBody = (f: OutcomeFields) => ({
@@ -260,8 +259,8 @@ const outcomeBody = (f: OutcomeFields) => ({
 });
 
 describeStage('elo-outcome', (raw, ctx) => {
-  const o = raw as OutcomeOptions;
-  const outcomes = ctx.resource<RecordType>(o.outcomes!);
+  const o = raw as EloOutcomeOptions;
+  const outcomes = ctx.resource<RecordType>(o.outcomes);
   const name = outcomes.title.replace(/[^A-Za-z0-9]/g, '');
   const f = fieldsOf(o);
   return {
@@ -283,8 +282,8 @@ describeStage('elo-outcome', (raw, ctx) => {
 });
 
 describeStage('bandit-outcome', (raw, ctx) => {
-  const o = raw as OutcomeOptions;
-  const pairs = ctx.resource<RecordType>(o.pairs!);
+  const o = raw as BanditOutcomeOptions;
+  const pairs = ctx.resource<RecordType>(o.pairs);
   const name = pairs.title.replace(/[^A-Za-z0-9]/g, '');
   const f = fieldsOf(o);
   return {

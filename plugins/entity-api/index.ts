@@ -18,8 +18,10 @@
 import {
   definePlugin,
   type Entity,
+  type FromSchema,
   type GatewayContext,
   GatewayError,
+  type JsonSchema,
   readJsonObject,
   respond,
   VersionConflictError,
@@ -39,55 +41,49 @@ import {
 } from './params.ts';
 import { etag, parseEtags, preconditionFailed, preconditionRequired } from './preconditions.ts';
 
-interface Options {
-  store: string;
-  op: 'entities' | 'openapi';
-  require_if_match: boolean;
-  default_limit: number;
-  max_limit: number;
-  base_path: string;
-}
-
 // GatewayError's static hasInstance narrows only to GatewayError: say what the check means.
 const isConflict = (err: unknown): err is VersionConflictError => err instanceof VersionConflictError;
 
 /** A PATCH without If-Match re-reads and retries this often when another write slips in between. */
 const PATCH_ATTEMPTS = 3;
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['store'],
+  properties: {
+    store: {
+      type: 'string',
+      minLength: 1,
+      'x-ref': 'resource',
+      description: 'An entity-store resource declared under resources:',
+    },
+    op: {
+      enum: ['entities', 'openapi'],
+      default: 'entities',
+      description: 'entities: serve /:type and /:type/:id routes; openapi: answer the OpenAPI 3.1 document',
+    },
+    require_if_match: {
+      type: 'boolean',
+      default: false,
+      description: 'Refuse PUT, PATCH and DELETE without If-Match (428) instead of letting the last write win',
+    },
+    default_limit: { type: 'integer', minimum: 1, default: 20, description: 'Page size when limit is not given' },
+    max_limit: { type: 'integer', minimum: 1, default: 100, description: 'Largest limit accepted (400 above)' },
+    base_path: {
+      type: 'string',
+      pattern: '^(/[A-Za-z0-9._~-]+)*$',
+      default: '/v1/entities',
+      description: 'openapi: the path the /:type and /:type/:id routes are under',
+    },
+  },
+} as const satisfies JsonSchema;
+type Options = FromSchema<typeof optionsSchema>;
+
 export default definePlugin<Options>({
   name: 'entity-api',
   description: 'HTTP API over an entity-store: create, read, replace, merge, delete, list; or its OpenAPI document',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['store'],
-    properties: {
-      store: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description: 'An entity-store resource declared under resources:',
-      },
-      op: {
-        enum: ['entities', 'openapi'],
-        default: 'entities',
-        description: 'entities: serve /:type and /:type/:id routes; openapi: answer the OpenAPI 3.1 document',
-      },
-      require_if_match: {
-        type: 'boolean',
-        default: false,
-        description: 'Refuse PUT, PATCH and DELETE without If-Match (428) instead of letting the last write win',
-      },
-      default_limit: { type: 'integer', minimum: 1, default: 20, description: 'Page size when limit is not given' },
-      max_limit: { type: 'integer', minimum: 1, default: 100, description: 'Largest limit accepted (400 above)' },
-      base_path: {
-        type: 'string',
-        pattern: '^(/[A-Za-z0-9._~-]+)*$',
-        default: '/v1/entities',
-        description: 'openapi: the path the /:type and /:type/:id routes are under',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const resource = env.resource<EntityStoreResource>(options.store);
     if (typeof resource?.store?.query !== 'function')

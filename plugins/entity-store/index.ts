@@ -17,7 +17,9 @@ import {
   defineResource,
   type EntityStore,
   type EntityStoreObserver,
+  type FromSchema,
   isGatewayError,
+  type JsonSchema,
   openEntityStore,
   openSqlDatabase,
   type SqlDatabase,
@@ -29,105 +31,94 @@ import { QueryWindow } from './query-stats.ts';
 import { SlowQueryLog } from './slow-queries.ts';
 import { StorageSampler } from './storage.ts';
 
-export interface EntityStoreOptions {
-  driver: 'sqlite' | 'postgres';
-  path: string;
-  url?: string;
-  pool_size: number;
-  sync_mode: 'normal' | 'full';
-  cache_size_mb: number;
-  cache_max_staleness_ms: number;
-  max_entities: number;
-  max_depth: number;
-  table_prefix: string;
-  indexes: Record<string, string[]>;
-  slow_query: { enabled: boolean; threshold_ms: number; log_file?: string };
-}
-
 const FIELD = '^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)*$';
 const RETRY_MIN_MS = 1000;
 const RETRY_MAX_MS = 30_000;
 
-export default defineResource<EntityStoreOptions, EntityStoreResource>({
-  type: 'entity-store',
-  description: 'Entity store (SQLite file or PostgreSQL) with db_* metrics, slow-query log and statistics',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      driver: { enum: ['sqlite', 'postgres'], default: 'sqlite' },
-      path: {
-        type: 'string',
-        minLength: 1,
-        default: './data/entities.db',
-        description: 'sqlite: database file, relative to the config file (its directory is created)',
-      },
-      url: {
-        type: 'string',
-        description: 'postgres: connection string, e.g. postgres://user@127.0.0.1:5432/db',
-      },
-      pool_size: { type: 'integer', minimum: 1, default: 10, description: 'postgres: connections' },
-      sync_mode: {
-        enum: ['normal', 'full'],
-        default: 'full',
-        description: 'sqlite: full = a commit survives power loss; normal = survives a process crash only (faster)',
-      },
-      cache_size_mb: {
-        type: 'integer',
-        minimum: 0,
-        default: 64,
-        description: 'Read cache of entities by id, in MiB (0: none); on SQLite also the page cache',
-      },
-      cache_max_staleness_ms: {
-        type: 'integer',
-        minimum: 0,
-        default: 250,
-        description: "How old a cached read may be with respect to other processes' writes (0: always checked)",
-      },
-      max_entities: {
-        type: 'integer',
-        minimum: 1,
-        default: 10000,
-        description: 'Most entities one query may return, expanded ones included',
-      },
-      max_depth: { type: 'integer', minimum: 1, default: 3, description: 'Deepest relation expansion' },
-      table_prefix: {
-        type: 'string',
-        pattern: '^[A-Za-z_][A-Za-z0-9_]{0,39}$',
-        default: 'entity_',
-        description: 'Prefix of the store tables (several stores in one database)',
-      },
-      indexes: {
-        type: 'object',
-        default: {},
-        description: 'Fields to index per entity type, e.g. {item: [rating, name]}',
-        propertyNames: { pattern: '^[a-z][a-z0-9_]*$' },
-        additionalProperties: { type: 'array', items: { type: 'string', pattern: FIELD } },
-      },
-      slow_query: {
-        type: 'object',
-        additionalProperties: false,
-        default: {},
-        properties: {
-          enabled: { type: 'boolean', default: true },
-          threshold_ms: {
-            type: 'integer',
-            minimum: 0,
-            default: 100,
-            description: 'Queries slower than this are logged',
-          },
-          log_file: {
-            type: 'string',
-            description: 'JSON-lines file, relative to the config file; empty or absent: the service log',
-          },
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    driver: { enum: ['sqlite', 'postgres'], default: 'sqlite' },
+    path: {
+      type: 'string',
+      minLength: 1,
+      default: './data/entities.db',
+      description: 'sqlite: database file, relative to the config file (its directory is created)',
+    },
+    url: {
+      type: 'string',
+      description: 'postgres: connection string, e.g. postgres://user@127.0.0.1:5432/db',
+    },
+    pool_size: { type: 'integer', minimum: 1, default: 10, description: 'postgres: connections' },
+    sync_mode: {
+      enum: ['normal', 'full'],
+      default: 'full',
+      description: 'sqlite: full = a commit survives power loss; normal = survives a process crash only (faster)',
+    },
+    cache_size_mb: {
+      type: 'integer',
+      minimum: 0,
+      default: 64,
+      description: 'Read cache of entities by id, in MiB (0: none); on SQLite also the page cache',
+    },
+    cache_max_staleness_ms: {
+      type: 'integer',
+      minimum: 0,
+      default: 250,
+      description: "How old a cached read may be with respect to other processes' writes (0: always checked)",
+    },
+    max_entities: {
+      type: 'integer',
+      minimum: 1,
+      default: 10000,
+      description: 'Most entities one query may return, expanded ones included',
+    },
+    max_depth: { type: 'integer', minimum: 1, default: 3, description: 'Deepest relation expansion' },
+    table_prefix: {
+      type: 'string',
+      pattern: '^[A-Za-z_][A-Za-z0-9_]{0,39}$',
+      default: 'entity_',
+      description: 'Prefix of the store tables (several stores in one database)',
+    },
+    indexes: {
+      type: 'object',
+      default: {},
+      description: 'Fields to index per entity type, e.g. {item: [rating, name]}',
+      propertyNames: { pattern: '^[a-z][a-z0-9_]*$' },
+      additionalProperties: { type: 'array', items: { type: 'string', pattern: FIELD } },
+    },
+    slow_query: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        enabled: { type: 'boolean', default: true },
+        threshold_ms: {
+          type: 'integer',
+          minimum: 0,
+          default: 100,
+          description: 'Queries slower than this are logged',
+        },
+        log_file: {
+          type: 'string',
+          description: 'JSON-lines file, relative to the config file; empty or absent: the service log',
         },
       },
     },
   },
+} as const satisfies JsonSchema;
+/** The options as `create` gets them (defaults applied). */
+export type EntityStoreOptions = FromSchema<typeof optionsSchema>;
+
+export default defineResource<EntityStoreOptions, EntityStoreResource>({
+  type: 'entity-store',
+  description: 'Entity store (SQLite file or PostgreSQL) with db_* metrics, slow-query log and statistics',
+  options: optionsSchema,
   async create(options, env) {
     const driver = options.driver;
     const limits = { maxEntities: options.max_entities, maxDepth: options.max_depth };
-    const slowOptions = options.slow_query ?? { enabled: true, threshold_ms: 100 };
+    const slowOptions = options.slow_query;
     const cacheMb = options.cache_size_mb;
     const metrics = storeMetrics(env.metrics);
     const window = new QueryWindow();

@@ -5,30 +5,35 @@
  * an upstream it reports the process itself: healthy, with uptime and version. The answer is
  * public: it says why an upstream is down, never where (no URL, address or host:port).
  */
-import { definePlugin, publicReason, respond, type Upstream } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type FromSchema,
+  type JsonSchema,
+  publicReason,
+  respond,
+  type Upstream,
+} from '../../runtime/index.ts';
 
-interface HealthOptions {
-  upstream?: string;
-  include_uptime: boolean;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    upstream: {
+      type: 'string',
+      'x-ref': 'upstream',
+      description:
+        'Upstream whose reachability decides healthy / unhealthy (several endpoints: healthy while one ' +
+        'takes requests; `endpoints` counts them by state).',
+    },
+    include_uptime: { type: 'boolean', default: true, description: 'Add uptime_seconds to a healthy answer.' },
+  },
+} as const satisfies JsonSchema;
+type HealthOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<HealthOptions>({
   name: 'health',
   description: "Report the service's health and, when named, its upstream's (200 healthy / 503 unhealthy).",
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      upstream: {
-        type: 'string',
-        'x-ref': 'upstream',
-        description:
-          'Upstream whose reachability decides healthy / unhealthy (several endpoints: healthy while one ' +
-          'takes requests; `endpoints` counts them by state).',
-      },
-      include_uptime: { type: 'boolean', default: true, description: 'Add uptime_seconds to a healthy answer.' },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const upstream: Upstream | undefined = options.upstream ? env.upstream(options.upstream) : undefined;
     const started = env.service.startedAt.getTime();

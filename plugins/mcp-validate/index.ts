@@ -25,10 +25,12 @@
  */
 import {
   definePlugin,
+  type FromSchema,
   type GatewayContext,
   GatewayError,
   isRpcUpstream,
   type JsonRpcRequest,
+  type JsonSchema,
   MCP_PROTOCOL_VERSION,
   type RpcSessions,
   readRpcResponse,
@@ -54,14 +56,6 @@ import {
   supportedVersions,
 } from './protocol.ts';
 
-interface McpValidateOptions {
-  upstream?: string;
-  version?: ProtocolVersion;
-  name_max_length: number;
-  uri_max_length: number;
-  require_headers: boolean;
-}
-
 /** The version the transport tells a server to assume when a client sends no MCP-Protocol-Version. */
 const headerlessVersion: ProtocolVersion = '2025-03-26';
 
@@ -84,6 +78,46 @@ function protocolFor(nameMaxLength: number, uriMaxLength: number): McpProtocol {
  */
 const negotiatedBySessions = new WeakMap<RpcSessions, Map<string, string>>();
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    upstream: {
+      type: 'string',
+      'x-ref': 'upstream',
+      description:
+        "The upstream this route's proxy stage sends to. When the gateway issues its client sessions (a stdio MCP " +
+        'server), each session is checked against the version its initialize negotiated, and only their ids are ' +
+        'attributed in the audit trail.',
+    },
+    version: {
+      enum: [...protocolVersions],
+      description: `Version of a message outside any client session (the gateway's own session asks for ${MCP_PROTOCOL_VERSION}, the default).`,
+    },
+    name_max_length: {
+      type: 'integer',
+      minimum: 1,
+      default: 128,
+      description: 'Longest tool or prompt name accepted (MCP 2025-11-25: tool names SHOULD be 1 to 128 characters).',
+    },
+    uri_max_length: {
+      type: 'integer',
+      minimum: 1,
+      default: 8192,
+      description: 'Longest resource URI accepted (resources/read, subscribe, unsubscribe, completion references).',
+    },
+    require_headers: {
+      type: 'boolean',
+      default: true,
+      description:
+        'A modern (2026-07-28) request must carry the MCP-Protocol-Version, Mcp-Method and (tools/call, ' +
+        'resources/read, prompts/get) Mcp-Name headers, as the streamable HTTP transport requires; false for a ' +
+        'route that is no MCP endpoint (headers sent are still checked against the body).',
+    },
+  },
+} as const satisfies JsonSchema;
+type McpValidateOptions = FromSchema<typeof optionsSchema>;
+
 export default definePlugin<McpValidateOptions>({
   name: 'mcp-validate',
   description:
@@ -91,44 +125,7 @@ export default definePlugin<McpValidateOptions>({
     "2026-07-28 request's own, with its Mcp-* headers against the body (400, -32602 with the path; -32020; -32022).",
   needs: ['rpc'],
   provides: (options) => (options.upstream ? ['mcpSession'] : []),
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      upstream: {
-        type: 'string',
-        'x-ref': 'upstream',
-        description:
-          "The upstream this route's proxy stage sends to. When the gateway issues its client sessions (a stdio MCP " +
-          'server), each session is checked against the version its initialize negotiated, and only their ids are ' +
-          'attributed in the audit trail.',
-      },
-      version: {
-        enum: [...protocolVersions],
-        description: `Version of a message outside any client session (the gateway's own session asks for ${MCP_PROTOCOL_VERSION}, the default).`,
-      },
-      name_max_length: {
-        type: 'integer',
-        minimum: 1,
-        default: 128,
-        description: 'Longest tool or prompt name accepted (MCP 2025-11-25: tool names SHOULD be 1 to 128 characters).',
-      },
-      uri_max_length: {
-        type: 'integer',
-        minimum: 1,
-        default: 8192,
-        description: 'Longest resource URI accepted (resources/read, subscribe, unsubscribe, completion references).',
-      },
-      require_headers: {
-        type: 'boolean',
-        default: true,
-        description:
-          'A modern (2026-07-28) request must carry the MCP-Protocol-Version, Mcp-Method and (tools/call, ' +
-          'resources/read, prompts/get) Mcp-Name headers, as the streamable HTTP transport requires; false for a ' +
-          'route that is no MCP endpoint (headers sent are still checked against the body).',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const protocol = protocolFor(options.name_max_length, options.uri_max_length);
     const ownVersion: ProtocolVersion =

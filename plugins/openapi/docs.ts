@@ -7,14 +7,8 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { definePlugin, GatewayError, respond } from '../../runtime/index.ts';
+import { definePlugin, type FromSchema, GatewayError, type JsonSchema, respond } from '../../runtime/index.ts';
 import { describeStage } from './api.ts';
-
-interface DocsOptions {
-  base_path: string;
-  openapi_url: string;
-  title: string;
-}
 
 const assets: Record<string, string> = {
   'swagger-ui.css': 'text/css; charset=utf-8',
@@ -29,23 +23,26 @@ const assets: Record<string, string> = {
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    base_path: {
+      type: 'string',
+      pattern: '^/[A-Za-z0-9/_.-]*$',
+      default: '/docs',
+      description: 'Where the page is routed.',
+    },
+    openapi_url: { type: 'string', minLength: 1, default: '/openapi.json' },
+    title: { type: 'string', default: 'API documentation' },
+  },
+} as const satisfies JsonSchema;
+type DocsOptions = FromSchema<typeof optionsSchema>;
+
 export default definePlugin<DocsOptions>({
   name: 'openapi-docs',
   description: 'Serve Swagger UI (interactive documentation) for the OpenAPI description at openapi_url.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      base_path: {
-        type: 'string',
-        pattern: '^/[A-Za-z0-9/_.-]*$',
-        default: '/docs',
-        description: 'Where the page is routed.',
-      },
-      openapi_url: { type: 'string', minLength: 1, default: '/openapi.json' },
-      title: { type: 'string', default: 'API documentation' },
-    },
-  },
+  options: optionsSchema,
   create(options) {
     const base = options.base_path.replace(/\/$/, '');
     const dist = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));

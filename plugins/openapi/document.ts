@@ -7,14 +7,8 @@
  * slash `{/}` → `/` (FastAPI's style, `/entities/`). Routes with a wildcard (`*rest`, static
  * files) and routes a describer hides are left out.
  */
-import { definePlugin, type PluginEnv, respond } from '../../runtime/index.ts';
+import { definePlugin, type FromSchema, type JsonSchema, type PluginEnv, respond } from '../../runtime/index.ts';
 import { type Contribution, describerOf, describeStage, type Operation } from './api.ts';
-
-interface DocumentOptions {
-  title?: string;
-  version?: string;
-  description?: string;
-}
 
 /** `/entities{/}` → `/entities/`, `/entities/:entity_id` → `/entities/{entity_id}`; undefined for wildcards. */
 export function openApiPath(pattern: string): string | undefined {
@@ -82,18 +76,21 @@ export function buildDocument(env: PluginEnv, options: DocumentOptions): Record<
   };
 }
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    title: { type: 'string', description: 'Default: the service name.' },
+    version: { type: 'string', description: 'Default: the service version.' },
+    description: { type: 'string' },
+  },
+} as const satisfies JsonSchema;
+type DocumentOptions = FromSchema<typeof optionsSchema>;
+
 export default definePlugin<DocumentOptions>({
   name: 'openapi-document',
   description: "Answer the service's OpenAPI 3.1 description, generated from its routes and stages.",
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      title: { type: 'string', description: 'Default: the service name.' },
-      version: { type: 'string', description: 'Default: the service version.' },
-      description: { type: 'string' },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     let body: string | undefined;
     return async (ctx) => {

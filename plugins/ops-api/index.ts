@@ -12,46 +12,49 @@
  * The store reports are passed through as the resource gives them (see api.ts). Connection
  * figures are this process's (in cluster mode, the worker that answers).
  */
-import { definePlugin, type GatewayContext, GatewayError, respond } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type FromSchema,
+  type GatewayContext,
+  GatewayError,
+  type JsonSchema,
+  respond,
+} from '../../runtime/index.ts';
 import type { OpsStatsSource } from './api.ts';
 import { processStats } from './process-stats.ts';
 import { tokenChecker } from './token.ts';
 
-interface Options {
-  token: string;
-  token_header: string;
-  store?: string;
-  base_path: string;
-}
-
 const DEFAULT_LIMIT = 10;
 const MAX_LIMIT = 1000;
+
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['token'],
+  properties: {
+    token: { type: 'string', description: 'Admin token; an empty one (unset variable) refuses to start' },
+    token_header: {
+      type: 'string',
+      minLength: 1,
+      default: 'X-Admin-Token',
+      description: 'Header carrying the token',
+    },
+    store: {
+      type: 'string',
+      minLength: 1,
+      'x-ref': 'resource',
+      description: 'Resource with queryStats/storageStats/slowQueries (an entity-store); enables the stats routes',
+    },
+    base_path: { type: 'string', pattern: '^/', default: '/admin', description: 'Path the endpoints live under' },
+  },
+} as const satisfies JsonSchema;
+type Options = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<Options>({
   name: 'ops-api',
   description:
     'Operations endpoints behind an admin token: status, connections, store query/storage stats, slow queries',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['token'],
-    properties: {
-      token: { type: 'string', description: 'Admin token; an empty one (unset variable) refuses to start' },
-      token_header: {
-        type: 'string',
-        minLength: 1,
-        default: 'X-Admin-Token',
-        description: 'Header carrying the token',
-      },
-      store: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description: 'Resource with queryStats/storageStats/slowQueries (an entity-store); enables the stats routes',
-      },
-      base_path: { type: 'string', pattern: '^/', default: '/admin', description: 'Path the endpoints live under' },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const header = options.token_header;
     const base = options.base_path.replace(/\/+$/, '');

@@ -8,19 +8,17 @@
  */
 import {
   definePlugin,
+  type FromSchema,
+  type JsonSchema,
   type OpenAIChunk,
   type OpenAIStreamReader,
   openaiWire,
   readJson,
+  requestHeader,
   requestOf,
   type SseEvent,
   TextWindow,
 } from '../../runtime/index.ts';
-
-interface Options {
-  header: string;
-  trailer: string;
-}
 
 // Simple on purpose: an example, not a detector (the classifiers do that, docs/classifiers.md).
 const email = /[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}/g;
@@ -57,29 +55,33 @@ class StreamCount implements OpenAIStreamReader {
   }
 }
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    header: {
+      type: 'string',
+      pattern: '^[A-Za-z0-9-]+$',
+      default: 'X-PII-Count',
+      description: "Request header the upstream gets the request's count in",
+    },
+    trailer: {
+      type: 'string',
+      pattern: '^[A-Za-z0-9-]+$',
+      default: 'X-PII-Total',
+      description: 'Response trailer (a header for a whole answer) with the request’s and the answer’s count together',
+    },
+  },
+} as const satisfies JsonSchema;
+type Options = FromSchema<typeof optionsSchema>;
+
 export default definePlugin<Options>({
   name: 'pii-count',
   description:
     'Count e-mail addresses in an OpenAI-style chat request (sent upstream in a header) and its answer, streamed too (the total as a trailer).',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      header: {
-        type: 'string',
-        pattern: '^[A-Za-z0-9-]+$',
-        default: 'X-PII-Count',
-        description: "Request header the upstream gets the request's count in",
-      },
-      trailer: {
-        type: 'string',
-        pattern: '^[A-Za-z0-9-]+$',
-        default: 'X-PII-Total',
-        description:
-          'Response trailer (a header for a whole answer) with the request’s and the answer’s count together',
-      },
-    },
-  },
+  options: optionsSchema,
+  // The upstream gets the count in this header: a stage that needs it runs after this one.
+  provides: (o) => [requestHeader(o.header)],
   dryRun: 'run',
   // A counter checks nothing: an answer it cannot read goes on (marked), not refused.
   onUninspectable: 'pass',

@@ -8,9 +8,11 @@ import {
   definePlugin,
   effectiveMode,
   enforcementModes,
+  type FromSchema,
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
+  type JsonSchema,
   jsonrpcWire,
   type Mode,
 } from '../../runtime/index.ts';
@@ -19,15 +21,33 @@ import { registryOption } from '../stype-registry/api.ts';
 import { type DimensionName, dimensionNames, type ScoringInput, scorers } from './dimensions.ts';
 import { schemaInfo } from './schema-info.ts';
 
-export interface QomScoreOptions {
-  registry: string;
-  profile?: string;
-  explain: boolean;
-  enforce?: boolean;
-  mode?: Mode;
-}
-
 const fallbackProfile = 'default';
+
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['registry'],
+  properties: {
+    registry: registryOption,
+    profile: {
+      type: 'string',
+      minLength: 1,
+      description:
+        "Profile for every message. Without it: the SType's first listed profile, else 'default'. A request may override it (metadata.qom_profile).",
+    },
+    explain: {
+      type: 'boolean',
+      default: false,
+      description: 'Explain each dimension in the result (also on when the request asks for it).',
+    },
+    enforce: {
+      type: 'boolean',
+      description: 'Reject messages below the threshold (422 qom_failed). Default: on in strict mode only.',
+    },
+    mode: { enum: [...enforcementModes], description: "Overrides the route's mode." },
+  },
+} as const satisfies JsonSchema;
+export type QomScoreOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<QomScoreOptions>({
   name: 'qom-score',
@@ -35,30 +55,7 @@ export default definePlugin<QomScoreOptions>({
   // Without a message and its SType nothing is scored (and nothing rejected).
   needs: ['rpc', 'stype'],
   provides: ['qom'],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['registry'],
-    properties: {
-      registry: registryOption,
-      profile: {
-        type: 'string',
-        minLength: 1,
-        description:
-          "Profile for every message. Without it: the SType's first listed profile, else 'default'. A request may override it (metadata.qom_profile).",
-      },
-      explain: {
-        type: 'boolean',
-        default: false,
-        description: 'Explain each dimension in the result (also on when the request asks for it).',
-      },
-      enforce: {
-        type: 'boolean',
-        description: 'Reject messages below the threshold (422 qom_failed). Default: on in strict mode only.',
-      },
-      mode: { enum: [...enforcementModes], description: "Overrides the route's mode." },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const registry = env.resource<STypeRegistry>(options.registry);
     checkProfiles(registry, options.profile);

@@ -3,16 +3,8 @@
  * limiter) and the `rate-limiter` resource, so both read and default them the same way.
  */
 import type { Logger } from 'pino';
+import type { FromSchema } from '../../runtime/index.ts';
 import type { LimiterOptions } from './limiter.ts';
-
-export interface LimiterConfig {
-  limit: number;
-  window_seconds: number;
-  backend: 'memory' | 'redis';
-  redis_url: string;
-  prefix?: string;
-  insurance: boolean;
-}
 
 export const limiterProperties = {
   limit: { type: 'integer', minimum: 1, description: 'Requests allowed per window and client' },
@@ -30,6 +22,9 @@ export const limiterProperties = {
     description: 'On Redis failure count in memory per process (logged) instead of failing the stage',
   },
 } as const;
+
+/** The limiter's options as a `rate-limiter` resource gets them (defaults applied). */
+export type LimiterConfig = FromSchema<{ type: 'object'; required: ['limit']; properties: typeof limiterProperties }>;
 
 /** Limiter options from config options, with the defaults `create` must apply itself (no schema in tests). */
 export function limiterOptions(config: LimiterConfig, defaultPrefix: string, logger: Logger): LimiterOptions {

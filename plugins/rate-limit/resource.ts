@@ -7,33 +7,36 @@
  *   resources:
  *     limits: { type: rate-limiter, limit: 60, window_seconds: 60, backend: redis }
  */
-import { defineResource } from '../../runtime/index.ts';
+import { defineResource, type FromSchema, type JsonSchema } from '../../runtime/index.ts';
 import { createLimiter, type Limiter } from './limiter.ts';
-import { type LimiterConfig, limiterOptions, limiterProperties } from './options.ts';
+import { limiterOptions, limiterProperties } from './options.ts';
 
-export default defineResource<LimiterConfig, Limiter>({
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['limit'],
+  properties: {
+    ...limiterProperties,
+    limit: {
+      type: 'integer',
+      minimum: 1,
+      description: 'Requests allowed per window and client, unless a stage gives a per-request limit',
+    },
+    prefix: {
+      type: 'string',
+      minLength: 1,
+      description:
+        'Store key prefix (default `switchyard:rl:<service>:<resource name>`); limiters sharing it and a Redis share counters',
+    },
+  },
+} as const satisfies JsonSchema;
+type RateLimiterOptions = FromSchema<typeof optionsSchema>;
+
+export default defineResource<RateLimiterOptions, Limiter>({
   type: 'rate-limiter',
   description:
     'A shared fixed-window rate limiter (memory or Redis) for rate-limit stages and the stages that report it',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['limit'],
-    properties: {
-      ...limiterProperties,
-      limit: {
-        type: 'integer',
-        minimum: 1,
-        description: 'Requests allowed per window and client, unless a stage gives a per-request limit',
-      },
-      prefix: {
-        type: 'string',
-        minLength: 1,
-        description:
-          'Store key prefix (default `switchyard:rl:<service>:<resource name>`); limiters sharing it and a Redis share counters',
-      },
-    },
-  },
+  options: optionsSchema,
   async create(options, env) {
     // The runtime names the resource on its logger (`resource`), which keeps two limiters of one
     // service apart in a shared Redis by default.

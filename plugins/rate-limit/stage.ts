@@ -12,19 +12,60 @@
  * count). `limit_from` takes the limit per request from the request state (a caller attribute
  * such as a tenant's requests per minute), `limit` (else the resource's limit) when absent.
  */
-import { definePlugin, type GatewayContext, stateFieldOf } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type FromSchema,
+  type GatewayContext,
+  type JsonSchema,
+  stateFieldOf,
+} from '../../runtime/index.ts';
 import { compileKey, compileLimitPath } from './keys.ts';
 import { createLimiter, type Limiter, rateLimitedError, rateLimitHeaders } from './limiter.ts';
-import { type LimiterConfig, limiterOptions, limiterProperties } from './options.ts';
+import { limiterOptions, limiterProperties } from './options.ts';
 
-export interface RateLimitOptions extends Omit<LimiterConfig, 'limit'> {
-  limit?: number;
-  limiter?: string;
-  limit_from?: string;
-  key?: string;
-  headers: boolean;
-  skip_paths?: string[];
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  // A limit, or a limiter resource that has one. (`properties: {x: true}` only keeps ajv's
+  // strictRequired happy: the real definitions are below.)
+  anyOf: [
+    { required: ['limit'], properties: { limit: true } },
+    { required: ['limiter'], properties: { limiter: true } },
+  ],
+  properties: {
+    ...limiterProperties,
+    limiter: {
+      type: 'string',
+      minLength: 1,
+      'x-ref': 'resource',
+      description:
+        'A `rate-limiter` resource to count with (shared with other stages) instead of an inline limiter; ' +
+        'window_seconds, backend, redis_url, prefix and insurance are then the resource’s',
+    },
+    limit_from: {
+      type: 'string',
+      pattern: '^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z0-9_-]+)*$',
+      description:
+        'Dotted path in the request state giving the limit per request, e.g. ' +
+        '`caller.attributes.requests_per_minute`; `limit` (else the limiter’s) applies when it is not a positive integer',
+    },
+    key: {
+      type: 'string',
+      pattern: "^(ip|caller|header:[A-Za-z0-9!#$%&'*+.^_`|~-]+)$",
+      description:
+        'What identifies a client: `ip`, `caller` (the caller id set by an earlier stage, else the ip) or ' +
+        '`header:<name>` (else the ip). Default: the caller id when authenticated, else the ip.',
+    },
+    headers: { type: 'boolean', default: true, description: 'Send X-RateLimit-* headers' },
+    skip_paths: {
+      type: 'array',
+      items: { type: 'string' },
+      default: ['/health'],
+      description: 'Exact request paths never counted nor limited (health checks must not use the quota)',
+    },
+  },
+} as const satisfies JsonSchema;
+export type RateLimitOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<RateLimitOptions>({
   name: 'rate-limit',
@@ -34,48 +75,7 @@ export default definePlugin<RateLimitOptions>({
   // `key: caller` without a caller counts every client by its address; the default key falls back
   // to the address by design, so only the explicit choice is a need.
   needs: (o) => [...(o.key === 'caller' ? (['caller'] as const) : []), ...stateFieldOf(o.limit_from)],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    // A limit, or a limiter resource that has one. (`properties: {x: true}` only keeps ajv's
-    // strictRequired happy: the real definitions are below.)
-    anyOf: [
-      { required: ['limit'], properties: { limit: true } },
-      { required: ['limiter'], properties: { limiter: true } },
-    ],
-    properties: {
-      ...limiterProperties,
-      limiter: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description:
-          'A `rate-limiter` resource to count with (shared with other stages) instead of an inline limiter; ' +
-          'window_seconds, backend, redis_url, prefix and insurance are then the resource’s',
-      },
-      limit_from: {
-        type: 'string',
-        pattern: '^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z0-9_-]+)*$',
-        description:
-          'Dotted path in the request state giving the limit per request, e.g. ' +
-          '`caller.attributes.requests_per_minute`; `limit` (else the limiter’s) applies when it is not a positive integer',
-      },
-      key: {
-        type: 'string',
-        pattern: "^(ip|caller|header:[A-Za-z0-9!#$%&'*+.^_`|~-]+)$",
-        description:
-          'What identifies a client: `ip`, `caller` (the caller id set by an earlier stage, else the ip) or ' +
-          '`header:<name>` (else the ip). Default: the caller id when authenticated, else the ip.',
-      },
-      headers: { type: 'boolean', default: true, description: 'Send X-RateLimit-* headers' },
-      skip_paths: {
-        type: 'array',
-        items: { type: 'string' },
-        default: ['/health'],
-        description: 'Exact request paths never counted nor limited (health checks must not use the quota)',
-      },
-    },
-  },
+  options: optionsSchema,
   async create(options, env) {
     let limiter: Limiter;
     let owned = false;
@@ -96,7 +96,7 @@ export default definePlugin<RateLimitOptions>({
     // An inline limiter counts per route (as documented); a shared `limiter:` resource counts a
     // client across every route that names it (e.g. a tenant's requests per minute).
     const clientKey = options.limiter ? clientOf : (ctx: GatewayContext) => `${ctx.state.route}|${clientOf(ctx)}`;
-    const skip = new Set(options.skip_paths ?? ['/health']);
+    const skip = new Set(options.skip_paths);
     const sendHeaders = options.headers;
     const decisions = env.metrics.counter({
       name: 'switchyard_rate_limit_decisions_total',

@@ -47,8 +47,10 @@
 import {
   answerOf,
   definePlugin,
+  type FromSchema,
   type GatewayContext,
   GatewayError,
+  type JsonSchema,
   type OpenAIChunk,
   type OpenAIStreamReader,
   readJson,
@@ -60,24 +62,10 @@ import {
 import { estimateTokens } from './bounded-count.ts';
 import { compileKey, compileLimitPath } from './keys.ts';
 import { createLimiter, type Limiter } from './limiter.ts';
-import { type LimiterConfig, limiterOptions, limiterProperties } from './options.ts';
+import { limiterOptions, limiterProperties } from './options.ts';
 import { type Estimate, estimateRequest, generatedText } from './token-count.ts';
 import { acquireTokenizer, type Tokenizer } from './token-counter.ts';
 import type { Reservation, ReserveResult, TokenCounter, TokenState } from './tokens.ts';
-
-export interface TokenLimitOptions extends Omit<LimiterConfig, 'limit'> {
-  limit?: number;
-  limiter?: string;
-  limit_from?: string;
-  key?: string;
-  default_completion_tokens: number;
-  min_completion_tokens: number;
-  cap_field: 'max_tokens' | 'max_completion_tokens' | 'none';
-  tokenizer: Tokenizer['encoding'] | 'estimate';
-  exact_count_chars: number;
-  stream_usage: boolean;
-  headers: boolean;
-}
 
 type Json = Record<string, unknown>;
 
@@ -180,6 +168,93 @@ async function readyWithin(tokenizer: Tokenizer, ms: number): Promise<void> {
   clearTimeout(timer);
 }
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  anyOf: [
+    { required: ['limit'], properties: { limit: true } },
+    { required: ['limiter'], properties: { limiter: true } },
+  ],
+  properties: {
+    ...limiterProperties,
+    limit: { type: 'integer', minimum: 1, description: 'Tokens allowed per window and client' },
+    prefix: {
+      type: 'string',
+      minLength: 1,
+      description:
+        'Store key prefix of an inline limiter (default `switchyard:rl:<service>`; tokens are under `<prefix>:tokens`)',
+    },
+    limiter: {
+      type: 'string',
+      minLength: 1,
+      'x-ref': 'resource',
+      description:
+        'A `rate-limiter` resource whose store and window to count tokens in (under `<its prefix>:tokens`, apart from ' +
+        'its request counts); its limit is not used: give `limit` or `limit_from`',
+    },
+    limit_from: {
+      type: 'string',
+      pattern: '^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z0-9_-]+)*$',
+      description:
+        'Dotted path in the request state giving the tokens per window, e.g. `caller.attributes.tokens_per_minute`; ' +
+        '`limit` applies when it is not a positive integer, and without `limit` the request is not limited',
+    },
+    key: {
+      type: 'string',
+      pattern: "^(ip|caller|header:[A-Za-z0-9!#$%&'*+.^_`|~-]+)$",
+      description:
+        'What identifies a client, as for `rate-limit`; one budget per client across every route counting in the same store',
+    },
+    default_completion_tokens: {
+      type: 'integer',
+      minimum: 1,
+      default: 4096,
+      description:
+        'The most completion tokens per choice a request that gives neither max_completion_tokens nor max_tokens is ' +
+        'capped at (reserved, and sent upstream in `cap_field`); less when less is left of the window after its prompt',
+    },
+    min_completion_tokens: {
+      type: 'integer',
+      minimum: 1,
+      default: 64,
+      description:
+        'A request without a cap of its own is refused (429, with what is left) when less than this per choice is ' +
+        'left of the window after its prompt',
+    },
+    cap_field: {
+      enum: ['max_tokens', 'max_completion_tokens', 'none'],
+      default: 'max_tokens',
+      description:
+        'Field a chat request without a cap of its own gets its cap in (legacy completions: always max_tokens); ' +
+        '`max_completion_tokens` for OpenAI’s reasoning models, which refuse max_tokens; `none`: no cap is sent ' +
+        '(default_completion_tokens is reserved, and an answer beyond it is charged as debt)',
+    },
+    tokenizer: {
+      enum: ['o200k_base', 'cl100k_base', 'estimate'],
+      default: 'o200k_base',
+      description:
+        'Encoding prompts are counted with (gpt-tokenizer; o200k_base: GPT-4o and later, cl100k_base: GPT-4/3.5); ' +
+        '`estimate`: one token per 3 bytes, as when gpt-tokenizer is not installed',
+    },
+    exact_count_chars: {
+      type: 'integer',
+      minimum: 0,
+      default: 65536,
+      description:
+        'Prompt characters counted with the tokenizer (in its worker thread, at most 25 ms of it); the rest is estimated',
+    },
+    stream_usage: {
+      type: 'boolean',
+      default: true,
+      description:
+        'Ask the backend for a streamed answer’s usage (stream_options.include_usage) when the client did not, and strip ' +
+        'it from the client’s stream; false for a backend that refuses the field (such streams are counted from their text)',
+    },
+    headers: { type: 'boolean', default: true, description: 'Send X-RateLimit-*-Tokens headers' },
+  },
+} as const satisfies JsonSchema;
+export type TokenLimitOptions = FromSchema<typeof optionsSchema>;
+
 export default definePlugin<TokenLimitOptions>({
   name: 'token-limit',
   // A dry run reserves nothing (see rate-limit).
@@ -187,91 +262,7 @@ export default definePlugin<TokenLimitOptions>({
   description:
     'Per-client tokens per window for OpenAI chat/completions/embeddings: reserve an estimate (an uncapped request capped at what is left), settle with the answer’s usage (or its counted text), overshoot carried as debt; X-RateLimit-*-Tokens headers',
   needs: (o) => [...(o.key === 'caller' ? (['caller'] as const) : []), ...stateFieldOf(o.limit_from)],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    anyOf: [
-      { required: ['limit'], properties: { limit: true } },
-      { required: ['limiter'], properties: { limiter: true } },
-    ],
-    properties: {
-      ...limiterProperties,
-      limit: { type: 'integer', minimum: 1, description: 'Tokens allowed per window and client' },
-      prefix: {
-        type: 'string',
-        minLength: 1,
-        description:
-          'Store key prefix of an inline limiter (default `switchyard:rl:<service>`; tokens are under `<prefix>:tokens`)',
-      },
-      limiter: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description:
-          'A `rate-limiter` resource whose store and window to count tokens in (under `<its prefix>:tokens`, apart from ' +
-          'its request counts); its limit is not used: give `limit` or `limit_from`',
-      },
-      limit_from: {
-        type: 'string',
-        pattern: '^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z0-9_-]+)*$',
-        description:
-          'Dotted path in the request state giving the tokens per window, e.g. `caller.attributes.tokens_per_minute`; ' +
-          '`limit` applies when it is not a positive integer, and without `limit` the request is not limited',
-      },
-      key: {
-        type: 'string',
-        pattern: "^(ip|caller|header:[A-Za-z0-9!#$%&'*+.^_`|~-]+)$",
-        description:
-          'What identifies a client, as for `rate-limit`; one budget per client across every route counting in the same store',
-      },
-      default_completion_tokens: {
-        type: 'integer',
-        minimum: 1,
-        default: 4096,
-        description:
-          'The most completion tokens per choice a request that gives neither max_completion_tokens nor max_tokens is ' +
-          'capped at (reserved, and sent upstream in `cap_field`); less when less is left of the window after its prompt',
-      },
-      min_completion_tokens: {
-        type: 'integer',
-        minimum: 1,
-        default: 64,
-        description:
-          'A request without a cap of its own is refused (429, with what is left) when less than this per choice is ' +
-          'left of the window after its prompt',
-      },
-      cap_field: {
-        enum: ['max_tokens', 'max_completion_tokens', 'none'],
-        default: 'max_tokens',
-        description:
-          'Field a chat request without a cap of its own gets its cap in (legacy completions: always max_tokens); ' +
-          '`max_completion_tokens` for OpenAI’s reasoning models, which refuse max_tokens; `none`: no cap is sent ' +
-          '(default_completion_tokens is reserved, and an answer beyond it is charged as debt)',
-      },
-      tokenizer: {
-        enum: ['o200k_base', 'cl100k_base', 'estimate'],
-        default: 'o200k_base',
-        description:
-          'Encoding prompts are counted with (gpt-tokenizer; o200k_base: GPT-4o and later, cl100k_base: GPT-4/3.5); ' +
-          '`estimate`: one token per 3 bytes, as when gpt-tokenizer is not installed',
-      },
-      exact_count_chars: {
-        type: 'integer',
-        minimum: 0,
-        default: 65536,
-        description:
-          'Prompt characters counted with the tokenizer (in its worker thread, at most 25 ms of it); the rest is estimated',
-      },
-      stream_usage: {
-        type: 'boolean',
-        default: true,
-        description:
-          'Ask the backend for a streamed answer’s usage (stream_options.include_usage) when the client did not, and strip ' +
-          'it from the client’s stream; false for a backend that refuses the field (such streams are counted from their text)',
-      },
-      headers: { type: 'boolean', default: true, description: 'Send X-RateLimit-*-Tokens headers' },
-    },
-  },
+  options: optionsSchema,
   async create(options, env) {
     let limiter: Limiter;
     let owned = false;

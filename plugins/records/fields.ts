@@ -4,36 +4,47 @@
  * integer, `1.5` is not an integer, `true` is not a number, unknown and read-only fields are
  * refused (`extra_forbidden`), and every problem is reported, each with its location.
  */
+import type { FromSchema, JsonSchema } from '../../runtime/index.ts';
 import { issue, type ValidationIssue } from './issues.ts';
 
-export type FieldType = 'string' | 'integer' | 'number' | 'boolean' | 'array';
+const scalar = {
+  type: { enum: ['string', 'integer', 'number', 'boolean'] },
+  min_length: { type: 'integer', minimum: 0 },
+  max_length: { type: 'integer', minimum: 0 },
+  minimum: { type: 'number' },
+  maximum: { type: 'number' },
+} as const;
 
-export interface ItemSpec {
-  type: Exclude<FieldType, 'array'>;
-  min_length?: number;
-  max_length?: number;
-  minimum?: number;
-  maximum?: number;
-}
+/** The schema of one field's declaration (the `fields:` of a record-type): it types `FieldSpec` too. */
+export const fieldSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['type'],
+  properties: {
+    ...scalar,
+    type: { enum: ['string', 'integer', 'number', 'boolean', 'array'] },
+    description: { type: 'string' },
+    required: { type: 'boolean', description: 'Must be given on create.' },
+    nullable: { type: 'boolean', description: 'null is a valid value (the value on create when not given).' },
+    default: { description: 'Value on create when not given.' },
+    read_only: { type: 'boolean', description: 'Set by the service, refused in bodies (e.g. a rating).' },
+    hidden: { type: 'boolean', description: 'Stored but never shown (e.g. a counter a stage keeps).' },
+    items: { type: 'object', additionalProperties: false, required: ['type'], properties: scalar },
+    min_items: { type: 'integer', minimum: 0 },
+    max_items: { type: 'integer', minimum: 0 },
+  },
+} as const satisfies JsonSchema;
 
-export interface FieldSpec extends Omit<ItemSpec, 'type'> {
-  type: FieldType;
-  description?: string;
-  /** Must be given on create. */
-  required?: boolean;
-  /** `null` is a valid value. */
-  nullable?: boolean;
-  /** Value on create when not given (a fresh copy each time). */
-  default?: unknown;
-  /** Set by the service (e.g. a rating), never by a client: refused in bodies. */
-  read_only?: boolean;
-  /** Stored but never shown (e.g. a counter a stage keeps). */
-  hidden?: boolean;
-  /** `array`: the items. */
-  items?: ItemSpec;
-  min_items?: number;
-  max_items?: number;
-}
+/**
+ * One field's declaration: `type`, bounds (`min_length`/`max_length`, `minimum`/`maximum`,
+ * `array`: `items`, `min_items`/`max_items`), `required` on create, `nullable`, a `default` on
+ * create (a fresh copy each time), `read_only` (set by the service, refused in bodies), `hidden`
+ * (stored, never shown).
+ */
+export type FieldSpec = FromSchema<typeof fieldSchema>;
+/** An `array` field's items. */
+export type ItemSpec = NonNullable<FieldSpec['items']>;
+export type FieldType = FieldSpec['type'];
 
 export type FieldSpecs = Record<string, FieldSpec>;
 

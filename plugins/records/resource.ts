@@ -17,48 +17,11 @@
  * A record is `{id, <visible fields in declaration order>, <timestamps>}`: the store's integer
  * id, the data fields flat (a field absent from stored data shows as null), no envelope.
  */
-import { defineResource, type Entity, GatewayError } from '../../runtime/index.ts';
+import { defineResource, type Entity, type FromSchema, GatewayError, type JsonSchema } from '../../runtime/index.ts';
 import type { EntityStoreResource } from '../entity-store/api.ts';
 import type { RecordType } from './api.ts';
-import { type FieldSpec, type FieldSpecs, validateBody, visibleFields } from './fields.ts';
+import { type FieldSpec, fieldSchema, validateBody, visibleFields } from './fields.ts';
 import { validationError } from './issues.ts';
-
-interface RecordTypeOptions {
-  store: string;
-  entity_type: string;
-  title?: string;
-  plural_title?: string;
-  fields: FieldSpecs;
-  search: string[];
-  timestamps: Array<'created_at' | 'updated_at'>;
-}
-
-const scalar = {
-  type: { enum: ['string', 'integer', 'number', 'boolean'] },
-  min_length: { type: 'integer', minimum: 0 },
-  max_length: { type: 'integer', minimum: 0 },
-  minimum: { type: 'number' },
-  maximum: { type: 'number' },
-};
-
-const fieldSchema = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['type'],
-  properties: {
-    ...scalar,
-    type: { enum: ['string', 'integer', 'number', 'boolean', 'array'] },
-    description: { type: 'string' },
-    required: { type: 'boolean', description: 'Must be given on create.' },
-    nullable: { type: 'boolean', description: 'null is a valid value (the value on create when not given).' },
-    default: { description: 'Value on create when not given.' },
-    read_only: { type: 'boolean', description: 'Set by the service, refused in bodies (e.g. a rating).' },
-    hidden: { type: 'boolean', description: 'Stored but never shown (e.g. a counter a stage keeps).' },
-    items: { type: 'object', additionalProperties: false, required: ['type'], properties: scalar },
-    min_items: { type: 'integer', minimum: 0 },
-    max_items: { type: 'integer', minimum: 0 },
-  },
-};
 
 const jsonType = { string: 'string', integer: 'integer', number: 'number', boolean: 'boolean', array: 'array' };
 
@@ -79,44 +42,47 @@ function fieldJsonSchema(spec: FieldSpec): Record<string, unknown> {
   return s;
 }
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['store', 'entity_type', 'fields'],
+  properties: {
+    store: { type: 'string', 'x-ref': 'resource', description: 'An entity-store resource.' },
+    entity_type: { type: 'string', pattern: '^[a-z][a-z0-9_]{0,63}$', description: "The store's type name." },
+    title: { type: 'string', minLength: 1, description: 'Display name, e.g. Entity (default: the type name).' },
+    plural_title: {
+      type: 'string',
+      minLength: 1,
+      description: 'Plural display name, e.g. People (default: English rules on title: Entity → Entities).',
+    },
+    fields: {
+      type: 'object',
+      description: 'Field name → declaration, in the order records show them.',
+      propertyNames: { pattern: '^[a-z][a-z0-9_]{0,63}$', not: { enum: ['id', 'created_at', 'updated_at'] } },
+      additionalProperties: fieldSchema,
+    },
+    search: {
+      type: 'array',
+      items: { type: 'string' },
+      default: [],
+      description: 'String fields `?search=` matches (case-insensitive substring).',
+    },
+    timestamps: {
+      type: 'array',
+      items: { enum: ['created_at', 'updated_at'] },
+      uniqueItems: true,
+      default: [],
+      description: 'Store timestamps shown in each record (ISO 8601).',
+    },
+  },
+} as const satisfies JsonSchema;
+type RecordTypeOptions = FromSchema<typeof optionsSchema>;
+
 export default defineResource<RecordTypeOptions, RecordType>({
   type: 'record-type',
   description:
     'An entity type of an entity-store with declared fields: the JSON shape, validation and schema of its records',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['store', 'entity_type', 'fields'],
-    properties: {
-      store: { type: 'string', 'x-ref': 'resource', description: 'An entity-store resource.' },
-      entity_type: { type: 'string', pattern: '^[a-z][a-z0-9_]{0,63}$', description: "The store's type name." },
-      title: { type: 'string', minLength: 1, description: 'Display name, e.g. Entity (default: the type name).' },
-      plural_title: {
-        type: 'string',
-        minLength: 1,
-        description: 'Plural display name, e.g. People (default: English rules on title: Entity → Entities).',
-      },
-      fields: {
-        type: 'object',
-        description: 'Field name → declaration, in the order records show them.',
-        propertyNames: { pattern: '^[a-z][a-z0-9_]{0,63}$', not: { enum: ['id', 'created_at', 'updated_at'] } },
-        additionalProperties: fieldSchema,
-      },
-      search: {
-        type: 'array',
-        items: { type: 'string' },
-        default: [],
-        description: 'String fields `?search=` matches (case-insensitive substring).',
-      },
-      timestamps: {
-        type: 'array',
-        items: { enum: ['created_at', 'updated_at'] },
-        uniqueItems: true,
-        default: [],
-        description: 'Store timestamps shown in each record (ISO 8601).',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const title = options.title ?? options.entity_type;
     const fields = options.fields;

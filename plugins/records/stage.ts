@@ -13,7 +13,7 @@
  * the write checked against the version read (so it never overwrites a concurrent change; it
  * is retried instead).
  */
-import { definePlugin, type Filter, readJson, respond } from '../../runtime/index.ts';
+import { definePlugin, type Filter, type FromSchema, type JsonSchema, readJson, respond } from '../../runtime/index.ts';
 import {
   describeStage,
   errorResponse,
@@ -26,23 +26,9 @@ import { type RecordType, writeQueue } from './api.ts';
 import { type ValidationIssue, validationError } from './issues.ts';
 import { integerParam, stringParam } from './params.ts';
 
-type Op = 'create' | 'list' | 'get' | 'update' | 'delete';
-
-interface RecordApiOptions {
-  records: string;
-  op: Op;
-  id_param: string;
-  default_limit: number;
-  max_limit: number;
-  search_max_length: number;
-  filters: Record<string, string[]>;
-  order: Array<{ field: string; direction?: 'asc' | 'desc' }>;
-  retries: number;
-}
-
 const PARAM = '^[a-z][a-z0-9_]{0,63}$';
 
-const options = {
+const optionsSchema = {
   type: 'object',
   additionalProperties: false,
   required: ['records', 'op'],
@@ -73,19 +59,21 @@ const options = {
     },
     retries: { type: 'integer', minimum: 0, default: 20, description: 'update: retries after a version conflict.' },
   },
-};
+} as const satisfies JsonSchema;
+type RecordApiOptions = FromSchema<typeof optionsSchema>;
+type Op = RecordApiOptions['op'];
 
 export default definePlugin<RecordApiOptions>({
   name: 'record-api',
   description: 'CRUD over a record-type: create, list (skip/limit/search/filters), get, partial update, delete.',
-  options,
+  options: optionsSchema,
   create(options, env) {
     const records = env.resource<RecordType>(options.records);
     const idParam = options.id_param;
     const maxLimit = options.max_limit;
     const defaultLimit = Math.min(options.default_limit, maxLimit);
     const filters = Object.entries(options.filters);
-    const order = options.order ?? [{ field: 'id', direction: 'asc' }];
+    const order = options.order;
     const type = records.entityType;
 
     const readId = (params: Record<string, string>): number => {

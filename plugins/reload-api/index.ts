@@ -6,39 +6,38 @@
  * On success it answers {status: reloaded} plus, for each `report` entry, the names the named
  * resource now holds (from its describe(): a list's `name`s or an object's keys).
  */
-import { definePlugin, GatewayError, respond } from '../../runtime/index.ts';
+import { definePlugin, type FromSchema, GatewayError, type JsonSchema, respond } from '../../runtime/index.ts';
 
-interface ReloadApiOptions {
-  report: Record<string, { resource: string; field?: string }>;
-}
-
-export default definePlugin<ReloadApiOptions>({
-  name: 'reload-api',
-  description: 'Reload the whole service (transaction) and report what is loaded (POST /admin/reload).',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      report: {
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    report: {
+      type: 'object',
+      default: {},
+      description: 'Answer key → {resource, field?}: the names that resource holds after the reload.',
+      additionalProperties: {
         type: 'object',
-        default: {},
-        description: 'Answer key → {resource, field?}: the names that resource holds after the reload.',
-        additionalProperties: {
-          type: 'object',
-          additionalProperties: false,
-          required: ['resource'],
-          properties: {
-            resource: { type: 'string', minLength: 1, 'x-ref': 'resource' },
-            field: {
-              type: 'string',
-              minLength: 1,
-              description: "Field of the resource's describe() (default: the key).",
-            },
+        additionalProperties: false,
+        required: ['resource'],
+        properties: {
+          resource: { type: 'string', minLength: 1, 'x-ref': 'resource' },
+          field: {
+            type: 'string',
+            minLength: 1,
+            description: "Field of the resource's describe() (default: the key).",
           },
         },
       },
     },
   },
+} as const satisfies JsonSchema;
+type ReloadApiOptions = FromSchema<typeof optionsSchema>;
+
+export default definePlugin<ReloadApiOptions>({
+  name: 'reload-api',
+  description: 'Reload the whole service (transaction) and report what is loaded (POST /admin/reload).',
+  options: optionsSchema,
   create(options, env) {
     return async (ctx) => {
       const reload = env.service.reload;

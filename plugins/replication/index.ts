@@ -15,68 +15,66 @@
  * `read_only` naming the primary), follows the feed, applies every change in order exactly once,
  * and reports its lag as metrics and in its health.
  */
-import { defineResource, type EntityStore, type HealthReport, isLoopbackHost } from '../../runtime/index.ts';
+import {
+  defineResource,
+  type EntityStore,
+  type FromSchema,
+  type HealthReport,
+  isLoopbackHost,
+  type JsonSchema,
+} from '../../runtime/index.ts';
 import { serveFeed } from './feed-server.ts';
 import { Follower } from './follower.ts';
 
 /** The replica follower of the most recent graph, for the gauges (get-or-create across reloads). */
 let active: { role: 'replica'; follower: Follower } | undefined;
 
-interface ReplicationOptions {
-  store: string;
-  role: 'standalone' | 'primary' | 'replica';
-  bind: string;
-  primary: string;
-  token: string;
-  require_token: boolean;
-  batch: number;
-  wait_ms: number;
-  poll_ms: number;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['store'],
+  properties: {
+    store: { type: 'string', 'x-ref': 'resource', description: 'The entity-store resource to replicate.' },
+    role: { enum: ['standalone', 'primary', 'replica'], default: 'standalone' },
+    bind: {
+      type: 'string',
+      default: '127.0.0.1:5433',
+      pattern: '^(\\[[0-9a-fA-F:.]+\\]|[^:\\s]+):\\d{1,5}$',
+      description: 'Primary: host:port of the change feed replicas connect to.',
+    },
+    primary: {
+      type: 'string',
+      default: '',
+      description: "Replica: the primary's feed, host:port or http(s)://host:port.",
+    },
+    token: {
+      type: 'string',
+      default: '',
+      description: 'Shared secret: the primary requires it, replicas send it (Bearer). Empty: none.',
+    },
+    require_token: {
+      type: 'boolean',
+      default: false,
+      description:
+        'Primary: refuse to start without `token` even on a loopback bind; set it when the API requires authentication (the feed serves every change). Beyond loopback a token is always required.',
+    },
+    batch: { type: 'integer', minimum: 1, maximum: 5000, default: 1000, description: 'Changes per fetch.' },
+    wait_ms: { type: 'integer', minimum: 0, maximum: 30000, default: 10000, description: 'Long-poll wait.' },
+    poll_ms: {
+      type: 'integer',
+      minimum: 5,
+      maximum: 5000,
+      default: 25,
+      description: 'Primary: news check interval.',
+    },
+  },
+} as const satisfies JsonSchema;
+type ReplicationOptions = FromSchema<typeof optionsSchema>;
 
 export default defineResource<ReplicationOptions>({
   type: 'replication',
   description: 'Primary/replica replication of an entity-store resource over its ordered change log.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['store'],
-    properties: {
-      store: { type: 'string', 'x-ref': 'resource', description: 'The entity-store resource to replicate.' },
-      role: { enum: ['standalone', 'primary', 'replica'], default: 'standalone' },
-      bind: {
-        type: 'string',
-        default: '127.0.0.1:5433',
-        pattern: '^(\\[[0-9a-fA-F:.]+\\]|[^:\\s]+):\\d{1,5}$',
-        description: 'Primary: host:port of the change feed replicas connect to.',
-      },
-      primary: {
-        type: 'string',
-        default: '',
-        description: "Replica: the primary's feed, host:port or http(s)://host:port.",
-      },
-      token: {
-        type: 'string',
-        default: '',
-        description: 'Shared secret: the primary requires it, replicas send it (Bearer). Empty: none.',
-      },
-      require_token: {
-        type: 'boolean',
-        default: false,
-        description:
-          'Primary: refuse to start without `token` even on a loopback bind; set it when the API requires authentication (the feed serves every change). Beyond loopback a token is always required.',
-      },
-      batch: { type: 'integer', minimum: 1, maximum: 5000, default: 1000, description: 'Changes per fetch.' },
-      wait_ms: { type: 'integer', minimum: 0, maximum: 30000, default: 10000, description: 'Long-poll wait.' },
-      poll_ms: {
-        type: 'integer',
-        minimum: 5,
-        maximum: 5000,
-        default: 25,
-        description: 'Primary: news check interval.',
-      },
-    },
-  },
+  options: optionsSchema,
   async create(options, env) {
     const store = env.resource<{ store: EntityStore }>(options.store).store;
     const token = options.token || undefined;

@@ -2,25 +2,23 @@
  * respond: answers a fixed JSON body (terminal stage), e.g. a liveness probe's {status: alive}.
  * `{{version}}` and `{{service}}` in string values are replaced by the service's own.
  */
-import { definePlugin, respond } from '../../runtime/index.ts';
+import { definePlugin, type FromSchema, type JsonSchema, respond } from '../../runtime/index.ts';
 
-interface RespondOptions {
-  status: number;
-  body: unknown;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['body'],
+  properties: {
+    status: { type: 'integer', minimum: 200, maximum: 599, default: 200 },
+    body: { description: 'The JSON body; {{version}} and {{service}} in strings are filled in.' },
+  },
+} as const satisfies JsonSchema;
+type RespondOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<RespondOptions>({
   name: 'respond',
   description: 'Answer a fixed JSON body with a fixed status (liveness probes, stubs).',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['body'],
-    properties: {
-      status: { type: 'integer', minimum: 200, maximum: 599, default: 200 },
-      body: { description: 'The JSON body; {{version}} and {{service}} in strings are filled in.' },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const fill = (v: unknown): unknown => {
       if (typeof v === 'string')

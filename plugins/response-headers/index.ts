@@ -5,74 +5,74 @@
  * `requestId`) or a literal `{value}`; `{path, map, default}` renames values and fills absent
  * ones; a header whose value is undefined is left out. Objects and arrays are written as JSON.
  */
-import { compileStatePath, definePlugin, type GatewayContext } from '../../runtime/index.ts';
+import {
+  compileStatePath,
+  definePlugin,
+  type FromSchema,
+  type GatewayContext,
+  type JsonSchema,
+} from '../../runtime/index.ts';
 
 type HeaderSpec =
   | string
   | { value: string }
   | { path: string; decimals?: number; map?: Record<string, string>; default?: string };
 
-export interface ResponseHeadersOptions {
-  set: Record<string, HeaderSpec>;
-  /**
-   * Headers of `set` also sent as HTTP trailers of a streamed answer (event stream), read again
-   * when the stream ends: a stream's header goes out before it is checked, its trailer after.
-   */
-  trailers?: string[];
-}
-
 type Resolver = (ctx: GatewayContext) => string | undefined;
 
 /** Non-integer numbers are written with this many decimals unless the header says otherwise. */
 const defaultDecimals = 3;
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['set'],
+  properties: {
+    trailers: {
+      type: 'array',
+      items: { type: 'string', pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
+      description: 'Headers of `set` also sent as trailers of a streamed answer, read when it ends.',
+    },
+    set: {
+      type: 'object',
+      description: 'Header name → dotted path into the request state, {value: literal}, or {path, decimals}.',
+      propertyNames: { pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
+      additionalProperties: {
+        oneOf: [
+          { type: 'string', minLength: 1 },
+          {
+            type: 'object',
+            additionalProperties: false,
+            required: ['value'],
+            properties: { value: { type: 'string' } },
+          },
+          {
+            type: 'object',
+            additionalProperties: false,
+            required: ['path'],
+            properties: {
+              path: { type: 'string', minLength: 1 },
+              decimals: { type: 'integer', minimum: 0, maximum: 12 },
+              map: {
+                type: 'object',
+                additionalProperties: { type: 'string' },
+                description: 'Renames values, e.g. {deny: block}.',
+              },
+              default: { type: 'string', description: 'Value when the path is absent.' },
+            },
+          },
+        ],
+      },
+    },
+  },
+} as const satisfies JsonSchema;
+export type ResponseHeadersOptions = FromSchema<typeof optionsSchema>;
+
 export default definePlugin<ResponseHeadersOptions>({
   name: 'response-headers',
   dryRun: 'run',
   description: 'Set response headers from per-request state (SType, score, mode, request id...), on errors too.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['set'],
-    properties: {
-      trailers: {
-        type: 'array',
-        items: { type: 'string', pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
-        description: 'Headers of `set` also sent as trailers of a streamed answer, read when it ends.',
-      },
-      set: {
-        type: 'object',
-        description: 'Header name → dotted path into the request state, {value: literal}, or {path, decimals}.',
-        propertyNames: { pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
-        additionalProperties: {
-          oneOf: [
-            { type: 'string', minLength: 1 },
-            {
-              type: 'object',
-              additionalProperties: false,
-              required: ['value'],
-              properties: { value: { type: 'string' } },
-            },
-            {
-              type: 'object',
-              additionalProperties: false,
-              required: ['path'],
-              properties: {
-                path: { type: 'string', minLength: 1 },
-                decimals: { type: 'integer', minimum: 0, maximum: 12 },
-                map: {
-                  type: 'object',
-                  additionalProperties: { type: 'string' },
-                  description: 'Renames values, e.g. {deny: block}.',
-                },
-                default: { type: 'string', description: 'Value when the path is absent.' },
-              },
-            },
-          ],
-        },
-      },
-    },
-  },
+  options: optionsSchema,
   create(options) {
     const headers: Array<[string, Resolver]> = Object.entries(options.set).map(([name, spec]) => [name, compile(spec)]);
     const trailers = (options.trailers ?? []).map((name): [string, Resolver] => {

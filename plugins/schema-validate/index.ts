@@ -14,9 +14,11 @@
 import {
   Answer,
   definePlugin,
+  type FromSchema,
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
+  type JsonSchema,
   jsonrpcWire,
   mapRpcResponses,
   type PolicyDecision,
@@ -34,16 +36,6 @@ import { type Compiled, compileToolSchema, type Validation } from './tool-schema
 
 type PinCheck = 'off' | 'flag' | 'enforce';
 
-export interface SchemaValidateOptions {
-  registry: string;
-  mode?: Mode;
-  validate_results: boolean;
-  unknown_stype: 'allow' | 'reject';
-  pin_check?: PinCheck;
-  argument_errors: 'jsonrpc' | 'tool-result';
-  schemas?: Partial<SchemaLimits>;
-}
-
 const { messagePayload, toolCallOf } = jsonrpcWire;
 
 /** More violations than this are cut (the count is kept in `violations_total`). */
@@ -52,6 +44,80 @@ const maxViolations = 100;
 /** JSON-RPC code of a result that fails its output schema: the server, not the client, is at fault. */
 export const resultErrorCode = -32603;
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['registry'],
+  properties: {
+    registry: registryOption,
+    mode: {
+      enum: [...modes],
+      description:
+        "Overrides the route's mode. strict: reject; permissive: forward, annotate, count, log; audit: count.",
+    },
+    validate_results: {
+      type: 'boolean',
+      default: true,
+      description: "Validate the upstream's result against the SType's output schema, when it has one.",
+    },
+    unknown_stype: {
+      enum: ['allow', 'reject'],
+      default: 'allow',
+      description: 'A message with no registered SType: pass it, or treat it as a schema failure.',
+    },
+    argument_errors: {
+      enum: ['jsonrpc', 'tool-result'],
+      default: 'jsonrpc',
+      description:
+        'Strict mode, tools/call arguments that fail their schema: the error of the dialect (HTTP 422, -32602 with violations), or a tool result with isError: true that the model can read and correct (MCP 2025-11-25, SEP-1303).',
+    },
+    pin_check: {
+      enum: ['off', 'flag', 'enforce'],
+      description:
+        'Tool-definition drift, and listed tool schemas outside the `schemas` bounds: flag, or remove those tools and refuse their calls. Default: enforce in strict mode, else flag.',
+    },
+    schemas: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description:
+        'Bounds on tool schemas (MCP 2026-07-28, SEP-2106), the SType schemas validated with and those a tools/list answer carries: max_depth (32), max_subschemas (2000), max_schema_bytes (262144), max_work (2000000, about 50 ms). A schema over one, with a $ref out of the document or a pattern without a linear-time match is refused with the reason; a value whose counted validation work exceeds max_work fails.',
+      properties: {
+        max_depth: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 256,
+          default: defaultLimits.max_depth,
+          description: 'Nesting of subschemas (allOf in anyOf in properties...).',
+        },
+        max_subschemas: {
+          type: 'integer',
+          minimum: 1,
+          maximum: 100000,
+          default: defaultLimits.max_subschemas,
+          description: 'Subschemas in one schema, $defs included.',
+        },
+        max_schema_bytes: {
+          type: 'integer',
+          minimum: 1024,
+          maximum: 16777216,
+          default: defaultLimits.max_schema_bytes,
+          description: 'Size of one schema (characters of its JSON).',
+        },
+        max_work: {
+          type: 'integer',
+          minimum: 1000,
+          maximum: 1000000000,
+          default: defaultLimits.max_work,
+          description:
+            'Counted work of one validation (schema cost per value × values, characters and item pairs): the default is about 50 ms of one core.',
+        },
+      },
+    },
+  },
+} as const satisfies JsonSchema;
+export type SchemaValidateOptions = FromSchema<typeof optionsSchema>;
+
 export default definePlugin<SchemaValidateOptions>({
   name: 'schema-validate',
   description:
@@ -59,78 +125,7 @@ export default definePlugin<SchemaValidateOptions>({
   // Without an SType every message counts as untyped and passes (unknown_stype: allow).
   needs: ['rpc', 'stype'],
   provides: ['validation', 'resultValidation'],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['registry'],
-    properties: {
-      registry: registryOption,
-      mode: {
-        enum: [...modes],
-        description:
-          "Overrides the route's mode. strict: reject; permissive: forward, annotate, count, log; audit: count.",
-      },
-      validate_results: {
-        type: 'boolean',
-        default: true,
-        description: "Validate the upstream's result against the SType's output schema, when it has one.",
-      },
-      unknown_stype: {
-        enum: ['allow', 'reject'],
-        default: 'allow',
-        description: 'A message with no registered SType: pass it, or treat it as a schema failure.',
-      },
-      argument_errors: {
-        enum: ['jsonrpc', 'tool-result'],
-        default: 'jsonrpc',
-        description:
-          'Strict mode, tools/call arguments that fail their schema: the error of the dialect (HTTP 422, -32602 with violations), or a tool result with isError: true that the model can read and correct (MCP 2025-11-25, SEP-1303).',
-      },
-      pin_check: {
-        enum: ['off', 'flag', 'enforce'],
-        description:
-          'Tool-definition drift, and listed tool schemas outside the `schemas` bounds: flag, or remove those tools and refuse their calls. Default: enforce in strict mode, else flag.',
-      },
-      schemas: {
-        type: 'object',
-        additionalProperties: false,
-        default: {},
-        description:
-          'Bounds on tool schemas (MCP 2026-07-28, SEP-2106), the SType schemas validated with and those a tools/list answer carries: max_depth (32), max_subschemas (2000), max_schema_bytes (262144), max_work (2000000, about 50 ms). A schema over one, with a $ref out of the document or a pattern without a linear-time match is refused with the reason; a value whose counted validation work exceeds max_work fails.',
-        properties: {
-          max_depth: {
-            type: 'integer',
-            minimum: 1,
-            maximum: 256,
-            default: defaultLimits.max_depth,
-            description: 'Nesting of subschemas (allOf in anyOf in properties...).',
-          },
-          max_subschemas: {
-            type: 'integer',
-            minimum: 1,
-            maximum: 100000,
-            default: defaultLimits.max_subschemas,
-            description: 'Subschemas in one schema, $defs included.',
-          },
-          max_schema_bytes: {
-            type: 'integer',
-            minimum: 1024,
-            maximum: 16777216,
-            default: defaultLimits.max_schema_bytes,
-            description: 'Size of one schema (characters of its JSON).',
-          },
-          max_work: {
-            type: 'integer',
-            minimum: 1000,
-            maximum: 1000000000,
-            default: defaultLimits.max_work,
-            description:
-              'Counted work of one validation (schema cost per value × values, characters and item pairs): the default is about 50 ms of one core.',
-          },
-        },
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const registry = env.resource<STypeRegistry>(options.registry);
     const pins = new ToolPins(registry);

@@ -15,27 +15,26 @@
  * `switchyard_requests_total` with a 5xx `status`.
  * Connection figures come from ServiceInfo.connections at scrape time: nothing per request.
  */
-import { definePlugin, latencyBuckets } from '../../runtime/index.ts';
+import { definePlugin, type FromSchema, type JsonSchema, latencyBuckets } from '../../runtime/index.ts';
 
-interface Options {
-  prefix: string;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    prefix: {
+      type: 'string',
+      pattern: '^[a-zA-Z_][a-zA-Z0-9_]*$',
+      default: 'switchyard_server',
+      description: 'Metric name prefix, e.g. `db_server` gives `db_server_uptime_seconds`',
+    },
+  },
+} as const satisfies JsonSchema;
+type Options = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<Options>({
   name: 'server-metrics',
   description: 'Server metrics (uptime, connections, requests by ok/error, latency) under a chosen prefix',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      prefix: {
-        type: 'string',
-        pattern: '^[a-zA-Z_][a-zA-Z0-9_]*$',
-        default: 'switchyard_server',
-        description: 'Metric name prefix, e.g. `db_server` gives `db_server_uptime_seconds`',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const prefix = options.prefix;
     // Metrics are get-or-create: the instances of every route (and of later reloads) share them,

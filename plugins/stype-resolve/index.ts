@@ -11,14 +11,20 @@
  * names an SType the registry does not have is the caller's mistake: 404 `stype_not_found`.
  * Without `ctx.state.rpc` (e.g. a GET on the JSON-RPC route) the stage does nothing.
  */
-import { definePlugin, GatewayError } from '../../runtime/index.ts';
+import { definePlugin, type FromSchema, GatewayError, type JsonSchema } from '../../runtime/index.ts';
 import type { STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
 import { registryOption } from '../stype-registry/api.ts';
 
-interface Options {
-  registry: string;
-  stype?: string;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['registry'],
+  properties: {
+    registry: registryOption,
+    stype: { type: 'string', minLength: 1, description: 'Fixed SType id for every message of this route.' },
+  },
+} as const satisfies JsonSchema;
+type Options = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<Options>({
   name: 'stype-resolve',
@@ -26,15 +32,7 @@ export default definePlugin<Options>({
   // Without a parsed message it does nothing, so every later check would pass untyped.
   needs: ['rpc'],
   provides: ['stype'],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['registry'],
-    properties: {
-      registry: registryOption,
-      stype: { type: 'string', minLength: 1, description: 'Fixed SType id for every message of this route.' },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const registry = env.resource<STypeRegistry>(options.registry);
     if (options.stype !== undefined && !registry.get(options.stype)) {

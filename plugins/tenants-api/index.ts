@@ -12,41 +12,44 @@
  * The token budget is read the same way from the limiter's token store (the token-limit stage's,
  * with `limiter:` and key: caller).
  */
-import { definePlugin, type GatewayContext, GatewayError, respond } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type FromSchema,
+  type GatewayContext,
+  GatewayError,
+  type JsonSchema,
+  respond,
+} from '../../runtime/index.ts';
 import { callerKey, type Limiter } from '../rate-limit/api.ts';
 import type { Tenant, TenantDirectory } from '../tenants/api.ts';
 
-interface Options {
-  tenants: string;
-  op: 'list' | 'info';
-  limiter?: string;
-  header: string;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['tenants', 'op'],
+  properties: {
+    tenants: { type: 'string', minLength: 1, 'x-ref': 'resource', description: 'A tenant-directory resource' },
+    op: { enum: ['list', 'info'], description: '`list` all tenants, or `info` on the one named by `header`' },
+    limiter: {
+      type: 'string',
+      minLength: 1,
+      'x-ref': 'resource',
+      description: 'info: the rate-limiter resource the tenants are counted with (key: caller)',
+    },
+    header: {
+      type: 'string',
+      pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$",
+      default: 'X-Tenant-ID',
+      description: 'info: request header naming the tenant',
+    },
+  },
+} as const satisfies JsonSchema;
+type Options = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<Options>({
   name: 'tenants-api',
   description: 'Serve a tenant directory: list tenants, or one tenant with its rate-limit state (terminal stage)',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['tenants', 'op'],
-    properties: {
-      tenants: { type: 'string', minLength: 1, 'x-ref': 'resource', description: 'A tenant-directory resource' },
-      op: { enum: ['list', 'info'], description: '`list` all tenants, or `info` on the one named by `header`' },
-      limiter: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description: 'info: the rate-limiter resource the tenants are counted with (key: caller)',
-      },
-      header: {
-        type: 'string',
-        pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$",
-        default: 'X-Tenant-ID',
-        description: 'info: request header naming the tenant',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const directory = env.resource<TenantDirectory>(options.tenants);
     if (typeof directory?.get !== 'function')

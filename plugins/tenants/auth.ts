@@ -13,32 +13,30 @@
  * `token-limit` (limit_from: caller.attributes.tokens_per_minute), the
  * policy stage and the proxy act per tenant.
  */
-import { type Caller, definePlugin, GatewayError } from '../../runtime/index.ts';
+import { type Caller, definePlugin, type FromSchema, GatewayError, type JsonSchema } from '../../runtime/index.ts';
 import type { Tenant, TenantDirectory } from './api.ts';
 
-interface Options {
-  tenants: string;
-  header: string;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['tenants'],
+  properties: {
+    tenants: { type: 'string', minLength: 1, 'x-ref': 'resource', description: 'A tenant-directory resource' },
+    header: {
+      type: 'string',
+      pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$",
+      default: 'Authorization',
+      description: '`Authorization` expects `Bearer <key>`; any other header carries the raw key',
+    },
+  },
+} as const satisfies JsonSchema;
+type Options = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<Options>({
   name: 'tenant-auth',
   description: 'Authenticate a request by API key against a tenant directory; the tenant becomes the caller',
   provides: ['caller', 'upstream'],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['tenants'],
-    properties: {
-      tenants: { type: 'string', minLength: 1, 'x-ref': 'resource', description: 'A tenant-directory resource' },
-      header: {
-        type: 'string',
-        pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$",
-        default: 'Authorization',
-        description: '`Authorization` expects `Bearer <key>`; any other header carries the raw key',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const directory = env.resource<TenantDirectory>(options.tenants);
     if (typeof directory?.byKey !== 'function')

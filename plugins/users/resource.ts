@@ -11,22 +11,12 @@
  * is logged as a warning.
  */
 import { randomBytes } from 'node:crypto';
-import { defineResource, type Entity, GatewayError } from '../../runtime/index.ts';
+import { defineResource, type Entity, type FromSchema, GatewayError, type JsonSchema } from '../../runtime/index.ts';
 import type { EntityStoreResource } from '../entity-store/api.ts';
 import { writeQueue } from '../records/api.ts';
 import type { PublicUser, UserDirectory } from './api.ts';
 import { defaultCost, hashPassword, verifyPassword } from './password.ts';
 import { issueToken, verifyToken } from './token.ts';
-
-interface UserDirectoryOptions {
-  store: string;
-  enabled: boolean;
-  entity_type: string;
-  secret?: string;
-  token_ttl_seconds: number;
-  registration: 'open' | 'superuser';
-  scrypt_cost: number;
-}
 
 interface StoredUser extends Record<string, unknown> {
   username: string;
@@ -37,39 +27,42 @@ interface StoredUser extends Record<string, unknown> {
   is_superuser: boolean;
 }
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['store'],
+  properties: {
+    store: { type: 'string', 'x-ref': 'resource', description: 'An entity-store resource.' },
+    enabled: {
+      type: 'boolean',
+      default: false,
+      description: 'Off: user routes answer 404, guards let every request pass.',
+    },
+    entity_type: { type: 'string', pattern: '^[a-z][a-z0-9_]{0,63}$', default: 'user' },
+    secret: {
+      type: 'string',
+      description: 'HMAC key of the tokens (at least 32 characters advised); empty: random per process.',
+    },
+    token_ttl_seconds: { type: 'integer', minimum: 60, default: 1800, description: 'Token lifetime.' },
+    registration: {
+      enum: ['open', 'superuser'],
+      default: 'superuser',
+      description: 'Who may create users once the first (superuser) exists: anyone, or superusers only.',
+    },
+    scrypt_cost: {
+      type: 'integer',
+      enum: [1024, 2048, 4096, 8192, 16384, 32768, 65536],
+      default: 16384,
+      description: 'scrypt N.',
+    },
+  },
+} as const satisfies JsonSchema;
+type UserDirectoryOptions = FromSchema<typeof optionsSchema>;
+
 export default defineResource<UserDirectoryOptions, UserDirectory>({
   type: 'user-directory',
   description: 'User accounts in an entity store: scrypt passwords, HS256 bearer tokens, first user superuser',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['store'],
-    properties: {
-      store: { type: 'string', 'x-ref': 'resource', description: 'An entity-store resource.' },
-      enabled: {
-        type: 'boolean',
-        default: false,
-        description: 'Off: user routes answer 404, guards let every request pass.',
-      },
-      entity_type: { type: 'string', pattern: '^[a-z][a-z0-9_]{0,63}$', default: 'user' },
-      secret: {
-        type: 'string',
-        description: 'HMAC key of the tokens (at least 32 characters advised); empty: random per process.',
-      },
-      token_ttl_seconds: { type: 'integer', minimum: 60, default: 1800, description: 'Token lifetime.' },
-      registration: {
-        enum: ['open', 'superuser'],
-        default: 'superuser',
-        description: 'Who may create users once the first (superuser) exists: anyone, or superusers only.',
-      },
-      scrypt_cost: {
-        type: 'integer',
-        enum: [1024, 2048, 4096, 8192, 16384, 32768, 65536],
-        default: 16384,
-        description: 'scrypt N.',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const db = env.resource<EntityStoreResource>(options.store);
     const type = options.entity_type;

@@ -4,32 +4,31 @@
  * message names the first offending field, with every violation in details.errors as {field,
  * message}. Malformed JSON is `parse_error` as everywhere (readJson).
  */
+
 import { readFileSync } from 'node:fs';
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import { definePlugin, GatewayError, type JsonSchema, readJson } from '../../runtime/index.ts';
+import { definePlugin, type FromSchema, GatewayError, type JsonSchema, readJson } from '../../runtime/index.ts';
 
-interface ValidateBodyOptions {
-  schema: string | JsonSchema;
-  max_errors: number;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['schema'],
+  properties: {
+    schema: {
+      oneOf: [{ type: 'string', minLength: 1 }, { type: 'object' }],
+      description: 'The schema inline, or the path of a JSON/YAML schema file relative to the config file.',
+    },
+    max_errors: { type: 'integer', minimum: 1, default: 20, description: 'Violations listed at most.' },
+  },
+} as const satisfies JsonSchema;
+type ValidateBodyOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<ValidateBodyOptions>({
   name: 'validate-body',
   dryRun: 'run',
   description: 'Validate the JSON request body against a JSON Schema; 400 naming the field on failure.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['schema'],
-    properties: {
-      schema: {
-        oneOf: [{ type: 'string', minLength: 1 }, { type: 'object' }],
-        description: 'The schema inline, or the path of a JSON/YAML schema file relative to the config file.',
-      },
-      max_errors: { type: 'integer', minimum: 1, default: 20, description: 'Violations listed at most.' },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const schema =
       typeof options.schema === 'string'

@@ -23,78 +23,77 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Agent } from 'undici';
 import { type WebSocket, WebSocketServer } from 'ws';
-import { definePlugin, GatewayError, type UpgradedConnection } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type FromSchema,
+  GatewayError,
+  type JsonSchema,
+  type UpgradedConnection,
+} from '../../runtime/index.ts';
 import { type Outcome, Relay } from './relay.ts';
-
-interface BridgeOptions {
-  target: string;
-  force: Record<string, unknown>;
-  forward_headers: string[];
-  max_queued: number;
-  ping_interval_ms: number;
-  idle_timeout_ms: number;
-  token_protocol: string;
-}
 
 /** How long close() waits for clients to answer the close frame before cutting them. */
 const closeGraceMs = 1000;
+
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['target'],
+  properties: {
+    target: {
+      type: 'string',
+      pattern: '^/',
+      description: 'Path of the route of this service each message is POSTed to, e.g. /v1/chat/completions.',
+    },
+    force: {
+      type: 'object',
+      default: { stream: true },
+      description: 'Fields set on every message before it is sent (they replace the client values).',
+    },
+    forward_headers: {
+      type: 'array',
+      items: { type: 'string', pattern: '^[A-Za-z0-9-]+$' },
+      default: ['authorization', 'traceparent'],
+      description:
+        'Headers of the handshake sent with every message. X-Request-Id (<handshake id>.<n>) and X-Forwarded-For are always sent.',
+    },
+    max_queued: {
+      type: 'integer',
+      minimum: 0,
+      default: 8,
+      description: 'Messages that may wait behind the one being answered; more get an error frame.',
+    },
+    ping_interval_ms: {
+      type: 'integer',
+      minimum: 0,
+      default: 30000,
+      description:
+        'Ping every client this often and drop those that did not answer the previous ping (0: never). Keeps idle sockets alive through load balancers.',
+    },
+    idle_timeout_ms: {
+      type: 'integer',
+      minimum: 0,
+      default: 300000,
+      description:
+        'Close a socket (code 1000) that has sent no message for this long while no answer is being relayed; pings do not count (0: never).',
+    },
+    token_protocol: {
+      type: 'string',
+      default: 'authorization.bearer.',
+      pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]*$",
+      description:
+        'Prefix of an offered subprotocol carrying the API key (base64url) for clients that cannot send ' +
+        'Authorization (browsers); used only when the handshake has no Authorization header. Empty: off.',
+    },
+  },
+} as const satisfies JsonSchema;
+type BridgeOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<BridgeOptions>({
   name: 'websocket-bridge',
   description:
     'WebSocket endpoint (GET route, terminal): each JSON message is POSTed to another route of the same service and its SSE answer relayed as frames.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['target'],
-    properties: {
-      target: {
-        type: 'string',
-        pattern: '^/',
-        description: 'Path of the route of this service each message is POSTed to, e.g. /v1/chat/completions.',
-      },
-      force: {
-        type: 'object',
-        default: { stream: true },
-        description: 'Fields set on every message before it is sent (they replace the client values).',
-      },
-      forward_headers: {
-        type: 'array',
-        items: { type: 'string', pattern: '^[A-Za-z0-9-]+$' },
-        default: ['authorization', 'traceparent'],
-        description:
-          'Headers of the handshake sent with every message. X-Request-Id (<handshake id>.<n>) and X-Forwarded-For are always sent.',
-      },
-      max_queued: {
-        type: 'integer',
-        minimum: 0,
-        default: 8,
-        description: 'Messages that may wait behind the one being answered; more get an error frame.',
-      },
-      ping_interval_ms: {
-        type: 'integer',
-        minimum: 0,
-        default: 30000,
-        description:
-          'Ping every client this often and drop those that did not answer the previous ping (0: never). Keeps idle sockets alive through load balancers.',
-      },
-      idle_timeout_ms: {
-        type: 'integer',
-        minimum: 0,
-        default: 300000,
-        description:
-          'Close a socket (code 1000) that has sent no message for this long while no answer is being relayed; pings do not count (0: never).',
-      },
-      token_protocol: {
-        type: 'string',
-        default: 'authorization.bearer.',
-        pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]*$",
-        description:
-          'Prefix of an offered subprotocol carrying the API key (base64url) for clients that cannot send ' +
-          'Authorization (browsers); used only when the handshake has no Authorization header. Empty: off.',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const force = options.force ?? { stream: true };
     const forward = (options.forward_headers ?? ['authorization', 'traceparent']).map((h) => h.toLowerCase());

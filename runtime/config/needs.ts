@@ -10,9 +10,14 @@
  *
  * Ordering constraints are checked here too: a stage that `wraps` another (the audit stage wraps
  * policy: it records what policy decides) must run before it on every path they share.
+ *
+ * Request headers (`header:<name>` entries, `requestHeader(name)`) follow the same rule: a header
+ * a stage needs must be set by an earlier stage of the path; and two stages of one path may not
+ * both set the same header (the upstream would get only the later one's value). Those problems
+ * name the route ("on every route" for the service-wide stages).
  */
 import type { Catalog } from '../catalog.ts';
-import { coreStateFields, type PluginDefinition, type StateField, stateFields } from '../plugin.ts';
+import { type Contract, coreStateFields, type PluginDefinition, stateFields } from '../plugin.ts';
 import { type ConfigPath, formatPath } from './source.ts';
 import type { ServiceConfig, StageConfig } from './types.ts';
 
@@ -29,6 +34,17 @@ export interface NeedsCheck {
   defaults(def: Definition): Record<string, unknown>;
 }
 
+/** What the stages of a path so far provide: state fields, and request headers with the stage that sets each. */
+interface Provided {
+  fields: ReadonlySet<string>;
+  headers: ReadonlyMap<string, StageConfig>;
+}
+
+/** The lower-case header name of a `header:<name>` entry; undefined for a state field. */
+function headerOf(entry: Contract): string | undefined {
+  return entry.startsWith('header:') ? entry.slice('header:'.length).toLowerCase() : undefined;
+}
+
 export function checkNeeds({ config, catalog, report, invalid, defaults }: NeedsCheck): void {
   const core = new Set<string>(coreStateFields);
   let providers: Map<string, string[]> | undefined;
@@ -40,32 +56,58 @@ export function checkNeeds({ config, catalog, report, invalid, defaults }: Needs
     return `${names.slice(0, -1).join(', ')} or ${names.at(-1)} provide it; put one of them before this stage`;
   };
 
-  /** Checks a run of stages given what the stages before it provide; returns what is provided after it. */
-  const walk = (stages: StageConfig[], before: ReadonlySet<string>): Set<string> => {
-    const provided = new Set(before);
+  /**
+   * Checks a run of stages given what the stages before it provide; returns what is provided
+   * after it. `on` names the route (for the header problems).
+   */
+  const walk = (stages: StageConfig[], before: Provided, on: string): Provided => {
+    const provided = new Set(before.fields);
+    const headers = new Map(before.headers);
     stages.forEach((stage, i) => {
       const def = catalog.stage(stage.plugin);
       if (!def) return; // unknown plugin: reported already
       const where = `${formatPath(stage.path)}.${stage.plugin}`;
       if (!invalid.has(stage)) {
         for (const need of fieldsOf(def, 'needs', stage, report, where)) {
-          if (core.has(need) || provided.has(need)) continue;
-          const later = stages.slice(i + 1).find((s) => providesField(catalog.stage(s.plugin), s, need));
+          const header = headerOf(need);
+          if (header === undefined ? core.has(need) || provided.has(need) : headers.has(header)) continue;
+          const entry = header === undefined ? need : (`header:${header}` as const);
+          const later = stages.slice(i + 1).find((s) => providesField(catalog.stage(s.plugin), s, entry));
           const hint = later
             ? `${later.plugin} at ${formatPath(later.path)} provides it but runs after this stage; move it before`
-            : suggestion(need);
-          report(stage.path, `needs "${need}", which no earlier stage provides (${hint})`, where);
+            : suggestion(entry);
+          const problem =
+            header === undefined
+              ? `needs "${need}", which no earlier stage provides (${hint})`
+              : `needs request header "${header}", which no earlier stage sets ${on} (${hint})`;
+          report(stage.path, problem, where);
         }
       }
-      for (const field of fieldsOf(def, 'provides', stage, report, where)) provided.add(field);
+      for (const field of fieldsOf(def, 'provides', stage, report, where)) {
+        const header = headerOf(field);
+        if (header === undefined) {
+          provided.add(field);
+          continue;
+        }
+        const other = headers.get(header);
+        if (other && other !== stage) {
+          report(
+            stage.path,
+            `sets request header "${header}", which ${other.plugin} at ${formatPath(other.path)} sets too ${on}; ` +
+              'the upstream would get only the later value: keep one of them',
+            where,
+          );
+        }
+        headers.set(header, stage);
+      }
     });
-    return provided;
+    return { fields: provided, headers };
   };
 
   // Service-wide stages run in front of every route: checked once, and what they provide is
   // available to each route's own stages.
-  const service = walk(config.pipeline, new Set());
-  for (const route of config.routes) walk(route.pipeline, service);
+  const service = walk(config.pipeline, { fields: new Set(), headers: new Map() }, 'on every route');
+  for (const route of config.routes) walk(route.pipeline, service, `on route "${route.id}"`);
   checkWraps(config, catalog, report);
 }
 
@@ -105,7 +147,7 @@ function fieldsOf(
   stage: StageConfig,
   report: Report,
   where: string,
-): readonly StateField[] {
+): readonly Contract[] {
   try {
     return stateFields(def[key], stage.options);
   } catch (err) {
@@ -117,7 +159,7 @@ function fieldsOf(
 function providesField(def: Definition | undefined, stage: StageConfig, field: string): boolean {
   if (!def) return false;
   try {
-    return stateFields(def.provides, stage.options).includes(field as StateField);
+    return stateFields(def.provides, stage.options).some((f) => normalized(f) === field);
   } catch {
     return false;
   }
@@ -129,9 +171,9 @@ function catalogProviders(catalog: Catalog, defaults: NeedsCheck['defaults']): M
   for (const d of catalog.all()) {
     if (d.kind !== 'stage' || !d.provides) continue;
     const def = d as unknown as Definition;
-    let fields: readonly StateField[];
+    let fields: string[];
     try {
-      fields = stateFields(def.provides, defaults(def));
+      fields = stateFields(def.provides, defaults(def)).map(normalized);
     } catch {
       continue;
     }
@@ -142,4 +184,10 @@ function catalogProviders(catalog: Catalog, defaults: NeedsCheck['defaults']): M
     }
   }
   return out;
+}
+
+/** A header entry with its name in lower case (as the checks compare them); a field as it is. */
+function normalized(entry: Contract): string {
+  const header = headerOf(entry);
+  return header === undefined ? entry : `header:${header}`;
 }

@@ -12,13 +12,13 @@
  *   rewrites the request's `model` with it (it holds the parsed body; the transport only bytes).
  */
 import { around } from './around.ts';
-import type { HttpUpstreamConfig } from './config.ts';
+import type { PlainHttpUpstreamConfig } from './config.ts';
 import { SecretScrubber } from './secret-scrub.ts';
 import { isHttpUpstream, type Upstream } from './types.ts';
 
 export function asProvider<U extends Upstream>(
   upstream: U,
-  config: Pick<HttpUpstreamConfig, 'api_key_env' | 'model_map'>,
+  config: Pick<PlainHttpUpstreamConfig, 'api_key_env' | 'model_map'>,
   environment: NodeJS.ProcessEnv,
 ): U {
   if (!isHttpUpstream(upstream)) return upstream;
