@@ -31,6 +31,13 @@ export interface RpcCallerConfig {
   /** Default time allowed for one call. */
   timeout_ms: number;
   connect_timeout_ms: number;
+  /**
+   * The forward keeps the call's deadline itself (HttpUpstreamImpl.forward: `timeoutMs` on a native
+   * timer, an aborted caller's signal cancels it, a timeout is `upstream_timeout`): the call then
+   * makes no timeout signal of its own. Without it (the active check's one-connection client) the
+   * call bounds itself with `AbortSignal.timeout`.
+   */
+  forwardKeepsDeadline?: boolean;
 }
 
 export type Forward = (req: HttpForwardRequest) => Promise<HttpForwardResponse>;
@@ -128,8 +135,10 @@ export class RpcOverHttp {
     const isRequest = message.id !== undefined;
     const wireId = this.nextId++;
     const timeoutMs = options.timeoutMs ?? this.config.timeout_ms;
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    // Per call, the lighter way when the forward keeps the deadline: no timeout signal and no
+    // composite one (AbortSignal.any holds its sources through WeakRefs the GC must process).
+    const timeout = this.config.forwardKeepsDeadline ? undefined : AbortSignal.timeout(timeoutMs);
+    const signal = timeout && options.signal ? AbortSignal.any([options.signal, timeout]) : (timeout ?? options.signal);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
@@ -152,7 +161,7 @@ export class RpcOverHttp {
         details: { upstream: this.name, status: res.status },
       });
     } catch (err) {
-      if (timeout.aborted && !options.signal?.aborted) {
+      if (timeout?.aborted && !options.signal?.aborted) {
         throw new GatewayError('upstream_timeout', `Upstream did not answer within ${timeoutMs} ms`, {
           details: { upstream: this.name, timeout_ms: timeoutMs },
         });
