@@ -7,6 +7,9 @@
  * valgrind. For each target: a warm-up (the JIT settles), then N requests, then 2N, the counters
  * dumped between the phases (callgrind_control); instructions per request = (I(2N) − I(N)) / N,
  * which cancels what the process spends whatever the requests (timers, the dumps themselves).
+ * Each figure is also given without V8's optimising compiler (its background TurboFan jobs, which
+ * under valgrind still run thousands of requests in and dominate the dumps unevenly): the cost of
+ * a request once its code is compiled (jitInstructions).
  * Ratios are to the floor of the same family measured in the same run. See bench/README.md.
  *
  * Env: INSTR_ROUTES (keys, default typed-proxy/jsonrpc,typed-proxy/send,safety-filter/chat),
@@ -134,6 +137,33 @@ function annotate(file: string, rows: number): string[] {
     .slice(0, rows);
 }
 
+/**
+ * The instructions of a dump that V8's optimising compiler spent on its background threads
+ * (TurboFan jobs: `OptimizingCompileDispatcher::CompileTask`, inclusive). Under valgrind the JIT
+ * still compiles thousands of requests in, and unevenly between phases (it was ~60% of the Koa
+ * floor's dumps after a 1500-request warm-up): the figure without it is what a request costs once
+ * its code is compiled, which the phases agree on far better.
+ */
+function jitInstructions(file: string): number {
+  const r = spawnSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], {
+    encoding: 'utf8',
+    maxBuffer: 256 << 20,
+  });
+  if (r.status !== 0) return Number.NaN;
+  let sum = 0;
+  for (const line of r.stdout.split('\n')) {
+    if (
+      !/OptimizingCompileDispatcher::CompileTask::RunInternal\(|maglev::MaglevConcurrentDispatcher::JobTask::Run\(/.test(
+        line,
+      )
+    )
+      continue;
+    const m = /^\s*([\d,]+)/.exec(line);
+    if (m) sum += Number(m[1].replaceAll(',', ''));
+  }
+  return sum;
+}
+
 /** A bench server as one plain JavaScript file, so that the floor starts under valgrind without tsx. */
 function bundled(file: string): Promise<string> {
   return bundleForNode(file, `instr-${file.split('/').pop()!.replace(/\.ts$/, '')}`);
@@ -149,6 +179,10 @@ interface Figures {
   perRequest2N: number;
   /** (I(2N) − I(N)) / N. */
   perRequest: number;
+  /** The same without the optimising compiler's background work (jitInstructions). */
+  perRequestNoJit: number;
+  /** The compiler's share of the N and 2N dumps together. */
+  jitShare: number;
   hot?: string[];
 }
 
@@ -255,12 +289,16 @@ async function main(): Promise<number> {
       await dump(t.proc.pid, t.out);
       process.stdout.write(`, N = ${settings.n}`);
       await send(pool, t, settings.n, settings.connections);
+      const filesN = dumps(t.out);
       const iN = await dump(t.proc.pid, t.out);
+      const lastN = dumps(t.out).filter((f) => !filesN.includes(f))[0];
       process.stdout.write(`, 2N`);
       await send(pool, t, 2 * settings.n, settings.connections);
       const files = dumps(t.out);
       const i2N = await dump(t.proc.pid, t.out);
       const last = dumps(t.out).filter((f) => !files.includes(f))[0];
+      const jitN = lastN ? jitInstructions(lastN) : Number.NaN;
+      const jit2N = last ? jitInstructions(last) : Number.NaN;
       const f: Figures = {
         key: t.key,
         label: t.label,
@@ -269,10 +307,15 @@ async function main(): Promise<number> {
         perRequestN: iN / settings.n,
         perRequest2N: i2N / (2 * settings.n),
         perRequest: (i2N - iN) / settings.n,
+        perRequestNoJit: (i2N - jit2N - (iN - jitN)) / settings.n,
+        jitShare: (jitN + jit2N) / (iN + i2N),
         hot: settings.annotate && last ? annotate(last, settings.annotate) : undefined,
       };
       figures.push(f);
-      console.log(`: ${fmt(f.perRequest / 1000, 0)} k instructions/request`);
+      console.log(
+        `: ${fmt(f.perRequest / 1000, 0)} k instructions/request, ${fmt(f.perRequestNoJit / 1000, 0)} k without the JIT ` +
+          `compiler (${fmt(100 * f.jitShare, 0)}% of the dumps)`,
+      );
       if (f.hot) for (const l of f.hot) console.log(`    ${l}`);
     } finally {
       await pool.close();
@@ -287,16 +330,30 @@ async function main(): Promise<number> {
   const rows = figures.map((f) => {
     const floor = floorOf(f.family);
     const r = floor && !f.floor ? f.perRequest / floor.perRequest : undefined;
-    return { ...f, ratio: r };
+    const rNoJit = floor && !f.floor ? f.perRequestNoJit / floor.perRequestNoJit : undefined;
+    return { ...f, ratio: r, ratioNoJit: rNoJit };
   });
+  const ratioText = (x: number | undefined) => (x === undefined ? '-' : `${fmt(x, 2)}×`);
   printTable(
-    ['target', 'k instr/req', 'N phase', '2N phase', 'ratio to floor'],
+    [
+      'target',
+      'k instr/req',
+      'N phase',
+      '2N phase',
+      'ratio to floor',
+      'k without JIT',
+      'JIT share',
+      'ratio without JIT',
+    ],
     rows.map((r) => [
       r.label,
       fmt(r.perRequest / 1000, 0),
       fmt(r.perRequestN / 1000, 0),
       fmt(r.perRequest2N / 1000, 0),
-      r.ratio === undefined ? '-' : `${fmt(r.ratio, 2)}×`,
+      ratioText(r.ratio),
+      fmt(r.perRequestNoJit / 1000, 0),
+      `${fmt(100 * r.jitShare, 0)}%`,
+      ratioText(r.ratioNoJit),
     ]),
   );
   const commit = gitCommit();
@@ -316,11 +373,12 @@ async function main(): Promise<number> {
     const table = [
       `\n### ${result.date.slice(0, 16).replace('T', ' ')} UTC, ${commit}: instructions per request (npm run bench:instructions)\n`,
       `callgrind, N = ${settings.n}, ${settings.connections} connections; ratio to the Koa + undici floor of the same run\n`,
-      '| target | k instructions/request | ratio to floor |',
-      '| --- | ---: | ---: |',
+      '| target | k instructions/request | ratio to floor | k without the JIT compiler | JIT share | ratio without JIT |',
+      '| --- | ---: | ---: | ---: | ---: | ---: |',
       ...rows.map(
         (r) =>
-          `| ${r.label} | ${fmt(r.perRequest / 1000, 0)} | ${r.ratio === undefined ? '-' : `${fmt(r.ratio, 2)}×`} |`,
+          `| ${r.label} | ${fmt(r.perRequest / 1000, 0)} | ${ratioText(r.ratio)} | ${fmt(r.perRequestNoJit / 1000, 0)} | ` +
+          `${fmt(100 * r.jitShare, 0)}% | ${ratioText(r.ratioNoJit)} |`,
       ),
       '',
     ];
