@@ -203,13 +203,50 @@ async function readAnswer(body: Readable, contentType: string, wireId: number): 
     }
     return undefined;
   }
-  const chunks: Buffer[] = [];
-  for await (const chunk of body) chunks.push(chunk as Buffer);
-  const msg = parseJson(Buffer.concat(chunks).toString('utf8'));
+  const msg = parseJson(await readText(body));
   if (Array.isArray(msg)) return msg.find(matches);
   // A server may answer an error without echoing the id (e.g. a 400 before parsing).
   if (typeof msg === 'object' && msg !== null && ('result' in msg || 'error' in msg)) return msg as Message;
   return undefined;
+}
+
+/**
+ * A JSON answer's body, whole, with event listeners (cheaper than async iteration, which watches
+ * the stream with finished() and makes a promise per chunk). Fails as async iteration would: with
+ * the stream's error, or ERR_STREAM_PREMATURE_CLOSE when it closes before its end.
+ */
+function readText(body: Readable): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const settle = (): void => {
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('error', onError);
+      body.off('close', onClose);
+    };
+    const onData = (chunk: Buffer | string): void => {
+      chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    };
+    const onEnd = (): void => {
+      settle();
+      resolve((chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks)).toString('utf8'));
+    };
+    const onError = (err: Error): void => {
+      settle();
+      reject(err);
+    };
+    const onClose = (errored?: Error | null): void => {
+      settle();
+      reject(errored ?? Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+    };
+    if (body.readableEnded) return resolve('');
+    if (body.destroyed) return onClose(body.errored);
+    body.on('data', onData);
+    body.once('end', onEnd);
+    body.once('error', onError);
+    body.once('close', onClose);
+    body.resume();
+  });
 }
 
 function parseJson(text: string): unknown {
