@@ -32,7 +32,7 @@ export {
 } from './exchange/request.ts';
 export { effectiveMode, enforcementModes, type Mode } from './mode.ts';
 export type { MetricsKit } from './observability/metrics.ts';
-export { latencyBuckets } from './observability/metrics.ts';
+export { labelledSeries, latencyBuckets } from './observability/metrics.ts';
 export type {
   Contract,
   FromSchema,

@@ -7,6 +7,9 @@
  * valgrind. For each target: a warm-up (the JIT settles), then N requests, then 2N, the counters
  * dumped between the phases (callgrind_control); instructions per request = (I(2N) − I(N)) / N,
  * which cancels what the process spends whatever the requests (timers, the dumps themselves).
+ * Each figure is also given for the main thread alone, without V8's helper threads (the JIT's
+ * compile jobs, which under valgrind still run thousands of requests in and dominate the dumps
+ * unevenly, and concurrent GC marking): the figure the phases agree on (helperInstructions).
  * Ratios are to the floor of the same family measured in the same run. See bench/README.md.
  *
  * Env: INSTR_ROUTES (keys, default typed-proxy/jsonrpc,typed-proxy/send,safety-filter/chat),
@@ -134,6 +137,29 @@ function annotate(file: string, rows: number): string[] {
     .slice(0, rows);
 }
 
+/**
+ * The instructions of a dump that ran on V8's helper threads (node's PlatformWorkerThread,
+ * inclusive): the optimising compiler's jobs, concurrent marking, parallel scavenging. Under
+ * valgrind the JIT still compiles thousands of requests in, unevenly between phases (~60% of the
+ * Koa floor's dumps after a 1500-request warm-up), and a major GC's marking of a large heap falls in
+ * one phase or the other: the rest, the main thread (the event loop: the requests' JavaScript,
+ * parsers, syscalls, GC pauses), is what the phases agree on.
+ */
+function helperInstructions(file: string): number {
+  const r = spawnSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], {
+    encoding: 'utf8',
+    maxBuffer: 256 << 20,
+  });
+  if (r.status !== 0) return Number.NaN;
+  let sum = 0;
+  for (const line of r.stdout.split('\n')) {
+    if (!/PlatformWorkerThread\(/.test(line)) continue;
+    const m = /^\s*([\d,]+)/.exec(line);
+    if (m) sum += Number(m[1].replaceAll(',', ''));
+  }
+  return sum;
+}
+
 /** A bench server as one plain JavaScript file, so that the floor starts under valgrind without tsx. */
 function bundled(file: string): Promise<string> {
   return bundleForNode(file, `instr-${file.split('/').pop()!.replace(/\.ts$/, '')}`);
@@ -149,6 +175,10 @@ interface Figures {
   perRequest2N: number;
   /** (I(2N) − I(N)) / N. */
   perRequest: number;
+  /** The same on the main thread only (without V8's helper threads: helperInstructions). */
+  perRequestMain: number;
+  /** The helper threads' share of the N and 2N dumps together. */
+  helperShare: number;
   hot?: string[];
 }
 
@@ -255,12 +285,16 @@ async function main(): Promise<number> {
       await dump(t.proc.pid, t.out);
       process.stdout.write(`, N = ${settings.n}`);
       await send(pool, t, settings.n, settings.connections);
+      const filesN = dumps(t.out);
       const iN = await dump(t.proc.pid, t.out);
+      const lastN = dumps(t.out).filter((f) => !filesN.includes(f))[0];
       process.stdout.write(`, 2N`);
       await send(pool, t, 2 * settings.n, settings.connections);
       const files = dumps(t.out);
       const i2N = await dump(t.proc.pid, t.out);
       const last = dumps(t.out).filter((f) => !files.includes(f))[0];
+      const helperN = lastN ? helperInstructions(lastN) : Number.NaN;
+      const helper2N = last ? helperInstructions(last) : Number.NaN;
       const f: Figures = {
         key: t.key,
         label: t.label,
@@ -269,10 +303,15 @@ async function main(): Promise<number> {
         perRequestN: iN / settings.n,
         perRequest2N: i2N / (2 * settings.n),
         perRequest: (i2N - iN) / settings.n,
+        perRequestMain: (i2N - helper2N - (iN - helperN)) / settings.n,
+        helperShare: (helperN + helper2N) / (iN + i2N),
         hot: settings.annotate && last ? annotate(last, settings.annotate) : undefined,
       };
       figures.push(f);
-      console.log(`: ${fmt(f.perRequest / 1000, 0)} k instructions/request`);
+      console.log(
+        `: ${fmt(f.perRequest / 1000, 0)} k instructions/request, ${fmt(f.perRequestMain / 1000, 0)} k on the main thread ` +
+          `(V8's helper threads: ${fmt(100 * f.helperShare, 0)}% of the dumps)`,
+      );
       if (f.hot) for (const l of f.hot) console.log(`    ${l}`);
     } finally {
       await pool.close();
@@ -281,22 +320,36 @@ async function main(): Promise<number> {
 
   const floorOf = (family: Family) => figures.find((f) => f.floor && f.family === family);
   console.log(
-    `\ninstructions per request under callgrind (gateway process, all threads), N = ${settings.n}, ` +
+    `\ninstructions per request under callgrind (gateway process: all threads, then the main thread alone), N = ${settings.n}, ` +
       `${settings.connections} connections; ratio to the Koa + undici floor of the same run`,
   );
   const rows = figures.map((f) => {
     const floor = floorOf(f.family);
     const r = floor && !f.floor ? f.perRequest / floor.perRequest : undefined;
-    return { ...f, ratio: r };
+    const rMain = floor && !f.floor ? f.perRequestMain / floor.perRequestMain : undefined;
+    return { ...f, ratio: r, ratioMain: rMain };
   });
+  const ratioText = (x: number | undefined) => (x === undefined ? '-' : `${fmt(x, 2)}×`);
   printTable(
-    ['target', 'k instr/req', 'N phase', '2N phase', 'ratio to floor'],
+    [
+      'target',
+      'k instr/req',
+      'N phase',
+      '2N phase',
+      'ratio to floor',
+      'k main thread',
+      'helper threads',
+      'main thread ratio',
+    ],
     rows.map((r) => [
       r.label,
       fmt(r.perRequest / 1000, 0),
       fmt(r.perRequestN / 1000, 0),
       fmt(r.perRequest2N / 1000, 0),
-      r.ratio === undefined ? '-' : `${fmt(r.ratio, 2)}×`,
+      ratioText(r.ratio),
+      fmt(r.perRequestMain / 1000, 0),
+      `${fmt(100 * r.helperShare, 0)}%`,
+      ratioText(r.ratioMain),
     ]),
   );
   const commit = gitCommit();
@@ -316,11 +369,12 @@ async function main(): Promise<number> {
     const table = [
       `\n### ${result.date.slice(0, 16).replace('T', ' ')} UTC, ${commit}: instructions per request (npm run bench:instructions)\n`,
       `callgrind, N = ${settings.n}, ${settings.connections} connections; ratio to the Koa + undici floor of the same run\n`,
-      '| target | k instructions/request | ratio to floor |',
-      '| --- | ---: | ---: |',
+      '| target | k instructions/request | ratio to floor | k on the main thread | V8 helper threads | main thread ratio |',
+      '| --- | ---: | ---: | ---: | ---: | ---: |',
       ...rows.map(
         (r) =>
-          `| ${r.label} | ${fmt(r.perRequest / 1000, 0)} | ${r.ratio === undefined ? '-' : `${fmt(r.ratio, 2)}×`} |`,
+          `| ${r.label} | ${fmt(r.perRequest / 1000, 0)} | ${ratioText(r.ratio)} | ${fmt(r.perRequestMain / 1000, 0)} | ` +
+          `${fmt(100 * r.helperShare, 0)}% | ${ratioText(r.ratioMain)} |`,
       ),
       '',
     ];

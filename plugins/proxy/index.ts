@@ -16,6 +16,7 @@ import {
   type GatewayContext,
   isHttpUpstream,
   isRpcUpstream,
+  labelledSeries,
   latencyBuckets,
   type ProviderFailure,
   type Stage,
@@ -143,6 +144,8 @@ export default definePlugin<ProxyOptions>({
       buckets: latencyBuckets,
     });
 
+    const latencyOf = labelledSeries(latency);
+
     const failovers = env.metrics.counter({
       name: 'switchyard_upstream_failovers_total',
       help: 'Upstreams of a provider list given up on for a request (the next one was tried), by upstream and reason',
@@ -153,7 +156,7 @@ export default definePlugin<ProxyOptions>({
       timeoutMs: options.timeout_ms,
       cooldownMs: options.cooldown_ms,
       firstByteTimeoutMs: options.first_byte_timeout_ms,
-      observe: (name: string, seconds: number) => latency.labels(name).observe(seconds),
+      observe: (name: string, seconds: number) => latencyOf(name).observe(seconds),
       sessions: new SessionBinding(),
     };
 
@@ -164,7 +167,7 @@ export default definePlugin<ProxyOptions>({
       const rpc = !httpUpstream && via !== 'forward' && isRpcUpstream(upstream) ? upstream : undefined;
       if (httpUpstream) return providersOf([name]);
       if (rpc) {
-        const timer = latency.labels(name);
+        const timer = latencyOf(name);
         // Modern (2026-07-28) clients of an upstream that keeps legacy sessions: era-2026.ts.
         const held = via !== 'call' && rpc.sessions ? heldSessionsOf(rpc, rpc.sessions) : undefined;
         return async (ctx) => {

@@ -10,7 +10,7 @@ import type { Dialect } from '../dialects.ts';
 import { dryRunOf, keepDryRunState } from '../dry-run.ts';
 import { GatewayError, toGatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
-import { latencyBuckets, requestsCounter } from '../observability/metrics.ts';
+import { labelledSeries, latencyBuckets, requestsCounter } from '../observability/metrics.ts';
 import { startServerSpan, type Tracing, traceparentOf } from '../observability/tracing.ts';
 import type { CompiledRoute, ServiceGraph } from '../service/graph.ts';
 import type { GatewayContext, Stage } from '../state.ts';
@@ -54,6 +54,10 @@ export function createRequestCore(
     buckets: latencyBuckets,
   });
   const overhead = gatewayOverheadHistogram(metrics);
+  // Per request, the series of its route, method and status: made once each, then reused.
+  const requestsOf = labelledSeries(requests);
+  const durationOf = labelledSeries(duration);
+  const overheadOf = labelledSeries(overhead);
   // Read at scrape time from a count kept here: no metric update on the request path.
   const inflight = inflightCount(metrics);
   const rejected = metrics.counter({
@@ -160,14 +164,26 @@ export function createRequestCore(
         if (!pipelineRan) graph.info.refusedRequests = (graph.info.refusedRequests ?? 0) + 1;
         const seconds = Number(process.hrtime.bigint() - started) / 1e9;
         const routeId = ctx.state.route;
-        requests.inc({ route: routeId, method: ctx.method, status: String(ctx.status) });
-        duration.observe({ route: routeId, method: ctx.method }, seconds);
-        overhead.observe({ route: routeId }, Math.max(0, seconds - trace.upstreamNs / 1e9));
+        const method = ctx.method;
+        requestsOf(routeId, method, statusText(ctx.status)).inc();
+        durationOf(routeId, method).observe(seconds);
+        overheadOf(routeId).observe(Math.max(0, seconds - trace.upstreamNs / 1e9));
         if (trace.span) endServerSpan(trace.span, ctx, failure);
         if (accessLog && !ctx[logged]) logRequest(ctx, seconds);
       }
     },
   };
+}
+
+/** A status code as a label value: the common ones made once. */
+const statusTexts = new Map<number, string>();
+function statusText(status: number): string {
+  let text = statusTexts.get(status);
+  if (text === undefined) {
+    text = String(status);
+    if (statusTexts.size < 1000) statusTexts.set(status, text);
+  }
+  return text;
 }
 
 /** `switchyard_gateway_overhead_seconds{route}`: a request's time minus its time waiting on upstreams. */

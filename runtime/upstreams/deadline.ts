@@ -34,7 +34,8 @@ export class Deadline extends EventEmitter {
     if (!caller) return;
     if (caller.aborted) this.abort();
     else if (isAbortSignal(caller)) caller.addEventListener('abort', this.onCallerAbort, { once: true });
-    else caller.once('abort', this.onCallerAbort);
+    // `on`, not `once` (no wrapper per request): clear() removes it, and abort() runs once.
+    else caller.on('abort', this.onCallerAbort);
   }
 
   abort(): void {

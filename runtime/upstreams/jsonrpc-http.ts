@@ -16,7 +16,8 @@ export class JsonRpcHttpUpstream extends HttpUpstreamImpl implements RpcUpstream
 
   constructor(name: string, config: ResolvedHttpConfig, logger: Logger) {
     super(name, config, logger);
-    this.rpc = new RpcOverHttp(name, config, logger, (req) => this.forward(req));
+    // forward() keeps each call's deadline (its native timer, the caller's signal).
+    this.rpc = new RpcOverHttp(name, { ...config, forwardKeepsDeadline: true }, logger, (req) => this.forward(req));
   }
 
   call(message: JsonRpcRequest, options?: RpcCallOptions): Promise<Record<string, unknown> | undefined> {

@@ -31,6 +31,13 @@ export interface RpcCallerConfig {
   /** Default time allowed for one call. */
   timeout_ms: number;
   connect_timeout_ms: number;
+  /**
+   * The forward keeps the call's deadline itself (HttpUpstreamImpl.forward: `timeoutMs` on a native
+   * timer, an aborted caller's signal cancels it, a timeout is `upstream_timeout`): the call then
+   * makes no timeout signal of its own. Without it (the active check's one-connection client) the
+   * call bounds itself with `AbortSignal.timeout`.
+   */
+  forwardKeepsDeadline?: boolean;
 }
 
 export type Forward = (req: HttpForwardRequest) => Promise<HttpForwardResponse>;
@@ -128,8 +135,10 @@ export class RpcOverHttp {
     const isRequest = message.id !== undefined;
     const wireId = this.nextId++;
     const timeoutMs = options.timeoutMs ?? this.config.timeout_ms;
-    const timeout = AbortSignal.timeout(timeoutMs);
-    const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+    // Per call, the lighter way when the forward keeps the deadline: no timeout signal and no
+    // composite one (AbortSignal.any holds its sources through WeakRefs the GC must process).
+    const timeout = this.config.forwardKeepsDeadline ? undefined : AbortSignal.timeout(timeoutMs);
+    const signal = timeout && options.signal ? AbortSignal.any([options.signal, timeout]) : (timeout ?? options.signal);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
@@ -152,7 +161,7 @@ export class RpcOverHttp {
         details: { upstream: this.name, status: res.status },
       });
     } catch (err) {
-      if (timeout.aborted && !options.signal?.aborted) {
+      if (timeout?.aborted && !options.signal?.aborted) {
         throw new GatewayError('upstream_timeout', `Upstream did not answer within ${timeoutMs} ms`, {
           details: { upstream: this.name, timeout_ms: timeoutMs },
         });
@@ -194,13 +203,50 @@ async function readAnswer(body: Readable, contentType: string, wireId: number): 
     }
     return undefined;
   }
-  const chunks: Buffer[] = [];
-  for await (const chunk of body) chunks.push(chunk as Buffer);
-  const msg = parseJson(Buffer.concat(chunks).toString('utf8'));
+  const msg = parseJson(await readText(body));
   if (Array.isArray(msg)) return msg.find(matches);
   // A server may answer an error without echoing the id (e.g. a 400 before parsing).
   if (typeof msg === 'object' && msg !== null && ('result' in msg || 'error' in msg)) return msg as Message;
   return undefined;
+}
+
+/**
+ * A JSON answer's body, whole, with event listeners (cheaper than async iteration, which watches
+ * the stream with finished() and makes a promise per chunk). Fails as async iteration would: with
+ * the stream's error, or ERR_STREAM_PREMATURE_CLOSE when it closes before its end.
+ */
+function readText(body: Readable): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const settle = (): void => {
+      body.off('data', onData);
+      body.off('end', onEnd);
+      body.off('error', onError);
+      body.off('close', onClose);
+    };
+    const onData = (chunk: Buffer | string): void => {
+      chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    };
+    const onEnd = (): void => {
+      settle();
+      resolve((chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks)).toString('utf8'));
+    };
+    const onError = (err: Error): void => {
+      settle();
+      reject(err);
+    };
+    const onClose = (errored?: Error | null): void => {
+      settle();
+      reject(errored ?? Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+    };
+    if (body.readableEnded) return resolve('');
+    if (body.destroyed) return onClose(body.errored);
+    body.on('data', onData);
+    body.once('end', onEnd);
+    body.once('error', onError);
+    body.once('close', onClose);
+    body.resume();
+  });
 }
 
 function parseJson(text: string): unknown {

@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMetricsKit } from '../../runtime/observability/metrics.ts';
+import { createMetricsKit, labelledSeries } from '../../runtime/observability/metrics.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { sample } from '../helpers/prometheus.ts';
 
@@ -35,6 +35,30 @@ describe('metrics kit: batched updates', () => {
     expect(sample(text, 't_bare_seconds_sum')).toBe(2);
     // A second read adds nothing twice.
     expect(sample(await kit.registry.metrics(), 't_plain_total ')).toBe(6);
+  });
+
+  it('children from labels() (kept by labelledSeries) count into the same series as label objects', async () => {
+    const kit = createMetricsKit();
+    const c = kit.counter({ name: 't_child_total', help: 'h', labelNames: ['route', 'status'] as const });
+    const h = kit.histogram({ name: 't_child_seconds', help: 'h', labelNames: ['route'] as const, buckets: [1] });
+    const counterOf = labelledSeries(c);
+    const histogramOf = labelledSeries(h);
+    expect(counterOf('a', '200')).toBe(counterOf('a', '200'));
+    expect(counterOf('a', '200')).not.toBe(counterOf('a', '500'));
+    for (let i = 0; i < 300; i++) counterOf('a', '200').inc();
+    counterOf('a', '500').inc(2);
+    c.inc({ route: 'a', status: '200' });
+    c.labels({ route: 'b', status: '200' }).inc();
+    histogramOf('a').observe(0.5);
+    histogramOf('a').observe(3);
+    h.observe({ route: 'a' }, 0.25);
+    const text = await kit.registry.metrics();
+    expect(sample(text, 't_child_total{route="a",status="200"}')).toBe(301);
+    expect(sample(text, 't_child_total{route="a",status="500"}')).toBe(2);
+    expect(sample(text, 't_child_total{route="b",status="200"}')).toBe(1);
+    expect(sample(text, 't_child_seconds_count{route="a"}')).toBe(3);
+    expect(sample(text, 't_child_seconds_bucket{le="1",route="a"}')).toBe(2);
+    expect(sample(text, 't_child_seconds_sum{route="a"}')).toBe(3.75);
   });
 
   it("what a metric's own collect adds is in the same read", async () => {
