@@ -166,7 +166,7 @@ describe('several endpoints of an http upstream', () => {
 
 describe('proxy options schema', () => {
   const validateProxy = ajv.compile(proxyPlugin.options);
-  it('defaults forward_headers, via, cooldown_ms and first_byte_timeout_ms, and rejects unknown options', () => {
+  it('defaults forward_headers, via, cooldown_ms, first_byte_timeout_ms and upstream_era, and rejects unknown options', () => {
     const options: Record<string, unknown> = { upstream: 'u' };
     expect(validateProxy(options)).toBe(true);
     expect(options).toEqual({
@@ -175,7 +175,9 @@ describe('proxy options schema', () => {
       via: 'auto',
       cooldown_ms: 30000,
       first_byte_timeout_ms: 120000,
+      upstream_era: 'auto',
     });
+    expect(validateProxy({ upstream: 'u', upstream_era: 'modern-only' })).toBe(false);
     // A list of providers: at least one, none twice.
     expect(validateProxy({ upstream: ['a', 'b'] })).toBe(true);
     expect(validateProxy({ upstream: [] })).toBe(false);
