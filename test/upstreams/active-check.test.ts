@@ -133,10 +133,13 @@ describe('active health checks', () => {
     const svc = await service(a, b);
     await until(async () => (await endpoints(svc)).every((e) => e.state === 'up'));
 
-    // b breaks: its answers are 503 (two in a row eject it for 60 s) and its checks fail.
+    // b breaks: its answers are 503 (two in a row eject it for 60 s), then its checks fail too.
+    // In that order: failing checks first would take b out of the rotation (down after two checks,
+    // 200 ms) before two of its answers could eject it, which a slow client on a busy machine
+    // missed (issue 32).
     b.status = 503;
-    b.healthStatus = 503;
     await until(async () => (await get(svc)).status === 503 && (await endpoints(svc))[1]?.state === 'ejected', 5000);
+    b.healthStatus = 503;
     for (let n = 0; n < 6; n++) expect(await get(svc)).toEqual({ status: 200, endpoint: 'a' });
     await until(async () => (await endpoints(svc))[1]?.check.healthy === false, 5000);
 
