@@ -21,7 +21,7 @@ const urlSchema = {
 
 const share = { type: 'number', exclusiveMinimum: 0, maximum: 1 } as const;
 /** Several endpoints and how they are balanced; no schema defaults here, so a single-`url` config stays as written. */
-const balancingProperties = {
+export const balancingProperties = {
   endpoints: {
     type: 'array',
     minItems: 1,

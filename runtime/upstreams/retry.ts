@@ -8,8 +8,11 @@
  * jitter; a `Retry-After` (seconds or an HTTP date) is waited for, and one longer than
  * `max_retry_after_ms` ends the retries (the answer goes to the client, header included).
  */
+
+import type { FromSchema } from '../config/from-schema.ts';
+import { withDefaults } from '../config/options.ts';
 import { GatewayError } from '../errors.ts';
-import type { RetryConfig } from './config.ts';
+import { balancingProperties, type RetryConfig } from './config.ts';
 import { isUnreachable } from './http-errors.ts';
 import type { HttpForwardRequest, HttpForwardResponse } from './types.ts';
 
@@ -31,20 +34,35 @@ export interface ResolvedRetry {
   budgetMinConcurrency: number;
 }
 
+/**
+ * `retry:` with its schema's defaults (balancingProperties.retry), its `backoff` and `budget`
+ * defaulting to `{}` so that their members' defaults apply without them: the defaults are written
+ * once, in the schema.
+ */
+const retryResolved = {
+  ...balancingProperties.retry,
+  properties: {
+    ...balancingProperties.retry.properties,
+    backoff: { ...balancingProperties.retry.properties.backoff, default: {} },
+    budget: { ...balancingProperties.retry.properties.budget, default: {} },
+  },
+} as const;
+type RetrySettings = FromSchema<typeof retryResolved>;
+
 export function resolveRetry(c: RetryConfig | undefined): ResolvedRetry {
-  const on = c?.on ?? ['connect_failure'];
+  const r = withDefaults<RetrySettings>(retryResolved, c, 'upstream retry');
   return {
-    attempts: c?.attempts ?? 2,
-    connectFailure: on.includes('connect_failure'),
-    reset: on.includes('reset'),
-    timeout: on.includes('timeout'),
-    statuses: new Set(on.filter((x): x is number => typeof x === 'number')),
-    baseMs: c?.backoff?.base_ms ?? 25,
-    maxMs: c?.backoff?.max_ms ?? 250,
-    maxRetryAfterMs: c?.max_retry_after_ms ?? 5000,
-    perTryTimeoutMs: c?.per_try_timeout_ms,
-    budgetPercent: c?.budget?.percent ?? 20,
-    budgetMinConcurrency: c?.budget?.min_concurrency ?? 3,
+    attempts: r.attempts,
+    connectFailure: r.on.includes('connect_failure'),
+    reset: r.on.includes('reset'),
+    timeout: r.on.includes('timeout'),
+    statuses: new Set(r.on.filter((x): x is number => typeof x === 'number')),
+    baseMs: r.backoff.base_ms,
+    maxMs: r.backoff.max_ms,
+    maxRetryAfterMs: r.max_retry_after_ms,
+    perTryTimeoutMs: r.per_try_timeout_ms,
+    budgetPercent: r.budget.percent,
+    budgetMinConcurrency: r.budget.min_concurrency,
   };
 }
 
