@@ -195,7 +195,10 @@ export class TextView {
     if (known !== undefined)
       for (let i = 0; i < known.length; i += 2) if (known[i] === derive) return known[i + 1] as T;
     const value = derive(this);
-    (this.#derived ??= []).push(derive, value);
+    // Read again: `derive` may have derived something itself.
+    const list = this.#derived;
+    if (list === undefined) this.#derived = [derive, value];
+    else list.push(derive, value);
     return value;
   }
 
