@@ -18,7 +18,7 @@
  * backend error).
  */
 import {
-  type OpenAIChunk,
+  OpenAIChunk,
   OpenAIStreamFilter,
   type OpenAIStreamReader,
   openaiWire,
@@ -301,7 +301,7 @@ interface Held {
   source?: OpenAIChunk;
   text: string;
   /** Of a chunk whose start went out (cut without building objects): the chunk it was, its text, and where it was cut. */
-  rest?: { chunk: Readonly<Record<string, unknown>>; text: string; at: number };
+  rest?: { chunk: Readonly<Record<string, unknown>> | OpenAIChunk; text: string; at: number };
   /** It ended in held text at a release already: the next one that does not take it whole cuts it. */
   waited?: boolean;
 }
@@ -600,17 +600,17 @@ class ReleaseCheck extends StreamCheckBase {
         h.waited = true;
         break;
       }
-      parsed(h);
       const start = this.#released;
       const touched = masks.some((m) => m.end > start && m.start < start + h.text.length);
       // The common cut (plain content, nothing to mask): two strings, no objects.
       const data = touched ? undefined : splitData(h, cut);
       if (data) {
         out.push({ ...h.event, data: data[0] });
-        const source = h.chunk ?? (h.rest as NonNullable<Held['rest']>).chunk;
-        const at = h.chunk ? cut : (h.rest as NonNullable<Held['rest']>).at + cut;
+        const source = h.chunk ?? h.source ?? (h.rest as NonNullable<Held['rest']>).chunk;
+        const at = h.chunk || h.source ? cut : (h.rest as NonNullable<Held['rest']>).at + cut;
         h.rest = { chunk: source, text: h.rest?.text ?? h.text, at };
         h.chunk = undefined;
+        h.source = undefined;
         h.event = { ...h.event, data: data[1] };
         h.text = h.text.slice(cut);
         this.#heldChars -= cut;
@@ -643,6 +643,11 @@ class ReleaseCheck extends StreamCheckBase {
 /** The event of a held chunk starting at absolute `start`, with the spans that touch it masked. */
 function masked(h: Held, start: number, spans: Span[], mask: (text: string, spans: Span[]) => string): SseEvent {
   if (spans.length === 0) return h.event;
+  // No span touches its text: as it came (its JSON not read).
+  const end = start + h.text.length;
+  let touched = false;
+  for (const sp of spans) if (sp.end > start && sp.start < end) touched = true;
+  if (!touched) return h.event;
   materialise(h);
   if (!h.chunk) return h.event;
   const chunk = maskChunk(h.chunk, start, spans, mask);
@@ -667,7 +672,8 @@ function parsed(h: Held): void {
 function materialise(h: Held): void {
   parsed(h);
   if (h.chunk || !h.rest) return;
-  h.chunk = splitChunk(h.rest.chunk, h.rest.text, h.rest.at)?.[1];
+  const whole = h.rest.chunk;
+  h.chunk = splitChunk(whole instanceof OpenAIChunk ? whole.json : whole, h.rest.text, h.rest.at)?.[1];
   h.rest = undefined;
 }
 
@@ -677,16 +683,22 @@ function materialise(h: Held): void {
  * content (a role, log probabilities, a finish) or its JSON writes the text in another way.
  */
 function splitData(h: Held, cut: number): [string, string] | undefined {
-  const chunk = h.chunk ?? h.rest?.chunk;
-  const choices = chunk?.choices;
-  if (!Array.isArray(choices) || choices.length !== 1 || chunk?.error !== undefined) return undefined;
-  const choice = choices[0] as Record<string, unknown> | null;
-  const delta = choice?.delta as Record<string, unknown> | undefined;
-  if (!delta || choice?.logprobs != null || choice?.finish_reason != null || choice?.message !== undefined)
-    return undefined;
-  if (choice?.text !== undefined || (h.chunk && (delta.role !== undefined || delta.content !== h.text)))
-    return undefined;
-  if (h.chunk && chunkText(h.chunk) !== h.text) return undefined;
+  const from = h.source ?? h.rest?.chunk;
+  // A content-only chunk (or the rest of one) is plain content: known without its JSON.
+  if (!(from instanceof OpenAIChunk && from.contentOnly)) {
+    parsed(h);
+    const rest = h.rest?.chunk;
+    const chunk = h.chunk ?? (rest instanceof OpenAIChunk ? rest.json : rest);
+    const choices = chunk?.choices;
+    if (!Array.isArray(choices) || choices.length !== 1 || chunk?.error !== undefined) return undefined;
+    const choice = choices[0] as Record<string, unknown> | null;
+    const delta = choice?.delta as Record<string, unknown> | undefined;
+    if (!delta || choice?.logprobs != null || choice?.finish_reason != null || choice?.message !== undefined)
+      return undefined;
+    if (choice?.text !== undefined || (h.chunk && (delta.role !== undefined || delta.content !== h.text)))
+      return undefined;
+    if (h.chunk && chunkText(h.chunk) !== h.text) return undefined;
+  }
   const data = h.event.data;
   const needle = `"content":${JSON.stringify(h.text)}`;
   const at = data.indexOf(needle);
