@@ -18,7 +18,7 @@
  * backend error).
  */
 import {
-  type OpenAIChunk,
+  OpenAIChunk,
   OpenAIStreamFilter,
   type OpenAIStreamReader,
   openaiWire,
@@ -132,7 +132,8 @@ abstract class StreamCheckBase implements OpenAIStreamReader {
   protected unscanned = 0;
   protected chars = 0;
   protected events = 0;
-  protected last: Record<string, unknown> | undefined;
+  /** The last chunk taken (its JSON read only when a block needs its id and model). */
+  protected lastChunk: OpenAIChunk | undefined;
   protected completed = false;
   #redacted = false;
   /** Absolute ranges already masked (kept while they touch the window). */
@@ -146,14 +147,14 @@ abstract class StreamCheckBase implements OpenAIStreamReader {
 
   /** The stream's events after the block or refusal: a `content_filter` finish, the error, `[DONE]`. */
   refuse(err: UninspectableAnswer): SseEvent[] {
-    return blockEvents(this.last, this.o.errorBody(err), this.o.summary?.());
+    return blockEvents(this.lastChunk?.json, this.o.errorBody(err), this.o.summary?.());
   }
 
   /** Adds a chunk's text to the window (which always keeps the text not scanned yet, whole). */
-  protected take(chunk: Record<string, unknown>, text: string, keepAtLeast: number): void {
+  protected take(chunk: OpenAIChunk, text: string, keepAtLeast: number): void {
     this.events++;
     this.chars += text.length;
-    this.last = chunk;
+    this.lastChunk = chunk;
     this.unscanned += text.length;
     // A chunk longer than the window is still scanned whole, with the usual context before it.
     const keep = Math.max(this.o.windowChars, keepAtLeast, this.unscanned + this.o.windowChars - this.o.scanEveryChars);
@@ -167,7 +168,7 @@ abstract class StreamCheckBase implements OpenAIStreamReader {
   /** The end of a blocked stream, after recording the block. */
   protected block(decision: PolicyDecision, complete: boolean): SseEvent[] {
     this.o.decided(decision, this.scanned(complete));
-    return blockEvents(this.last, this.o.errorBody(decision), this.o.summary?.());
+    return blockEvents(this.lastChunk?.json, this.o.errorBody(decision), this.o.summary?.());
   }
 
   /** Records the first redaction of the answer. */
@@ -232,7 +233,7 @@ class WindowCheck extends StreamCheckBase {
     const text = c.text;
     if (!text) return undefined;
     const event = c.event;
-    this.take(c.json as Record<string, unknown>, text, 0);
+    this.take(c, text, 0);
     if (this.unscanned < this.o.scanEveryChars) return undefined;
     const outcome = this.#scan(text, false);
     if (outcome instanceof Promise) return outcome.then((o) => this.#verdict(event, o));
@@ -279,7 +280,7 @@ class WindowCheck extends StreamCheckBase {
     const sentEnd = this.chars - current.length;
     const spans = this.absolute(verdict.spans);
     if (spans.some((sp) => this.leaked(sp, sentEnd))) return { end: this.block(this.tooLate(decision), atEnd) };
-    const masked = maskChunk(this.last as Record<string, unknown>, sentEnd, spans, this.o.mask);
+    const masked = maskChunk((this.lastChunk as OpenAIChunk).json, sentEnd, spans, this.o.mask);
     if (masked === undefined) return undefined;
     for (const sp of spans) if (sp.end > sentEnd) this.rememberMasked(sp);
     this.redacted(decision);
@@ -295,10 +296,12 @@ type Verdict = SseVerdict | undefined;
 /** An event waiting to be released: its chunk as the backend sent it, and the text it adds. */
 interface Held {
   event: SseEvent;
-  chunk?: Record<string, unknown>;
+  chunk?: Readonly<Record<string, unknown>>;
+  /** Instead of `chunk`, until it is needed: the wire view's chunk, whose JSON is read when first asked (jsonOf). */
+  source?: OpenAIChunk;
   text: string;
   /** Of a chunk whose start went out (cut without building objects): the chunk it was, its text, and where it was cut. */
-  rest?: { chunk: Record<string, unknown>; text: string; at: number };
+  rest?: { chunk: Readonly<Record<string, unknown>> | OpenAIChunk; text: string; at: number };
   /** It ended in held text at a release already: the next one that does not take it whole cuts it. */
   waited?: boolean;
 }
@@ -346,30 +349,30 @@ class ReleaseCheck extends StreamCheckBase {
   }
 
   onChunk(c: OpenAIChunk): Verdict | Promise<Verdict> {
-    const chunk = c.json as Record<string, unknown>;
     const event = c.event;
-    const kind = kindOf(chunk);
+    // The common chunk (content only) is known without its JSON.
+    const kind = c.contentOnly ? PLAIN : kindOf(c.json);
     if (kind === TOOL) {
       const text = c.text;
       this.events++;
-      this.last = chunk;
-      this.#tools.push({ event, chunk, text });
+      this.lastChunk = c;
+      this.#tools.push({ event, chunk: c.json, text });
       this.#toolText += text;
-      return finishes(chunk) ? this.#settle([], false) : HOLD;
+      return finishes(c.json) ? this.#settle([], false) : HOLD;
     }
     const text = c.text;
     if (kind === FINISH) {
-      if (text !== '') this.#take(chunk, text, event);
+      if (text !== '') this.#take(c, text, event);
       return this.#settle(text === '' ? [event] : [], false);
     }
     if (text === '') {
       if (this.#held.length === 0) return undefined;
-      this.#held.push({ event, chunk, text: '' }); // keeps its place behind the held text
+      this.#held.push({ event, source: c, text: '' }); // keeps its place behind the held text
       return HOLD;
     }
     // Nothing held, or a held word that the chunk goes on with.
     const continues = this.#heldChars === 0 || !isBlank(this.window.charCodeAt(this.window.length - 1));
-    this.#take(chunk, text, event);
+    this.#take(c, text, event);
     const open = this.#heldChars <= this.o.holdbackChars;
     // A chunk without a blank that starts or goes on with the last word is checked with what ends
     // that word: the word is what an address, a key or a number would start with, held anyway, and
@@ -420,12 +423,12 @@ class ReleaseCheck extends StreamCheckBase {
     throw new UninspectableAnswer('truncated', 'the stream ended without [DONE]');
   }
 
-  #take(chunk: Record<string, unknown>, text: string, event: SseEvent): void {
+  #take(c: OpenAIChunk, text: string, event: SseEvent): void {
     this.events++;
     this.chars += text.length;
-    this.last = chunk;
+    this.lastChunk = c;
     this.unscanned += text.length;
-    this.#held.push({ event, chunk, text });
+    this.#held.push({ event, source: c, text });
     this.#heldChars += text.length;
     const keep = this.#heldChars + this.#context;
     this.window += text;
@@ -603,10 +606,11 @@ class ReleaseCheck extends StreamCheckBase {
       const data = touched ? undefined : splitData(h, cut);
       if (data) {
         out.push({ ...h.event, data: data[0] });
-        const source = h.chunk ?? (h.rest as NonNullable<Held['rest']>).chunk;
-        const at = h.chunk ? cut : (h.rest as NonNullable<Held['rest']>).at + cut;
+        const source = h.chunk ?? h.source ?? (h.rest as NonNullable<Held['rest']>).chunk;
+        const at = h.chunk || h.source ? cut : (h.rest as NonNullable<Held['rest']>).at + cut;
         h.rest = { chunk: source, text: h.rest?.text ?? h.text, at };
         h.chunk = undefined;
+        h.source = undefined;
         h.event = { ...h.event, data: data[1] };
         h.text = h.text.slice(cut);
         this.#heldChars -= cut;
@@ -639,6 +643,11 @@ class ReleaseCheck extends StreamCheckBase {
 /** The event of a held chunk starting at absolute `start`, with the spans that touch it masked. */
 function masked(h: Held, start: number, spans: Span[], mask: (text: string, spans: Span[]) => string): SseEvent {
   if (spans.length === 0) return h.event;
+  // No span touches its text: as it came (its JSON not read).
+  const end = start + h.text.length;
+  let touched = false;
+  for (const sp of spans) if (sp.end > start && sp.start < end) touched = true;
+  if (!touched) return h.event;
   materialise(h);
   if (!h.chunk) return h.event;
   const chunk = maskChunk(h.chunk, start, spans, mask);
@@ -652,10 +661,19 @@ function hasBlank(text: string): boolean {
   return false;
 }
 
+/** The chunk's JSON in `chunk` (read from the wire view's chunk, `source`, if not yet). */
+function parsed(h: Held): void {
+  if (h.source === undefined) return;
+  h.chunk = h.source.json;
+  h.source = undefined;
+}
+
 /** Builds the chunk object of a chunk's rest (Held.rest), when it must be masked or cut the slow way. */
 function materialise(h: Held): void {
+  parsed(h);
   if (h.chunk || !h.rest) return;
-  h.chunk = splitChunk(h.rest.chunk, h.rest.text, h.rest.at)?.[1];
+  const whole = h.rest.chunk;
+  h.chunk = splitChunk(whole instanceof OpenAIChunk ? whole.json : whole, h.rest.text, h.rest.at)?.[1];
   h.rest = undefined;
 }
 
@@ -665,16 +683,22 @@ function materialise(h: Held): void {
  * content (a role, log probabilities, a finish) or its JSON writes the text in another way.
  */
 function splitData(h: Held, cut: number): [string, string] | undefined {
-  const chunk = h.chunk ?? h.rest?.chunk;
-  const choices = chunk?.choices;
-  if (!Array.isArray(choices) || choices.length !== 1 || chunk?.error !== undefined) return undefined;
-  const choice = choices[0] as Record<string, unknown> | null;
-  const delta = choice?.delta as Record<string, unknown> | undefined;
-  if (!delta || choice?.logprobs != null || choice?.finish_reason != null || choice?.message !== undefined)
-    return undefined;
-  if (choice?.text !== undefined || (h.chunk && (delta.role !== undefined || delta.content !== h.text)))
-    return undefined;
-  if (h.chunk && chunkText(h.chunk) !== h.text) return undefined;
+  const from = h.source ?? h.rest?.chunk;
+  // A content-only chunk (or the rest of one) is plain content: known without its JSON.
+  if (!(from instanceof OpenAIChunk && from.contentOnly)) {
+    parsed(h);
+    const rest = h.rest?.chunk;
+    const chunk = h.chunk ?? (rest instanceof OpenAIChunk ? rest.json : rest);
+    const choices = chunk?.choices;
+    if (!Array.isArray(choices) || choices.length !== 1 || chunk?.error !== undefined) return undefined;
+    const choice = choices[0] as Record<string, unknown> | null;
+    const delta = choice?.delta as Record<string, unknown> | undefined;
+    if (!delta || choice?.logprobs != null || choice?.finish_reason != null || choice?.message !== undefined)
+      return undefined;
+    if (choice?.text !== undefined || (h.chunk && (delta.role !== undefined || delta.content !== h.text)))
+      return undefined;
+    if (h.chunk && chunkText(h.chunk) !== h.text) return undefined;
+  }
   const data = h.event.data;
   const needle = `"content":${JSON.stringify(h.text)}`;
   const at = data.indexOf(needle);

@@ -61,7 +61,9 @@ export class DecisionOnLastEvent implements OpenAIStreamReader {
     if (verdict !== undefined && verdict.events.length === 0 && !verdict.end) return verdict;
     if (verdict === undefined) {
       // The cheap path: a text event passed as it is, nothing held.
-      const textless = isTextless((input as OpenAIChunk).json);
+      const chunk = input as OpenAIChunk;
+      // A content-only chunk (the wire view knows it without parsing) has text.
+      const textless = !chunk.contentOnly && isTextless(chunk.json);
       if (this.#held === undefined && !textless) return undefined;
       const events: SseEvent[] = [];
       if (this.#held) events.push(this.#held);

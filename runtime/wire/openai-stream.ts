@@ -22,12 +22,33 @@ import { chunkText } from './openai.ts';
 /** One streamed chunk, parsed. */
 export class OpenAIChunk {
   #text: string | undefined;
+  #json: Readonly<Record<string, unknown>> | undefined;
+  /**
+   * True when the chunk is known (read from its data, the JSON not parsed yet) to be the common
+   * one: one choice whose delta has only `content`, unfinished (`finish_reason` null or absent,
+   * `logprobs` null or absent), no `error`, and nothing but numbers, strings, booleans and nulls
+   * besides `choices` (PLAIN_CHUNK). Then `text` is that content, and no other field of the chunk
+   * is text; false says nothing.
+   */
+  readonly contentOnly: boolean;
+
   constructor(
     /** The event as it came (return it in `{ events: [chunk.event] }` to pass it byte for byte). */
     readonly event: SseEvent,
-    /** The chunk's JSON object (shared with the other readers of the stream: copy before changing). */
-    readonly json: Readonly<Record<string, unknown>>,
-  ) {}
+    /** The chunk's JSON object; undefined: parsed from `event.data` when first read (`text` given). */
+    json: Readonly<Record<string, unknown>> | undefined,
+    text?: string,
+  ) {
+    this.#json = json;
+    this.#text = text;
+    this.contentOnly = json === undefined;
+  }
+
+  /** The chunk's JSON object (shared with the other readers of the stream: copy before changing). */
+  get json(): Readonly<Record<string, unknown>> {
+    this.#json ??= JSON.parse(this.event.data) as Record<string, unknown>;
+    return this.#json;
+  }
 
   /** Every text field a client reads in the chunk, concatenated (openaiWire.chunkText). */
   get text(): string {
@@ -37,12 +58,32 @@ export class OpenAIChunk {
 
   /** The chunk's `usage`, when it carries one (the usage chunk of a stream asked for it). */
   get usage(): Readonly<Record<string, unknown>> | undefined {
+    // A content-only chunk's other fields are not objects.
+    if (this.contentOnly) return undefined;
     const usage = this.json.usage;
     return typeof usage === 'object' && usage !== null && !Array.isArray(usage)
       ? (usage as Record<string, unknown>)
       : undefined;
   }
 }
+
+/** A JSON string's body without escapes or control characters (JSON.parse takes it as it is). */
+const RAW = '[^"\\\\\\x00-\\x1f]*';
+/** A JSON scalar: a string without escapes, a number (JSON's grammar), true, false or null. */
+const SCALAR = `(?:"${RAW}"|-?(?:0|[1-9]\\d*)(?:\\.\\d+)?(?:[eE][+-]?\\d+)?|true|false|null)`;
+/** A member that is not `choices` or `error` (what holds a chunk's text), with a scalar value. */
+const MEMBER = `"(?!choices"|error")${RAW}":${SCALAR}`;
+/**
+ * The common streamed chunk, written without blanks as OpenAI-compatible backends write it, e.g.
+ * `{"id":"…","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,
+ * "delta":{"content":"…"},"logprobs":null,"finish_reason":null}]}`: its content (group 1, a JSON
+ * string's body) read without parsing the event. Valid JSON whenever it matches, and the parse
+ * would give one choice, that delta and no other text (OpenAIChunk.contentOnly). Linear: every
+ * repetition starts with a character the one before cannot take. Anything else is parsed.
+ */
+const PLAIN_CHUNK = new RegExp(
+  `^\\{(?:${MEMBER},)*"choices":\\[\\{"index":0,"delta":\\{"content":"((?:[^"\\\\\\x00-\\x1f]|\\\\["\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})*)"\\}(?:,"logprobs":null)?(?:,"finish_reason":null)?\\}\\](?:,${MEMBER})*\\}$`,
+);
 
 export type ChunkVerdict = SseVerdict | undefined | Promise<SseVerdict | undefined>;
 
@@ -62,17 +103,49 @@ export interface OpenAIStreamOptions {
   invalid?: 'refuse' | 'skip';
 }
 
-/** Parsed events, shared by every reader of the stream (an event passed on unchanged is the same object). */
-const parsed = new WeakMap<SseEvent, OpenAIChunk | null>();
+/**
+ * Lets a class add private fields to an object it did not make (a class's constructor returning
+ * another object: the subclass's fields are installed on that one).
+ */
+class Stamped {
+  constructor(o: object) {
+    // biome-ignore lint/correctness/noConstructorReturn: the way to install private fields on `o`
+    return o;
+  }
+}
+
+/**
+ * Parsed events, shared by every reader of the stream (an event passed on unchanged is the same
+ * object): the parse is kept on the event itself, in a private field. Not a WeakMap: an entry per
+ * event of every stream costs the garbage collector more than the field does, and a field is
+ * invisible to everything else (not copied by a spread, not in JSON, not an own key): a copy of
+ * an event with other data is parsed anew.
+ */
+class ParsedEvent extends Stamped {
+  #chunk: OpenAIChunk | null = null;
+
+  /** The parse kept on `event`, or undefined when it was never parsed. */
+  static of(event: SseEvent): OpenAIChunk | null | undefined {
+    return #chunk in event ? (event as unknown as ParsedEvent).#chunk : undefined;
+  }
+
+  static keep(event: SseEvent, chunk: OpenAIChunk | null): void {
+    (new ParsedEvent(event) as ParsedEvent).#chunk = chunk;
+  }
+}
 
 /** The chunk an event carries, parsed once; null when it is not a JSON object. */
 export function chunkOf(event: SseEvent): OpenAIChunk | null {
-  let chunk = parsed.get(event);
+  let chunk = ParsedEvent.of(event);
   if (chunk !== undefined) return chunk;
   chunk = null;
   const data = event.data;
-  // Cheap first look: a chunk is an object.
-  if (data.charCodeAt(0) === 0x7b /* { */ || data.trimStart().startsWith('{')) {
+  // The common chunk: its content read without parsing (the JSON is parsed if a reader asks for it).
+  const plain = data.charCodeAt(1) === 0x22 /* " */ ? PLAIN_CHUNK.exec(data) : null;
+  if (plain !== null) {
+    const body = plain[1] as string;
+    chunk = new OpenAIChunk(event, undefined, body.indexOf('\\') === -1 ? body : (JSON.parse(`"${body}"`) as string));
+  } else if (data.charCodeAt(0) === 0x7b /* { */ || data.trimStart().startsWith('{')) {
     try {
       const json: unknown = JSON.parse(data);
       if (typeof json === 'object' && json !== null && !Array.isArray(json)) {
@@ -82,7 +155,7 @@ export function chunkOf(event: SseEvent): OpenAIChunk | null {
       // not JSON: null
     }
   }
-  parsed.set(event, chunk);
+  ParsedEvent.keep(event, chunk);
   return chunk;
 }
 

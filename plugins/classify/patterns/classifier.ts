@@ -244,7 +244,7 @@ export class PatternClassifier implements Classifier {
    * at most chunks.
    */
   releasePoint(text: string): number {
-    return this.#pendingOnly(new TextView(text, true));
+    return this.#pendingOnly(TextView.openView(text));
   }
 
   /** The least release point of the detectors (their groups asked once), without searching. */

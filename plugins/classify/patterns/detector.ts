@@ -171,7 +171,8 @@ export interface DetectorGroup {
 /** The text under classification, with derived forms computed once and shared by detectors. */
 export class TextView {
   #normalized?: Normalized;
-  #derived?: Map<(view: TextView) => unknown, unknown>;
+  /** What `derived` computed: functions and their values, in turn (a few per text: a list beats a Map). */
+  #derived?: unknown[];
   /**
    * `open`: the text may go on (a stream's window before its end). Detectors that report a match
    * the end of the text cuts short (a long JWT, a bearer credential, a BEGIN line) then do not:
@@ -190,13 +191,33 @@ export class TextView {
 
   /** `derive(this)`, computed once per text for all the detectors that use it. */
   derived<T>(derive: (view: TextView) => T): T {
-    this.#derived ??= new Map();
-    if (this.#derived.has(derive)) return this.#derived.get(derive) as T;
+    const known = this.#derived;
+    if (known !== undefined)
+      for (let i = 0; i < known.length; i += 2) if (known[i] === derive) return known[i + 1] as T;
     const value = derive(this);
-    this.#derived.set(derive, value);
+    // Read again: `derive` may have derived something itself.
+    const list = this.#derived;
+    if (list === undefined) this.#derived = [derive, value];
+    else list.push(derive, value);
     return value;
   }
+
+  /**
+   * An open view of `text` for release points (Classifier.releasePoint), shared by the classifiers
+   * a stream asks about the same text in turn (the last one made is kept): what one derived, the
+   * next reads.
+   */
+  static openView(text: string): TextView {
+    let view = lastOpen;
+    if (view === undefined || view.text !== text) {
+      view = new TextView(text, true);
+      lastOpen = view;
+    }
+    return view;
+  }
 }
+
+let lastOpen: TextView | undefined;
 
 /**
  * Steps of work a hand-written scanner reports where the complexity tests cannot see them (a loop
