@@ -4,10 +4,10 @@
  * figure does not depend on the machine's load. Each checkout's check runs in its own process
  * under callgrind: WARM chunks first (uncounted: start-up, module loading, the JIT's warm-up), then
  * N chunks inside a `vm` script run, and callgrind counts only the main thread's instructions
- * within that run (`--toggle-collect` on node's ContextifyScript::RunInContext); the count
- * divided by N is the figure. It includes the garbage collection the chunks cause on the main
- * thread, not the work of V8's helper threads (concurrent marking, compilation). Twice, with N and
- * 2N chunks: the per-chunk figures should agree (their difference is the noise). Slow (callgrind
+ * within that run (`--toggle-collect` on node's ContextifyScript::RunInContext); the figure
+ * is (I(2N) - I(N)) / N. It includes the garbage collection the chunks cause on the main
+ * thread; V8 runs without helper threads (`--single-threaded`, see v8Flags), so compilation and
+ * marking are the main thread's too, and two runs of one checkout agree to 0.1%. Slow (callgrind
  * runs node ~50x slower).
  *
  * Env: CHUNKS (N, default 5000), WARM (20000), CHUNK_CHARS (4), TEXT (`prose` or `mixed`, as in
@@ -46,6 +46,14 @@ execFileSync('valgrind', ['--version']);
 const dir = mkdtempSync(join(tmpdir(), 'chunk-instructions-'));
 const self = fileURLToPath(import.meta.url);
 
+/**
+ * V8 without background threads (`--single-threaded`: compilation and garbage collection on the
+ * main thread, when they are due). With them, the main thread's count depended on when callgrind
+ * (which runs one thread at a time) let a compile job finish: the same checkout measured 43k and
+ * 87k instructions per chunk in two runs on a quiet machine. NODE_FLAGS replaces the default.
+ */
+const v8Flags = (process.env.NODE_FLAGS ?? '--single-threaded').split(' ').filter(Boolean);
+
 /** Instructions (callgrind's Ir) of one child process. */
 function instructions(checkout: string, count: number): number {
   const out = join(dir, `callgrind.${count}`);
@@ -58,6 +66,7 @@ function instructions(checkout: string, count: number): number {
       '--collect-atstart=no',
       '--toggle-collect=node::contextify::ContextifyScript::RunInContext*',
       process.execPath,
+      ...v8Flags,
       '--import',
       'tsx',
       self,
@@ -74,14 +83,19 @@ function instructions(checkout: string, count: number): number {
   return Number(collected[1]);
 }
 
-/** Instructions per chunk of a checkout's check, counted over N chunks and over 2N. */
+/**
+ * Instructions per chunk of a checkout's check: the difference between 2N chunks and N, over N
+ * (what is counted once per run, such as a garbage collection of the warm-up's heap, cancels out).
+ */
 function perChunk(checkout: string): number {
-  const one = instructions(checkout, n) / n;
-  const two = instructions(checkout, 2 * n) / (2 * n);
+  const one = instructions(checkout, n);
+  const two = instructions(checkout, 2 * n);
+  const marginal = (two - one) / n;
   console.log(
-    `${checkout}: ${one.toFixed(0)} instructions per chunk over ${n} chunks, ${two.toFixed(0)} over ${2 * n} (after ${warm})`,
+    `${checkout}: ${marginal.toFixed(0)} instructions per chunk ((I(${2 * n}) - I(${n})) / ${n}; ` +
+      `${(one / n).toFixed(0)} over ${n} alone, ${(two / (2 * n)).toFixed(0)} over ${2 * n}; after ${warm})`,
   );
-  return two;
+  return marginal;
 }
 
 try {
