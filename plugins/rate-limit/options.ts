@@ -38,3 +38,13 @@ export function limiterOptions(config: LimiterConfig, defaultPrefix: string, log
     logger,
   };
 }
+
+/**
+ * A limit, or a limiter resource that has one: the `anyOf` of the rate-limit and token-limit
+ * stages. (`properties: {x: true}` only keeps ajv's strictRequired happy: the real definitions are
+ * the stage's.)
+ */
+export const limitOrLimiter = [
+  { required: ['limit'], properties: { limit: true } },
+  { required: ['limiter'], properties: { limiter: true } },
+] as const;

@@ -21,17 +21,12 @@ import {
 } from '../../runtime/index.ts';
 import { compileKey, compileLimitPath } from './keys.ts';
 import { createLimiter, type Limiter, rateLimitedError, rateLimitHeaders } from './limiter.ts';
-import { limiterOptions, limiterProperties } from './options.ts';
+import { limiterOptions, limiterProperties, limitOrLimiter } from './options.ts';
 
 const optionsSchema = {
   type: 'object',
   additionalProperties: false,
-  // A limit, or a limiter resource that has one. (`properties: {x: true}` only keeps ajv's
-  // strictRequired happy: the real definitions are below.)
-  anyOf: [
-    { required: ['limit'], properties: { limit: true } },
-    { required: ['limiter'], properties: { limiter: true } },
-  ],
+  anyOf: limitOrLimiter,
   properties: {
     ...limiterProperties,
     limiter: {

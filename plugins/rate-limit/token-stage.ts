@@ -62,7 +62,7 @@ import {
 import { estimateTokens } from './bounded-count.ts';
 import { compileKey, compileLimitPath } from './keys.ts';
 import { createLimiter, type Limiter } from './limiter.ts';
-import { limiterOptions, limiterProperties } from './options.ts';
+import { limiterOptions, limiterProperties, limitOrLimiter } from './options.ts';
 import { type Estimate, estimateRequest, generatedText } from './token-count.ts';
 import { acquireTokenizer, type Tokenizer } from './token-counter.ts';
 import type { Reservation, ReserveResult, TokenCounter, TokenState } from './tokens.ts';
@@ -171,10 +171,7 @@ async function readyWithin(tokenizer: Tokenizer, ms: number): Promise<void> {
 const optionsSchema = {
   type: 'object',
   additionalProperties: false,
-  anyOf: [
-    { required: ['limit'], properties: { limit: true } },
-    { required: ['limiter'], properties: { limiter: true } },
-  ],
+  anyOf: limitOrLimiter,
   properties: {
     ...limiterProperties,
     limit: { type: 'integer', minimum: 1, description: 'Tokens allowed per window and client' },
