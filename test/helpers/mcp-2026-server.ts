@@ -7,9 +7,10 @@
  * as the revision's versioning page says. Results carry `resultType` (and `ttlMs`/`cacheScope`
  * where cacheable); a resource not found is -32602; method not found is HTTP 404.
  *
- * What it offers: the tools `echo`, `get-sum` and `trigger-elicitation-request` with the reference
- * server's definitions (so the typed proxy's registry pins and schemas apply), the last one a
- * multi-round request (an `input_required` result asking for an elicitation, -32021 without the
+ * What it offers: the tools `echo`, `get-sum`, `trigger-long-running-operation`,
+ * `trigger-elicitation-request` and `trigger-sampling-request` with the reference server's
+ * definitions (so the typed proxy's registry pins and schemas apply), the last two multi-round
+ * requests (an `input_required` result asking for an elicitation or a sampling, -32021 without the
  * capability); one static resource; `simple-prompt`; `subscriptions/listen` (acknowledged, then a
  * `notifications/resources/updated` of each subscribed URI every `updateEveryMs`). It records what
  * it was sent, for the tests to see what the gateway put on the wire.
@@ -67,6 +68,20 @@ const tools = [
     description: 'Trigger a Request from the Server for User Elicitation',
     inputSchema: { type: 'object', properties: {}, $schema: 'http://json-schema.org/draft-07/schema#' },
   },
+  {
+    name: 'trigger-sampling-request',
+    title: 'Trigger Sampling Request Tool',
+    description: 'Trigger a Request from the Server for LLM Sampling',
+    inputSchema: {
+      type: 'object',
+      properties: {
+        prompt: { type: 'string', description: 'The prompt to send to the LLM' },
+        maxTokens: { default: 100, description: 'Maximum number of tokens to generate', type: 'number' },
+      },
+      required: ['prompt'],
+      $schema: 'http://json-schema.org/draft-07/schema#',
+    },
+  },
 ];
 
 export interface Received {
@@ -83,6 +98,8 @@ export interface ModernServer {
   /** subscriptions/listen streams open now, and opened in all. */
   listening: () => number;
   listensOpened: () => number;
+  /** Long-running tool calls whose request was closed before they finished (cancellation over HTTP). */
+  cancelled: () => number;
   close(): Promise<void>;
 }
 
@@ -123,6 +140,7 @@ export async function startModernOnlyServer(options: ModernServerOptions = {}): 
   const received: Received[] = [];
   let listening = 0;
   let listensOpened = 0;
+  let cancelled = 0;
   const timers = new Set<NodeJS.Timeout>();
 
   function json(res: ServerResponse, status: number, body: unknown): void {
@@ -218,6 +236,34 @@ export async function startModernOnlyServer(options: ModernServerOptions = {}): 
             },
           },
           requestState: 'elicit-round-1',
+        };
+      }
+      case 'trigger-sampling-request': {
+        if (checkCapabilities && caps.sampling === undefined) {
+          throw new RpcError(
+            -32021,
+            'Missing required client capability',
+            { requiredCapabilities: { sampling: {} } },
+            400,
+          );
+        }
+        const sampled = asObject(params.inputResponses).sample;
+        if (params.requestState === 'sample-round-1' && sampled !== undefined) {
+          return complete({ content: [{ type: 'text', text: `LLM sampling result: ${JSON.stringify(sampled)}` }] });
+        }
+        return {
+          resultType: 'input_required',
+          inputRequests: {
+            sample: {
+              method: 'sampling/createMessage',
+              params: {
+                messages: [{ role: 'user', content: { type: 'text', text: `context: ${String(args.prompt)}` } }],
+                systemPrompt: 'You are a helpful test server.',
+                maxTokens: Number(args.maxTokens ?? 100),
+              },
+            },
+          },
+          requestState: 'sample-round-1',
         };
       }
       default:
@@ -334,6 +380,7 @@ export async function startModernOnlyServer(options: ModernServerOptions = {}): 
     );
     timers.add(timer);
     res.once('close', () => {
+      if (step < steps) cancelled++;
       clearInterval(timer);
       timers.delete(timer);
     });
@@ -393,6 +440,7 @@ export async function startModernOnlyServer(options: ModernServerOptions = {}): 
     received,
     listening: () => listening,
     listensOpened: () => listensOpened,
+    cancelled: () => cancelled,
     close: async () => {
       for (const t of timers) clearInterval(t);
       server.closeAllConnections();

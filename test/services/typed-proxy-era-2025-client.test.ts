@@ -11,7 +11,12 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema, McpError, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  McpError,
+  ResourceUpdatedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { type ModernServer, modern, startModernOnlyServer, staticUri } from '../helpers/mcp-2026-server.ts';
@@ -116,6 +121,7 @@ describe('a 2025-11-25 client through the typed proxy to a 2026-07-28-only upstr
         'get-sum',
         'trigger-long-running-operation',
         'trigger-elicitation-request',
+        'trigger-sampling-request',
       ]);
       const result = await client.callTool({ name: 'echo', arguments: { message: 'from 2025' } });
       expect(result.content).toEqual([{ type: 'text', text: 'Echo: from 2025' }]);
@@ -201,6 +207,59 @@ describe('a 2025-11-25 client through the typed proxy to a 2026-07-28-only upstr
       const retry = sentUpstream('tools/call').at(-1)?.body.params as Record<string, unknown>;
       expect(retry.requestState).toBe('elicit-round-1');
       expect(retry.inputResponses).toEqual({ name: { action: 'accept', content: { name: 'Ada' } } });
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a sampling round: the server’s createMessage answered by the client, the answer sent back upstream', async () => {
+    const { client } = await connect({ sampling: {} });
+    const asked: unknown[] = [];
+    client.setRequestHandler(CreateMessageRequestSchema, async (request) => {
+      asked.push(request.params);
+      return { role: 'assistant', content: { type: 'text', text: 'sampled by the client' }, model: 'test-model' };
+    });
+    try {
+      const result = await client.callTool({ name: 'trigger-sampling-request', arguments: { prompt: 'hello' } });
+      expect(JSON.stringify(result.content)).toContain('sampled by the client');
+      expect(asked).toEqual([
+        {
+          messages: [{ role: 'user', content: { type: 'text', text: 'context: hello' } }],
+          systemPrompt: 'You are a helpful test server.',
+          maxTokens: 100,
+        },
+      ]);
+      const retry = sentUpstream('tools/call').at(-1)?.body.params as Record<string, unknown>;
+      expect(retry.requestState).toBe('sample-round-1');
+      expect(retry.inputResponses).toEqual({
+        sample: { role: 'assistant', content: { type: 'text', text: 'sampled by the client' }, model: 'test-model' },
+      });
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('cancellation: the client’s notifications/cancelled closes the upstream request, the session serves on', async () => {
+    const { client } = await connect();
+    try {
+      const before = upstream.cancelled();
+      const abort = new AbortController();
+      let progressed = 0;
+      const call = client
+        .callTool({ name: 'trigger-long-running-operation', arguments: { duration: 30, steps: 30 } }, undefined, {
+          signal: abort.signal,
+          onprogress: () => {
+            progressed++;
+          },
+        })
+        .catch((e: unknown) => e);
+      // Cancelled once the call is running upstream (its first progress seen).
+      await until(() => progressed > 0, 15_000);
+      abort.abort('changed my mind');
+      expect(await call).toBeInstanceOf(Error);
+      await until(() => upstream.cancelled() === before + 1, 15_000);
+      const echo = await client.callTool({ name: 'echo', arguments: { message: 'after cancel' } });
+      expect(echo.content).toEqual([{ type: 'text', text: 'Echo: after cancel' }]);
     } finally {
       await client.close();
     }
