@@ -14,7 +14,6 @@ import {
   type JsonRpcRequest,
   type JsonSchema,
   jsonrpcWire,
-  type Mode,
 } from '../../runtime/index.ts';
 import type { QomProfile, QomResult, STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
 import { registryOption } from '../stype-registry/api.ts';

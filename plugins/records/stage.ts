@@ -61,7 +61,6 @@ const optionsSchema = {
   },
 } as const satisfies JsonSchema;
 type RecordApiOptions = FromSchema<typeof optionsSchema>;
-type Op = RecordApiOptions['op'];
 
 export default definePlugin<RecordApiOptions>({
   name: 'record-api',

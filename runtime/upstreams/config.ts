@@ -389,7 +389,6 @@ const stdioSchema = {
 const when = <K extends readonly string[], S>(kinds: K, then: S) =>
   ({
     if: { type: 'object', required: ['kind'], properties: { kind: { enum: kinds } } },
-    // biome-ignore lint/suspicious/noThenProperty: a JSON Schema keyword
     then,
   }) as const;
 

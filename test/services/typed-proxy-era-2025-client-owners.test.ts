@@ -42,6 +42,10 @@ afterAll(async () => {
   await as?.close();
 });
 
+function field(value: unknown, key: string): unknown {
+  return value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[key] : undefined;
+}
+
 interface Sent {
   status: number;
   session: string | null;
@@ -126,7 +130,7 @@ describe('a gateway-held 2025 session in front of a 2026-only upstream belongs t
       const res = await echo(token, session, name);
       expect(res.body?.result).toMatchObject({ content: [{ type: 'text', text: `Echo: ${name}` }] });
       const call = upstream.received.filter((r) => r.method === 'tools/call').at(-1);
-      const m = (call?.body.params as { _meta: Record<string, unknown> })._meta;
+      const m = field(call?.body.params, '_meta') as Record<string, unknown>;
       expect(m[`${meta}protocolVersion`]).toBe(modern);
       expect(m[`${meta}clientInfo`]).toEqual({ name, version: '1' });
       expect(m[`${meta}clientCapabilities`]).toEqual(caps);
