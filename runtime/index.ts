@@ -133,6 +133,7 @@ export { TurnBatch } from './util/turn-batch.ts';
 export { startTypeScriptWorker } from './util/typescript-worker.ts';
 // Readers of the wire formats the runtime speaks (dialects and upstream kinds openai, jsonrpc).
 export * as jsonrpcWire from './wire/jsonrpc.ts';
+export { decodeMcpHeaderValue, encodeMcpHeaderValue, mcpNameOf, mcpNameSources } from './wire/mcp-headers.ts';
 export * as openaiWire from './wire/openai.ts';
 export {
   type ChunkVerdict,

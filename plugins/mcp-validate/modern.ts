@@ -10,7 +10,7 @@
  * `x-mcp-header` in its inputSchema, mirrored by the client), against the arguments, using the
  * annotations of the tool as the gateway last saw it listed.
  */
-import { GatewayError, type JsonRpcRequest } from '../../runtime/index.ts';
+import { decodeMcpHeaderValue, GatewayError, type JsonRpcRequest, mcpNameSources } from '../../runtime/index.ts';
 import { isModernVersion, type ModernVersion, supportedVersions } from './protocol.ts';
 
 export const versionKey = 'io.modelcontextprotocol/protocolVersion';
@@ -23,13 +23,6 @@ export function metaVersionOf(rpc: JsonRpcRequest): unknown {
   if (meta === null || typeof meta !== 'object' || Array.isArray(meta)) return undefined;
   return (meta as Record<string, unknown>)[versionKey];
 }
-
-/** Methods whose `Mcp-Name` header mirrors a body field. */
-const nameSources: Record<string, 'name' | 'uri'> = {
-  'tools/call': 'name',
-  'prompts/get': 'name',
-  'resources/read': 'uri',
-};
 
 export interface HeaderView {
   get(name: string): string;
@@ -56,27 +49,14 @@ export function checkModern(
   const method = headers.get('mcp-method');
   if (method === '' ? require && request : method !== rpc.method) return mismatch('Mcp-Method', method, rpc.method);
   // Mcp-Name of the core methods; an extension's (tasks/get…) is the extension's to check.
-  const source = nameSources[rpc.method];
+  const source = mcpNameSources[rpc.method];
   if (source) {
     const shown = headers.get('mcp-name');
     const value = (rpc.params as Record<string, unknown> | undefined)?.[source];
-    const decoded = decodeHeaderValue(shown);
+    const decoded = decodeMcpHeaderValue(shown);
     if (shown === '' ? require && request : decoded !== value) return mismatch('Mcp-Name', shown, value);
   }
   return asked;
-}
-
-/**
- * A header value as the client meant it: the Base64 sentinel (`=?base64?…?=`) decoded from UTF-8;
- * undefined when the sentinel holds no valid Base64 (never equal to a body value).
- */
-export function decodeHeaderValue(value: string): string | undefined {
-  if (!(value.startsWith('=?base64?') && value.endsWith('?=') && value.length >= 11)) return value;
-  const b64 = value.slice(9, -2);
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64) || b64.length % 4 !== 0) return undefined;
-  const text = Buffer.from(b64, 'base64').toString('utf8');
-  // Not UTF-8: U+FFFD stands for the bad bytes; a name that really holds one cannot be told apart.
-  return text.includes('\uFFFD') ? undefined : text;
 }
 
 /** The longest header or body value echoed in an error: the error never amplifies the request. */
@@ -198,7 +178,7 @@ export function checkParamHeaders(
       continue;
     }
     if (!present) return mismatch(`Mcp-Param-${header}`, '', value);
-    const decoded = decodeHeaderValue(shown);
+    const decoded = decodeMcpHeaderValue(shown);
     const same =
       typeof value === 'number'
         ? decoded !== undefined && decoded.trim() !== '' && Number(decoded) === value

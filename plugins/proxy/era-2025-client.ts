@@ -43,11 +43,13 @@ import { randomBytes } from 'node:crypto';
 import { PassThrough } from 'node:stream';
 import {
   Answer,
+  encodeMcpHeaderValue,
   type GatewayContext,
   GatewayError,
   type HttpForwardResponse,
   type HttpUpstream,
   type JsonRpcRequest,
+  mcpNameOf,
   readJson,
   respond,
   sessionOwner,
@@ -775,16 +777,10 @@ async function upstreamCall(
   o: { timeoutMs?: number; signal?: AbortSignal; onProgress?: (notification: Message) => void },
 ): Promise<Message> {
   const wireId = `switchyard-${++wireIds}`;
-  const name =
-    method === 'resources/read'
-      ? params.uri
-      : method === 'tools/call' || method === 'prompts/get'
-        ? params.name
-        : undefined;
   const res = await clients.upstream.forward({
     method: 'POST',
     path: clients.path,
-    headers: modernHeaders(ctx, method, name),
+    headers: modernHeaders(ctx, method, mcpNameOf(method, params)),
     body: JSON.stringify({
       jsonrpc: '2.0',
       id: wireId,
@@ -854,22 +850,15 @@ function modernMeta(session: Pick<ClientSession, 'capabilities' | 'clientInfo'>)
   };
 }
 
-function modernHeaders(ctx: GatewayContext, method: string, name: unknown): Record<string, string> {
+function modernHeaders(ctx: GatewayContext, method: string, name: string | undefined): Record<string, string> {
   const headers: Record<string, string> = {
     ...jsonPostHeaders,
     'mcp-protocol-version': modernVersion,
     'mcp-method': method,
   };
-  if (typeof name === 'string') headers['mcp-name'] = headerValue(name);
+  if (name !== undefined) headers['mcp-name'] = encodeMcpHeaderValue(name);
   if (ctx.state.requestId) headers['x-request-id'] = ctx.state.requestId;
   return headers;
-}
-
-/** A name as a header carries it: as it is when plain visible ASCII, else the Base64 sentinel. */
-export function headerValue(value: string): string {
-  return /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(value) && !value.startsWith('=?base64?')
-    ? value
-    : `=?base64?${Buffer.from(value, 'utf8').toString('base64')}?=`;
 }
 
 function isInputRequired(response: Message): boolean {

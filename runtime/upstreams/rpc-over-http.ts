@@ -5,12 +5,16 @@
  * HTTP); the response with the call's id is picked out. With `protocol: mcp` the caller keeps one
  * MCP session of its own: initialize + notifications/initialized first, `Mcp-Session-Id`
  * afterwards, and a fresh handshake when the server has forgotten the session (404), or when a
- * balanced upstream says the endpoint holding it is out (`session_not_found`).
+ * balanced upstream says the endpoint holding it is out (`session_not_found`). A server that
+ * refuses `initialize` with -32022 and lists 2026-07-28 is called statelessly in that revision
+ * (`_meta` and `Mcp-Method`/`Mcp-Name` headers on each request; an `input_required` result, which
+ * the gateway's own call cannot answer, is an upstream error).
  */
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.ts';
 import type { JsonRpcRequest } from '../state.ts';
+import { encodeMcpHeaderValue, mcpNameOf } from '../wire/mcp-headers.ts';
 import type { RpcProtocol } from './config.ts';
 import { toUpstreamError } from './http-errors.ts';
 import { sseData } from './sse.ts';
@@ -24,7 +28,13 @@ export const clientInfo = { name: 'switchyard', version: '0.1.0' };
 interface Session {
   id?: string;
   protocolVersion: string;
+  /** A 2026-07-28-only server (initialize refused -32022): no session, each request says its version itself. */
+  stateless?: boolean;
 }
+
+/** The stateless MCP revision the caller falls back to when a server refuses `initialize`. */
+export const MCP_STATELESS_VERSION = '2026-07-28';
+const metaKey = 'io.modelcontextprotocol/';
 
 export interface RpcCallerConfig {
   protocol: RpcProtocol;
@@ -111,6 +121,10 @@ export class RpcOverHttp {
     };
     const opened: Session = { protocolVersion: MCP_PROTOCOL_VERSION };
     const answer = await this.exchange(init, { timeoutMs: options.timeoutMs }, opened);
+    if (speaksOnlyStateless(answer)) {
+      this.logger.debug({ upstream: this.name }, 'MCP server speaks only 2026-07-28: stateless calls');
+      return { protocolVersion: MCP_STATELESS_VERSION, stateless: true };
+    }
     if (!answer || answer.error) {
       throw new GatewayError('upstream_error', 'MCP initialize failed', {
         details: { upstream: this.name, error: answer?.error },
@@ -146,7 +160,8 @@ export class RpcOverHttp {
     };
     if (session?.id) headers['mcp-session-id'] = session.id;
     if (session && message.method !== 'initialize') headers['mcp-protocol-version'] = session.protocolVersion;
-    const body = JSON.stringify(isRequest ? { ...message, id: wireId } : message);
+    const sent = session?.stateless ? statelessRequest(message, headers) : message;
+    const body = JSON.stringify(isRequest ? { ...sent, id: wireId } : sent);
     let res: HttpForwardResponse | undefined;
     try {
       res = await this.forward({ method: 'POST', path: '/', headers, body, signal, timeoutMs });
@@ -156,6 +171,14 @@ export class RpcOverHttp {
       const answer = await readAnswer(res.body, String(res.headers['content-type'] ?? ''), wireId);
       // The spec says 404 for a forgotten session; some servers answer 400 "No valid session ID".
       if (session?.id && sessionLost(res.status, answer)) throw new SessionExpired();
+      if (answer && session?.stateless && inputRequired(answer)) {
+        throw new GatewayError('upstream_error', 'The upstream asks for client input (input_required)', {
+          details: {
+            upstream: this.name,
+            reason: "a 2026-07-28 server's multi-round request cannot be answered on the gateway's own call",
+          },
+        });
+      }
       if (answer) return { ...answer, id: message.id };
       throw new GatewayError('upstream_error', `Upstream answered ${res.status} without a JSON-RPC response`, {
         details: { upstream: this.name, status: res.status },
@@ -184,6 +207,45 @@ export class RpcOverHttp {
 }
 
 class SessionExpired extends Error {}
+
+/** `initialize` refused with -32022 by a server whose supported versions include the stateless revision. */
+function speaksOnlyStateless(answer: Message | undefined): boolean {
+  const error = answer?.error as { code?: unknown; data?: { supported?: unknown } } | undefined;
+  const supported = error?.data?.supported;
+  return error?.code === -32022 && Array.isArray(supported) && supported.includes(MCP_STATELESS_VERSION);
+}
+
+/**
+ * A message as a 2026-07-28 server takes it: its version, the gateway's (empty) capabilities and
+ * clientInfo in `params._meta`, mirrored with the method and name in the headers.
+ */
+function statelessRequest(message: JsonRpcRequest, headers: Record<string, string>): JsonRpcRequest {
+  headers['mcp-method'] = message.method;
+  const name = mcpNameOf(message.method, message.params);
+  if (name !== undefined) headers['mcp-name'] = encodeMcpHeaderValue(name);
+  const params =
+    message.params !== null && typeof message.params === 'object' && !Array.isArray(message.params)
+      ? (message.params as Message)
+      : {};
+  const meta = params._meta !== null && typeof params._meta === 'object' ? (params._meta as Message) : {};
+  return {
+    ...message,
+    params: {
+      ...params,
+      _meta: {
+        ...meta,
+        [`${metaKey}protocolVersion`]: MCP_STATELESS_VERSION,
+        [`${metaKey}clientCapabilities`]: {},
+        [`${metaKey}clientInfo`]: clientInfo,
+      },
+    },
+  };
+}
+
+function inputRequired(answer: Message): boolean {
+  const result = answer.result as { resultType?: unknown } | undefined;
+  return result?.resultType === 'input_required';
+}
 
 function sessionLost(status: number, answer: Message | undefined): boolean {
   if (status === 404) return true;

@@ -6,14 +6,14 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { checkModern, decodeHeaderValue, metaVersionOf } from '../../plugins/mcp-validate/modern.ts';
+import { checkModern, metaVersionOf } from '../../plugins/mcp-validate/modern.ts';
 import {
   McpProtocol,
   modernVersions,
   protocolVersions,
   supportedVersions,
 } from '../../plugins/mcp-validate/protocol.ts';
-import { GatewayError, type JsonRpcRequest } from '../../runtime/index.ts';
+import { decodeMcpHeaderValue as decodeHeaderValue, GatewayError, type JsonRpcRequest } from '../../runtime/index.ts';
 import { malformedMessage, toBody, validMessage } from '../helpers/mcp-messages.ts';
 
 const protocol = new McpProtocol({ nameMaxLength: 128, uriMaxLength: 8192 });

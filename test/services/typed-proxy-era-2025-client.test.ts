@@ -265,6 +265,37 @@ describe('a 2025-11-25 client through the typed proxy to a 2026-07-28-only upstr
     }
   });
 
+  it('the gateway’s own calls (the typed send route) reach the 2026-only upstream statelessly', async () => {
+    const before = sentUpstream('initialize').length;
+    const res = await fetch(`${svc.url}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ type: 'tools/call', tool: 'get-sum', arguments: { a: 2, b: 3 } }),
+      signal: AbortSignal.timeout(15_000),
+    });
+    const body = (await res.json()) as { content?: Array<{ text?: string }>; metadata?: Record<string, unknown> };
+    expect(res.status).toBe(200);
+    expect(body.content?.[0]?.text).toBe('The sum of 2 and 3 is 5.');
+    expect(body.metadata).toMatchObject({ stype: 'everything.get-sum', schema_valid: true });
+    const call = sentUpstream('tools/call').at(-1);
+    const m = field(call?.body.params, '_meta');
+    expect(field(m, `${meta}protocolVersion`)).toBe(modern);
+    expect(field(m, `${meta}clientInfo`)).toMatchObject({ name: 'switchyard' });
+    expect(call?.headers['mcp-method']).toBe('tools/call');
+    expect(call?.headers['mcp-name']).toBe('get-sum');
+    // Initialize was tried at most once (refused -32022), then every call stateless.
+    expect(sentUpstream('initialize').length - before).toBeLessThanOrEqual(1);
+    // A multi-round tool cannot be answered on the gateway's own call: a clear error, no hang.
+    const rounds = await fetch(`${svc.url}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ type: 'tools/call', tool: 'trigger-elicitation-request', arguments: {} }),
+      signal: AbortSignal.timeout(15_000),
+    });
+    expect(rounds.status).toBe(502);
+    expect(JSON.stringify(await rounds.json())).toMatch(/input_required|capability/);
+  });
+
   it('progress: the upstream’s notifications/progress reach the client before the result', async () => {
     const { client } = await connect();
     try {
