@@ -119,7 +119,8 @@ describe('jsonrpc upstream with several endpoints (MCP sessions)', () => {
     expect(new Set(tags.values()).size).toBe(3);
     const h = await upstreamHealth(svc);
     expect(h?.detail?.endpoints.map((e) => e.check.kind)).toEqual(['jsonrpc', 'jsonrpc', 'jsonrpc']);
-  });
+    // Three servers, a service and six SDK clients started cold: on both cores busy this took over 30 s.
+  }, 120_000);
 
   it('a dead endpoint: its sessions are told to initialize again, new sessions go to the others, the rest keep working', async () => {
     const list = await endpoints(3);
