@@ -62,7 +62,7 @@ export default definePlugin({
       const answer = (await next()) ?? answerOf(ctx);
 
       // The answer phase: the upstream's JSON-RPC response becomes the typed result.
-      const response = await readRpcResponse(ctx);
+      const response = await readRpcResponse(ctx, answer);
       if (!response) throw new GatewayError('upstream_error', 'Upstream returned no JSON-RPC response');
       if (response.error) throw fromRpcError(response.error as { code?: number; message?: string; data?: unknown });
       const result = (response.result ?? {}) as Record<string, unknown>;

@@ -281,7 +281,9 @@ export function egressPhase(s: PolicyShared): {
    * other answer must be JSON (else it cannot be checked, and on_uninspectable decides).
    */
   async function egress(ctx: GatewayContext, next: Next): Promise<void> {
-    await next();
+    // This stage's own answer handle: filters it adds run under its guard and on_uninspectable
+    // (the store itself when a test calls the stage with a next of its own).
+    const answer = (await next()) ?? answerOf(ctx);
     const current = store.current;
     const names = applicable(current, ctx.state.stype?.id ?? null, ctx);
     if (!current.hasPhase(names, 'egress')) return;
@@ -289,10 +291,9 @@ export function egressPhase(s: PolicyShared): {
     // stream). A notification's or a response's answer carries none, and the messages a server
     // sends on its own (a GET stream) are not read (docs/enforcement.md).
     if (ctx.state.rpcKind !== undefined || ctx.state.dialect?.name === 'jsonrpc') {
-      if (ctx.state.rpcKind === 'request') await mapRpcResponses(ctx, checkRpcAnswer);
+      if (ctx.state.rpcKind === 'request') await mapRpcResponses(ctx, checkRpcAnswer, answer);
       return;
     }
-    const answer = answerOf(ctx);
     if (!answer.hasBody) return;
     if (answer.isEventStream) {
       answer.filterOpenAIChunks(streamReader(new AnswerStream(ctx, names)));

@@ -5,6 +5,7 @@
  * hidden (strict mode).
  */
 import {
+  answerOf,
   type GatewayContext,
   jsonrpcWire,
   mapRpcResponses,
@@ -222,9 +223,10 @@ export function ingressPhase(s: PolicyShared): (ctx: GatewayContext, next: Next)
     const filter = options.filter_list && m === 'strict' && listing;
     const inspect = listing && current.hasPhase(names, 'tools');
     if (!filter && !inspect) return next();
-    await next();
-    if (inspect) await mapRpcResponses(ctx, inspectListing);
-    if (filter) await mapRpcResponses(ctx, filterListing);
+    // This stage's answer handle (the store itself when a test passes a next of its own).
+    const answer = (await next()) ?? answerOf(ctx);
+    if (inspect) await mapRpcResponses(ctx, inspectListing, answer);
+    if (filter) await mapRpcResponses(ctx, filterListing, answer);
   }
 
   return ingress;

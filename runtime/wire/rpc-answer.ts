@@ -13,6 +13,15 @@ import { isRpcResponse } from './jsonrpc.ts';
 
 export type RpcMessage = Record<string, unknown>;
 
+/**
+ * The answer these helpers read: a stage's own handle (`await next()`, so a stream filter added
+ * here runs under that stage's guard and `on_uninspectable`), or the store itself (the default,
+ * for a caller without a handle).
+ */
+export type AnswerView = Pick<Answer, 'hasBody' | 'isEventStream' | 'status' | 'json' | 'setJson' | 'bytes'> & {
+  filterEvents(filter: SseFilter): void;
+};
+
 /** Returns the response to pass on: the same object when unchanged, or a replacement (never change it in place). */
 export type RpcResponseMap = (response: RpcMessage, ctx: GatewayContext) => RpcMessage | Promise<RpcMessage>;
 
@@ -38,8 +47,11 @@ function isWellFormed(msg: RpcMessage): boolean {
  * event of an event stream as it passes. A GatewayError thrown by `map` answers with that error
  * (a JSON body), or replaces the event by a JSON-RPC error (a stream, whose headers are gone).
  */
-export async function mapRpcResponses(ctx: GatewayContext, map: RpcResponseMap): Promise<void> {
-  const answer = answerOf(ctx);
+export async function mapRpcResponses(
+  ctx: GatewayContext,
+  map: RpcResponseMap,
+  answer: AnswerView = answerOf(ctx),
+): Promise<void> {
   if (!answer.hasBody) return;
   if (answer.isEventStream) {
     answer.filterEvents(new RpcResponseFilter(ctx, map));
@@ -56,8 +68,11 @@ export async function mapRpcResponses(ctx: GatewayContext, map: RpcResponseMap):
  * of the stream before it ends): anything else is refused as not inspectable. An empty error
  * answer (a transport-level status such as 404 for an unknown session) passes as it is.
  */
-export async function expectRpcResponse(ctx: GatewayContext, id: JsonRpcId): Promise<void> {
-  const answer = answerOf(ctx);
+export async function expectRpcResponse(
+  ctx: GatewayContext,
+  id: JsonRpcId,
+  answer: AnswerView = answerOf(ctx),
+): Promise<void> {
   if (!answer.hasBody) return;
   if (answer.isEventStream) {
     answer.filterEvents(new ResponseExpected(ctx, id));
@@ -69,8 +84,10 @@ export async function expectRpcResponse(ctx: GatewayContext, id: JsonRpcId): Pro
 }
 
 /** The response to the request, from a JSON body or from an event stream read whole (e.g. to unwrap it). */
-export async function readRpcResponse(ctx: GatewayContext): Promise<RpcMessage | undefined> {
-  const answer = answerOf(ctx);
+export async function readRpcResponse(
+  ctx: GatewayContext,
+  answer: AnswerView = answerOf(ctx),
+): Promise<RpcMessage | undefined> {
   if (!answer.hasBody) return undefined;
   if (!answer.isEventStream) return readRpcBody(answer);
   const text = (await answer.bytes()).toString('utf8');
@@ -87,7 +104,7 @@ export async function readRpcResponse(ctx: GatewayContext): Promise<RpcMessage |
   throw new UninspectableAnswer('truncated', 'the event stream ended without a JSON-RPC response');
 }
 
-async function readRpcBody(answer: Answer): Promise<RpcMessage | undefined> {
+async function readRpcBody(answer: AnswerView): Promise<RpcMessage | undefined> {
   const body = await answer.json();
   if (body === undefined && answer.status >= 400) return undefined;
   if (!isRpcResponse(body)) throw new UninspectableAnswer('not_rpc', 'the answer is not a JSON-RPC response');
