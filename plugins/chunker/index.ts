@@ -82,7 +82,7 @@ export default defineResource<Options, Chunker>({
   description: 'Splits text into chunks: by words, or by concepts / sections found by a language model.',
   options: optionsSchema,
   create(options, env) {
-    const types = CHUNKING_TYPES.filter((t) => (options.types ?? CHUNKING_TYPES).includes(t));
+    const types = CHUNKING_TYPES.filter((t) => options.types.includes(t));
     const llmOptions = options.llm;
     const ai = new AIService(
       {

@@ -3,68 +3,65 @@
  * `input_type` (`passage` by default, or `query`) picks the model's prefix where it has one
  * (E5, Nomic, mxbai); it is this service's addition to the seed's body.
  */
-import { definePlugin, GatewayError, readJsonObject, respond } from '../../runtime/index.ts';
-import type { InputType } from './api.ts';
+import {
+  definePlugin,
+  type FromSchema,
+  GatewayError,
+  type JsonSchema,
+  readJsonObject,
+  respond,
+} from '../../runtime/index.ts';
 import { passThrough } from './errors.ts';
 import { readInputType, readTexts, rejectUnknownFields, resolveConfig } from './request.ts';
-import { type SharedOptions, sharedContext, sharedProperties } from './stage-options.ts';
+import { sharedContext, sharedProperties } from './stage-options.ts';
 
-interface EmbedStageOptions extends SharedOptions {
-  max_texts?: number;
-  max_text_chars?: number;
-  max_total_chars?: number;
-  max_inflight_chars?: number;
-  input_type: InputType;
-}
-
-export const EMBED_LIMITS = { maxTexts: 2048, maxTextChars: 100_000, maxTotalChars: 2_000_000 };
-/** Characters being embedded at once by one stage (all its requests together). */
-export const DEFAULT_MAX_INFLIGHT_CHARS = 8_000_000;
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    ...sharedProperties,
+    max_texts: {
+      type: 'integer',
+      minimum: 1,
+      default: 2048,
+      description: 'Texts per request (413 above).',
+    },
+    max_text_chars: {
+      type: 'integer',
+      minimum: 1,
+      default: 100_000,
+      description: 'Characters per text (413 above); within it, texts are truncated to the model’s token limit.',
+    },
+    max_total_chars: {
+      type: 'integer',
+      minimum: 1,
+      default: 2_000_000,
+      description: 'Characters of all texts of a request together (413 above): bounds the memory one request holds.',
+    },
+    max_inflight_chars: {
+      type: 'integer',
+      minimum: 1,
+      default: 8_000_000,
+      description:
+        'Characters of all requests being embedded at once (503 overloaded, Retry-After: 1, above): bounds the memory of a burst.',
+    },
+    input_type: { enum: ['passage', 'query'], default: 'passage', description: 'Default input type.' },
+  },
+} as const satisfies JsonSchema;
+type EmbedStageOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<EmbedStageOptions>({
   name: 'embed',
   description: 'POST /v1/embed of the embedding service: a list of texts → their vectors (terminal stage).',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      ...sharedProperties,
-      max_texts: {
-        type: 'integer',
-        minimum: 1,
-        default: EMBED_LIMITS.maxTexts,
-        description: 'Texts per request (413 above).',
-      },
-      max_text_chars: {
-        type: 'integer',
-        minimum: 1,
-        default: EMBED_LIMITS.maxTextChars,
-        description: 'Characters per text (413 above); within it, texts are truncated to the model’s token limit.',
-      },
-      max_total_chars: {
-        type: 'integer',
-        minimum: 1,
-        default: EMBED_LIMITS.maxTotalChars,
-        description: 'Characters of all texts of a request together (413 above): bounds the memory one request holds.',
-      },
-      max_inflight_chars: {
-        type: 'integer',
-        minimum: 1,
-        default: DEFAULT_MAX_INFLIGHT_CHARS,
-        description:
-          'Characters of all requests being embedded at once (503 overloaded, Retry-After: 1, above): bounds the memory of a burst.',
-      },
-      input_type: { enum: ['passage', 'query'], default: 'passage', description: 'Default input type.' },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const shared = sharedContext(options, env);
     const limits = {
-      maxTexts: options.max_texts ?? EMBED_LIMITS.maxTexts,
-      maxTextChars: options.max_text_chars ?? EMBED_LIMITS.maxTextChars,
-      maxTotalChars: options.max_total_chars ?? EMBED_LIMITS.maxTotalChars,
+      maxTexts: options.max_texts,
+      maxTextChars: options.max_text_chars,
+      maxTotalChars: options.max_total_chars,
     };
-    const maxInflight = options.max_inflight_chars ?? DEFAULT_MAX_INFLIGHT_CHARS;
+    const maxInflight = options.max_inflight_chars;
     let inflight = 0;
     return {
       async handle(ctx) {

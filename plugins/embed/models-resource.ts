@@ -4,42 +4,18 @@
  * fetched from the network: a model whose files are absent answers 503 with the files to put
  * where, and loads as soon as they are there (no restart).
  */
-import { defineResource, GatewayError, type HealthReport, latencyBuckets } from '../../runtime/index.ts';
+import {
+  defineResource,
+  type FromSchema,
+  GatewayError,
+  type HealthReport,
+  type JsonSchema,
+  latencyBuckets,
+} from '../../runtime/index.ts';
 import type { EmbeddingModels, EmbedOptions, ModelCard, ModelStatus } from './api.ts';
 import { EmbeddingModel } from './embedding-model.ts';
 import { buildCards, type CardOverride as CardChange } from './model-cards.ts';
 import { locateModel, modelDir, notInstalledMessage } from './model-files.ts';
-
-interface ResourceOptions {
-  models_dir?: string;
-  pool_size?: number;
-  intra_op_threads?: number;
-  batch_size?: number;
-  max_length?: number;
-  preload?: string[];
-  models?: Record<string, CardOverride>;
-}
-
-interface CardOverride {
-  model?: string;
-  repo?: string;
-  file?: string;
-  extra_files?: string[];
-  dimension?: number;
-  pooling?: 'cls' | 'mean';
-  normalize?: boolean;
-  max_length?: number;
-  query_prefix?: string;
-  passage_prefix?: string;
-}
-
-const DEFAULTS = {
-  models_dir: '../models/embeddings',
-  pool_size: 1,
-  intra_op_threads: 1,
-  batch_size: 32,
-  max_length: 512,
-};
 
 const cardOverrideSchema = {
   type: 'object',
@@ -64,73 +40,77 @@ const cardOverrideSchema = {
     query_prefix: { type: 'string' },
     passage_prefix: { type: 'string' },
   },
-};
+} as const satisfies JsonSchema;
+type CardOverride = FromSchema<typeof cardOverrideSchema>;
+
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    models_dir: {
+      type: 'string',
+      default: '../models/embeddings',
+      description: 'Directory holding one folder per model name (relative to the config file).',
+    },
+    pool_size: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 64,
+      default: 1,
+      description:
+        'Session workers per loaded model (each holds a copy of the weights); batches run in parallel on them.',
+    },
+    intra_op_threads: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 64,
+      default: 1,
+      description: 'onnxruntime intra-op threads per session.',
+    },
+    batch_size: {
+      type: 'integer',
+      minimum: 1,
+      maximum: 1024,
+      default: 32,
+      description: 'Texts per model run.',
+    },
+    max_length: {
+      type: 'integer',
+      minimum: 8,
+      maximum: 32768,
+      default: 512,
+      description:
+        "Upper bound on tokens per text (a model's own limit applies when lower); longer texts are truncated.",
+    },
+    preload: {
+      type: 'array',
+      items: { type: 'string' },
+      uniqueItems: true,
+      description:
+        'Models to load at start; health is not ok until they are loaded (one that is not installed is logged and loads on first use once its files are there).',
+    },
+    models: {
+      type: 'object',
+      additionalProperties: cardOverrideSchema,
+      description: 'Overrides of built-in cards, or new models (which need file, dimension and pooling).',
+    },
+  },
+} as const satisfies JsonSchema;
+type ResourceOptions = FromSchema<typeof optionsSchema>;
 
 export default defineResource<ResourceOptions, EmbeddingModels>({
   type: 'embedding-models',
   description:
     'Text embedding models (ONNX, onnxruntime-node in worker threads) by the names of model-cards.ts, loaded lazily from a local models directory.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      models_dir: {
-        type: 'string',
-        default: DEFAULTS.models_dir,
-        description: 'Directory holding one folder per model name (relative to the config file).',
-      },
-      pool_size: {
-        type: 'integer',
-        minimum: 1,
-        maximum: 64,
-        default: DEFAULTS.pool_size,
-        description:
-          'Session workers per loaded model (each holds a copy of the weights); batches run in parallel on them.',
-      },
-      intra_op_threads: {
-        type: 'integer',
-        minimum: 1,
-        maximum: 64,
-        default: DEFAULTS.intra_op_threads,
-        description: 'onnxruntime intra-op threads per session.',
-      },
-      batch_size: {
-        type: 'integer',
-        minimum: 1,
-        maximum: 1024,
-        default: DEFAULTS.batch_size,
-        description: 'Texts per model run.',
-      },
-      max_length: {
-        type: 'integer',
-        minimum: 8,
-        maximum: 32768,
-        default: DEFAULTS.max_length,
-        description:
-          "Upper bound on tokens per text (a model's own limit applies when lower); longer texts are truncated.",
-      },
-      preload: {
-        type: 'array',
-        items: { type: 'string' },
-        uniqueItems: true,
-        description:
-          'Models to load at start; health is not ok until they are loaded (one that is not installed is logged and loads on first use once its files are there).',
-      },
-      models: {
-        type: 'object',
-        additionalProperties: cardOverrideSchema,
-        description: 'Overrides of built-in cards, or new models (which need file, dimension and pooling).',
-      },
-    },
-  },
+  options: optionsSchema,
   async create(options, env) {
-    const modelsDir = env.resolvePath(options.models_dir ?? DEFAULTS.models_dir);
+    const modelsDir = env.resolvePath(options.models_dir);
     const cards = buildCards(toCardOverrides(options.models ?? {}));
     const runOptions = {
-      poolSize: options.pool_size ?? DEFAULTS.pool_size,
-      intraOpThreads: options.intra_op_threads ?? DEFAULTS.intra_op_threads,
-      batchSize: options.batch_size ?? DEFAULTS.batch_size,
-      maxLength: options.max_length ?? DEFAULTS.max_length,
+      poolSize: options.pool_size,
+      intraOpThreads: options.intra_op_threads,
+      batchSize: options.batch_size,
+      maxLength: options.max_length,
     };
     const loaded = new Map<string, EmbeddingModel>();
     const loading = new Map<string, Promise<EmbeddingModel>>();

@@ -6,13 +6,10 @@
 import { describeStage, jsonResponse, ref } from '../openapi/api.ts';
 import type { Chunker, EmbeddingModels } from './api.ts';
 import { MAX_CHUNKING_SIZE, SEED_CHUNKING_TYPES } from './request.ts';
-import { SEED_DEFAULTS } from './stage-options.ts';
+import { SEED_DEFAULTS, type SharedOptions } from './stage-options.ts';
 
-interface Options {
-  models: string;
-  chunker?: string;
-  defaults?: Record<string, unknown>;
-}
+/** The options a describer reads: the ones the three stages share (stage-options.ts). */
+type Options = SharedOptions;
 
 type Resource = <T = unknown>(name: string) => T;
 

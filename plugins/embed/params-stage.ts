@@ -4,24 +4,23 @@
  * the model cards with each model's status instead (missing, installed, loading, loaded, error),
  * for operators.
  */
-import { definePlugin, respond } from '../../runtime/index.ts';
-import { type SharedOptions, sharedContext, sharedProperties } from './stage-options.ts';
+import { definePlugin, type FromSchema, type JsonSchema, respond } from '../../runtime/index.ts';
+import { sharedContext, sharedProperties } from './stage-options.ts';
 
-interface ParamsOptions extends SharedOptions {
-  view?: 'params' | 'models';
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    ...sharedProperties,
+    view: { enum: ['params', 'models'], default: 'params' },
+  },
+} as const satisfies JsonSchema;
+type ParamsOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<ParamsOptions>({
   name: 'embed-params',
   description: 'GET /v1/params of the embedding service (chunking types and model names), or the model cards.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      ...sharedProperties,
-      view: { enum: ['params', 'models'], default: 'params' },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const shared = sharedContext(options, env);
     return async (ctx) => {

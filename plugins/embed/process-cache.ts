@@ -7,16 +7,29 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
-import { openSqlDatabase, type SqlDatabase } from '../../runtime/index.ts';
+import { type FromSchema, type JsonSchema, openSqlDatabase, type SqlDatabase } from '../../runtime/index.ts';
 
-export interface ProcessCacheOptions {
-  max_entries?: number;
-  max_bytes?: number;
-  ttl_seconds?: number;
-  persist?: string;
-}
-
-export const CACHE_DEFAULTS = { max_entries: 1000, max_bytes: 256 * 1024 * 1024, ttl_seconds: 0 };
+/** The `cache` option of `embed-process` (defaulted to `{}`, so its own defaults always apply). */
+export const cacheSchema = {
+  type: 'object',
+  additionalProperties: false,
+  default: {},
+  properties: {
+    max_entries: { type: 'integer', minimum: 1, default: 1000 },
+    max_bytes: {
+      type: 'integer',
+      minimum: 1,
+      default: 256 * 1024 * 1024,
+      description: 'Memory for cached answers (their JSON size).',
+    },
+    ttl_seconds: { type: 'integer', minimum: 0, default: 0, description: '0: entries never expire (LRU only).' },
+    persist: {
+      type: 'string',
+      description: 'Also keep results in a table: a SQLite file path (relative to the config) or a postgres:// URL.',
+    },
+  },
+} as const satisfies JsonSchema;
+export type ProcessCacheOptions = FromSchema<typeof cacheSchema>;
 const TABLE = 'embed_process_cache';
 
 export class ProcessCache {
@@ -33,10 +46,10 @@ export class ProcessCache {
     resolvePath: (path: string) => string,
     logger: Logger,
   ): Promise<ProcessCache> {
-    const ttlMs = (options.ttl_seconds ?? CACHE_DEFAULTS.ttl_seconds) * 1000;
+    const ttlMs = options.ttl_seconds * 1000;
     const memory = new LRUCache<string, string>({
-      max: options.max_entries ?? CACHE_DEFAULTS.max_entries,
-      maxSize: options.max_bytes ?? CACHE_DEFAULTS.max_bytes,
+      max: options.max_entries,
+      maxSize: options.max_bytes,
       // UTF-16 code units, a fair measure of what V8 keeps for a (mostly Latin-1) JSON string.
       sizeCalculation: (value) => Math.max(1, value.length),
       ...(ttlMs > 0 ? { ttl: ttlMs } : {}),

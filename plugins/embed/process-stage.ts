@@ -6,25 +6,43 @@
  * results are cached by URL and resolved config (process-cache.ts); `X-Cache` says HIT or MISS.
  * Identical requests that arrive while one is being computed wait for it instead of redoing it.
  */
-import { canonicalJson, definePlugin, GatewayError, readJsonObject, respond, sha256Hex } from '../../runtime/index.ts';
+import {
+  canonicalJson,
+  definePlugin,
+  type FromSchema,
+  GatewayError,
+  type JsonSchema,
+  readJsonObject,
+  respond,
+  sha256Hex,
+} from '../../runtime/index.ts';
 import { loggableUrl } from '../content-fetcher/api.ts';
 import type { Chunker, ContentFetcher } from './api.ts';
 import { passThrough } from './errors.ts';
-import { CACHE_DEFAULTS, ProcessCache, type ProcessCacheOptions } from './process-cache.ts';
+import { cacheSchema, ProcessCache } from './process-cache.ts';
 import { type EmbedConfig, readUrl, rejectUnknownFields, resolveConfig } from './request.ts';
-import { type SharedOptions, sharedContext, sharedProperties } from './stage-options.ts';
-
-interface ProcessStageOptions extends SharedOptions {
-  chunker: string;
-  fetcher: string;
-  max_chunks: number;
-  fetch_timeout_ms: number;
-  cache?: ProcessCacheOptions;
-}
+import { sharedContext, sharedProperties } from './stage-options.ts';
 
 export const SCRAPE_FAILED = 'Failed to scrape content';
-const DEFAULT_MAX_CHUNKS = 2048;
-const DEFAULT_FETCH_TIMEOUT_MS = 30_000;
+
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    ...sharedProperties,
+    chunker: { type: 'string', default: 'chunker', description: 'The chunker resource.' },
+    fetcher: { type: 'string', default: 'fetcher', description: 'The content fetcher resource.' },
+    max_chunks: {
+      type: 'integer',
+      minimum: 1,
+      default: 2048,
+      description: 'Chunks per page; a page that gives more is refused (400) with a hint to raise chunking_size.',
+    },
+    fetch_timeout_ms: { type: 'integer', minimum: 1, default: 30_000 },
+    cache: cacheSchema,
+  },
+} as const satisfies JsonSchema;
+type ProcessStageOptions = FromSchema<typeof optionsSchema>;
 
 export interface ProcessResult {
   url: string;
@@ -38,48 +56,14 @@ export default definePlugin<ProcessStageOptions>({
   name: 'embed-process',
   description:
     'POST /v1/process of the embedding service: fetch a URL, chunk its text, embed the chunks; results cached (terminal stage).',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      ...sharedProperties,
-      chunker: { type: 'string', default: 'chunker', description: 'The chunker resource.' },
-      fetcher: { type: 'string', default: 'fetcher', description: 'The content fetcher resource.' },
-      max_chunks: {
-        type: 'integer',
-        minimum: 1,
-        default: DEFAULT_MAX_CHUNKS,
-        description: 'Chunks per page; a page that gives more is refused (400) with a hint to raise chunking_size.',
-      },
-      fetch_timeout_ms: { type: 'integer', minimum: 1, default: DEFAULT_FETCH_TIMEOUT_MS },
-      cache: {
-        type: 'object',
-        additionalProperties: false,
-        properties: {
-          max_entries: { type: 'integer', minimum: 1, default: CACHE_DEFAULTS.max_entries },
-          max_bytes: {
-            type: 'integer',
-            minimum: 1,
-            default: CACHE_DEFAULTS.max_bytes,
-            description: 'Memory for cached answers (their JSON size).',
-          },
-          ttl_seconds: { type: 'integer', minimum: 0, default: 0, description: '0: entries never expire (LRU only).' },
-          persist: {
-            type: 'string',
-            description:
-              'Also keep results in a table: a SQLite file path (relative to the config) or a postgres:// URL.',
-          },
-        },
-      },
-    },
-  },
+  options: optionsSchema,
   async create(options, env) {
     const shared = sharedContext(options, env);
     const chunker = shared.chunker as Chunker;
     const fetcher = env.resource<ContentFetcher>(options.fetcher);
     const maxChunks = options.max_chunks;
     const fetchTimeoutMs = options.fetch_timeout_ms;
-    const cache = await ProcessCache.open(options.cache ?? {}, env.resolvePath, env.logger);
+    const cache = await ProcessCache.open(options.cache, env.resolvePath, env.logger);
     const inflight = new Map<string, Promise<{ body: string; cacheable: boolean }>>();
     const lookups = env.metrics.counter({
       name: 'switchyard_embed_process_cache_total',

@@ -1,15 +1,8 @@
 /** Options the embedding service's stages share: which resources they use and the Config defaults. */
-import type { JsonSchema, PluginEnv } from '../../runtime/index.ts';
+import type { FromSchema, JsonSchema, PluginEnv } from '../../runtime/index.ts';
 import type { Chunker, EmbeddingModels } from './api.ts';
 import { DEFAULT_MODEL } from './model-cards.ts';
 import { type EmbedConfig, SEED_CHUNKING_TYPES } from './request.ts';
-
-export interface SharedOptions {
-  /** Defaulted by the schema (`models`). */
-  models: string;
-  chunker?: string;
-  defaults?: Partial<EmbedConfig>;
-}
 
 /** The seed's Config defaults. */
 export const SEED_DEFAULTS: EmbedConfig = {
@@ -18,7 +11,7 @@ export const SEED_DEFAULTS: EmbedConfig = {
   embedding_model: DEFAULT_MODEL,
 };
 
-export const sharedProperties: Record<string, JsonSchema> = {
+export const sharedProperties = {
   models: { type: 'string', default: 'models', description: 'The embedding-models resource.' },
   chunker: {
     type: 'string',
@@ -34,7 +27,10 @@ export const sharedProperties: Record<string, JsonSchema> = {
       embedding_model: { type: 'string' },
     },
   },
-};
+} as const satisfies Record<string, JsonSchema>;
+
+/** The shared options, defaults applied (each stage's options type includes them). */
+export type SharedOptions = FromSchema<{ type: 'object'; properties: typeof sharedProperties }>;
 
 export interface SharedContext {
   models: EmbeddingModels;

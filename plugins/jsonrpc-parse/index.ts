@@ -8,27 +8,32 @@
 import {
   definePlugin,
   expectRpcResponse,
+  type FromSchema,
   GatewayError,
   type JsonRpcId,
   type JsonRpcRequest,
+  type JsonSchema,
   readJson,
 } from '../../runtime/index.ts';
 
-export default definePlugin<{ allow_batch: boolean }>({
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    allow_batch: {
+      type: 'boolean',
+      default: false,
+      description: 'Batches are refused (-32600): MCP removed them, and per-message enforcement needs one message.',
+    },
+  },
+} as const satisfies JsonSchema;
+type Options = FromSchema<typeof optionsSchema>;
+
+export default definePlugin<Options>({
   name: 'jsonrpc-parse',
   description: 'Parse the body as a JSON-RPC 2.0 request (errors -32700 / -32600).',
   provides: ['rpc', 'rpcKind'],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      allow_batch: {
-        type: 'boolean',
-        default: false,
-        description: 'Batches are refused (-32600): MCP removed them, and per-message enforcement needs one message.',
-      },
-    },
-  },
+  options: optionsSchema,
   create() {
     return async (ctx, next) => {
       if (ctx.method !== 'POST') return next();

@@ -18,29 +18,19 @@
  *     `insufficient_scope` with those scopes in the challenge (step-up).
  */
 import { type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
-import { definePlugin, type GatewayContext, GatewayError, isGatewayError, respond } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type FromSchema,
+  type GatewayContext,
+  GatewayError,
+  isGatewayError,
+  type JsonSchema,
+  respond,
+} from '../../runtime/index.ts';
 import { IssuerKeys, KeysUnavailable } from './issuer-keys.ts';
 
-export interface OAuthResourceOptions {
-  /** false: the stage lets every request through (and the metadata route answers 404). */
-  enabled: boolean;
-  /** The resource's canonical URL (RFC 8707): the audience its tokens must carry. */
-  resource: string;
-  /** The authorization server's issuer identifier. */
-  issuer: string;
-  /** Where its signing keys are (default: `jwks_uri` of the issuer's RFC 8414 metadata). */
-  jwks_uri?: string;
-  /** Scopes every request needs. */
-  scopes: string[];
-  /** Accepted signature algorithms (never `none`). */
-  algorithms: string[];
-  /** Allowed clock skew, seconds. */
-  clock_tolerance_s: number;
-  /** A failed discovery or key fetch is remembered this long (requests meanwhile: 503 at once). */
-  failure_cache_ms: number;
-}
-
 const commonOptions = {
+  // false: the stage lets every request through (and the metadata route answers 404).
   enabled: { type: 'boolean', default: true },
   resource: {
     type: 'string',
@@ -54,7 +44,43 @@ const commonOptions = {
     default: [],
     description: 'Scopes every request needs.',
   },
-} as const;
+} as const satisfies Record<string, JsonSchema>;
+
+const metadataSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['resource', 'issuer'],
+  properties: commonOptions,
+} as const satisfies JsonSchema;
+
+const bearerSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['resource', 'issuer'],
+  properties: {
+    ...commonOptions,
+    jwks_uri: { type: 'string', pattern: '^https?://', description: "Default: the issuer metadata's jwks_uri." },
+    // Accepted signature algorithms (never `none`).
+    algorithms: {
+      type: 'array',
+      items: { enum: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] },
+      minItems: 1,
+      default: ['RS256', 'ES256', 'EdDSA'],
+    },
+    // Allowed clock skew, seconds.
+    clock_tolerance_s: { type: 'integer', minimum: 0, maximum: 300, default: 30 },
+    failure_cache_ms: {
+      type: 'integer',
+      minimum: 0,
+      maximum: 300000,
+      default: 5000,
+      description:
+        "After the issuer's metadata or keys could not be fetched, requests are refused (503, Retry-After) " +
+        'without asking it again for this long; one fetch is in flight at a time.',
+    },
+  },
+} as const satisfies JsonSchema;
+export type OAuthResourceOptions = FromSchema<typeof bearerSchema>;
 
 /** `resource_metadata` URL: the well-known path of the resource's own origin and path (RFC 9728 §3.1). */
 function metadataUrl(resource: string): string {
@@ -63,18 +89,11 @@ function metadataUrl(resource: string): string {
   return `${u.origin}/.well-known/oauth-protected-resource${path}`;
 }
 
-export const oauthMetadataPlugin = definePlugin<
-  Pick<OAuthResourceOptions, 'enabled' | 'resource' | 'issuer' | 'scopes'>
->({
+export const oauthMetadataPlugin = definePlugin<FromSchema<typeof metadataSchema>>({
   name: 'oauth-metadata',
   description: 'Protected resource metadata (RFC 9728) for GET /.well-known/oauth-protected-resource (terminal).',
   provides: ['answer'],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['resource', 'issuer'],
-    properties: commonOptions,
-  },
+  options: metadataSchema,
   create(options) {
     const body = {
       resource: options.resource,
@@ -95,31 +114,7 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
   description:
     'OAuth 2.1 resource server: JWT access tokens checked against the issuer (JWKS), audience, expiry, scopes.',
   provides: (o) => (o.enabled === false ? [] : ['caller']),
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['resource', 'issuer'],
-    properties: {
-      ...commonOptions,
-      jwks_uri: { type: 'string', pattern: '^https?://', description: "Default: the issuer metadata's jwks_uri." },
-      algorithms: {
-        type: 'array',
-        items: { enum: ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] },
-        minItems: 1,
-        default: ['RS256', 'ES256', 'EdDSA'],
-      },
-      clock_tolerance_s: { type: 'integer', minimum: 0, maximum: 300, default: 30 },
-      failure_cache_ms: {
-        type: 'integer',
-        minimum: 0,
-        maximum: 300000,
-        default: 5000,
-        description:
-          "After the issuer's metadata or keys could not be fetched, requests are refused (503, Retry-After) " +
-          'without asking it again for this long; one fetch is in flight at a time.',
-      },
-    },
-  },
+  options: bearerSchema,
   create(options, env) {
     const required = options.scopes;
     const resourceMetadata = metadataUrl(options.resource);
@@ -208,7 +203,7 @@ export const oauthBearerPlugin = definePlugin<OAuthResourceOptions>({
           ({ payload } = await jwtVerify(match[1], keys.getKey, {
             issuer: options.issuer,
             audience: options.resource,
-            algorithms: options.algorithms ?? ['RS256', 'ES256', 'EdDSA'],
+            algorithms: options.algorithms,
             clockTolerance: options.clock_tolerance_s,
             requiredClaims: ['exp', 'sub'],
           }));

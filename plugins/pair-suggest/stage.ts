@@ -13,7 +13,14 @@
  * work of one suggestion on a large store; pairs outside the pool are not considered.
  * Fewer than two entities is 400.
  */
-import { definePlugin, type Filter, GatewayError, respond } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type Filter,
+  type FromSchema,
+  GatewayError,
+  type JsonSchema,
+  respond,
+} from '../../runtime/index.ts';
 import type { PairState } from '../elo/api.ts';
 import { describeStage, errorResponse, jsonResponse, ref, validationSchemas } from '../openapi/api.ts';
 import type { RecordType } from '../records/api.ts';
@@ -28,79 +35,68 @@ interface EmbeddingModels {
   embed(model: string, texts: string[]): Promise<number[][]>;
 }
 
-interface PairSuggestOptions {
-  items: string;
-  pairs?: string;
-  strategy: Strategy;
-  exploration: number;
-  cold_start: number;
-  pool_size: number;
-  rating_field: string;
-  count_field?: string;
-  text_fields: string[];
-  embedder?: string;
-  embedding_model?: string;
-}
-
 const FIELD = '^[a-z][a-z0-9_]{0,63}$';
+
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['items', 'strategy'],
+  properties: {
+    items: { type: 'string', 'x-ref': 'resource', description: 'record-type of the entities.' },
+    pairs: {
+      type: 'string',
+      'x-ref': 'resource',
+      description: 'record-type of the pair bandit state (elo-outcome keeps it).',
+    },
+    strategy: { enum: ['ucb', 'anchor-dissimilar', 'most-dissimilar', 'most-similar'] },
+    exploration: { type: 'number', minimum: 0, default: 1, description: 'UCB exploration constant c.' },
+    cold_start: {
+      type: 'integer',
+      minimum: 0,
+      default: 1,
+      description: 'UCB: entities with fewer comparisons are served first.',
+    },
+    pool_size: {
+      type: 'integer',
+      minimum: 2,
+      maximum: 1000,
+      default: 200,
+      description: 'Most candidates considered.',
+    },
+    rating_field: { type: 'string', pattern: FIELD, default: 'rating' },
+    count_field: { type: 'string', pattern: FIELD, description: 'Entity field counting its comparisons.' },
+    text_fields: {
+      type: 'array',
+      items: { type: 'string', pattern: FIELD },
+      default: ['name', 'description'],
+      description: 'Fields whose text is compared (joined).',
+    },
+    embedder: {
+      type: 'string',
+      'x-ref': 'resource',
+      description:
+        'Resource with embed(texts) → vectors, or an embedding-models resource with embedding_model; without it, TF-IDF cosine.',
+    },
+    embedding_model: {
+      type: 'string',
+      description: 'With an embedding-models resource (plugin embed): the model to use, e.g. BGESmallENV15.',
+    },
+  },
+} as const satisfies JsonSchema;
+type PairSuggestOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<PairSuggestOptions>({
   name: 'pair-suggest',
   description:
     'Suggest the next pair to compare: UCB bandit, or by content similarity (TF-IDF or an embedding resource).',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['items', 'strategy'],
-    properties: {
-      items: { type: 'string', 'x-ref': 'resource', description: 'record-type of the entities.' },
-      pairs: {
-        type: 'string',
-        'x-ref': 'resource',
-        description: 'record-type of the pair bandit state (elo-outcome keeps it).',
-      },
-      strategy: { enum: ['ucb', 'anchor-dissimilar', 'most-dissimilar', 'most-similar'] },
-      exploration: { type: 'number', minimum: 0, default: 1, description: 'UCB exploration constant c.' },
-      cold_start: {
-        type: 'integer',
-        minimum: 0,
-        default: 1,
-        description: 'UCB: entities with fewer comparisons are served first.',
-      },
-      pool_size: {
-        type: 'integer',
-        minimum: 2,
-        maximum: 1000,
-        default: 200,
-        description: 'Most candidates considered.',
-      },
-      rating_field: { type: 'string', pattern: FIELD, default: 'rating' },
-      count_field: { type: 'string', pattern: FIELD, description: 'Entity field counting its comparisons.' },
-      text_fields: {
-        type: 'array',
-        items: { type: 'string', pattern: FIELD },
-        default: ['name', 'description'],
-        description: 'Fields whose text is compared (joined).',
-      },
-      embedder: {
-        type: 'string',
-        'x-ref': 'resource',
-        description:
-          'Resource with embed(texts) → vectors, or an embedding-models resource with embedding_model; without it, TF-IDF cosine.',
-      },
-      embedding_model: {
-        type: 'string',
-        description: 'With an embedding-models resource (plugin embed): the model to use, e.g. BGESmallENV15.',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const items = env.resource<RecordType>(options.items);
     const pairs = options.pairs ? env.resource<RecordType>(options.pairs) : undefined;
     const poolSize = options.pool_size;
     const rating = options.rating_field;
     const countField = options.count_field;
-    const textFields = options.text_fields ?? ['name', 'description'];
+    const textFields = options.text_fields;
     let similarity: Similarity | undefined;
     if (options.strategy !== 'ucb') {
       if (options.embedder) {

@@ -7,67 +7,62 @@
  * level instead (`{status, storage: "ok"}`); `connections: true` adds the number of open client
  * connections of the service.
  */
-import { definePlugin, type HealthReport, publicReason, respond } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type FromSchema,
+  type HealthReport,
+  type JsonSchema,
+  publicReason,
+  respond,
+} from '../../runtime/index.ts';
 
-interface CheckSpec {
-  resource?: string;
-  upstream?: string;
-  ok?: string;
-  failed?: string;
-}
-
-interface ReadinessOptions {
-  checks: Record<string, CheckSpec>;
-  ready_status: string;
-  not_ready_status: string;
-  flat: boolean;
-  connections: boolean;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['checks'],
+  properties: {
+    checks: {
+      type: 'object',
+      description: 'Check name → {resource} or {upstream}, with optional `ok` / `failed` status words.',
+      additionalProperties: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          resource: { type: 'string', minLength: 1, 'x-ref': 'resource' },
+          upstream: { type: 'string', minLength: 1, 'x-ref': 'upstream' },
+          ok: { type: 'string', minLength: 1, description: 'Status word when ok (default: the reported one).' },
+          failed: {
+            type: 'string',
+            minLength: 1,
+            description: 'Status word when not ok (default: the reported one).',
+          },
+        },
+        oneOf: [
+          { required: ['resource'], properties: { resource: true } },
+          { required: ['upstream'], properties: { upstream: true } },
+        ],
+      },
+    },
+    ready_status: { type: 'string', default: 'ready' },
+    not_ready_status: { type: 'string', default: 'not_ready' },
+    flat: {
+      type: 'boolean',
+      default: false,
+      description: "Write each check's status word at the top level of the body instead of under `checks`.",
+    },
+    connections: {
+      type: 'boolean',
+      default: false,
+      description: 'Add `connections`: client connections currently open on the service (0 when not known).',
+    },
+  },
+} as const satisfies JsonSchema;
+type ReadinessOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<ReadinessOptions>({
   name: 'readiness',
   description: 'Readiness probe over resource health and upstream reachability (200 ready / 503 not_ready).',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['checks'],
-    properties: {
-      checks: {
-        type: 'object',
-        description: 'Check name → {resource} or {upstream}, with optional `ok` / `failed` status words.',
-        additionalProperties: {
-          type: 'object',
-          additionalProperties: false,
-          properties: {
-            resource: { type: 'string', minLength: 1, 'x-ref': 'resource' },
-            upstream: { type: 'string', minLength: 1, 'x-ref': 'upstream' },
-            ok: { type: 'string', minLength: 1, description: 'Status word when ok (default: the reported one).' },
-            failed: {
-              type: 'string',
-              minLength: 1,
-              description: 'Status word when not ok (default: the reported one).',
-            },
-          },
-          oneOf: [
-            { required: ['resource'], properties: { resource: true } },
-            { required: ['upstream'], properties: { upstream: true } },
-          ],
-        },
-      },
-      ready_status: { type: 'string', default: 'ready' },
-      not_ready_status: { type: 'string', default: 'not_ready' },
-      flat: {
-        type: 'boolean',
-        default: false,
-        description: "Write each check's status word at the top level of the body instead of under `checks`.",
-      },
-      connections: {
-        type: 'boolean',
-        default: false,
-        description: 'Add `connections`: client connections currently open on the service (0 when not known).',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const taken = ['status', 'errors', ...(options.connections ? ['connections'] : [])];
     const clash = options.flat ? Object.keys(options.checks).find((name) => taken.includes(name)) : undefined;

@@ -93,9 +93,10 @@ function backendUrl(name: string, upstream: DirectoryDeps['upstream'], where: st
 
 /** Hex SHA-256 of a configured key (UTF-8), from any of its forms. */
 function keyDigest(spec: ApiKeySpec, environment: NodeJS.ProcessEnv, where: string): string {
-  if ('sha256' in spec) return spec.sha256.toLowerCase();
-  const key = 'env' in spec ? environment[spec.env] : spec.key;
-  if ('env' in spec && (key === undefined || key === '')) {
+  // The schema admits exactly one of sha256, env and key; none at all reads as an empty key.
+  if (spec.sha256 !== undefined) return spec.sha256.toLowerCase();
+  const key = spec.env !== undefined ? environment[spec.env] : spec.key;
+  if (spec.env !== undefined && (key === undefined || key === '')) {
     throw new Error(`${where}: environment variable ${spec.env} is not set`);
   }
   if (!key || key.trim() === '') throw new Error(`${where}: the key is empty`);

@@ -7,37 +7,36 @@
  *   resources:
  *     tenants: { type: tenant-directory, file: tenants.yaml }
  */
-import { defineResource } from '../../runtime/index.ts';
+import { defineResource, type FromSchema, type JsonSchema } from '../../runtime/index.ts';
 import type { TenantDirectory } from './api.ts';
 import { buildDirectory } from './directory.ts';
 import { readTenantsFile } from './file.ts';
-import { type TenantSpec, tenantSchema } from './schema.ts';
+import { tenantSchema } from './schema.ts';
 
-interface Options {
-  file?: string;
-  tenants?: TenantSpec[];
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  // One source: a file or a list (`properties: {x: true}` only satisfies ajv's strictRequired).
+  oneOf: [
+    { required: ['file'], properties: { file: true } },
+    { required: ['tenants'], properties: { tenants: true } },
+  ],
+  properties: {
+    file: {
+      type: 'string',
+      minLength: 1,
+      description: 'YAML file with `tenants: [...]`, relative to the config file',
+    },
+    tenants: { type: 'array', items: tenantSchema, description: 'The tenants, inline' },
+  },
+} as const satisfies JsonSchema;
+/** `{file: string; tenants?: TenantSpec[]} | {file?: string; tenants: TenantSpec[]}` (the oneOf). */
+type Options = FromSchema<typeof optionsSchema>;
 
 export default defineResource<Options, TenantDirectory>({
   type: 'tenant-directory',
   description: 'Tenants (backend, policy, requests per minute, classifiers, API keys) from a YAML file or inline',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    // One source: a file or a list (`properties: {x: true}` only satisfies ajv's strictRequired).
-    oneOf: [
-      { required: ['file'], properties: { file: true } },
-      { required: ['tenants'], properties: { tenants: true } },
-    ],
-    properties: {
-      file: {
-        type: 'string',
-        minLength: 1,
-        description: 'YAML file with `tenants: [...]`, relative to the config file',
-      },
-      tenants: { type: 'array', items: tenantSchema, description: 'The tenants, inline' },
-    },
-  },
+  options: optionsSchema,
   async create(options, env) {
     if ((options.file === undefined) === (options.tenants === undefined)) {
       throw new Error('tenant-directory needs exactly one of `file` and `tenants`');

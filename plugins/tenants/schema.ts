@@ -1,8 +1,11 @@
 /**
  * JSON Schema of a tenant, shared by the resource's inline `tenants:` option and the tenants file.
  * An API key is given as its SHA-256 digest, as the name of an environment variable holding it,
- * or (local development only, warned about) in clear.
+ * or (local development only, warned about) in clear. The TypeScript types are inferred from
+ * these schemas (`FromSchema`), defaults applied.
  */
+import type { FromSchema, JsonSchema } from '../../runtime/index.ts';
+
 export const apiKeySchema = {
   // One form per entry. (Not a oneOf: a mistake then gets one clear error instead of one per form.)
   type: 'object',
@@ -27,7 +30,7 @@ export const apiKeySchema = {
       description: 'The key in clear: local development only (logged as a warning)',
     },
   },
-} as const;
+} as const satisfies JsonSchema;
 
 export const tenantSchema = {
   type: 'object',
@@ -63,7 +66,7 @@ export const tenantSchema = {
     },
     api_keys: { type: 'array', minItems: 1, items: apiKeySchema },
   },
-} as const;
+} as const satisfies JsonSchema;
 
 /** A tenants file: `tenants: [...]`. */
 export const tenantsFileSchema = {
@@ -71,17 +74,13 @@ export const tenantsFileSchema = {
   additionalProperties: false,
   required: ['tenants'],
   properties: { tenants: { type: 'array', items: tenantSchema } },
-} as const;
+} as const satisfies JsonSchema;
 
-export type ApiKeySpec = { sha256: string } | { env: string } | { key: string };
+/**
+ * One API key: the schema allows exactly one of the three properties (min/maxProperties), which the
+ * inferred type does not say, so each is optional here.
+ */
+export type ApiKeySpec = FromSchema<typeof apiKeySchema>;
 
-export interface TenantSpec {
-  id: string;
-  backend: string | string[];
-  policy: string;
-  requests_per_minute: number;
-  tokens_per_minute?: number;
-  /** Defaulted (`[]`) by the schema, in a file and inline alike. */
-  classifiers: string[];
-  api_keys: ApiKeySpec[];
-}
+/** A tenant as the schema gives it (`classifiers` defaulted to `[]`, in a file and inline alike). */
+export type TenantSpec = FromSchema<typeof tenantSchema>;

@@ -12,15 +12,7 @@
  * lock an account out for a window with a few wrong passwords: the price of stopping guessing.
  */
 import { RateLimiterMemory, type RateLimiterRes } from 'rate-limiter-flexible';
-import { GatewayError } from '../../runtime/index.ts';
-
-export interface ThrottleOptions {
-  account_failures: number;
-  address_failures: number;
-  window_seconds: number;
-}
-
-export const throttleDefaults: ThrottleOptions = { account_failures: 5, address_failures: 20, window_seconds: 900 };
+import { type FromSchema, GatewayError, type JsonSchema } from '../../runtime/index.ts';
 
 export const throttleOptionsSchema = {
   type: 'object',
@@ -28,19 +20,21 @@ export const throttleOptionsSchema = {
   default: {},
   description: 'Failed logins allowed per username and per client address within a window; more: 429.',
   properties: {
-    account_failures: { type: 'integer', minimum: 1, default: throttleDefaults.account_failures },
-    address_failures: { type: 'integer', minimum: 1, default: throttleDefaults.address_failures },
-    window_seconds: { type: 'integer', minimum: 1, default: throttleDefaults.window_seconds },
+    account_failures: { type: 'integer', minimum: 1, default: 5 },
+    address_failures: { type: 'integer', minimum: 1, default: 20 },
+    window_seconds: { type: 'integer', minimum: 1, default: 900 },
   },
-};
+} as const satisfies JsonSchema;
+/** The limits, defaults applied (the user-token stage's `throttle` option). */
+export type ThrottleOptions = FromSchema<typeof throttleOptionsSchema>;
 
 export class LoginThrottle {
   private readonly account: RateLimiterMemory;
   private readonly address: RateLimiterMemory;
   private readonly limits: ThrottleOptions;
 
-  constructor(options: Partial<ThrottleOptions> = {}) {
-    this.limits = { ...throttleDefaults, ...options };
+  constructor(limits: ThrottleOptions) {
+    this.limits = limits;
     const duration = this.limits.window_seconds;
     this.account = new RateLimiterMemory({ keyPrefix: 'account', points: this.limits.account_failures, duration });
     this.address = new RateLimiterMemory({ keyPrefix: 'address', points: this.limits.address_failures, duration });

@@ -67,7 +67,7 @@ export default defineResource<UserDirectoryOptions, UserDirectory>({
     const db = env.resource<EntityStoreResource>(options.store);
     const type = options.entity_type;
     const ttl = options.token_ttl_seconds;
-    const cost = { ...defaultCost, N: options.scrypt_cost ?? defaultCost.N };
+    const cost = { ...defaultCost, N: options.scrypt_cost };
     let secret: Buffer;
     if (options.secret) {
       secret = Buffer.from(options.secret, 'utf8');

@@ -13,7 +13,16 @@
  * authenticated user without the permission 403, an inactive user 403, too many failed logins
  * 429 (login-throttle.ts).
  */
-import { definePlugin, type GatewayContext, GatewayError, readBody, readJson, respond } from '../../runtime/index.ts';
+import {
+  definePlugin,
+  type FromSchema,
+  type GatewayContext,
+  GatewayError,
+  type JsonSchema,
+  readBody,
+  readJson,
+  respond,
+} from '../../runtime/index.ts';
 import {
   describeStage,
   errorResponse,
@@ -24,7 +33,7 @@ import {
 } from '../openapi/api.ts';
 import { type FieldSpecs, issue, validateBody, validationError } from '../records/api.ts';
 import type { PublicUser, UserDirectory } from './api.ts';
-import { LoginThrottle, type ThrottleOptions, throttleOptionsSchema } from './login-throttle.ts';
+import { LoginThrottle, throttleOptionsSchema } from './login-throttle.ts';
 
 declare module '../../runtime/index.ts' {
   interface GatewayState {
@@ -33,7 +42,44 @@ declare module '../../runtime/index.ts' {
   }
 }
 
-const directoryOption = { type: 'string', 'x-ref': 'resource', description: 'A user-directory resource.' };
+const directoryOption = {
+  type: 'string',
+  'x-ref': 'resource',
+  description: 'A user-directory resource.',
+} as const satisfies JsonSchema;
+
+/** The options of user-create and user-current: the directory only. */
+const directoryOnly = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['users'],
+  properties: { users: directoryOption },
+} as const satisfies JsonSchema;
+
+const tokenSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['users'],
+  properties: { users: directoryOption, throttle: throttleOptionsSchema },
+} as const satisfies JsonSchema;
+
+const activationSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['users', 'active'],
+  properties: {
+    users: directoryOption,
+    active: { type: 'boolean', description: 'false: deactivate; true: activate again.' },
+    id_param: { type: 'string', default: 'user_id', description: 'Path parameter holding the user id.' },
+  },
+} as const satisfies JsonSchema;
+
+const guardSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['users'],
+  properties: { users: directoryOption, require: { enum: ['user', 'superuser'], default: 'user' } },
+} as const satisfies JsonSchema;
 
 const notFound = () => new GatewayError('not_found', 'Not Found');
 const unauthenticated = (message = 'Not authenticated') =>
@@ -73,10 +119,10 @@ const userFields: FieldSpecs = {
 const USERNAME = /^[A-Za-z0-9_.@-]+$/;
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
-export const userCreate = definePlugin<{ users: string }>({
+export const userCreate = definePlugin<FromSchema<typeof directoryOnly>>({
   name: 'user-create',
   description: 'Create a user (the first one is a superuser); 404 when users are disabled.',
-  options: { type: 'object', additionalProperties: false, required: ['users'], properties: { users: directoryOption } },
+  options: directoryOnly,
   create(options, env) {
     const users = env.resource<UserDirectory>(options.users);
     return async (ctx) => {
@@ -113,15 +159,10 @@ export const userCreate = definePlugin<{ users: string }>({
   },
 });
 
-export const userToken = definePlugin<{ users: string; throttle?: Partial<ThrottleOptions> }>({
+export const userToken = definePlugin<FromSchema<typeof tokenSchema>>({
   name: 'user-token',
   description: 'OAuth2 password flow: form-encoded (or JSON) username and password → {access_token, token_type}.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['users'],
-    properties: { users: directoryOption, throttle: throttleOptionsSchema },
-  },
+  options: tokenSchema,
   create(options, env) {
     const users = env.resource<UserDirectory>(options.users);
     const throttle = new LoginThrottle(options.throttle);
@@ -168,10 +209,10 @@ export const userToken = definePlugin<{ users: string; throttle?: Partial<Thrott
   },
 });
 
-export const userCurrent = definePlugin<{ users: string }>({
+export const userCurrent = definePlugin<FromSchema<typeof directoryOnly>>({
   name: 'user-current',
   description: 'The user of the bearer token; 404 when users are disabled.',
-  options: { type: 'object', additionalProperties: false, required: ['users'], properties: { users: directoryOption } },
+  options: directoryOnly,
   create(options, env) {
     const users = env.resource<UserDirectory>(options.users);
     return async (ctx) => {
@@ -181,20 +222,11 @@ export const userCurrent = definePlugin<{ users: string }>({
   },
 });
 
-export const userActivation = definePlugin<{ users: string; active: boolean; id_param: string }>({
+export const userActivation = definePlugin<FromSchema<typeof activationSchema>>({
   name: 'user-activation',
   description:
     "Deactivate (or activate) a user, superusers only: the user's tokens stop (or start) working at once; 404 when users are disabled.",
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['users', 'active'],
-    properties: {
-      users: directoryOption,
-      active: { type: 'boolean', description: 'false: deactivate; true: activate again.' },
-      id_param: { type: 'string', default: 'user_id', description: 'Path parameter holding the user id.' },
-    },
-  },
+  options: activationSchema,
   create(options, env) {
     const users = env.resource<UserDirectory>(options.users);
     const param = options.id_param;
@@ -224,16 +256,11 @@ export const userActivation = definePlugin<{ users: string; active: boolean; id_
   },
 });
 
-export const userGuard = definePlugin<{ users: string; require: 'user' | 'superuser' }>({
+export const userGuard = definePlugin<FromSchema<typeof guardSchema>>({
   name: 'user-guard',
   description: 'Require a signed-in user (or a superuser) for the route; passes everything when users are disabled.',
   provides: ['user', 'caller'],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['users'],
-    properties: { users: directoryOption, require: { enum: ['user', 'superuser'], default: 'user' } },
-  },
+  options: guardSchema,
   create(options, env) {
     const users = env.resource<UserDirectory>(options.users);
     const superuser = options.require === 'superuser';

@@ -8,17 +8,17 @@
  *     search: { type: web-search, upstream: searxng, params: { categories: general } }
  */
 import type { Readable } from 'node:stream';
-import { deadline, defineResource, GatewayError, type HttpUpstream, isHttpUpstream } from '../../runtime/index.ts';
+import {
+  deadline,
+  defineResource,
+  type FromSchema,
+  GatewayError,
+  type HttpUpstream,
+  isHttpUpstream,
+  type JsonSchema,
+} from '../../runtime/index.ts';
 import type { SearchHit, SearchOptions, WebSearch } from './api.ts';
 import { parseSearxng } from './searxng.ts';
-
-interface WebSearchOptions {
-  upstream: string;
-  path: string;
-  params: Record<string, string>;
-  timeout_ms: number;
-  max_bytes: number;
-}
 
 async function readCapped(body: Readable, limit: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -34,26 +34,29 @@ async function readCapped(body: Readable, limit: number): Promise<Buffer> {
   return Buffer.concat(chunks, size);
 }
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['upstream'],
+  properties: {
+    upstream: { type: 'string', 'x-ref': 'upstream', description: 'An http upstream: the backend base URL.' },
+    path: { type: 'string', pattern: '^/', default: '/search', description: 'Search path under the upstream.' },
+    params: {
+      type: 'object',
+      additionalProperties: { type: 'string' },
+      default: {},
+      description: 'Extra query parameters sent with every search (categories, language, engines, safesearch...).',
+    },
+    timeout_ms: { type: 'integer', minimum: 1, default: 10000, description: 'Deadline of one search.' },
+    max_bytes: { type: 'integer', minimum: 1024, default: 4194304, description: 'Cap on the answer size.' },
+  },
+} as const satisfies JsonSchema;
+type WebSearchOptions = FromSchema<typeof optionsSchema>;
+
 export const webSearchResource = defineResource<WebSearchOptions, WebSearch>({
   type: 'web-search',
   description: 'Meta-search backend with a SearXNG-compatible JSON API (GET /search?q=&format=json), over an upstream.',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['upstream'],
-    properties: {
-      upstream: { type: 'string', 'x-ref': 'upstream', description: 'An http upstream: the backend base URL.' },
-      path: { type: 'string', pattern: '^/', default: '/search', description: 'Search path under the upstream.' },
-      params: {
-        type: 'object',
-        additionalProperties: { type: 'string' },
-        default: {},
-        description: 'Extra query parameters sent with every search (categories, language, engines, safesearch...).',
-      },
-      timeout_ms: { type: 'integer', minimum: 1, default: 10000, description: 'Deadline of one search.' },
-      max_bytes: { type: 'integer', minimum: 1024, default: 4194304, description: 'Cap on the answer size.' },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const declared = env.upstream(options.upstream);
     if (!isHttpUpstream(declared)) throw new Error(`upstream "${options.upstream}" is not an http upstream`);

@@ -4,53 +4,46 @@
  * `fan-out`). The wording and status of its two errors are options, so a service can keep the
  * exact messages of its specification.
  */
-import { definePlugin, GatewayError } from '../../runtime/index.ts';
+import { definePlugin, type FromSchema, GatewayError, type JsonSchema } from '../../runtime/index.ts';
 import type { WebSearch } from './api.ts';
 
-interface WebSearchStageOptions {
-  search: string;
-  param: string;
-  missing_message?: string;
-  failure: { status: number; message: string };
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['search'],
+  properties: {
+    search: { type: 'string', 'x-ref': 'resource', description: 'A web-search resource.' },
+    param: { type: 'string', minLength: 1, default: 'q', description: 'Query-string parameter holding the query.' },
+    missing_message: {
+      type: 'string',
+      minLength: 1,
+      description: "400 message when the parameter is missing or blank (default: Missing query parameter '<param>').",
+    },
+    failure: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      description: 'Status and message when the backend cannot be reached or answers no result list.',
+      properties: {
+        status: { type: 'integer', minimum: 500, maximum: 599, default: 502 },
+        message: { type: 'string', minLength: 1, default: 'Failed to fetch search results' },
+      },
+    },
+  },
+} as const satisfies JsonSchema;
+type WebSearchStageOptions = FromSchema<typeof optionsSchema>;
 
 export const webSearchStage = definePlugin<WebSearchStageOptions>({
   name: 'web-search',
   description:
     'Run the query of a query-string parameter through a web-search resource; results go to state.searchResults.',
   provides: ['searchResults'],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['search'],
-    properties: {
-      search: { type: 'string', 'x-ref': 'resource', description: 'A web-search resource.' },
-      param: { type: 'string', minLength: 1, default: 'q', description: 'Query-string parameter holding the query.' },
-      missing_message: {
-        type: 'string',
-        minLength: 1,
-        description: "400 message when the parameter is missing or blank (default: Missing query parameter '<param>').",
-      },
-      failure: {
-        type: 'object',
-        additionalProperties: false,
-        default: {},
-        description: 'Status and message when the backend cannot be reached or answers no result list.',
-        properties: {
-          status: { type: 'integer', minimum: 500, maximum: 599, default: 502 },
-          message: { type: 'string', minLength: 1, default: 'Failed to fetch search results' },
-        },
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const search = env.resource<WebSearch>(options.search);
     const param = options.param;
     const missing = options.missing_message ?? `Missing query parameter '${param}'`;
-    const failure = {
-      status: options.failure?.status,
-      message: options.failure?.message,
-    };
+    const failure = options.failure;
     const failures = env.metrics.counter({
       name: 'switchyard_web_search_failures_total',
       help: 'Searches that failed at the backend, by route',

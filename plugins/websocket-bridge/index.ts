@@ -95,8 +95,8 @@ export default definePlugin<BridgeOptions>({
     'WebSocket endpoint (GET route, terminal): each JSON message is POSTed to another route of the same service and its SSE answer relayed as frames.',
   options: optionsSchema,
   create(options, env) {
-    const force = options.force ?? { stream: true };
-    const forward = (options.forward_headers ?? ['authorization', 'traceparent']).map((h) => h.toLowerCase());
+    const force = options.force;
+    const forward = options.forward_headers.map((h) => h.toLowerCase());
     const maxQueued = options.max_queued;
     const pingMs = options.ping_interval_ms;
     const idleMs = options.idle_timeout_ms;

@@ -32,6 +32,10 @@ export function schemaDefaults(schema: unknown, into = new Map<string, Set<strin
 /** A literal as the code writes it, as JSON text (undefined when it is not one we compare). */
 function literalJson(code: string): string | undefined {
   const t = code.trim();
+  if (t.startsWith('[') && t.length > 2) {
+    const items = t.slice(1, -1).split(',').map(literalJson);
+    return items.every((i) => i !== undefined) ? `[${items.join(',')}]` : undefined;
+  }
   if (/^-?[0-9][0-9_]*(\.[0-9_]+)?(e-?[0-9]+)?$/i.test(t)) return JSON.stringify(Number(t.replaceAll('_', '')));
   if (/^'[^'\\]*'$/.test(t) || /^"[^"\\]*"$/.test(t)) return JSON.stringify(t.slice(1, -1));
   if (t === 'true' || t === 'false' || t === '[]' || t === '{}') return t;
@@ -45,7 +49,16 @@ export interface Fallback {
   code: string;
 }
 
-const literal = String.raw`(-?[0-9][0-9_]*(?:\.[0-9_]+)?(?:e-?[0-9]+)?|'[^'\\\n]*'|"[^"\\\n]*"|true|false|\[\]|\{\})`;
+const number = String.raw`-?[0-9][0-9_]*(?:\.[0-9_]+)?(?:e-?[0-9]+)?`;
+/** An item of a list literal: a number, boolean or string without a comma. */
+const item = String.raw`${number}|'[^'\\\n,]*'|"[^"\\\n,]*"|true|false`;
+/** A number, string, boolean, `[]`, `{}`, or a list of items (`['name', 'description']`). */
+const literal = String.raw`(${number}|'[^'\\\n]*'|"[^"\\\n]*"|true|false|\[\]|\{\}|\[\s*(?:${item})(?:\s*,\s*(?:${item}))*\s*\])`;
+/**
+ * A named constant (`DEFAULTS.pool_size`, `DEFAULT_MAX_CHUNKS`) as the fallback of an option that
+ * has a schema default: the constant is not evaluated, and such a fallback is a repeated default.
+ */
+const constant = /([A-Za-z_$][\w$]*)['"]?\]?\s*\?\?\s*([A-Z][A-Z0-9_]*(?:\.[A-Za-z_$][\w$]*)?)(?![\w.(])/g;
 /** `x.name ?? literal`, `x?.name ?? literal`, `name ?? literal`, `x['name'] ?? literal`. */
 const nullish = new RegExp(String.raw`([A-Za-z_$][\w$]*)['"]?\]?\s*\?\?\s*${literal}(?![\w.])`, 'g');
 /** A destructuring default: `{ name = literal }` / `, name = literal,`. */
@@ -69,6 +82,10 @@ export function schemaFallbacks(dir: string, defaults: Map<string, Set<string>>,
             found.push({ file: relative(root, file), line: i + 1, name, code: text.trim() });
           }
         }
+      }
+      for (const m of text.matchAll(constant)) {
+        const name = m[1] as string;
+        if (defaults.has(name)) found.push({ file: relative(root, file), line: i + 1, name, code: text.trim() });
       }
     });
   }

@@ -14,13 +14,14 @@ const schema = {
   type: 'object',
   properties: {
     size: { type: 'integer', default: 10 },
+    tags: { type: 'array', items: { type: 'string' }, default: ['a', 'b'] },
     mode: { enum: ['fast', 'exact'], default: 'fast' },
     failure: { type: 'object', default: {}, properties: { message: { type: 'string', default: 'failed' } } },
   },
 };
 
 describe('no plugin repeats a schema default', () => {
-  it('no `options.x ?? <default>` nor `{ x = <default> }` in plugins/ equals its schema default', async () => {
+  it('no `options.x ?? <default>` nor `{ x = <default> }` in plugins/ equals its schema default, nor falls back to a named constant', async () => {
     const root = join(import.meta.dirname, '../..');
     const catalog = await loadCatalog();
     const byFolder = new Map<string, Map<string, Set<string>>>();
@@ -44,6 +45,11 @@ describe('no plugin repeats a schema default', () => {
         'const c = options.size ?? 11;',
         '// not the schema default: a value read from a request body',
         "const d = body.mode ?? 'fast';",
+        "const e = options.tags ?? ['a', 'b'];",
+        'const f = options.size ?? DEFAULTS.size;',
+        'const g = options.size ?? DEFAULT_SIZE;',
+        "const h = options.tags ?? ['a'];",
+        'const i = options.size ?? Number.MAX_SAFE_INTEGER;',
       ].join('\n'),
     );
     const found = schemaFallbacks(dir, schemaDefaults(schema), dir);
@@ -51,6 +57,9 @@ describe('no plugin repeats a schema default', () => {
       [1, 'size'],
       [2, 'message'],
       [3, 'size'],
+      [7, 'tags'],
+      [8, 'size'],
+      [9, 'size'],
     ]);
   });
 });

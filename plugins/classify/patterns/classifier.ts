@@ -94,6 +94,7 @@ export class PatternClassifier implements Classifier {
     if (this.#detectors.length === 0) throw new Error(`classifier "${spec.name}": no detectors selected`);
     this.maxSpanChars = Math.max(...this.#detectors.map((d) => d.maxSpanChars));
     this.detectChars = Math.max(...this.#detectors.map((d) => d.detectChars));
+    // not the schema default: the constructor's own, like tier above (specs built outside the resource)
     this.#threshold = spec.threshold ?? DEFAULT_THRESHOLD;
     this.#positive = spec.labels?.positive;
     this.#negative = spec.labels?.negative ?? FAMILY_LABELS[this.#detectors[0].family].negative;
