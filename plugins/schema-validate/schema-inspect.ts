@@ -45,12 +45,12 @@ export interface SchemaLimits {
  * pattern `COMPILE_PATTERN` units, a format `COMPILE_FORMAT`, a `$ref` `COMPILE_REF`; a schema
  * over `max_compile` is refused before ajv sees it. Measured (bench/typed-proxy/hostile-schema.ts,
  * fifteen shapes at the bound: alternatives, properties, patterns, formats, references, nesting,
- * `unevaluated*`, `if`, `$dynamicRef`; ajv with `code.optimize: false`, tool-schema.ts): 50 to 120
- * µs of CPU per unit on this 2-core machine under a load of 20, so the default keeps either
- * validator's compile within about 50 ms there (and half that unloaded). The largest schema of
- * configs/ and test/ is 27 units.
+ * `unevaluated*`, `if`, `$dynamicRef`; ajv with `code.optimize: false`, tool-schema.ts): 15 to 105
+ * µs of CPU per unit on this 2-core machine under a load of 19, so at the default either
+ * validator compiles within about 32 ms of CPU there, margin under the 50 ms an event-loop turn
+ * may take. The largest schema of configs/ and test/ is 27 units.
  */
-const COMPILE_DEFAULT = 400;
+const COMPILE_DEFAULT = 300;
 const COMPILE_PATTERN = 12;
 const COMPILE_FORMAT = 2;
 const COMPILE_REF = 8;

@@ -45,7 +45,7 @@ describe('max_compile', () => {
       const refused = compileToolSchema(alternatives(n), defaultLimits);
       expect(refused).toEqual({
         ok: false,
-        reason: expect.stringMatching(/^compiling it would take \d+ units of work, over 400: too large to compile$/),
+        reason: expect.stringMatching(/^compiling it would take \d+ units of work, over 300: too large to compile$/),
       });
     }
     expect(compile).not.toHaveBeenCalled();

@@ -116,8 +116,8 @@ function hostile(): Array<{ tool: Tool; reason: string }> {
       reason: 'cannot be matched in linear time',
     },
     { tool: tool('explosion', explosion(40)), reason: 'units of work, over 2000000' },
-    { tool: tool('wide-anyof', alternatives(600)), reason: 'over 400: too large to compile' },
-    { tool: tool('wider-anyof', alternatives(1900)), reason: 'over 400: too large to compile' },
+    { tool: tool('wide-anyof', alternatives(600)), reason: 'over 300: too large to compile' },
+    { tool: tool('wider-anyof', alternatives(1900)), reason: 'over 300: too large to compile' },
     {
       tool: tool('bad-output', { type: 'object' }, { outputSchema: { $ref: `${refUrl}#/out` } }),
       reason: 'outputSchema: $ref',
@@ -337,7 +337,7 @@ describe('strict mode', () => {
       expect(body.error.data.violations).toEqual([
         {
           path: '$.arguments',
-          message: expect.stringMatching(/^its schema is refused: compiling it would take \d+ units of work, over 400/),
+          message: expect.stringMatching(/^its schema is refused: compiling it would take \d+ units of work, over 300/),
         },
       ]);
     }
