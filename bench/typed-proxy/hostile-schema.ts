@@ -150,6 +150,7 @@ const shapes: Record<string, (n: number) => unknown> = {
     type: 'object',
     allOf: Array.from({ length: n }, (_, i) => ({
       if: { properties: { k: { const: i } } },
+      // biome-ignore lint/suspicious/noThenProperty: a JSON Schema keyword
       then: { required: [`p${i}`] },
       else: { not: { required: [`q${i}`] } },
     })),
