@@ -82,7 +82,7 @@ const optionsSchema = {
       additionalProperties: false,
       default: {},
       description:
-        'Bounds on tool schemas (MCP 2026-07-28, SEP-2106), the SType schemas validated with and those a tools/list answer carries: max_depth (32), max_subschemas (2000), max_schema_bytes (262144), max_work (2000000, about 50 ms), max_compile (300, about 30 ms). A schema over one, with a $ref out of the document or a pattern without a linear-time match is refused with the reason; a value whose counted validation work exceeds max_work fails.',
+        'Bounds on tool schemas (MCP 2026-07-28, SEP-2106), the SType schemas validated with and those a tools/list answer carries: max_depth (32), max_subschemas (2000), max_schema_bytes (262144), max_work (2000000, about 50 ms), max_compile (300, at most about 33 ms). A schema over one, with a $ref out of the document or a pattern without a linear-time match is refused with the reason; a value whose counted validation work exceeds max_work fails.',
       properties: {
         max_depth: {
           type: 'integer',
@@ -119,7 +119,7 @@ const optionsSchema = {
           maximum: 1000000,
           default: defaultLimits.max_compile,
           description:
-            'Counted work of compiling a schema, which happens on the event loop at its first use (subschemas, keywords, required names, alternatives; a pattern 12, a format 2, a $ref 8 more): the default is about 30 ms of one core at most (measured loaded).',
+            'Counted work of compiling a schema, which happens on the event loop at its first use (subschemas, keywords, required names, alternatives; a pattern 12, a format 2, a $ref 8 more): the default is at most about 33 ms of one core (measured loaded).',
         },
       },
     },

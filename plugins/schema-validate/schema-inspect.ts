@@ -45,9 +45,9 @@ export interface SchemaLimits {
  * pattern `COMPILE_PATTERN` units, a format `COMPILE_FORMAT`, a `$ref` `COMPILE_REF`; a schema
  * over `max_compile` is refused before ajv sees it. Measured (bench/typed-proxy/hostile-schema.ts,
  * fifteen shapes at the bound: alternatives, properties, patterns, formats, references, nesting,
- * `unevaluated*`, `if`, `$dynamicRef`; ajv with `code.optimize: false`, tool-schema.ts): 15 to 105
+ * `unevaluated*`, `if`, `$dynamicRef`; ajv with `code.optimize: false`, tool-schema.ts): 30 to 110
  * µs of CPU per unit on this 2-core machine under a load of 19, so at the default either
- * validator compiles within about 32 ms of CPU there, margin under the 50 ms an event-loop turn
+ * validator compiles within about 33 ms of CPU there, margin under the 50 ms an event-loop turn
  * may take. The largest schema of configs/ and test/ is 27 units.
  */
 const COMPILE_DEFAULT = 300;
