@@ -9,7 +9,8 @@
  * Every schema is inspected before it compiles (schema-inspect.ts: no reference out of the
  * document, bounded nesting, subschemas and size, patterns on a linear engine) and every
  * validation runs under a counted work budget (schema-budget.ts): a hostile schema is refused, or
- * its validation bounded, never left to hold the event loop.
+ * its validation bounded, never left to hold the event loop. Compiling is bounded the same way
+ * (`max_compile`, counted at inspection), and the ajvs are warmed before the service serves.
  */
 import {
   Answer,
@@ -32,7 +33,7 @@ import { ListedSchemas, type RefusedTool } from './listed-schemas.ts';
 import { effectiveMode, type Mode, modes } from './mode.ts';
 import { type Drift, ToolPins } from './pinning.ts';
 import { defaultLimits, type SchemaLimits } from './schema-inspect.ts';
-import { type Compiled, compileToolSchema, type Validation } from './tool-schema.ts';
+import { type Compiled, compileToolSchema, type Validation, warmToolSchemas } from './tool-schema.ts';
 
 type PinCheck = 'off' | 'flag' | 'enforce';
 
@@ -81,7 +82,7 @@ const optionsSchema = {
       additionalProperties: false,
       default: {},
       description:
-        'Bounds on tool schemas (MCP 2026-07-28, SEP-2106), the SType schemas validated with and those a tools/list answer carries: max_depth (32), max_subschemas (2000), max_schema_bytes (262144), max_work (2000000, about 50 ms). A schema over one, with a $ref out of the document or a pattern without a linear-time match is refused with the reason; a value whose counted validation work exceeds max_work fails.',
+        'Bounds on tool schemas (MCP 2026-07-28, SEP-2106), the SType schemas validated with and those a tools/list answer carries: max_depth (32), max_subschemas (2000), max_schema_bytes (262144), max_work (2000000, about 50 ms), max_compile (300, at most about 33 ms). A schema over one, with a $ref out of the document or a pattern without a linear-time match is refused with the reason; a value whose counted validation work exceeds max_work fails.',
       properties: {
         max_depth: {
           type: 'integer',
@@ -112,6 +113,14 @@ const optionsSchema = {
           description:
             'Counted work of one validation (schema cost per value × values, characters and item pairs): the default is about 50 ms of one core.',
         },
+        max_compile: {
+          type: 'integer',
+          minimum: 100,
+          maximum: 1000000,
+          default: defaultLimits.max_compile,
+          description:
+            'Counted work of compiling a schema, which happens on the event loop at its first use (subschemas, keywords, required names, alternatives; a pattern 12, a format 2, a $ref 8 more): the default is at most about 33 ms of one core (measured loaded).',
+        },
       },
     },
   },
@@ -131,6 +140,9 @@ export default definePlugin<SchemaValidateOptions>({
     const pins = new ToolPins(registry);
     const limits: SchemaLimits = { ...defaultLimits, ...options.schemas };
     const listed = new ListedSchemas(limits);
+    // ajv's first compile in the process (its meta-schemas) before the service serves, not on a
+    // request; a hot reload while serving finds the ajvs made (they are the process's) or pays it once.
+    if (env.service.mainUrl === undefined) warmToolSchemas();
     /** Compiled SType schemas, by schema object (a registry reload brings new objects; old ones are collected). */
     const compiled = new WeakMap<object, Compiled>();
     const log = env.logger;

@@ -6,8 +6,9 @@
  * `max_subschemas` subschemas or `max_depth` levels of nesting; a `$ref`/`$dynamicRef` that does not
  * resolve inside the document (a URL, a file, an unknown anchor: never fetched); an embedded
  * resource (`$id` below the root); a reference cycle that never descends into the value (it
- * would validate forever); a pattern the linear engine cannot run; and a schema whose evaluation
- * cost (below) exceeds `max_work` on a value of a single node.
+ * would validate forever); a pattern the linear engine cannot run; a schema whose evaluation
+ * cost (below) exceeds `max_work` on a value of a single node; and one whose compile work exceeds
+ * `max_compile` (COMPILE_DEFAULT).
  *
  * The cost is counted, not timed. Each subschema has a weight per evaluation (its keywords; an
  * `enum`'s values; a pattern's call and, per character, its scan; `uniqueItems`' pairwise
@@ -30,13 +31,56 @@ export interface SchemaLimits {
   max_schema_bytes: number;
   /** Counted work of one validation (units of about one keyword check on one value). */
   max_work: number;
+  /** Counted work of compiling it with ajv, on the event loop (`compileUnits`, below). */
+  max_compile: number;
 }
+
+/**
+ * Compiling is work too, and it happens on the event loop (tool-schema.ts compiles a schema at its
+ * first use, and its every-error validator at the first failure): ajv generates code for every
+ * keyword of every subschema, compiles each pattern on RE2 and each referenced subschema as a
+ * function of its own. `compileUnits` counts that work, one unit about one keyword's code (every
+ * subschema, every keyword but the annotations, every `required`/`dependentRequired` name, every
+ * `anyOf`/`oneOf` alternative once more), a
+ * pattern `COMPILE_PATTERN` units, a format `COMPILE_FORMAT`, a `$ref` `COMPILE_REF`; a schema
+ * over `max_compile` is refused before ajv sees it. Measured (bench/typed-proxy/hostile-schema.ts,
+ * fifteen shapes at the bound: alternatives, properties, patterns, formats, references, nesting,
+ * `unevaluated*`, `if`, `$dynamicRef`; ajv with `code.optimize: false`, tool-schema.ts): 30 to 110
+ * µs of CPU per unit on this 2-core machine under a load of 19, so at the default either
+ * validator compiles within about 33 ms of CPU there, margin under the 50 ms an event-loop turn
+ * may take. The largest schema of configs/ and test/ is 27 units.
+ */
+const COMPILE_DEFAULT = 300;
+const COMPILE_PATTERN = 12;
+const COMPILE_FORMAT = 2;
+const COMPILE_REF = 8;
+/** Keywords ajv generates no code for (annotations, and the containers walked on their own). */
+const annotations = new Set([
+  'title',
+  'description',
+  'examples',
+  'default',
+  '$comment',
+  'deprecated',
+  'readOnly',
+  'writeOnly',
+  '$schema',
+  '$id',
+  '$anchor',
+  '$dynamicAnchor',
+  '$defs',
+  'definitions',
+  'contentMediaType',
+  'contentEncoding',
+  'contentSchema',
+]);
 
 export const defaultLimits: SchemaLimits = {
   max_depth: 32,
   max_subschemas: 2000,
   max_schema_bytes: 262_144,
   max_work: 2_000_000,
+  max_compile: COMPILE_DEFAULT,
 };
 
 /** Values deeper than this are not costed (the proxy's requests stop at limits.json_depth, 64 by default). */
@@ -67,7 +111,7 @@ export interface Cost {
 }
 
 export type Inspection =
-  | { ok: true; dialect: Dialect; subschemas: number; depth: number; cost: Cost }
+  | { ok: true; dialect: Dialect; subschemas: number; depth: number; cost: Cost; compile: number }
   | { ok: false; reason: string };
 
 type Weight = [node: number, char: number, pairs: number];
@@ -119,6 +163,7 @@ function inspect(schema: unknown, limits: SchemaLimits): Inspection {
   const dynamicAnchors = new Map<string, number[]>();
   const refs: Array<{ from: number; ref: string; dynamic: boolean; at: string }> = [];
   let deepest = 0;
+  let compile = 0;
 
   // Declared once, not per node: a closure per subschema costs more than the walk itself.
   const subMap = (key: string, value: unknown, pointer: string, depth: number): number[] => {
@@ -145,9 +190,11 @@ function inspect(schema: unknown, limits: SchemaLimits): Inspection {
     const node: Node = { inPlace: [], child: [], weight: [1, 0, 0] };
     nodes.push(node);
     byPointer.set(pointer, id);
+    compile++;
     if (typeof s === 'boolean') return id;
     const o = s as Record<string, unknown>;
     node.weight[0] = Math.max(1, Object.keys(o).length);
+    compile += compileUnits(o);
     if (pointer !== '' && typeof o.$id === 'string') {
       // draft-07 spells a plain-name anchor as `$id: "#name"`; anything else starts a new resource.
       if (dialect === 'draft-07' && o.$id.startsWith('#')) anchors.set(o.$id.slice(1), id);
@@ -230,7 +277,31 @@ function inspect(schema: unknown, limits: SchemaLimits): Inspection {
   if (!(single <= limits.max_work)) {
     refuse(`validating a single value against it could take ${format(single)} units of work, over ${limits.max_work}`);
   }
-  return { ok: true, dialect, subschemas: nodes.length, depth: deepest, cost };
+  // Last, so that a schema over a structural bound is refused for that (the more telling reason).
+  if (compile > limits.max_compile) {
+    refuse(`compiling it would take ${compile} units of work, over ${limits.max_compile}: too large to compile`);
+  }
+  return { ok: true, dialect, subschemas: nodes.length, depth: deepest, cost, compile };
+}
+
+/** A subschema's own compile units, its subschemas not included (see COMPILE_DEFAULT). */
+function compileUnits(o: Record<string, unknown>): number {
+  let units = 0;
+  for (const key in o) {
+    if (annotations.has(key)) continue;
+    units++;
+    const v = o[key];
+    if (key === 'required' && Array.isArray(v)) units += v.length;
+    else if ((key === 'dependentRequired' || key === 'dependencies') && isObject(v)) {
+      for (const k in v) units += 1 + (Array.isArray(v[k]) ? (v[k] as unknown[]).length : 0);
+    } else if (key === 'pattern') units += COMPILE_PATTERN;
+    else if (key === 'patternProperties' && isObject(v)) units += COMPILE_PATTERN * Object.keys(v).length;
+    else if (key === 'format') units += COMPILE_FORMAT;
+    // Each alternative's failure is caught and its errors kept or reset: a unit more.
+    else if ((key === 'anyOf' || key === 'oneOf') && Array.isArray(v)) units += v.length;
+    else if (key === '$ref' || key === '$dynamicRef') units += COMPILE_REF;
+  }
+  return units;
 }
 
 /** The node ids a reference names, or undefined when it does not resolve inside the document. */

@@ -6,7 +6,9 @@
  * are refused at pin time (withheld from tools/list with the reason, in the audit trail, and
  * their calls refused); sound 2020-12 and draft-07 schemas pass. A registered SType whose schema
  * holds a catastrophic pattern is validated on the linear engine, and a value too large for its
- * counted work budget fails with the reason: outcomes and counted work, never a clock.
+ * counted work budget fails with the reason; one over the compile bound (600 alternatives on every
+ * item) is refused at pin time, and a registered SType over it fails every call: outcomes and
+ * counted work, never a clock.
  */
 import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -40,6 +42,17 @@ const explosion = (levels: number) => {
     defs[`l${i}`] = { anyOf: [{ $ref: `#/$defs/l${i - 1}` }, { $ref: `#/$defs/l${i - 1}` }] };
   return { type: 'object', $defs: defs, properties: { q: { $ref: `#/$defs/l${levels}` } } };
 };
+
+/** An array whose every item is tried against `n` alternatives: ajv's compile grows with n. */
+const alternatives = (n: number) => ({
+  type: 'object',
+  properties: {
+    q: {
+      type: 'array',
+      items: { anyOf: Array.from({ length: n }, (_, i) => ({ type: 'object', required: [`k${i}`] })) },
+    },
+  },
+});
 
 /** Sound schemas: every 2020-12 applicator, and draft-07 named explicitly. */
 const sound: Tool[] = [
@@ -103,6 +116,8 @@ function hostile(): Array<{ tool: Tool; reason: string }> {
       reason: 'cannot be matched in linear time',
     },
     { tool: tool('explosion', explosion(40)), reason: 'units of work, over 2000000' },
+    { tool: tool('wide-anyof', alternatives(600)), reason: 'over 300: too large to compile' },
+    { tool: tool('wider-anyof', alternatives(1900)), reason: 'over 300: too large to compile' },
     {
       tool: tool('bad-output', { type: 'object' }, { outputSchema: { $ref: `${refUrl}#/out` } }),
       reason: 'outputSchema: $ref',
@@ -176,6 +191,31 @@ function registryWithHostileSType(): string {
       "    word: { type: string, pattern: '^(a+)+$' }",
       '    tags: { type: array, uniqueItems: true }',
       '  required: [word]',
+      'qom_profiles: [default]',
+      'policies: [default]',
+      '',
+    ].join('\n'),
+  );
+  // Registered, but over the compile bound: refused at its first use, every call fails with the reason.
+  writeFileSync(
+    join(dir, 'stypes', 'everything.wide-choice.yaml'),
+    [
+      'id: everything.wide-choice',
+      'status: approved',
+      'version: 1.0.0',
+      'description: Items that must each match one of 600 shapes.',
+      'samples: 1',
+      'created_at: 2026-11-30T00:00:00Z',
+      'updated_at: 2026-11-30T00:00:00Z',
+      'match: { method: tools/call, tool: wide-choice }',
+      `schema: ${JSON.stringify({
+        $schema: 'https://json-schema.org/draft/2020-12/schema',
+        $id: 'everything.wide-choice',
+        title: 'Wide-choice arguments',
+        description: 'Items, each of one of 600 shapes.',
+        ...alternatives(600),
+        required: [],
+      })}`,
       'qom_profiles: [default]',
       'policies: [default]',
       '',
@@ -286,6 +326,22 @@ describe('strict mode', () => {
     expect(pairs.body.error.data.violations[0].message).toContain('too large for this schema');
     const few = await rpc(svc, 'tools/call', { name: 'match-word', arguments: { word: 'a', tags: tags(100) } });
     expect(few.body.result).toBeDefined();
+  });
+
+  it('a registered SType over the compile bound fails every call with the reason, never forwarded', async () => {
+    const before = calls.length;
+    for (let i = 0; i < 2; i++) {
+      const { res, body } = await rpc(svc, 'tools/call', { name: 'wide-choice', arguments: { q: [{ k1: 1 }] } });
+      expect(res.status).toBe(422);
+      expect(body.error.code).toBe(-32602);
+      expect(body.error.data.violations).toEqual([
+        {
+          path: '$.arguments',
+          message: expect.stringMatching(/^its schema is refused: compiling it would take \d+ units of work, over 300/),
+        },
+      ]);
+    }
+    expect(calls.length).toBe(before);
   });
 
   it('records the refusals in the audit trail with their reasons', async () => {
