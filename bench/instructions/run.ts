@@ -7,9 +7,9 @@
  * valgrind. For each target: a warm-up (the JIT settles), then N requests, then 2N, the counters
  * dumped between the phases (callgrind_control); instructions per request = (I(2N) − I(N)) / N,
  * which cancels what the process spends whatever the requests (timers, the dumps themselves).
- * Each figure is also given for the main thread alone, without V8's helper threads (the JIT's
- * compile jobs, which under valgrind still run thousands of requests in and dominate the dumps
- * unevenly, and concurrent GC marking): the figure the phases agree on (helperInstructions).
+ * V8 runs single-threaded (v8Flags), so that everything is counted on the main thread. Each figure
+ * is also given without the JIT compiler (TurboFan still compiles thousands of requests in and
+ * dominates the dumps unevenly): the figure the phases agree on (compilerInstructions).
  * Ratios are to the floor of the same family measured in the same run. See bench/README.md.
  *
  * Env: INSTR_ROUTES (keys, default typed-proxy/jsonrpc,typed-proxy/send,safety-filter/chat),
@@ -57,6 +57,15 @@ const settings = {
   baseline: process.env.BENCH_BASELINE,
 };
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+/**
+ * V8 without helper threads (`--single-threaded`): the optimising compiler's jobs and the garbage
+ * collector's marking run on the main thread, when they are due, and are counted there. With the
+ * helper threads, callgrind (which runs one thread at a time) let a compile job finish in one phase
+ * or the other: the same checkout measured 2962k and 1174k per request for tools/call in two runs,
+ * and even the main thread's figure moved by ~25% (the floor 323k, 322k, 256k). Passed to every
+ * process measured (the services and the floor). NODE_FLAGS replaces the default ('' = none).
+ */
+const v8Flags = (process.env.NODE_FLAGS ?? '--single-threaded').split(' ').filter(Boolean);
 const logDir = mkdtempSync(join(tmpdir(), 'switchyard-bench-instr-'));
 const outDir = join(root, 'bench', 'results', `instructions-${stamp}`);
 
@@ -138,14 +147,16 @@ function annotate(file: string, rows: number): string[] {
 }
 
 /**
- * The instructions of a dump that ran on V8's helper threads (node's PlatformWorkerThread,
- * inclusive): the optimising compiler's jobs, concurrent marking, parallel scavenging. Under
- * valgrind the JIT still compiles thousands of requests in, unevenly between phases (~60% of the
- * Koa floor's dumps after a 1500-request warm-up), and a major GC's marking of a large heap falls in
- * one phase or the other: the rest, the main thread (the event loop: the requests' JavaScript,
- * parsers, syscalls, GC pauses), is what the phases agree on.
+ * The instructions of a dump that went to V8's compilers (inclusive): `Runtime_Compile*` (TurboFan
+ * jobs run on the main thread under `--single-threaded`, lazy and baseline compiles), and whatever
+ * ran on V8's helper threads (node's PlatformWorkerThread: compile jobs and concurrent GC, when
+ * NODE_FLAGS brings them back). The JIT still compiles thousands of requests in, unevenly between
+ * the phases (the Koa floor after a 1500-request warm-up: 208M instructions of TurboFan in the N
+ * phase, 143M in the 2N phase, against ~75M and ~140M of everything else): the rest (the requests'
+ * JavaScript as compiled, parsers, system call wrappers, garbage collection) is what the phases
+ * agree on.
  */
-function helperInstructions(file: string): number {
+function compilerInstructions(file: string): number {
   const r = spawnSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], {
     encoding: 'utf8',
     maxBuffer: 256 << 20,
@@ -153,7 +164,7 @@ function helperInstructions(file: string): number {
   if (r.status !== 0) return Number.NaN;
   let sum = 0;
   for (const line of r.stdout.split('\n')) {
-    if (!/PlatformWorkerThread\(/.test(line)) continue;
+    if (!/PlatformWorkerThread\(|v8::internal::Runtime_Compile\w*\(/.test(line)) continue;
     const m = /^\s*([\d,]+)/.exec(line);
     if (m) sum += Number(m[1].replaceAll(',', ''));
   }
@@ -175,10 +186,13 @@ interface Figures {
   perRequest2N: number;
   /** (I(2N) − I(N)) / N. */
   perRequest: number;
-  /** The same on the main thread only (without V8's helper threads: helperInstructions). */
-  perRequestMain: number;
-  /** The helper threads' share of the N and 2N dumps together. */
-  helperShare: number;
+  /** The same without the JIT compiler (compilerInstructions): read this one. */
+  perRequestRun: number;
+  /** Without the compiler, per request of the N phase and of the 2N phase (they should agree). */
+  perRequestRunN: number;
+  perRequestRun2N: number;
+  /** The compiler's share of the N and 2N dumps together. */
+  compilerShare: number;
   hot?: string[];
 }
 
@@ -206,12 +220,15 @@ async function main(): Promise<number> {
     dir: root,
     run: settings.run,
     logDir,
-    nodeFlags: () => [],
+    nodeFlags: () => v8Flags,
     wrap: callgrind,
     suffix: '',
     echoUrl,
     backendUrl,
     typedSet: [],
+    // Under valgrind on a loaded machine a request's headers took longer than the shipped 10 s to be
+    // read (408 in the middle of a warm-up): the services' header and body timeouts are raised.
+    sets: ['limits.header_timeout_ms=600000', 'limits.body_idle_timeout_ms=600000'],
     readyTimeoutMs: settings.startTimeoutMs,
   };
   // Everything starts at once (a start under callgrind takes minutes); measured one at a time.
@@ -249,7 +266,7 @@ async function main(): Promise<number> {
   const floors = [...families].map(async (family): Promise<Measured> => {
     const up = new URL(floorUpstream[family]!);
     const name = `floor-koa-${family}`;
-    const s: Started = start('valgrind', [...callgrind(name).slice(1), process.execPath, floorFile], {
+    const s: Started = start('valgrind', [...callgrind(name).slice(1), process.execPath, ...v8Flags, floorFile], {
       cwd: root,
       env: { ...process.env, UPSTREAM_URL: up.href, BARE_BUFFER: '1', PORT: '0' },
     });
@@ -293,8 +310,8 @@ async function main(): Promise<number> {
       const files = dumps(t.out);
       const i2N = await dump(t.proc.pid, t.out);
       const last = dumps(t.out).filter((f) => !files.includes(f))[0];
-      const helperN = lastN ? helperInstructions(lastN) : Number.NaN;
-      const helper2N = last ? helperInstructions(last) : Number.NaN;
+      const compiledN = lastN ? compilerInstructions(lastN) : Number.NaN;
+      const compiled2N = last ? compilerInstructions(last) : Number.NaN;
       const f: Figures = {
         key: t.key,
         label: t.label,
@@ -303,14 +320,17 @@ async function main(): Promise<number> {
         perRequestN: iN / settings.n,
         perRequest2N: i2N / (2 * settings.n),
         perRequest: (i2N - iN) / settings.n,
-        perRequestMain: (i2N - helper2N - (iN - helperN)) / settings.n,
-        helperShare: (helperN + helper2N) / (iN + i2N),
+        perRequestRun: (i2N - compiled2N - (iN - compiledN)) / settings.n,
+        perRequestRunN: (iN - compiledN) / settings.n,
+        perRequestRun2N: (i2N - compiled2N) / (2 * settings.n),
+        compilerShare: (compiledN + compiled2N) / (iN + i2N),
         hot: settings.annotate && last ? annotate(last, settings.annotate) : undefined,
       };
       figures.push(f);
       console.log(
-        `: ${fmt(f.perRequest / 1000, 0)} k instructions/request, ${fmt(f.perRequestMain / 1000, 0)} k on the main thread ` +
-          `(V8's helper threads: ${fmt(100 * f.helperShare, 0)}% of the dumps)`,
+        `: ${fmt(f.perRequest / 1000, 0)} k instructions/request, ${fmt(f.perRequestRun / 1000, 0)} k without the JIT compiler ` +
+          `(the compiler: ${fmt(100 * f.compilerShare, 0)}% of the dumps; without it ${fmt(f.perRequestRunN / 1000, 0)} k / ` +
+          `${fmt(f.perRequestRun2N / 1000, 0)} k per request of the N / 2N phases)`,
       );
       if (f.hot) for (const l of f.hot) console.log(`    ${l}`);
     } finally {
@@ -320,14 +340,14 @@ async function main(): Promise<number> {
 
   const floorOf = (family: Family) => figures.find((f) => f.floor && f.family === family);
   console.log(
-    `\ninstructions per request under callgrind (gateway process: all threads, then the main thread alone), N = ${settings.n}, ` +
+    `\ninstructions per request under callgrind (the gateway process, V8 single-threaded: everything, then without the JIT compiler), N = ${settings.n}, ` +
       `${settings.connections} connections; ratio to the Koa + undici floor of the same run`,
   );
   const rows = figures.map((f) => {
     const floor = floorOf(f.family);
     const r = floor && !f.floor ? f.perRequest / floor.perRequest : undefined;
-    const rMain = floor && !f.floor ? f.perRequestMain / floor.perRequestMain : undefined;
-    return { ...f, ratio: r, ratioMain: rMain };
+    const rRun = floor && !f.floor ? f.perRequestRun / floor.perRequestRun : undefined;
+    return { ...f, ratio: r, ratioRun: rRun };
   });
   const ratioText = (x: number | undefined) => (x === undefined ? '-' : `${fmt(x, 2)}×`);
   printTable(
@@ -337,9 +357,10 @@ async function main(): Promise<number> {
       'N phase',
       '2N phase',
       'ratio to floor',
-      'k main thread',
-      'helper threads',
-      'main thread ratio',
+      'k without compiler',
+      'N / 2N phase',
+      'compiler',
+      'ratio without compiler',
     ],
     rows.map((r) => [
       r.label,
@@ -347,9 +368,10 @@ async function main(): Promise<number> {
       fmt(r.perRequestN / 1000, 0),
       fmt(r.perRequest2N / 1000, 0),
       ratioText(r.ratio),
-      fmt(r.perRequestMain / 1000, 0),
-      `${fmt(100 * r.helperShare, 0)}%`,
-      ratioText(r.ratioMain),
+      fmt(r.perRequestRun / 1000, 0),
+      `${fmt(r.perRequestRunN / 1000, 0)} / ${fmt(r.perRequestRun2N / 1000, 0)}`,
+      `${fmt(100 * r.compilerShare, 0)}%`,
+      ratioText(r.ratioRun),
     ]),
   );
   const commit = gitCommit();
@@ -358,6 +380,7 @@ async function main(): Promise<number> {
     commit,
     machine: machine(false),
     settings,
+    nodeFlags: v8Flags,
     valgrind: spawnSync('valgrind', ['--version'], { encoding: 'utf8' }).stdout.trim(),
     rows,
   };
@@ -368,13 +391,13 @@ async function main(): Promise<number> {
     writeResults(join(dir, `${result.date.slice(0, 10)}-${commit}-instructions.json`), result);
     const table = [
       `\n### ${result.date.slice(0, 16).replace('T', ' ')} UTC, ${commit}: instructions per request (npm run bench:instructions)\n`,
-      `callgrind, N = ${settings.n}, ${settings.connections} connections; ratio to the Koa + undici floor of the same run\n`,
-      '| target | k instructions/request | ratio to floor | k on the main thread | V8 helper threads | main thread ratio |',
-      '| --- | ---: | ---: | ---: | ---: | ---: |',
+      `callgrind, V8 ${v8Flags.join(' ') || 'with its helper threads'}, N = ${settings.n}, ${settings.connections} connections; ratio to the Koa + undici floor of the same run\n`,
+      '| target | k instructions/request | ratio to floor | k without the JIT compiler | N / 2N phase | compiler | ratio without compiler |',
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
       ...rows.map(
         (r) =>
-          `| ${r.label} | ${fmt(r.perRequest / 1000, 0)} | ${ratioText(r.ratio)} | ${fmt(r.perRequestMain / 1000, 0)} | ` +
-          `${fmt(100 * r.helperShare, 0)}% | ${ratioText(r.ratioMain)} |`,
+          `| ${r.label} | ${fmt(r.perRequest / 1000, 0)} | ${ratioText(r.ratio)} | ${fmt(r.perRequestRun / 1000, 0)} | ` +
+          `${fmt(r.perRequestRunN / 1000, 0)} / ${fmt(r.perRequestRun2N / 1000, 0)} | ${fmt(100 * r.compilerShare, 0)}% | ${ratioText(r.ratioRun)} |`,
       ),
       '',
     ];

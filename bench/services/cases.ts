@@ -54,6 +54,8 @@ export interface Context {
   backendUrl?: string;
   /** Extra `--set` overrides for the typed proxy (BENCH_TYPED_SET). */
   typedSet: string[];
+  /** Extra `--set` overrides for every service (bench:instructions: timeouts a process under valgrind needs). */
+  sets?: string[];
   readyTimeoutMs: number;
 }
 
@@ -135,7 +137,7 @@ async function serve(
   return startService({
     dir: c.dir,
     config: o.config,
-    sets: o.sets,
+    sets: [...(o.sets ?? []), ...(c.sets ?? [])],
     env: o.env,
     run: c.run,
     cpu: c.cpu,

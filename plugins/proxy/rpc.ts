@@ -17,6 +17,7 @@
  */
 import {
   Answer,
+  ClientAbort,
   type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
@@ -54,17 +55,15 @@ export async function proxyRpc(
     ctx.state.mcpSession = session; // a session the gateway issued: the audit trail may name it
   } else if (sessions && ctx.get('mcp-protocol-version')) throw sessionRequired();
   if (!rpc) return accepted(ctx);
-  const abort = new AbortController();
-  const onClose = () => abort.abort();
-  ctx.res.once('close', onClose);
+  // A client that goes away cancels the call: the response's ClientAbort (no AbortController, no
+  // listener to undo per call; the watch lasts as long as the response).
+  const signal = ClientAbort.watch(ctx.res);
   let response: Record<string, unknown> | undefined;
   try {
-    response = await upstream.call(rpc, { timeoutMs, signal: abort.signal, session, trace: ctx.state.trace });
+    response = await upstream.call(rpc, { timeoutMs, signal, session, trace: ctx.state.trace });
   } catch (err) {
     if (rpc.method === 'initialize' && session) await sessions?.end(session, subject);
     throw err;
-  } finally {
-    ctx.res.off('close', onClose);
   }
   if (rpc.method === 'initialize' && session) {
     // A refused initialize opens nothing.

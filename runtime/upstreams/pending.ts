@@ -5,6 +5,7 @@
  */
 import { GatewayError } from '../errors.ts';
 import type { JsonRpcId } from '../state.ts';
+import type { ClientAbort } from '../util/client-abort.ts';
 
 type Message = Record<string, unknown>;
 
@@ -18,7 +19,8 @@ interface Pending {
 
 export interface AddOptions {
   timeoutMs: number;
-  signal?: AbortSignal;
+  /** An AbortSignal, or the cheaper ClientAbort (runtime/util/client-abort.ts). */
+  signal?: AbortSignal | ClientAbort;
   /** Called with the wire id when the call times out or is aborted (to send a cancellation). */
   onGiveUp?(wireId: number): void;
   /**
@@ -63,10 +65,16 @@ export class PendingCalls {
         options.timeoutMs,
       );
       const onAbort = () => giveUp(new GatewayError('bad_request', 'Request aborted by the client'));
-      options.signal?.addEventListener('abort', onAbort, { once: true });
+      const signal = options.signal;
+      if (signal) {
+        if (isAbortSignal(signal)) signal.addEventListener('abort', onAbort, { once: true });
+        else signal.on('abort', onAbort);
+      }
       const cleanup = () => {
         clearTimeout(timer);
-        options.signal?.removeEventListener('abort', onAbort);
+        if (!signal) return;
+        if (isAbortSignal(signal)) signal.removeEventListener('abort', onAbort);
+        else signal.off('abort', onAbort);
       };
       const ownerKey = options.owner === undefined ? undefined : ownedKey(options.owner, callerId);
       if (ownerKey !== undefined) this.owned.set(ownerKey, wireId);
@@ -113,4 +121,8 @@ export class PendingCalls {
 /** Numbers and strings are distinct ids (1 is not "1"). */
 function ownedKey(owner: string, callerId: JsonRpcId): string {
   return `${owner}\u0000${typeof callerId}:${String(callerId)}`;
+}
+
+function isAbortSignal(signal: AbortSignal | ClientAbort): signal is AbortSignal {
+  return typeof (signal as AbortSignal).addEventListener === 'function';
 }

@@ -14,6 +14,7 @@ import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.ts';
 import type { JsonRpcRequest } from '../state.ts';
+import type { ClientAbort } from '../util/client-abort.ts';
 import { encodeMcpHeaderValue, mcpNameOf } from '../wire/mcp-headers.ts';
 import type { RpcProtocol } from './config.ts';
 import { toUpstreamError } from './http-errors.ts';
@@ -152,7 +153,10 @@ export class RpcOverHttp {
     // Per call, the lighter way when the forward keeps the deadline: no timeout signal and no
     // composite one (AbortSignal.any holds its sources through WeakRefs the GC must process).
     const timeout = this.config.forwardKeepsDeadline ? undefined : AbortSignal.timeout(timeoutMs);
-    const signal = timeout && options.signal ? AbortSignal.any([options.signal, timeout]) : (timeout ?? options.signal);
+    const signal =
+      timeout && options.signal
+        ? AbortSignal.any([abortSignalOf(options.signal), timeout])
+        : (timeout ?? options.signal);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
@@ -245,6 +249,18 @@ function statelessRequest(message: JsonRpcRequest, headers: Record<string, strin
 function inputRequired(answer: Message): boolean {
   const result = answer.result as { resultType?: unknown } | undefined;
   return result?.resultType === 'input_required';
+}
+
+/**
+ * AbortSignal.any takes AbortSignals only: a caller's ClientAbort is bridged to one (the path of a
+ * caller that bounds its calls itself; one endpoint's forward takes the ClientAbort as it is).
+ */
+function abortSignalOf(signal: AbortSignal | ClientAbort): AbortSignal {
+  if (signal instanceof AbortSignal) return signal;
+  const bridge = new AbortController();
+  if (signal.aborted) bridge.abort();
+  else signal.once('abort', () => bridge.abort());
+  return bridge.signal;
 }
 
 function sessionLost(status: number, answer: Message | undefined): boolean {

@@ -16,7 +16,7 @@ import { clientInfo, MCP_PROTOCOL_VERSION } from './jsonrpc-http.ts';
 import { scopeNotification } from './notification-scope.ts';
 import { PendingCalls } from './pending.ts';
 import { Readiness } from './readiness.ts';
-import type { ServerMessageListener, UpstreamHealth } from './types.ts';
+import type { RpcCallOptions, ServerMessageListener, UpstreamHealth } from './types.ts';
 
 type Message = Record<string, unknown>;
 
@@ -35,7 +35,7 @@ export interface StdioChildOptions {
 }
 
 export interface ChildCallOptions {
-  signal?: AbortSignal;
+  signal?: RpcCallOptions['signal'];
   timeoutMs?: number;
   /** The client session the message comes from (scopes its notifications to its own calls). */
   owner?: string;
@@ -159,7 +159,7 @@ export class StdioChild {
   private send(
     message: Message,
     timeoutMs: number,
-    signal?: AbortSignal,
+    signal?: RpcCallOptions['signal'],
     owner?: string | null,
     listener?: ServerMessageListener,
   ): Promise<Message | undefined> {

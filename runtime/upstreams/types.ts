@@ -78,7 +78,8 @@ export interface HttpUpstream extends UpstreamBase {
 }
 
 export interface RpcCallOptions {
-  signal?: AbortSignal;
+  /** Cancels the call: an AbortSignal, or the cheaper ClientAbort (runtime/util/client-abort.ts). */
+  signal?: AbortSignal | ClientAbort;
   timeoutMs?: number;
   headers?: Record<string, string>;
   /**
