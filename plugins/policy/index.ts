@@ -14,33 +14,112 @@
  * answer that cannot be read is refused unless the stage says `on_uninspectable: pass`.
  * Every decision is recorded on `ctx.state.decisions` for the audit trail.
  */
-import { definePlugin, enforcementModes, type Mode, stateFieldOf } from '../../runtime/index.ts';
+import { definePlugin, enforcementModes, type FromSchema, type JsonSchema, stateFieldOf } from '../../runtime/index.ts';
 import { policyApiPlugin } from './api-stage.ts';
 import { egressPhase } from './egress.ts';
 import { ingressPhase } from './ingress.ts';
 import { policySetResource } from './resource.ts';
 import { policyShared } from './shared.ts';
 
-export interface PolicyOptions {
-  set?: string;
-  registry?: string;
-  files?: string[];
-  dir?: string;
-  policies?: string[];
-  select_from?: string;
-  mode?: Mode;
-  phase: 'ingress' | 'egress';
-  filter_list: boolean;
-  block_error?: { code: string };
-  classifiers?: string;
-  egress?: {
-    classifiers?: string[];
-    window_chars?: number;
-    scan_every_chars?: number;
-    holdback_chars?: number;
-    release_every_chars?: number;
-  };
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    set: {
+      type: 'string',
+      minLength: 1,
+      'x-ref': 'resource',
+      description: 'policy-set resource to evaluate (instead of registry/files/dir on the stage).',
+    },
+    registry: {
+      type: 'string',
+      minLength: 1,
+      'x-ref': 'resource',
+      description: 'stype-registry resource whose policy documents to load.',
+    },
+    dir: { type: 'string', minLength: 1, description: 'Directory whose policy files are all loaded.' },
+    select_from: {
+      type: 'string',
+      minLength: 1,
+      description:
+        'State path naming the policy (or policy file, e.g. `default.yaml`) to apply per request, ' +
+        "e.g. `caller.attributes.policy` for a tenant's policy. Unset: `policies`, else every policy.",
+    },
+    block_error: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['code'],
+      properties: { code: { type: 'string', minLength: 1 } },
+      description:
+        'Answer a block with this error code, the rule in the body and its message (e.g. POLICY_BLOCK), ' +
+        "instead of the fixed 'Policy violation' {policy, detail}.",
+    },
+    classifiers: {
+      type: 'string',
+      minLength: 1,
+      'x-ref': 'resource',
+      description: 'classifier-set resource used to mask spans (redact) and to classify answers (egress).',
+    },
+    egress: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        classifiers: {
+          type: 'array',
+          items: { type: 'string', minLength: 1 },
+          description: 'Classifiers run on answers (default: all of the set).',
+        },
+        window_chars: { type: 'integer', minimum: 16, default: 512, description: 'Sliding window over a stream.' },
+        scan_every_chars: {
+          type: 'integer',
+          minimum: 1,
+          default: 128,
+          description: 'Check the window each time this much new streamed text arrived (and at the end).',
+        },
+        holdback_chars: {
+          type: 'integer',
+          minimum: 0,
+          description:
+            'The most streamed text withheld: text is released at every chunk up to where a match could ' +
+            'still grow into it, and held text past this bound is judged as cut short. Default: the longest ' +
+            "span of the egress rules' classifiers (from the classifier set). Less than that: a redaction of " +
+            'text already sent ends the stream as a block. 0: forward at once, checked every scan_every_chars.',
+        },
+        release_every_chars: {
+          type: 'integer',
+          minimum: 0,
+          default: 0,
+          description:
+            'Once the first text of a stream went out, check and release again only when this much new ' +
+            'text came (fewer checks, text in larger steps). 0: at every chunk.',
+        },
+      },
+    },
+    files: {
+      type: 'array',
+      items: { type: 'string', minLength: 1 },
+      description: 'Policy files (YAML or JSON), relative to the config file.',
+    },
+    policies: {
+      type: 'array',
+      items: { type: 'string', minLength: 1 },
+      description: "Policies to apply, in order, plus those the message's SType lists. Default: every loaded policy.",
+    },
+    mode: { enum: [...enforcementModes], description: "Overrides the route's mode." },
+    phase: {
+      enum: ['ingress', 'egress'],
+      default: 'ingress',
+      description: "Only rules of this phase run here: ingress checks the request, egress the upstream's answer.",
+    },
+    filter_list: {
+      type: 'boolean',
+      default: true,
+      description: 'In strict mode, remove from tools/list answers the tools the caller may not call.',
+    },
+  },
+} as const satisfies JsonSchema;
+export type PolicyOptions = FromSchema<typeof optionsSchema>;
 
 export const policyPlugin = definePlugin<PolicyOptions>({
   name: 'policy',
@@ -50,104 +129,7 @@ export const policyPlugin = definePlugin<PolicyOptions>({
   // the selector path is a need.
   needs: (o) => stateFieldOf(o.select_from),
   provides: ['decision', 'decisions'],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      set: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description: 'policy-set resource to evaluate (instead of registry/files/dir on the stage).',
-      },
-      registry: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description: 'stype-registry resource whose policy documents to load.',
-      },
-      dir: { type: 'string', minLength: 1, description: 'Directory whose policy files are all loaded.' },
-      select_from: {
-        type: 'string',
-        minLength: 1,
-        description:
-          'State path naming the policy (or policy file, e.g. `default.yaml`) to apply per request, ' +
-          "e.g. `caller.attributes.policy` for a tenant's policy. Unset: `policies`, else every policy.",
-      },
-      block_error: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['code'],
-        properties: { code: { type: 'string', minLength: 1 } },
-        description:
-          'Answer a block with this error code, the rule in the body and its message (e.g. POLICY_BLOCK), ' +
-          "instead of the fixed 'Policy violation' {policy, detail}.",
-      },
-      classifiers: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description: 'classifier-set resource used to mask spans (redact) and to classify answers (egress).',
-      },
-      egress: {
-        type: 'object',
-        additionalProperties: false,
-        default: {},
-        properties: {
-          classifiers: {
-            type: 'array',
-            items: { type: 'string', minLength: 1 },
-            description: 'Classifiers run on answers (default: all of the set).',
-          },
-          window_chars: { type: 'integer', minimum: 16, default: 512, description: 'Sliding window over a stream.' },
-          scan_every_chars: {
-            type: 'integer',
-            minimum: 1,
-            default: 128,
-            description: 'Check the window each time this much new streamed text arrived (and at the end).',
-          },
-          holdback_chars: {
-            type: 'integer',
-            minimum: 0,
-            description:
-              'The most streamed text withheld: text is released at every chunk up to where a match could ' +
-              'still grow into it, and held text past this bound is judged as cut short. Default: the longest ' +
-              "span of the egress rules' classifiers (from the classifier set). Less than that: a redaction of " +
-              'text already sent ends the stream as a block. 0: forward at once, checked every scan_every_chars.',
-          },
-          release_every_chars: {
-            type: 'integer',
-            minimum: 0,
-            default: 0,
-            description:
-              'Once the first text of a stream went out, check and release again only when this much new ' +
-              'text came (fewer checks, text in larger steps). 0: at every chunk.',
-          },
-        },
-      },
-      files: {
-        type: 'array',
-        items: { type: 'string', minLength: 1 },
-        description: 'Policy files (YAML or JSON), relative to the config file.',
-      },
-      policies: {
-        type: 'array',
-        items: { type: 'string', minLength: 1 },
-        description: "Policies to apply, in order, plus those the message's SType lists. Default: every loaded policy.",
-      },
-      mode: { enum: [...enforcementModes], description: "Overrides the route's mode." },
-      phase: {
-        enum: ['ingress', 'egress'],
-        default: 'ingress',
-        description: "Only rules of this phase run here: ingress checks the request, egress the upstream's answer.",
-      },
-      filter_list: {
-        type: 'boolean',
-        default: true,
-        description: 'In strict mode, remove from tools/list answers the tools the caller may not call.',
-      },
-    },
-  },
+  options: optionsSchema,
   async create(options, env) {
     const s = await policyShared(options, env);
     const { store, log, egressOptions } = s;

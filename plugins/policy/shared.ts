@@ -52,7 +52,7 @@ export async function policyShared(options: PolicyOptions, env: PluginEnv) {
   if (options.phase !== 'egress' && !classifierSet && store.current.hasPhase(store.current.names, 'tools')) {
     throw new Error('policies with `phase: tools` rules need `classifiers` (a classifier-set resource) on the stage');
   }
-  const egressOptions = { window_chars: 512, scan_every_chars: 128, ...options.egress };
+  const egressOptions = options.egress;
   const egressNames = egressOptions.classifiers;
   for (const name of egressNames ?? []) {
     if (!classifierSet?.get(name)) throw new Error(`egress classifier "${name}" is not in the classifier set`);
