@@ -176,6 +176,8 @@ async function startEmbedding(): Promise<void> {
       // Memory is measured here, not the time bounds: 8 fetches of 1 MB at once on a loaded
       // machine must not fail by time.
       'resources.fetcher.total_timeout_ms=600000',
+      'resources.fetcher.read_timeout_ms=600000',
+      'routes.1.pipeline.0.embed-process.fetch_timeout_ms=600000',
     ],
   });
   // Everything loaded once (model, both routes), then a quiet moment.
