@@ -207,7 +207,7 @@ describe('embedding service memory after a burst', () => {
       }
     });
     expectReturned(result);
-  }, 300_000);
+  }, 600_000); // no time asserted: 288 s seen under four busy loops and other work on 2 cores
 
   it('3 x 8 concurrent /v1/embed of 96 texts of 10,000 characters: the same', async () => {
     await startEmbedding();
@@ -224,5 +224,5 @@ describe('embedding service memory after a burst', () => {
       }
     });
     expectReturned(result);
-  }, 300_000);
+  }, 600_000); // no time asserted: 288 s seen under four busy loops and other work on 2 cores
 });

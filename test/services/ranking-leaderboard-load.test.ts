@@ -134,7 +134,7 @@ describe('ranking leaderboard: Bradley–Terry bootstrap off the event loop', ()
         `max ${Math.max(...during).toFixed(1)} ms); loop delay p99 <= ${window.p99 * 1000} ms over ${window.count} ticks ` +
         `(without the fit: <= ${control.p99 * 1000} ms)`,
     );
-  }, 300_000);
+  }, 600_000); // no time asserted: the fit took 179 s with busy loops on both cores
 
   it('refuses a bootstrap over the documented maximum, naming the parameter', async () => {
     const res = await r.get(bootstrapPath(1, 1001));
@@ -182,7 +182,7 @@ describe('ranking leaderboard: Bradley–Terry bootstrap off the event loop', ()
     const res = await fetch(`${r.url}${bootstrapPath(randomInt(2 ** 31), 5)}`);
     expect(res.status).toBe(200);
     await res.arrayBuffer();
-  }, 300_000);
+  }, 600_000);
 
   describe('with a time limit of 200 ms', () => {
     let limited: StartedService;
