@@ -74,7 +74,7 @@ export async function spawnService(
       () => true,
       () => false,
     );
-  }, 90_000); // a cold start of several services takes 20-60 s on a loaded 2-core machine
+  }, 240_000); // a cold start of several services takes 20-60 s on a loaded 2-core machine, over 90 s with busy loops on both cores (issue 32)
   return {
     child,
     url,

@@ -28,7 +28,14 @@ const servers: StageServer[] = [];
 beforeAll(async () => {
   site = await startSite();
   processor = await startProcessor([`127.0.0.1:${site.port}`]);
-  fetcher = (await fetcherResource.create({ allow: [`127.0.0.1:${site.port}`] }, createTestEnv())).value;
+  // Extraction bounds a loaded machine cannot reach (its workers run at nice 19; issue 32): the
+  // deadlines tested here are the fan-out's.
+  fetcher = (
+    await fetcherResource.create(
+      { allow: [`127.0.0.1:${site.port}`], extract_timeout_ms: 600_000, total_timeout_ms: 600_000 },
+      createTestEnv(),
+    )
+  ).value;
   chunker = (await chunkerResource.create({ types: ['words'] }, createTestEnv())).value;
   upstream = createUpstream(
     'processor',
@@ -103,13 +110,15 @@ describe('fan-out, in-process processor', () => {
   });
 
   it('gives a slow page up at timeout_ms and goes on with the next', async () => {
-    const started = Date.now();
+    // The next page is plain text: an HTML one would be extracted within the same 1 s, by a worker
+    // at nice 19 that a loaded machine slows 20x and more (issue 32). No elapsed time asserted: the
+    // slow page answers after 3 s, so only the deadline can leave it out.
+    const next = page(8, '?words=20&type=plain');
     const { status, body } = await get(
-      await serve({ concurrency: 1, timeout_ms: 300 }, [`${site.url}/slow?ms=3000`, page(8, '?words=20')]),
+      await serve({ concurrency: 1, timeout_ms: 1000 }, [`${site.url}/slow?ms=3000`, next]),
     );
     expect(status).toBe(200);
-    expect(urlsOf(body)).toEqual([page(8, '?words=20')]);
-    expect(Date.now() - started).toBeLessThan(2000);
+    expect(urlsOf(body)).toEqual([next]);
   });
 
   it('answers {} for an empty or missing list', async () => {

@@ -6,7 +6,7 @@
  */
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ContentFetcher } from '../../plugins/content-fetcher/api.ts';
 import {
   createContentFetcher,
@@ -19,12 +19,31 @@ import { GatewayError } from '../../runtime/index.ts';
 import { createTestEnv } from '../../runtime/testing.ts';
 import { cp1252Text, type Site, shiftJisText, startSite } from '../fixtures/searxng/site.ts';
 
+// No time is asserted here; HTML pages are extracted by workers at nice 19, which a loaded machine
+// slows 20x and more (issue 32), so a test may take minutes there.
+vi.setConfig({ testTimeout: 300_000 });
+
 let site: Site;
 let other: Site; // a second local server that is never allow-listed
 let allowed: ContentFetcher; // allows the site by host:port only
 
+/**
+ * The extraction bound, and the whole fetch's (which includes the extraction), are ones a loaded
+ * machine cannot reach unless a test sets its own: the extraction workers run at nice 19, which two
+ * busy loops on a 2-core machine slow 20x and more (issue 32). The extraction bound itself is
+ * tested in fetch-content-extract-pool.test.ts.
+ */
 function fetcher(overrides: Partial<FetcherConfig> = {}, resolve?: Resolver): ContentFetcher {
-  return createContentFetcher({ ...fetcherDefaults, allow: [`127.0.0.1:${site.port}`], ...overrides }, { resolve });
+  return createContentFetcher(
+    {
+      ...fetcherDefaults,
+      extract_timeout_ms: 600_000,
+      total_timeout_ms: 600_000,
+      allow: [`127.0.0.1:${site.port}`],
+      ...overrides,
+    },
+    { resolve },
+  );
 }
 
 /** The GatewayError a fetch fails with. */
@@ -176,13 +195,13 @@ describe('timeouts', () => {
     await once(mute, 'listening');
     const port = (mute.address() as { port: number }).port;
     try {
-      const started = Date.now();
+      // Never connected: without the bound this would wait forever. The message names the bound
+      // (no elapsed time asserted: a loaded machine stretches it, issue 32).
       const err = await failure(
         fetcher({ allow: ['127.0.0.1/32'], connect_timeout_ms: 300 }).fetchText(`https://127.0.0.1:${port}/`),
       );
       expect(err.kind).toBe('upstream_timeout');
       expect(err.message).toBe('Could not connect within 300 ms');
-      expect(Date.now() - started).toBeLessThan(3000);
     } finally {
       mute.close();
     }
@@ -195,13 +214,12 @@ describe('timeouts', () => {
   });
 
   it('stops a page that keeps dripping at total_timeout_ms', async () => {
-    const started = Date.now();
+    // Without the bound the page would end, after 10 s, in a success; the message names the bound.
     const err = await failure(
       fetcher({ read_timeout_ms: 2000, total_timeout_ms: 600 }).fetchText(`${site.url}/drip?ms=100&count=100`),
     );
     expect(err.kind).toBe('upstream_timeout');
     expect(err.message).toBe('Fetching the page took longer than 600 ms');
-    expect(Date.now() - started).toBeLessThan(3000);
   });
 
   it("reports the caller's own deadline as a timeout and a plain cancel as an error", async () => {
@@ -234,9 +252,12 @@ describe('size cap', () => {
     expect(err.kind).toBe('payload_too_large');
   });
 
-  it('reads a page just under the cap', async () => {
-    const page = await capped().fetchText(`${site.url}/huge?bytes=${512 * 1024}`);
-    expect(page.text).toContain('This huge page repeats one sentence');
+  it('reads a page just under the cap, all of it', async () => {
+    // Plain text: the cap is tested, not the extraction, whose time a loaded machine stretches
+    // past any bound (the workers run at nice 19; issue 32). Pieces of 1 KiB, the last one short.
+    const page = await capped().fetchText(`${site.url}/huge?bytes=${1024 * 1024 - 1}&type=text/plain`);
+    expect(page.contentType).toBe('text/plain');
+    expect(page.text.split('This huge page repeats one sentence').length - 1).toBe(1024);
   });
 });
 

@@ -28,8 +28,12 @@ const EXTRACT_TIMEOUT_MS = 3000;
 const DIVS = `<html><body>${'<div>'.repeat((64 * 1024) / 5)}deep</body></html>`;
 // Just under the search service's 2 MiB cap: nested, unclosed blocks with text in each.
 const BIG = `<html><body>${'<div><p>bees make honey '.repeat(Math.floor((2 * 1024 * 1024 - 100) / 23))}</body></html>`;
-const ARTICLE = `<!DOCTYPE html><html><head><title>Bees</title></head><body><article><h1>Bees</h1>
-<p>${'Bees collect nectar from flowers and turn it into honey inside the hive. '.repeat(8)}</p></article></body></html>`;
+// The ordinary page is plain text: the fetcher has one extraction bound for all pages, and an HTML
+// page would race the hostile pages' 3 s in a fresh worker at nice 19, which a loaded machine slows
+// 20x and more (issue 32: a page of 30 ms went past 3 s). That a worker cut by the bound is replaced
+// and the next HTML page extracted is asserted in fetch-content-extract-pool.test.ts, on the
+// test's own clock.
+const PLAIN = `Bees\n\n${'Bees collect nectar from flowers and turn it into honey inside the hive. '.repeat(8)}\n`;
 const SECRET = 'tok-7f3a9c';
 
 let dir: string;
@@ -82,13 +86,13 @@ beforeAll(async () => {
   generateTinyModel(join(dir, 'models'), 'BGESmallENV15', { seed: 41 });
   site = createServer((req, res) => {
     const path = new URL(req.url ?? '/', 'http://site').pathname;
-    const page = path === '/divs' ? DIVS : path === '/big' ? BIG : path === '/bees' ? ARTICLE : undefined;
+    const page = path === '/divs' ? DIVS : path === '/big' ? BIG : path === '/bees' ? PLAIN : undefined;
     if (page === undefined) {
       res.writeHead(404);
       res.end();
       return;
     }
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+    res.writeHead(200, { 'content-type': `text/${page === PLAIN ? 'plain' : 'html'}; charset=utf-8` });
     res.end(page);
   });
   siteUrl = await listenLocal(site);
@@ -110,10 +114,11 @@ describe('embedding service, POST /v1/process', () => {
       set: [
         'resources.models.models={BGESmallENV15: {dimension: 32}}',
         `resources.fetcher.extract_timeout_ms=${EXTRACT_TIMEOUT_MS}`,
+        'routes.1.pipeline.0.embed-process.fetch_timeout_ms=600000', // the extraction bound is the one tested
       ],
       logger,
     });
-  });
+  }, 180_000);
   afterAll(() => svc?.close());
 
   const process = (url: string) =>
@@ -124,9 +129,8 @@ describe('embedding service, POST /v1/process', () => {
     }).then(async (res) => ({ status: res.status, body: (await res.json()) as { error: string | null } }));
 
   it('64 KiB of unclosed <div>s and a 2 MiB page fail alone; /health keeps answering (loop delay printed)', async () => {
-    // Both extraction workers started, the model loaded.
-    const warm = await Promise.all([process(`${siteUrl}/bees`), process(`${siteUrl}/bees?again`)]);
-    expect(warm.map((answer) => answer.body.error)).toEqual([null, null]);
+    // The model loaded (the extraction workers start with the hostile pages).
+    expect((await process(`${siteUrl}/bees`)).body.error).toBeNull();
     const bound = await loopDelayBound(svc, 2);
     const { value, p99Ms, maxMs } = await withLoopDelay(async () => {
       const pages = Promise.all([
@@ -147,9 +151,9 @@ describe('embedding service, POST /v1/process', () => {
     console.info(
       `health answers ${value.health}; event-loop delay p99 ${p99Ms} ms, max ${maxMs} ms (bound ${bound} ms)`,
     );
-    // The worker that timed out was replaced: a normal page still works.
-    expect((await process(`${siteUrl}/bees`)).body.error).toBeNull();
-  });
+    // The failed pages left the route working: an ordinary page is still processed.
+    expect((await process(`${siteUrl}/bees?again`)).body.error).toBeNull();
+  }, 300_000); // no time asserted; a loaded machine gives the nice-19 workers little CPU
 
   it('/v1/embed refuses a batch over max_total_chars with 413 naming the limit', async () => {
     const res = await fetch(`${svc.url}/v1/embed`, {
@@ -181,7 +185,7 @@ describe('search service, GET /v1/search', () => {
       set: [`resources.fetcher.extract_timeout_ms=${EXTRACT_TIMEOUT_MS}`],
       warmupMs: 500,
     });
-  });
+  }, 180_000);
   afterAll(() => svc?.close());
 
   it('hostile result pages are skipped, the good one answered; /health keeps answering (loop delay printed)', async () => {
@@ -201,5 +205,5 @@ describe('search service, GET /v1/search', () => {
     console.info(
       `health answers ${value.health}; event-loop delay p99 ${p99Ms} ms, max ${maxMs} ms (bound ${bound} ms)`,
     );
-  });
+  }, 300_000);
 });

@@ -4,7 +4,10 @@
  * burst, goes idle, and its memory comes back near where it was before the burst, by the idle trim
  * (runtime/service/idle-trim.ts, `limits.idle_trim_ms` shortened to 2 s here). Two bursts:
  * 3 rounds of 8 concurrent POST /v1/process of distinct 1 MB pages from a local site, then
- * 3 rounds of 8 concurrent POST /v1/embed of 96 texts of 10,000 characters.
+ * 3 rounds of 8 concurrent POST /v1/embed of 96 texts of 10,000 characters. The pages are plain
+ * text: HTML would be extracted in worker threads at nice 19, which two busy loops on a 2-core
+ * machine slow 20x and more (24 pages of 0.3-0.7 s each could not finish in minutes; issue 32),
+ * and what is asserted here is the main thread's memory, which the extraction workers do not hold.
  *
  * Asserted, as properties the machine's load cannot change: a trim ran, and what the main thread
  * still holds after it (heap used + external memory, i.e. live objects after a full collection)
@@ -29,11 +32,11 @@ import { type ServiceProcess, spawnService } from '../helpers/service-process.ts
 const IDLE_TRIM_MS = 2000;
 const MB = 2 ** 20;
 
-/** About `bytes` of article: paragraphs of varied words, different for every `n`. */
+/** About `bytes` of plain-text article: paragraphs of varied words, different for every `n`. */
 function page(n: number, bytes: number): string {
   const words = ['bees', 'honey', 'hive', 'nectar', 'flower', 'pollen', 'queen', 'worker', 'wax', 'comb', 'swarm'];
   let seed = n * 7919 + 1;
-  const parts = [`<!DOCTYPE html><html><head><title>Page ${n}</title></head><body><article><h1>Page ${n}</h1>`];
+  const parts = [`Page ${n}\n\n`];
   let size = parts[0].length;
   while (size < bytes) {
     const p: string[] = [];
@@ -41,10 +44,9 @@ function page(n: number, bytes: number): string {
       seed = (seed * 1103515245 + 12345) % 2147483648;
       p.push(`${words[seed % words.length]}${seed % 97}`);
     }
-    parts.push(`<p>${p.join(' ')}.</p>\n`);
+    parts.push(`${p.join(' ')}.\n\n`);
     size += parts[parts.length - 1].length;
   }
-  parts.push('</article></body></html>');
   return parts.join('');
 }
 
@@ -87,7 +89,7 @@ async function post(path: string, body: unknown): Promise<string> {
 }
 
 /**
- * Runs `burst` from an idle baseline, then waits (up to 30 s) for the memory to come back; returns
+ * Runs `burst` from an idle baseline, then waits (up to 90 s) for the memory to come back; returns
  * the baseline, the peaks, what is left, the trims counted and the loop delay while idle.
  */
 async function burstAndIdle(burst: () => Promise<void>) {
@@ -112,7 +114,7 @@ async function burstAndIdle(burst: () => Promise<void>) {
   peakRss = Math.max(peakRss, end.rss);
   peakHeap = Math.max(peakHeap, end.heapExternal);
   const loopBefore = await readLoopDelay(svc.metricsUrl);
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 90_000;
   const back = (r: Reading) => r.heapExternal - baseline.heapExternal <= 0.35 * (peakHeap - baseline.heapExternal);
   let after = end;
   await new Promise((r) => setTimeout(r, IDLE_TRIM_MS));
@@ -159,7 +161,7 @@ beforeAll(async () => {
     const n = Number(/^\/page\/(\d+)$/.exec(req.url ?? '')?.[1] ?? -1);
     if (n < 0) return void res.writeHead(404).end();
     if (!pages.has(n)) pages.set(n, page(n, n >= 1000 ? 4_000 : 1_000_000));
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(pages.get(n));
+    res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(pages.get(n));
   });
   siteUrl = await listenLocal(site);
 }, 60_000);
@@ -171,13 +173,14 @@ async function startEmbedding(): Promise<void> {
     set: [
       'resources.models.models={BGESmallENV15: {dimension: 32}}',
       `limits.idle_trim_ms=${IDLE_TRIM_MS}`,
-      // Memory is measured here, not the time bounds: 8 extractions of 1 MB at once on a loaded
-      // 2-core machine went past the shipped 5 s and failed the pages.
-      'resources.fetcher.extract_timeout_ms=60000',
-      'resources.fetcher.total_timeout_ms=60000',
+      // Memory is measured here, not the time bounds: 8 fetches of 1 MB at once on a loaded
+      // machine must not fail by time.
+      'resources.fetcher.total_timeout_ms=600000',
+      'resources.fetcher.read_timeout_ms=600000',
+      'routes.1.pipeline.0.embed-process.fetch_timeout_ms=600000',
     ],
   });
-  // Everything loaded once (model, extraction workers, both routes), then a quiet moment.
+  // Everything loaded once (model, both routes), then a quiet moment.
   await post('/v1/process', { url: `${siteUrl}/page/1000` });
   await post('/v1/embed', { text: ['warm up'] });
   await new Promise((r) => setTimeout(r, IDLE_TRIM_MS + 1500));
@@ -204,7 +207,7 @@ describe('embedding service memory after a burst', () => {
       }
     });
     expectReturned(result);
-  }, 120_000);
+  }, 600_000); // no time asserted: 288 s seen under four busy loops and other work on 2 cores
 
   it('3 x 8 concurrent /v1/embed of 96 texts of 10,000 characters: the same', async () => {
     await startEmbedding();
@@ -221,5 +224,5 @@ describe('embedding service memory after a burst', () => {
       }
     });
     expectReturned(result);
-  }, 120_000);
+  }, 600_000); // no time asserted: 288 s seen under four busy loops and other work on 2 cores
 });
