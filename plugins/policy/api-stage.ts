@@ -16,7 +16,9 @@
 import {
   type DryRunResult,
   definePlugin,
+  type FromSchema,
   GatewayError,
+  type JsonSchema,
   openaiWire,
   type PolicyDecision,
   readJsonObject,
@@ -26,44 +28,40 @@ import type { ClassifierSet } from '../classify/api.ts';
 import { type EvaluationData, scoresOf } from './data.ts';
 import type { PolicyStore } from './store.ts';
 
-interface PolicyApiOptions {
-  set: string;
-  classifiers?: string;
-  op: 'test' | 'list';
-  route?: string;
-}
-
 /** The model a test request names when the test names none. */
 const defaultModel = 'test-policy';
 /** The user's message of an egress test when it gives no `prompt`. */
 const defaultPrompt = 'Answer the question.';
 
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['set', 'op'],
+  properties: {
+    set: { type: 'string', minLength: 1, 'x-ref': 'resource', description: 'policy-set resource.' },
+    classifiers: {
+      type: 'string',
+      minLength: 1,
+      'x-ref': 'resource',
+      description: 'classifier-set resource run on the text before the rules (op: test, without `route`).',
+    },
+    op: { enum: ['test', 'list'] },
+    route: {
+      type: 'string',
+      pattern: '^(GET|POST|PUT|PATCH|DELETE) /',
+      description:
+        'op: test: the route a real request takes, as `METHOD /path` (e.g. `POST /v1/chat/completions`): the ' +
+        "test is a dry run of it (its tenant, classifiers, policy, mode and answer checks: the route's own code " +
+        'path), answering its decision, rules, scores, spans and audit records.',
+    },
+  },
+} as const satisfies JsonSchema;
+type PolicyApiOptions = FromSchema<typeof optionsSchema>;
+
 export const policyApiPlugin = definePlugin<PolicyApiOptions>({
   name: 'policy-api',
   description: 'Operator endpoints of a policy-set: test a text against a policy (op: test), list policies (op: list).',
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['set', 'op'],
-    properties: {
-      set: { type: 'string', minLength: 1, 'x-ref': 'resource', description: 'policy-set resource.' },
-      classifiers: {
-        type: 'string',
-        minLength: 1,
-        'x-ref': 'resource',
-        description: 'classifier-set resource run on the text before the rules (op: test, without `route`).',
-      },
-      op: { enum: ['test', 'list'] },
-      route: {
-        type: 'string',
-        pattern: '^(GET|POST|PUT|PATCH|DELETE) /',
-        description:
-          'op: test: the route a real request takes, as `METHOD /path` (e.g. `POST /v1/chat/completions`): the ' +
-          "test is a dry run of it (its tenant, classifiers, policy, mode and answer checks: the route's own code " +
-          'path), answering its decision, rules, scores, spans and audit records.',
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const store = env.resource<PolicyStore>(options.set);
     const classifiers = options.classifiers ? env.resource<ClassifierSet>(options.classifiers) : undefined;

@@ -13,9 +13,11 @@ import {
   Answer,
   type DryRunAnswer,
   definePlugin,
+  type FromSchema,
   type GatewayContext,
   isHttpUpstream,
   isRpcUpstream,
+  type JsonSchema,
   labelledSeries,
   latencyBuckets,
   type ProviderFailure,
@@ -24,107 +26,98 @@ import {
 } from '../../runtime/index.ts';
 import { proxyLegacyHttp } from './era-2025-client.ts';
 import { heldSessionsOf, modernVersionOf, proxyModern } from './era-2026.ts';
-import { proxyModernHttp, type UpstreamEra } from './era-2026-http.ts';
+import { proxyModernHttp } from './era-2026-http.ts';
 import { requestHeaderNames } from './headers.ts';
 import { proxyHttp } from './http.ts';
 import { proxyRpc } from './rpc.ts';
 import { SessionBinding } from './session-binding.ts';
 
-interface ProxyOptions {
-  upstream: string | string[];
-  cooldown_ms: number;
-  first_byte_timeout_ms: number;
-  timeout_ms?: number;
-  forward_headers: string[];
-  path?: string;
-  strip_prefix?: string;
-  via: 'auto' | 'forward' | 'call';
-  upstream_era: UpstreamEra;
-}
+const optionsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['upstream'],
+  properties: {
+    upstream: {
+      // One type list rather than a oneOf: a misspelt name is then one error naming it, not three.
+      type: ['string', 'array'],
+      'x-ref': 'upstream',
+      minItems: 1,
+      uniqueItems: true,
+      items: { type: 'string', 'x-ref': 'upstream' },
+      description:
+        'Name of an upstream declared under `upstreams:`, or an ordered list of HTTP upstreams (providers): ' +
+        'the next is tried on a connect failure, a timeout, a 5xx or 429 answer, before any of an answer was sent.',
+    },
+    cooldown_ms: {
+      type: 'integer',
+      minimum: 0,
+      default: 30000,
+      description:
+        'How long a provider of a list that failed is tried after the others (its Retry-After when it sent one, ' +
+        'at most 300 s); 0: always in list order.',
+    },
+    first_byte_timeout_ms: {
+      type: 'integer',
+      minimum: 1,
+      default: 120000,
+      description:
+        'With a list of providers: how long a streamed answer may take from its headers to its first byte before ' +
+        'the next provider is tried (a provider that sends headers and then hangs); without a list, not used.',
+    },
+    timeout_ms: {
+      type: 'integer',
+      minimum: 1,
+      description:
+        "Overrides the upstream's `timeout_ms`: the time allowed for the answer's headers; with the upstream's " +
+        '`retry:` (or several endpoints), for the whole request, every try and backoff included. An answer that a ' +
+        'stage reads whole (a policy, an audit) must also be complete within it from its headers (else ' +
+        '`upstream_timeout`), so a stalled upstream never holds a request slot longer.',
+    },
+    forward_headers: {
+      type: 'array',
+      items: { type: 'string', pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$" },
+      default: [],
+      description:
+        'Request headers passed upstream besides content-type, accept, mcp-session-id, mcp-protocol-version, ' +
+        'mcp-method, mcp-name, mcp-param-* and last-event-id (e.g. authorization, which is never passed otherwise).',
+    },
+    path: {
+      type: 'string',
+      pattern: '^/',
+      description: "Fixed upstream path; default: the request's path and query.",
+    },
+    strip_prefix: {
+      type: 'string',
+      pattern: '^/.*[^/]$',
+      description:
+        "Removed from the start of the request's path before it is appended to the upstream's base URL " +
+        '(e.g. `/v1` when the upstream URL is an OpenAI-style base ending in /v1).',
+    },
+    upstream_era: {
+      enum: ['auto', 'legacy', 'modern', 'dual'],
+      default: 'auto',
+      description:
+        'Which MCP revisions an MCP upstream over HTTP speaks: `legacy` (2025-11-25 and earlier: a 2026-07-28 ' +
+        'client is mapped onto a session the gateway holds), `modern` (2026-07-28 only: a 2025 client is mapped, the ' +
+        'gateway holding its session), `dual` (both forwarded as they came); `auto` asks the upstream once ' +
+        '(server/discover, or the supported list of its -32022 answer).',
+    },
+    via: {
+      enum: ['auto', 'forward', 'call'],
+      default: 'auto',
+      description:
+        '`forward` relays the HTTP request (HTTP upstreams); `call` sends ctx.state.rpc as one JSON-RPC call ' +
+        "(on a jsonrpc upstream through the gateway's own MCP session) and answers JSON; `auto` forwards when it can.",
+    },
+  },
+} as const satisfies JsonSchema;
+type ProxyOptions = FromSchema<typeof optionsSchema>;
 
 export default definePlugin<ProxyOptions>({
   name: 'proxy',
   description: 'Forward the request to an upstream and stream its answer back (terminal stage).',
   provides: ['answer', 'providers'],
-  options: {
-    type: 'object',
-    additionalProperties: false,
-    required: ['upstream'],
-    properties: {
-      upstream: {
-        // One type list rather than a oneOf: a misspelt name is then one error naming it, not three.
-        type: ['string', 'array'],
-        'x-ref': 'upstream',
-        minItems: 1,
-        uniqueItems: true,
-        items: { type: 'string', 'x-ref': 'upstream' },
-        description:
-          'Name of an upstream declared under `upstreams:`, or an ordered list of HTTP upstreams (providers): ' +
-          'the next is tried on a connect failure, a timeout, a 5xx or 429 answer, before any of an answer was sent.',
-      },
-      cooldown_ms: {
-        type: 'integer',
-        minimum: 0,
-        default: 30000,
-        description:
-          'How long a provider of a list that failed is tried after the others (its Retry-After when it sent one, ' +
-          'at most 300 s); 0: always in list order.',
-      },
-      first_byte_timeout_ms: {
-        type: 'integer',
-        minimum: 1,
-        default: 120000,
-        description:
-          'With a list of providers: how long a streamed answer may take from its headers to its first byte before ' +
-          'the next provider is tried (a provider that sends headers and then hangs); without a list, not used.',
-      },
-      timeout_ms: {
-        type: 'integer',
-        minimum: 1,
-        description:
-          "Overrides the upstream's `timeout_ms`: the time allowed for the answer's headers; with the upstream's " +
-          '`retry:` (or several endpoints), for the whole request, every try and backoff included. An answer that a ' +
-          'stage reads whole (a policy, an audit) must also be complete within it from its headers (else ' +
-          '`upstream_timeout`), so a stalled upstream never holds a request slot longer.',
-      },
-      forward_headers: {
-        type: 'array',
-        items: { type: 'string', pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$" },
-        default: [],
-        description:
-          'Request headers passed upstream besides content-type, accept, mcp-session-id, mcp-protocol-version, ' +
-          'mcp-method, mcp-name, mcp-param-* and last-event-id (e.g. authorization, which is never passed otherwise).',
-      },
-      path: {
-        type: 'string',
-        pattern: '^/',
-        description: "Fixed upstream path; default: the request's path and query.",
-      },
-      strip_prefix: {
-        type: 'string',
-        pattern: '^/.*[^/]$',
-        description:
-          "Removed from the start of the request's path before it is appended to the upstream's base URL " +
-          '(e.g. `/v1` when the upstream URL is an OpenAI-style base ending in /v1).',
-      },
-      upstream_era: {
-        enum: ['auto', 'legacy', 'modern', 'dual'],
-        default: 'auto',
-        description:
-          'Which MCP revisions an MCP upstream over HTTP speaks: `legacy` (2025-11-25 and earlier: a 2026-07-28 ' +
-          'client is mapped onto a session the gateway holds), `modern` (2026-07-28 only: a 2025 client is mapped, the ' +
-          'gateway holding its session), `dual` (both forwarded as they came); `auto` asks the upstream once ' +
-          '(server/discover, or the supported list of its -32022 answer).',
-      },
-      via: {
-        enum: ['auto', 'forward', 'call'],
-        default: 'auto',
-        description:
-          '`forward` relays the HTTP request (HTTP upstreams); `call` sends ctx.state.rpc as one JSON-RPC call ' +
-          "(on a jsonrpc upstream through the gateway's own MCP session) and answers JSON; `auto` forwards when it can.",
-      },
-    },
-  },
+  options: optionsSchema,
   create(options, env) {
     const headerNames = requestHeaderNames(options.forward_headers);
     const via = options.via;

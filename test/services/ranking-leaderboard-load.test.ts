@@ -154,7 +154,7 @@ describe('ranking leaderboard: Bradley–Terry bootstrap off the event loop', ()
       await leaderboardAnswers(notRefused),
       await leaderboardAnswers((st) => st === '200'),
     ];
-    const fit = (i: number) =>
+    const startFit = (i: number) =>
       fetch(`${r.url}${bootstrapPath(randomInt(2 ** 31))}`, { signal: clients[i]?.signal }).then(
         (res) => ({ i, res }),
         (err: Error) => ({ i, err }),
@@ -162,9 +162,9 @@ describe('ranking leaderboard: Bradley–Terry bootstrap off the event loop', ()
     // Two fits of 1000, the second sent once the first is at the service: whichever takes the slot
     // holds it (seconds quiet, minutes loaded), the other is refused at once. No sleep decides
     // which: the first to end is the refused one.
-    const one = fit(0);
+    const one = startFit(0);
     await until(async () => (sample(await metricsText(), 'switchyard_requests_in_flight') ?? 0) >= 1);
-    const two = fit(1);
+    const two = startFit(1);
     const refused = await Promise.race([one, two]);
     const holder = refused.i === 0 ? 1 : 0;
     if (!('res' in refused)) throw refused.err;
