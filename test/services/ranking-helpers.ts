@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pino } from 'pino';
 import { openSqlDatabase } from '../../runtime/index.ts';
 import { dropEntitySchema } from '../../runtime/store/entity-schema.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
@@ -22,6 +23,8 @@ export const backends = [
 
 export interface Ranking {
   svc: StartedService;
+  /** The service's error-level log lines (the first 20), to say why a request failed. */
+  errors: string[];
   /** The environment it was started with (database path and table prefix included). */
   env: Record<string, string>;
   url: string;
@@ -52,7 +55,9 @@ export async function startRanking(
     RANK_DB_PREFIX: prefix,
     ...env,
   };
-  const svc = await startService(config, { set, env: fullEnv });
+  const errors: string[] = [];
+  const logger = pino({ level: 'error' }, { write: (line: string) => void (errors.length < 20 && errors.push(line)) });
+  const svc = await startService(config, { set, env: fullEnv, logger });
   const send = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
     fetch(`${svc.url}${path}`, {
       method,
@@ -61,6 +66,7 @@ export async function startRanking(
     });
   return {
     svc,
+    errors,
     env: fullEnv,
     url: svc.url,
     get: (path, headers) => send('GET', path, undefined, headers),
