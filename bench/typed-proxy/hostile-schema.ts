@@ -18,6 +18,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { overBudget } from '../../plugins/schema-validate/schema-budget.ts';
 import { defaultLimits, inspectSchema } from '../../plugins/schema-validate/schema-inspect.ts';
 import { compileToolSchema, type ToolSchema, warmToolSchemas } from '../../plugins/schema-validate/tool-schema.ts';
+import { alternatives, refExplosion } from '../../test/helpers/hostile-schemas.ts';
 
 const rounds = Number(process.argv[2] ?? 5);
 const limits = defaultLimits;
@@ -28,21 +29,6 @@ const nest = (key: 'allOf' | 'anyOf' | 'oneOf', depth: number) => {
   return { type: 'object', properties: { a: s } };
 };
 /** An array whose every item is tried against `n` alternatives. */
-const alternatives = (n: number) => ({
-  type: 'object',
-  properties: {
-    a: {
-      type: 'array',
-      items: { anyOf: Array.from({ length: n }, (_, i) => ({ type: 'object', required: [`k${i}`] })) },
-    },
-  },
-});
-const explode = (levels: number) => {
-  const defs: Record<string, unknown> = { l0: { type: 'string' } };
-  for (let i = 1; i <= levels; i++)
-    defs[`l${i}`] = { anyOf: [{ $ref: `#/$defs/l${i - 1}` }, { $ref: `#/$defs/l${i - 1}` }] };
-  return { type: 'object', $defs: defs, properties: { a: { $ref: `#/$defs/l${levels}` } } };
-};
 
 /** The largest n whose schema the bounds admit (its compile work within max_compile). */
 function largestAdmitted(schema: (n: number) => unknown): number {
@@ -63,7 +49,7 @@ const refused: Record<string, unknown> = {
   'anyOf nested 10000 deep': nest('anyOf', 10_000),
   '50,000 subschemas': { type: 'object', anyOf: Array.from({ length: 50_000 }, () => ({ type: 'object' })) },
   'remote $ref (https URL)': { type: 'object', properties: { a: { $ref: 'https://attacker.example/s.json' } } },
-  '$ref explosion (2^60 paths)': explode(60),
+  '$ref explosion (2^60 paths)': refExplosion(60),
   'lookahead pattern': { type: 'object', properties: { a: { type: 'string', pattern: '^(?=(a+)+$)' } } },
   '4 MB schema': { type: 'object', description: 'x'.repeat(4_000_000) },
   'anyOf of 600 alternatives on every item': alternatives(600),
@@ -88,7 +74,7 @@ const bounded: Record<string, { schema: unknown; value: (n: number) => unknown; 
     plain: true,
   },
   '$ref doubling 16 levels (65,536 paths)': {
-    schema: explode(16),
+    schema: refExplosion(16),
     value: (n) => ({ a: 'x'.repeat(n) }),
     plain: true,
   },
@@ -133,7 +119,7 @@ const shapes: Record<string, (n: number) => unknown> = {
     $defs: props(n, () => ({ type: 'string' })),
     properties: Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { $ref: `#/$defs/p${i}` }])),
   }),
-  '$ref doubling': explode,
+  '$ref doubling': (n) => refExplosion(n),
   'allOf nested 20 deep, per property': (n) => ({
     type: 'object',
     properties: props(n, () => nest('allOf', 20).properties.a),

@@ -9,23 +9,13 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { defaultLimits, inspectSchema } from '../../plugins/schema-validate/schema-inspect.ts';
 import { compileToolSchema, warmToolSchemas } from '../../plugins/schema-validate/tool-schema.ts';
+import { alternatives } from '../helpers/hostile-schemas.ts';
 
 /** The ajv core class both dialects extend: its prototype is where compiling happens. */
 const core = Object.getPrototypeOf(Ajv2020.prototype) as {
   compile(schema: unknown): unknown;
   _compileSchemaEnv(env: unknown): unknown;
 };
-
-/** An array whose every item is tried against `n` alternatives (bench/typed-proxy/hostile-schema.ts). */
-const alternatives = (n: number) => ({
-  type: 'object',
-  properties: {
-    a: {
-      type: 'array',
-      items: { anyOf: Array.from({ length: n }, (_, i) => ({ type: 'object', required: [`k${i}`] })) },
-    },
-  },
-});
 
 const echo = {
   type: 'object',

@@ -19,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditRecord } from '../../plugins/audit-chain/api.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import { openChain } from '../fixtures/audit-helpers.ts';
+import { alternatives, refExplosion } from '../helpers/hostile-schemas.ts';
 
 type Tool = Record<string, unknown>;
 
@@ -34,25 +35,6 @@ const nested = (key: string, depth: number) => {
   for (let i = 0; i < depth; i++) s = { [key]: [s, { minLength: 1 }] };
   return { type: 'object', properties: { q: s } };
 };
-
-/** `$defs` where each level refers twice to the one below: 2^levels paths to the bottom. */
-const explosion = (levels: number) => {
-  const defs: Record<string, unknown> = { l0: { type: 'string' } };
-  for (let i = 1; i <= levels; i++)
-    defs[`l${i}`] = { anyOf: [{ $ref: `#/$defs/l${i - 1}` }, { $ref: `#/$defs/l${i - 1}` }] };
-  return { type: 'object', $defs: defs, properties: { q: { $ref: `#/$defs/l${levels}` } } };
-};
-
-/** An array whose every item is tried against `n` alternatives: ajv's compile grows with n. */
-const alternatives = (n: number) => ({
-  type: 'object',
-  properties: {
-    q: {
-      type: 'array',
-      items: { anyOf: Array.from({ length: n }, (_, i) => ({ type: 'object', required: [`k${i}`] })) },
-    },
-  },
-});
 
 /** Sound schemas: every 2020-12 applicator, and draft-07 named explicitly. */
 const sound: Tool[] = [
@@ -115,9 +97,9 @@ function hostile(): Array<{ tool: Tool; reason: string }> {
       tool: tool('lookaround', { type: 'object', properties: { q: { type: 'string', pattern: '^(?!(a+)+$)' } } }),
       reason: 'cannot be matched in linear time',
     },
-    { tool: tool('explosion', explosion(40)), reason: 'units of work, over 2000000' },
-    { tool: tool('wide-anyof', alternatives(600)), reason: 'over 300: too large to compile' },
-    { tool: tool('wider-anyof', alternatives(1900)), reason: 'over 300: too large to compile' },
+    { tool: tool('explosion', refExplosion(40, 'q')), reason: 'units of work, over 2000000' },
+    { tool: tool('wide-anyof', alternatives(600, 'q')), reason: 'over 300: too large to compile' },
+    { tool: tool('wider-anyof', alternatives(1900, 'q')), reason: 'over 300: too large to compile' },
     {
       tool: tool('bad-output', { type: 'object' }, { outputSchema: { $ref: `${refUrl}#/out` } }),
       reason: 'outputSchema: $ref',
@@ -213,7 +195,7 @@ function registryWithHostileSType(): string {
         $id: 'everything.wide-choice',
         title: 'Wide-choice arguments',
         description: 'Items, each of one of 600 shapes.',
-        ...alternatives(600),
+        ...alternatives(600, 'q'),
         required: [],
       })}`,
       'qom_profiles: [default]',
