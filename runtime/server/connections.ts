@@ -120,6 +120,28 @@ export interface ConnectionRecord {
   upgraded: boolean;
   /** `socket.bytesRead` when its last answer was done (a byte after it is a next request coming). */
   bytesAtAnswer?: number;
+  /** When its last answer was done (ms, `Date.now()`). */
+  answeredAt?: number;
+  /** The longest its client took from an answer to sending the next request (ms): how long a stop waits for one. */
+  longestGapMs: number;
+}
+
+/** A stop keeps an idle keep-alive connection open at least this long for a request on its way (ms). */
+export const stopLingerMinMs = 100;
+/** …and at most this long after its last answer (ms), within the drain deadline. */
+export const stopLingerMaxMs = 1000;
+
+/**
+ * How long after its last answer a stop keeps an idle keep-alive connection open: a client that
+ * took up to `longestGapMs` to send its next request may be about to send one. HTTP/1.1 cannot
+ * tell an idle client that the connection is going away, so closing it as the client sends loses
+ * that request (the client sees the connection closed without an answer); waiting a few times the
+ * client's own pace makes that race rare without holding a stop for pooled connections nobody
+ * uses. (Measured: clients slowed by a loaded machine sent their next request 220-530 ms after an
+ * answer, past the flat 100 ms this replaced: test/runtime/cluster-stop.test.ts.)
+ */
+export function stopLingerMs(longestGapMs: number): number {
+  return Math.min(stopLingerMaxMs, Math.max(stopLingerMinMs, 4 * longestGapMs));
 }
 
 /** A TCP connection admitted (counted against the limits) from accept until it closes or is reclaimed. */
@@ -224,60 +246,70 @@ export class ConnectionTracker {
   }
 
   /** Counts a request on its connection; returns the record so the caller can end it. */
-  requestStarted(socket: Socket): ConnectionRecord | undefined {
+  requestStarted(socket: Socket, now = Date.now()): ConnectionRecord | undefined {
     const record = this.open.get(socket);
     if (record) {
       record.requests++;
       record.inFlight++;
+      if (record.answeredAt !== undefined) {
+        const gap = now - record.answeredAt;
+        if (gap > record.longestGapMs) record.longestGapMs = gap;
+      }
     }
     return record;
   }
 
-  /**
-   * The keep-alive connections idle now (a request served, none in flight, not upgraded), with the
-   * bytes read on each so far: `closeIfStillIdle` closes those that received nothing since.
-   */
-  idleNow(): Array<{ socket: Socket; bytesRead: number }> {
-    const idle: Array<{ socket: Socket; bytesRead: number }> = [];
-    for (const [socket, r] of this.open) {
-      if (r.requests > 0 && r.inFlight === 0 && !r.upgraded) idle.push({ socket, bytesRead: socket.bytesRead });
-    }
-    return idle;
+  /** A request's answer is done (sent, or its connection closed): `record` from `requestStarted`. */
+  answered(record: ConnectionRecord, socket: Socket | null, now = Date.now()): void {
+    record.inFlight--;
+    record.answeredAt = now;
+    if (socket) record.bytesAtAnswer = socket.bytesRead;
   }
 
   /**
    * A stop's sweep of idle connections, instead of Node's closeIdleConnections (which counts a
    * connection that has not sent its first request as idle, and closing it as its request arrives
-   * resets it): closes keep-alives with nothing in flight and no byte since their last answer, and
-   * connections that sent no byte for `freshMs` since they were accepted. A client that connected
-   * just before the listener closed has its request answered (Connection: close); one that sends
-   * nothing is closed by this sweep, one that stalls by the drain deadline.
+   * resets it). Closes, once the stop (begun at `stoppedAt`) is `stopLingerMinMs` old:
+   * keep-alives with nothing in flight and no byte since their last answer, once idle for their
+   * `stopLingerMs`; and connections that sent no byte for `freshMs` since they were accepted. A
+   * client that connected just before the listener closed, or sends on its keep-alive connection
+   * meanwhile, has its request answered (with Connection: close); one that sends nothing is
+   * closed by this sweep, one that stalls by the drain deadline.
    */
-  closeIdleAtStop(freshMs: number, now = Date.now()): void {
+  closeIdleAtStop(stoppedAt: number, freshMs: number, now = Date.now()): void {
+    if (now - stoppedAt < stopLingerMinMs) return;
     for (const [socket, r] of this.open) {
-      if (r.inFlight > 0 || r.upgraded || r.receiving) continue;
-      const idle =
-        r.requests > 0
-          ? socket.bytesRead === (r.bytesAtAnswer ?? socket.bytesRead)
-          : socket.bytesRead === 0 && now - r.connectedAt >= freshMs;
-      if (idle) socket.destroy();
+      if (this.stopState(socket, r, freshMs, now) === 'closable') socket.destroy();
     }
   }
 
-  /** Whether a connection accepted less than `freshMs` ago has sent nothing yet (a stop waits for it). */
-  awaitingFirstRequest(freshMs: number, now = Date.now()): boolean {
+  /**
+   * Whether a stop (begun at `stoppedAt`) still waits for a connection: one idle within its linger
+   * or not used yet within `freshMs`, or one whose next request is arriving (bytes read, no request
+   * yet). Requests in flight are the caller's to wait for.
+   */
+  holdsStop(stoppedAt: number, freshMs: number, now = Date.now()): boolean {
+    if (now - stoppedAt < stopLingerMinMs) return this.open.size > 0;
     for (const [socket, r] of this.open) {
-      if (r.requests === 0 && !r.upgraded && socket.bytesRead === 0 && now - r.connectedAt < freshMs) return true;
+      if (this.stopState(socket, r, freshMs, now) === 'waiting') return true;
     }
     return false;
   }
 
-  /** Closes the connections of `idle` that read no byte and started no request since it was taken. */
-  closeIfStillIdle(idle: Array<{ socket: Socket; bytesRead: number }>): void {
-    for (const { socket, bytesRead } of idle) {
-      const r = this.open.get(socket);
-      if (r && r.inFlight === 0 && socket.bytesRead === bytesRead) socket.destroy();
+  private stopState(
+    socket: Socket,
+    r: ConnectionRecord,
+    freshMs: number,
+    now: number,
+  ): 'busy' | 'waiting' | 'closable' {
+    const receiving = r.receiving !== undefined && !r.receiving.complete && !r.receiving.destroyed;
+    if (r.inFlight > 0 || r.upgraded || receiving) return 'busy';
+    if (r.requests === 0) {
+      if (socket.bytesRead > 0) return 'waiting'; // its first request is arriving
+      return now - r.connectedAt >= freshMs ? 'closable' : 'waiting';
     }
+    if (socket.bytesRead !== (r.bytesAtAnswer ?? socket.bytesRead)) return 'waiting'; // a next request is arriving
+    return now - (r.answeredAt ?? 0) >= stopLingerMs(r.longestGapMs) ? 'closable' : 'waiting';
   }
 
   snapshot(): ConnectionsSnapshot {
@@ -385,6 +417,7 @@ export class ConnectionTracker {
       bytesSeen: 0,
       progressAt: now,
       upgraded: false,
+      longestGapMs: 0,
     };
     this.open.set(socket, record);
     socket.once('close', () => this.open.delete(socket));

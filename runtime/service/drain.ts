@@ -2,7 +2,8 @@
  * Draining, for a reload and for a stop. Which graph each request and response still uses (a
  * streamed body outlives its pipeline), the graphs a reload replaced until they are done, and the
  * graceful stop: every answer not started from then on says `Connection: close`, the listeners
- * stop accepting without resetting a client, idle connections close after `lingerMs`, what is in
+ * stop accepting without resetting a client, idle connections close after a linger (at least
+ * `lingerMs`, longer for a client that takes longer between requests: `stopLingerMs`), what is in
  * flight finishes up to `limits.drain_timeout_ms`, and what is left is answered (503 in the
  * dialect, see open-exchanges.ts).
  */
@@ -10,14 +11,14 @@ import type { ServerResponse } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import type { Logger } from 'pino';
 import { drainAcceptQueue } from '../server/accept-backlog.ts';
-import type { ConnectionTracker } from '../server/connections.ts';
+import type { ConnectionRecord, ConnectionTracker } from '../server/connections.ts';
 import type { ConnectionSource, Server } from '../server/listener.ts';
 import type { UpgradeHandler } from '../server/upgrade.ts';
 import type { GatewayContext } from '../state.ts';
 import { closeGraph, type ServiceGraph } from './graph.ts';
 import { type Exchange, OpenExchanges } from './open-exchanges.ts';
 
-/** How long a connection idle during a stop stays open for a request already on its way (ms). */
+/** How long a stop waits after the last connection accepted, and for the other listeners' idle connections (ms). */
 const lingerMs = 100;
 /** How long a connection accepted before the listener closed may take to send its first request at a stop. */
 const freshMs = 1000;
@@ -54,13 +55,14 @@ export class GraphDrain {
    */
   track(ctx: GatewayContext, graph: ServiceGraph, connections: ConnectionTracker): void {
     const exchange = this.exchanges.add(ctx, graph.dialect);
-    this.holdUntilSent(graph, ctx.res, connections.requestStarted(ctx.req.socket), exchange);
+    this.holdUntilSent(graph, ctx.res, connections.requestStarted(ctx.req.socket), connections, exchange);
   }
 
   private holdUntilSent(
     graph: ServiceGraph,
     res: ServerResponse,
-    connection: { inFlight: number; bytesAtAnswer?: number } | undefined,
+    connection: ConnectionRecord | undefined,
+    connections: ConnectionTracker,
     exchange: Exchange,
   ): void {
     this.openResponses.set(graph, (this.openResponses.get(graph) ?? 0) + 1);
@@ -68,10 +70,7 @@ export class GraphDrain {
     res.once('close', () => {
       this.openResponses.set(graph, (this.openResponses.get(graph) ?? 1) - 1);
       this.exchanges.done(exchange);
-      if (connection) {
-        connection.inFlight--;
-        if (socket) connection.bytesAtAnswer = socket.bytesRead;
-      }
+      if (connection) connections.answered(connection, socket);
     });
   }
 
@@ -130,8 +129,8 @@ export class GraphDrain {
 
   /**
    * The graceful stop, up to closing the listeners: every answer not started from now on says
-   * `Connection: close`; stop accepting connections; close idle connections after `lingerMs` (see
-   * below); let in-flight requests and the responses still streaming (on the current graph and on
+   * `Connection: close`; stop accepting connections; close idle connections after their linger
+   * (see below); let in-flight requests and the responses still streaming (on the current graph and on
    * replaced ones still draining) finish, up to `drainMs`; answer what is left; then close every
    * connection and wait for the listeners to close. The graphs are closed by `closeGraphs`.
    */
@@ -158,45 +157,32 @@ export class GraphDrain {
       accepting = false;
     });
     const closed = servers.map((s, i) => {
-      // A connection idle when the stop begins, or once its last answer (sent keep-alive before
-      // the stop) is done, stays open `lingerMs`: a request the client sent meanwhile is answered
-      // (with Connection: close) instead of meeting a closed socket and a reset.
-      s.keepAliveTimeout = lingerMs;
+      // The other listeners' (admin, metrics) connections answered after the stop began close
+      // `lingerMs` after their answer (Node's timer); the main listener's are the sweep's below.
+      if (s !== main) s.keepAliveTimeout = lingerMs;
       if (s === main && source) return Promise.resolve();
       return (stopAccepting[i] as Promise<void>).then(() => stopListening(s));
     });
-    // So does a connection accepted during the stop, for its first request: idle connections are
-    // closed once none was accepted for `lingerMs` (Node counts one without a request yet as idle).
+    // Connections may be accepted while the accept queue drains: the stop goes on until none was
+    // for `lingerMs` (a new one gets up to `freshMs` for its first request, see closeIdleAtStop).
     const quietSince = () => Math.max(started, connections.lastAcceptedAt);
-    let idleClosedFor = -1;
-    // Idle when the stop began: closed after `lingerMs` even while the accept queue still drains
-    // (new connections keep the rule above), unless a byte arrived on it meanwhile.
-    const idleAtStart = connections.idleNow();
-    let idleAtStartClosed = false;
-    const waitingFirst = () => connections.awaitingFirstRequest(freshMs);
+    // The main listener's idle keep-alives stay open for a request their client may be sending:
+    // each for its linger (runtime/server/connections.ts `stopLingerMs`), so a request sent on one
+    // is read and answered with Connection: close instead of meeting a closed socket.
     while (
-      (this.anyBusy() || accepting || waitingFirst() || Date.now() < quietSince() + lingerMs) &&
+      (this.anyBusy() ||
+        accepting ||
+        Date.now() < quietSince() + lingerMs ||
+        connections.holdsStop(started, freshMs)) &&
       Date.now() < deadline
     ) {
       await new Promise((r) => setTimeout(r, Math.max(1, Math.min(25, deadline - Date.now()))));
-      if (!idleAtStartClosed && Date.now() >= started + lingerMs) {
-        idleAtStartClosed = true;
-        await new Promise((r) => setImmediate(r));
-        connections.closeIfStillIdle(idleAtStart);
-      }
-      const since = quietSince();
-      // Swept once per quiet spell, and again while connections not yet used are waited for.
-      if ((since !== idleClosedFor || waitingFirst()) && Date.now() >= since + lingerMs) {
-        idleClosedFor = since;
-        // After the loop's poll phase: a request that arrived while the loop was busy is read
-        // first (Node counts a connection whose request is still unread as idle, and closing it
-        // with unread bytes resets it).
-        await new Promise((r) => setImmediate(r));
-        // Connections not yet used get freshMs to send their first request (see closeIdleAtStop);
-        // the other listeners' (admin, metrics) are not tracked: Node's sweep.
-        connections.closeIdleAtStop(freshMs);
-        for (const s of servers) if (s !== main) s.closeIdleConnections();
-      }
+      // After the loop's poll phase: a request that arrived while the loop was busy is read first
+      // (Node counts a connection whose request is still unread as idle, and closing it with
+      // unread bytes resets it).
+      await new Promise((r) => setImmediate(r));
+      connections.closeIdleAtStop(started, freshMs);
+      if (Date.now() >= quietSince() + lingerMs) for (const s of servers) if (s !== main) s.closeIdleConnections();
     }
     const answered = await this.exchanges.answerRemaining((ctx) => listeners.answeredAtStop(ctx));
     if (answered > 0) logger.warn({ answered }, 'drain timeout: requests still open were answered 503 or ended');

@@ -11,6 +11,13 @@ export interface RawAnswer {
   body: string;
 }
 
+/**
+ * A request not written because the server had closed the connection before (an idle keep-alive
+ * connection closed by a stopping service): nothing went out, the client opens a new connection.
+ * Distinct from a close after the request was written, which is a lost request.
+ */
+export class NotSent extends Error {}
+
 export class RawConnection {
   private buffer = Buffer.alloc(0);
   private waiting: { resolve(a: RawAnswer): void; reject(e: Error): void } | undefined;
@@ -39,11 +46,12 @@ export class RawConnection {
   }
 
   /**
-   * Sends a POST with a JSON body; resolves with the answer, rejects with the socket's error code.
+   * Sends a POST with a JSON body; resolves with the answer, rejects with the socket's error code
+   * (with `NotSent` when the connection was closed before it, so nothing was written).
    * `declaredLength` announces more than is sent (a client that is still uploading).
    */
   post(path: string, body: unknown, headers: Record<string, string> = {}, declaredLength?: number): Promise<RawAnswer> {
-    if (this.closed) return Promise.reject(new Error(this.closed));
+    if (this.closed) return Promise.reject(new NotSent(`not sent: ${this.closed} before the request`));
     const text = JSON.stringify(body);
     const extra = Object.entries(headers)
       .map(([k, v]) => `${k}: ${v}\r\n`)
