@@ -130,15 +130,20 @@ export interface ConnectionRecord {
 export const stopLingerMinMs = 100;
 /** …and at most this long after its last answer (ms), within the drain deadline. */
 export const stopLingerMaxMs = 1000;
+/** The clients' recent pace is the longest gap seen over the last one to two of these (ms). */
+const recentGapWindowMs = 10_000;
 
 /**
  * How long after its last answer a stop keeps an idle keep-alive connection open: a client that
  * took up to `longestGapMs` to send its next request may be about to send one. HTTP/1.1 cannot
  * tell an idle client that the connection is going away, so closing it as the client sends loses
  * that request (the client sees the connection closed without an answer); waiting a few times the
- * client's own pace makes that race rare without holding a stop for pooled connections nobody
- * uses. (Measured: clients slowed by a loaded machine sent their next request 220-530 ms after an
- * answer, past the flat 100 ms this replaced: test/runtime/cluster-stop.test.ts.)
+ * clients' pace makes that race rare without holding a stop for pooled connections nobody uses.
+ * (Measured: clients slowed by a loaded machine sent their next request 220-530 ms after an
+ * answer, past the flat 100 ms this replaced: test/runtime/cluster-stop.test.ts.) The pace is the
+ * longer of the connection's own and the longest any client took lately (`recentGapWindowMs`):
+ * a connection with one answer has no pace of its own, and a stall hits a client whatever its
+ * past.
  */
 export function stopLingerMs(longestGapMs: number): number {
   return Math.min(stopLingerMaxMs, Math.max(stopLingerMinMs, 4 * longestGapMs));
@@ -175,6 +180,8 @@ export class ConnectionTracker {
   private headerTimeouts = 0;
   /** Date.now() of the last connection accepted (0: none yet). */
   lastAcceptedAt = 0;
+  /** The longest gap between an answer and the next request on a connection, in this window and the one before. */
+  private gapWindow = { start: 0, longest: 0, previous: 0 };
   private servers: Server[] = [];
   private sweeper: NodeJS.Timeout | undefined;
 
@@ -254,9 +261,30 @@ export class ConnectionTracker {
       if (record.answeredAt !== undefined) {
         const gap = now - record.answeredAt;
         if (gap > record.longestGapMs) record.longestGapMs = gap;
+        this.noteGap(gap, now);
       }
     }
     return record;
+  }
+
+  private noteGap(gap: number, now: number): void {
+    const w = this.gapWindow;
+    if (now - w.start >= recentGapWindowMs) {
+      // A window with no gap at all leaves nothing for the next one.
+      w.previous = now - w.start >= 2 * recentGapWindowMs ? 0 : w.longest;
+      w.longest = 0;
+      w.start = now;
+    }
+    if (gap > w.longest) w.longest = gap;
+  }
+
+  /** The longest any client took lately from an answer to its next request (ms). */
+  recentGapMs(now = Date.now()): number {
+    const w = this.gapWindow;
+    const age = now - w.start;
+    if (age >= 2 * recentGapWindowMs) return 0;
+    if (age >= recentGapWindowMs) return w.longest;
+    return Math.max(w.longest, w.previous);
   }
 
   /** A request's answer is done (sent, or its connection closed): `record` from `requestStarted`. */
@@ -278,8 +306,9 @@ export class ConnectionTracker {
    */
   closeIdleAtStop(stoppedAt: number, freshMs: number, now = Date.now()): void {
     if (now - stoppedAt < stopLingerMinMs) return;
+    const recent = this.recentGapMs(now);
     for (const [socket, r] of this.open) {
-      if (this.stopState(socket, r, freshMs, now) === 'closable') socket.destroy();
+      if (this.stopState(socket, r, freshMs, recent, now) === 'closable') socket.destroy();
     }
   }
 
@@ -290,8 +319,9 @@ export class ConnectionTracker {
    */
   holdsStop(stoppedAt: number, freshMs: number, now = Date.now()): boolean {
     if (now - stoppedAt < stopLingerMinMs) return this.open.size > 0;
+    const recent = this.recentGapMs(now);
     for (const [socket, r] of this.open) {
-      if (this.stopState(socket, r, freshMs, now) === 'waiting') return true;
+      if (this.stopState(socket, r, freshMs, recent, now) === 'waiting') return true;
     }
     return false;
   }
@@ -300,6 +330,7 @@ export class ConnectionTracker {
     socket: Socket,
     r: ConnectionRecord,
     freshMs: number,
+    recentGapMs: number,
     now: number,
   ): 'busy' | 'waiting' | 'closable' {
     const receiving = r.receiving !== undefined && !r.receiving.complete && !r.receiving.destroyed;
@@ -309,7 +340,8 @@ export class ConnectionTracker {
       return now - r.connectedAt >= freshMs ? 'closable' : 'waiting';
     }
     if (socket.bytesRead !== (r.bytesAtAnswer ?? socket.bytesRead)) return 'waiting'; // a next request is arriving
-    return now - (r.answeredAt ?? 0) >= stopLingerMs(r.longestGapMs) ? 'closable' : 'waiting';
+    const pace = Math.max(r.longestGapMs, recentGapMs);
+    return now - (r.answeredAt ?? 0) >= stopLingerMs(pace) ? 'closable' : 'waiting';
   }
 
   snapshot(): ConnectionsSnapshot {

@@ -100,6 +100,29 @@ describe('a stop’s sweep of idle connections', () => {
     await until(() => conn.closed !== undefined);
   });
 
+  it('gives a connection with one answer the pace other clients showed lately', async () => {
+    const clock = { now: 10_000 };
+    const { tracker, open, settle } = await tracked(clock);
+    const paced = await open();
+    await paced.post('/', {});
+    await settle();
+    clock.now += 250;
+    await paced.post('/', {}); // a client that paused 250 ms
+    await settle();
+    const fresh = await open();
+    await fresh.post('/', {}); // one answer: no pace of its own
+    await settle();
+    const answeredAt = clock.now;
+    tracker.closeIdleAtStop(answeredAt, freshMs, answeredAt + 500);
+    await turns();
+    expect(fresh.closed).toBeUndefined();
+    expect(tracker.recentGapMs(answeredAt)).toBe(250);
+    tracker.closeIdleAtStop(answeredAt, freshMs, answeredAt + stopLingerMaxMs);
+    await until(() => fresh.closed !== undefined && paced.closed !== undefined);
+    // Twenty seconds without a gap: the pace is forgotten.
+    expect(tracker.recentGapMs(answeredAt + 20_000)).toBe(0);
+  });
+
   it('closes a connection whose client never paused 100 ms after the stop began, not before', async () => {
     const clock = { now: 10_000 };
     const { tracker, open, settle } = await tracked(clock);
