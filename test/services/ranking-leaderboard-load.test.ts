@@ -150,9 +150,10 @@ describe('ranking leaderboard: Bradley–Terry bootstrap off the event loop', ()
       for (const c of clients) c.abort();
     });
     const notRefused = (status: string) => status !== '503';
-    const [endedBefore, answeredBefore] = [
+    const [endedBefore, answeredBefore, abandonedBefore] = [
       await leaderboardAnswers(notRefused),
       await leaderboardAnswers((st) => st === '200'),
+      await leaderboardAnswers((st) => st === '499'),
     ];
     const startFit = (i: number) =>
       fetch(`${r.url}${bootstrapPath(randomInt(2 ** 31))}`, { signal: clients[i]?.signal }).then(
@@ -179,6 +180,9 @@ describe('ranking leaderboard: Bradley–Terry bootstrap off the event loop', ()
     expect('err' in (await (holder === 0 ? one : two))).toBe(true);
     await until(async () => (await leaderboardAnswers(notRefused)) > endedBefore);
     expect(await leaderboardAnswers((st) => st === '200')).toBe(answeredBefore);
+    // Counted as abandoned by its client (499), not as a 404 (issue 32).
+    expect(await leaderboardAnswers((st) => st === '499')).toBe(abandonedBefore + 1);
+    expect(await leaderboardAnswers((st) => st === '404')).toBe(0);
     const res = await fetch(`${r.url}${bootstrapPath(randomInt(2 ** 31), 5)}`);
     expect(res.status).toBe(200);
     await res.arrayBuffer();
