@@ -7,8 +7,8 @@
  * documented maximum of `bootstrap` (422 naming it), one fit at a time (503 with Retry-After),
  * a time limit (504), and a fit whose client went away is stopped (not answered, its slot free).
  *
- * No test waits on the fit's own time (issue 32): the fit worker runs at nice 19, which two busy
- * loops on a 2-core machine slow 20x and more (a bootstrap of 1000, 6.7 s quiet, went past 120 s).
+ * No test waits on the fit's own time (issue 32): two busy loops on a 2-core machine slow a fit
+ * many times over (at nice 19, a bootstrap of 1000, 6.7 s quiet, went past 120 s).
  * A bootstrap of 100 is fitted; the service's own time limit is out of reach, and a fit left
  * behind by a failed test is stopped (its client goes away) so that the next test is not refused.
  */
