@@ -9,7 +9,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Worker } from 'node:worker_threads';
 import { ClientAbort, GatewayError, startTypeScriptWorker } from '../../runtime/index.ts';
-import type { FitJob, FitReply } from './fit-worker.ts';
+import type { FitJob, FitReply, FitWorkerData } from './fit-worker.ts';
 
 const WORKER_MODULE = new URL('./fit-worker.ts', import.meta.url);
 
@@ -18,6 +18,8 @@ export interface FitLimits {
   timeoutMs: number;
   /** Old-generation heap of a worker, MiB: a fit that needs more fails alone. */
   memoryMb: number;
+  /** Niceness of a worker's thread (0: the process's); see fit-worker.ts. */
+  nice?: number;
 }
 
 export type FitResult = Extract<FitReply, { ok: true }>;
@@ -92,6 +94,7 @@ export class FitRunner {
   private spawn(): Worker {
     const worker = startTypeScriptWorker(WORKER_MODULE, {
       resourceLimits: { maxOldGenerationSizeMb: this.limits.memoryMb },
+      workerData: { nice: this.limits.nice ?? 0 } satisfies FitWorkerData,
     });
     // A busy worker's errors are its fit's (run() listens); an idle one that fails is dropped on
     // exit, and an 'error' nobody listens to would take the process down.

@@ -4,16 +4,24 @@
  * Protocol: one `FitReply` per `FitJob` message, one job at a time; the worker then waits for
  * the next (fit-runner.ts terminates it to stop a fit).
  */
-import { setPriority } from 'node:os';
-import { parentPort } from 'node:worker_threads';
+import { getPriority, setPriority } from 'node:os';
+import { parentPort, workerData } from 'node:worker_threads';
 import { type BootstrapOptions, type BradleyTerryOptions, bradleyTerry } from './bradley-terry.ts';
 
-// The lowest CPU priority for this thread only (Linux applies it per thread): on a busy machine
-// the service's event loop gets a core before a fit does (a fit waits; requests should not).
+export interface FitWorkerData {
+  /** `bradley_terry.nice`: 0 keeps the process's priority. */
+  nice: number;
+}
+
+// The process's CPU priority by default: lowered to 19, a fit on a machine whose cores were busy
+// with other processes starved (a bootstrap of 1000: 30-44 s and past 120 s instead of 3-7 s),
+// past its time limit (504). An operator who prefers the loop to win raises `nice`; Linux applies
+// it to this thread only. Only ever lowered: raising a priority needs privileges.
+const nice = (workerData as FitWorkerData | undefined)?.nice ?? 0;
 try {
-  setPriority(19);
+  if (nice > getPriority()) setPriority(nice);
 } catch {
-  // not permitted here: run at the normal priority
+  // not permitted here: run at the process's priority
 }
 
 export interface FitJob {

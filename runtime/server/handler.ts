@@ -277,6 +277,9 @@ export function renderError(ctx: GatewayContext, gerr: GatewayError, dialect: Di
   // Answered already (the 503 of a stop at its drain deadline): nothing to add, nothing to cut.
   if (ctx.res.writableEnded) return;
   if (ctx.headerSent || !ctx.writable) {
+    // No answer was sent and the client went away: 499 (nginx's "client closed request") in the
+    // metrics and the access log, rather than Koa's untouched default (404).
+    if (!ctx.headerSent) ctx.status = 499;
     // Too late for an error body (a stream had started): cut the connection so the client sees it.
     ctx.req.socket.destroy();
     return;

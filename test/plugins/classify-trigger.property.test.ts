@@ -134,10 +134,15 @@ describe('a group releases as its members', () => {
           for (let k = 0; k <= text.length; k++) {
             const view = new TextView(text.slice(0, k), true);
             const least = (list: Detector[]) => Math.min(k, ...list.map((d) => pendingOf(d, view)));
-            expect(pending(view), JSON.stringify({ text: text.slice(0, k) })).toBe(least(some));
-            expect(all(view)).toBe(least(members));
+            const [p, l, pa, la] = [pending(view), least(some), all(view), least(members)];
             // A group that finds nothing: no member does.
-            if (!group.found(view)) for (const d of members) expect(d.find(view)).toEqual([]);
+            const quiet = group.found(view) ? [] : members.filter((d) => d.find(view).length > 0);
+            // Through expect (with its message) only when something differs: expect per member and
+            // prefix cost more than the search itself.
+            if (p === l && pa === la && quiet.length === 0) continue;
+            expect(p, JSON.stringify({ text: text.slice(0, k) })).toBe(l);
+            expect(pa).toBe(la);
+            for (const d of quiet) expect(d.find(view), d.id).toEqual([]);
           }
         }),
         { numRuns: 60 },

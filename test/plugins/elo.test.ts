@@ -2,9 +2,14 @@
  * Elo math and Bradley–Terry maximum likelihood with bootstrap intervals, against cases small
  * enough to compute by hand.
  */
+import { readdirSync, readFileSync } from 'node:fs';
+import { IncomingMessage, ServerResponse } from 'node:http';
+import { Socket } from 'node:net';
+import { getPriority } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { bradleyTerry } from '../../plugins/elo/bradley-terry.ts';
 import { eloUpdate, expectedScore } from '../../plugins/elo/elo.ts';
+import { FitRunner } from '../../plugins/elo/fit-runner.ts';
 import { seededRandom } from '../../plugins/elo/random.ts';
 
 describe('Elo', () => {
@@ -123,5 +128,42 @@ describe('Bradley–Terry', () => {
     const gap = 400 * Math.log10(2);
     expect(wide.ratings[0]! - wide.ratings[1]!).toBeGreaterThan(gap - 60);
     expect(wide.ratings[0]! - wide.ratings[1]!).toBeLessThan(gap + 60);
+  });
+});
+
+describe('Bradley–Terry fit worker priority (bradley_terry.nice)', () => {
+  /** Niceness of each thread of this process (Linux: /proc/self/task/<tid>/stat, field 19). */
+  const niceness = () =>
+    readdirSync('/proc/self/task').flatMap((tid) => {
+      try {
+        const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+        return [Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])];
+      } catch {
+        return []; // the thread ended meanwhile
+      }
+    });
+  const fitOnce = async (nice: number) => {
+    const runner = new FitRunner({ maxConcurrent: 1, timeoutMs: 60_000, memoryMb: 64, nice });
+    try {
+      const res = new ServerResponse(new IncomingMessage(new Socket()));
+      const job = {
+        n: 2,
+        winners: Int32Array.from([0, 0]),
+        losers: Int32Array.from([1, 1]),
+        options: {},
+        bootstrap: { samples: 0 },
+      };
+      await runner.run(job, res);
+      // The worker waits for the next fit: its thread is still there to look at.
+      return niceness();
+    } finally {
+      await runner.close();
+    }
+  };
+
+  it.runIf(process.platform === 'linux')('runs at the process priority by default, lowered when asked', async () => {
+    const own = getPriority();
+    expect((await fitOnce(0)).every((n) => n === own)).toBe(true);
+    if (own < 7) expect((await fitOnce(7)).filter((n) => n === 7)).toHaveLength(1);
   });
 });

@@ -1,14 +1,18 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import {
   type Entity,
   type EntityOperations,
   type EntityStore,
   GatewayError,
+  openSqlDatabase,
   type SqlDatabase,
   type SqlExecutor,
 } from '../../runtime/index.ts';
 import { StorageBusyError, WriteConflictError } from '../../runtime/store/entity-errors.ts';
 import { entityTestStores } from '../helpers/entity-stores.ts';
+import { PG_URL } from '../helpers/reachable.ts';
 
 const stores = await entityTestStores('entity store write tests', 'ew');
 const { backends, skipPg } = stores;
@@ -406,5 +410,101 @@ describe.skipIf(skipPg)('entity store writes on postgres: locks, queue, pool', (
     release();
     await holder;
     expect((await store.create('item', { n: 2 })).version).toBe(1);
+  });
+
+  /**
+   * A statement PostgreSQL cancels (57014: a cancel request, a statement_timeout, or a 1 ms
+   * lock_timeout misreported as "user request", the intermittent 500 of issue 32). Armed, the
+   * next transaction's first statement is preceded by a pg_sleep that another session cancels.
+   */
+  function cancelling(tag: string) {
+    const state = { armed: false, attempts: 0, optimistic: [] as boolean[] };
+    const wrap = (db: SqlDatabase): SqlDatabase => ({
+      ...db,
+      driver: db.driver,
+      transaction: (fn, options) => {
+        state.attempts++;
+        state.optimistic.push(options?.lockTimeoutMs !== undefined);
+        let cancel = state.armed;
+        state.armed = false;
+        return db.transaction(
+          (tx) =>
+            fn({
+              query: async (sql, params) => {
+                if (cancel) {
+                  cancel = false;
+                  await tx.query(`SELECT pg_sleep(30) /* ${tag} */`);
+                }
+                return tx.query(sql, params);
+              },
+              exec: (sql, params) => tx.exec(sql, params),
+            }),
+          options,
+        );
+      },
+    });
+    /** Cancels the sleeping statement from another session, once it shows in pg_stat_activity. */
+    const cancelIt = async () => {
+      const admin = await openSqlDatabase({ driver: 'postgres', url: PG_URL });
+      try {
+        for (;;) {
+          const rows = await admin.query<{ ok: boolean }>(
+            `SELECT pg_cancel_backend(pid) AS ok FROM pg_stat_activity
+              WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE $1`,
+            [`%pg_sleep(30) /* ${tag} */%`],
+          );
+          if (rows.some((r) => r.ok)) return;
+          await sleep(5);
+        }
+      } finally {
+        await admin.close();
+      }
+    };
+    return { state, wrap, cancelIt };
+  }
+
+  it('a statement cancelled (57014) in the optimistic attempt is retried: written once, not a 500', async () => {
+    const c = cancelling(`h32-${randomUUID()}`);
+    const store = await open('postgres', 'cancelretry', {}, {}, c.wrap);
+    const item = await store.create('item', { n: 0 });
+    c.state.attempts = 0;
+    c.state.optimistic = [];
+    c.state.armed = true;
+    const bump = store.transaction(
+      async (tx) => {
+        const e = await tx.get<{ n: number }>('item', item.id);
+        return tx.update('item', item.id, { n: e!.data.n + 1 }, { ifVersion: e!.version });
+      },
+      { retries: 3 },
+    );
+    await c.cancelIt();
+    expect((await bump)?.version).toBe(2);
+    // The cancelled optimistic attempt, then one holding its rows.
+    expect([c.state.attempts, c.state.optimistic]).toEqual([2, [true, false]]);
+    expect((await store.get<{ n: number }>('item', item.id))?.data.n).toBe(1);
+    expect(await store.lastSeq()).toBe(2);
+  });
+
+  it('a statement cancelled with no retry left is a 503 storage_busy with Retry-After, nothing written', async () => {
+    const c = cancelling(`h32-${randomUUID()}`);
+    const store = await open('postgres', 'cancelbusy', {}, {}, c.wrap);
+    const item = await store.create('item', { n: 0 });
+    for (const run of [
+      () => store.transaction((tx) => tx.update('item', item.id, { n: 1 })),
+      () => store.update('item', item.id, { n: 1 }),
+    ]) {
+      c.state.armed = true;
+      const pending = run().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      await c.cancelIt();
+      const err = (await pending) as GatewayError;
+      expect(err).toBeInstanceOf(StorageBusyError);
+      expect([err.kind, err.code, err.headers]).toEqual(['unavailable', 'storage_busy', { 'Retry-After': '1' }]);
+      expect((err.cause as { code?: string }).code).toBe('57014');
+    }
+    const now = await store.get<{ n: number }>('item', item.id);
+    expect([now!.data.n, now!.version, await store.lastSeq()]).toEqual([0, 1, 1]);
   });
 });

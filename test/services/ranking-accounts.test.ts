@@ -13,7 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EntityStoreResource } from '../../plugins/entity-store/api.ts';
 import { type StartedService, startService } from '../../runtime/testing.ts';
-import { backends, config, type Ranking, startRanking } from './ranking-helpers.ts';
+import { backends, config, type Ranking, SCRYPT_COST, startRanking } from './ranking-helpers.ts';
 
 const secret = 'test-secret-0123456789abcdef0123456789';
 const auth = { AUTH_ENABLED: 'true', RANK_AUTH_SECRET: secret };
@@ -81,7 +81,7 @@ describe('ranking accounts: revocation and throttling (sqlite)', () => {
       RANK_LOGIN_MAX_FAILURES: '3',
       RANK_LOGIN_MAX_FAILURES_PER_ADDRESS: '8',
     });
-    other = await startService(config, { env: r.env });
+    other = await startService(config, { env: r.env, set: [`resources.users.scrypt_cost=${SCRYPT_COST}`] });
     await r.json('POST', '/users/', { username: 'root', email: 'root@example.org', password: 'root password' });
     admin = await tokenOf(r, 'root', 'root password');
     const alice = await r.json<{ id: number }>(

@@ -13,6 +13,7 @@ import { type StartedService, startService } from '../../runtime/testing.ts';
 import { PG_URL, tcpReachable } from '../helpers/reachable.ts';
 
 export const config = join(import.meta.dirname, '../../configs/ranking.yaml');
+export const SCRYPT_COST = 1024;
 export const pgUp = await tcpReachable(5432);
 /** PostgreSQL suites skip when it is not reachable, except under CI=true where that fails. */
 export const skipPg = !pgUp && process.env.CI !== 'true';
@@ -57,7 +58,13 @@ export async function startRanking(
   };
   const errors: string[] = [];
   const logger = pino({ level: 'error' }, { write: (line: string) => void (errors.length < 20 && errors.push(line)) });
-  const svc = await startService(config, { set, env: fullEnv, logger });
+  // scrypt at its lowest allowed cost: these tests prove who may sign up and log in, not what a
+  // hash costs (16x less CPU per hash; one test hashes 40 passwords).
+  const svc = await startService(config, {
+    set: [`resources.users.scrypt_cost=${SCRYPT_COST}`, ...set],
+    env: fullEnv,
+    logger,
+  });
   const send = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
     fetch(`${svc.url}${path}`, {
       method,
