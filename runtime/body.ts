@@ -10,9 +10,10 @@ import type { GatewayContext } from './state.ts';
 
 export async function readBody(ctx: GatewayContext): Promise<Buffer> {
   if (ctx.state.rawBody) return ctx.state.rawBody;
+  const buffered = takeBufferedBody(ctx);
+  if (buffered) return buffered;
   const limit = ctx.state.limits.bodyBytes;
   const declared = Number(ctx.get('content-length') || Number.NaN);
-  if (declared > limit) throw tooLarge(limit);
   try {
     ctx.state.rawBody = await getRawBody(ctx.req, { limit, length: Number.isFinite(declared) ? declared : undefined });
   } catch (err) {
@@ -22,6 +23,33 @@ export async function readBody(ctx: GatewayContext): Promise<Buffer> {
     throw new GatewayError('bad_request', 'Could not read the request body', { cause: err });
   }
   return ctx.state.rawBody;
+}
+
+/**
+ * The body when it is in whole already (it came with the headers, as a small request's does):
+ * taken from the request's buffer at once, instead of through raw-body's listeners and promise.
+ * Only when what raw-body would return is certain: its declared length (within the limit, checked
+ * before) is exactly what is buffered (the parser has all of the message's body then, even when
+ * it has not flagged it complete yet), and nobody reads it as it flows.
+ */
+function bufferedBody(req: IncomingMessage, declared: number): Buffer | undefined {
+  if (!(declared > 0) || req.readableLength !== declared) return undefined;
+  if (!req.readable || req.readableFlowing === true || req.readableEncoding !== null) return undefined;
+  const chunk: unknown = req.read();
+  // Flowing from here, as raw-body leaves it: the end of the message (if still to come) is then
+  // seen, and the request ends as a read one does.
+  req.resume();
+  return Buffer.isBuffer(chunk) ? chunk : undefined;
+}
+
+/** readBody's result when it needs no wait (see bufferedBody); it refuses a declared length over the limit as readBody does. */
+function takeBufferedBody(ctx: GatewayContext): Buffer | undefined {
+  const limit = ctx.state.limits.bodyBytes;
+  const declared = Number(ctx.get('content-length') || Number.NaN);
+  if (declared > limit) throw tooLarge(limit);
+  const buffered = bufferedBody(ctx.req, declared);
+  if (buffered) ctx.state.rawBody = buffered;
+  return buffered;
 }
 
 /**
@@ -110,7 +138,8 @@ export function requireJsonContentType(ctx: GatewayContext): void {
 export async function readJson(ctx: GatewayContext): Promise<unknown> {
   if (ctx.state.json !== undefined) return ctx.state.json;
   requireJsonContentType(ctx);
-  const raw = await readBody(ctx);
+  // A body in whole already is read without a wait (readBody's limit check first: it may throw).
+  const raw = ctx.state.rawBody ?? takeBufferedBody(ctx) ?? (await readBody(ctx));
   if (!isUtf8(raw)) throw new GatewayError('parse_error', 'Request body is not valid UTF-8');
   const text = raw.toString('utf8');
   let value: unknown;

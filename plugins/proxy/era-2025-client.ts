@@ -204,6 +204,23 @@ function clientsOf(upstream: HttpUpstream, path: string): LegacyClients {
   return clients;
 }
 
+/** An MCP client's request (worth a probe of the upstream's era); a plain JSON-RPC one is not. */
+function isMcpRequest(ctx: GatewayContext): boolean {
+  return (
+    ctx.get('mcp-session-id') !== '' || ctx.get('mcp-protocol-version') !== '' || ctx.state.rpc?.method === 'initialize'
+  );
+}
+
+/**
+ * False when proxyLegacyHttp would return false without asking anything (the upstream's era is
+ * known and is not modern-only, or unknown and the request not worth a probe): the caller then
+ * forwards at once, with no await per request for nothing.
+ */
+export function mayMapLegacy(ctx: GatewayContext, upstream: HttpUpstream, configured: UpstreamEra): boolean {
+  const known = knownVerdict(upstream, configured);
+  return known !== undefined ? known === 'modern-only' : isMcpRequest(ctx);
+}
+
 /**
  * True when the request (a legacy client's: POST, GET or DELETE) was answered here because the
  * upstream speaks only 2026-07-28; false when it is to be forwarded as it came.
@@ -218,8 +235,9 @@ export async function proxyLegacyHttp(
   const rpc = ctx.state.rpc;
   const sessionId = ctx.get('mcp-session-id');
   // An MCP client's request is worth a probe; a plain JSON-RPC one is mapped once the era is known.
-  const mcp = sessionId !== '' || ctx.get('mcp-protocol-version') !== '' || rpc?.method === 'initialize';
-  const era = mcp ? await verdictOf(upstream, path, configured, timeoutMs) : knownVerdict(upstream, configured);
+  const era = isMcpRequest(ctx)
+    ? await verdictOf(upstream, path, configured, timeoutMs)
+    : knownVerdict(upstream, configured);
   if (era !== 'modern-only') return false;
   const clients = clientsOf(upstream, path);
   const subject = subjectOf(ctx);

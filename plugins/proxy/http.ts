@@ -33,9 +33,9 @@ import {
 import { upstreamRequestHeaders, upstreamResponseHeaders } from './headers.ts';
 import type { SessionBinding } from './session-binding.ts';
 
+/** Made once per stage (the request's path and failover callback are proxyHttp's own arguments). */
 export interface HttpProxyOptions {
   headerNames: string[];
-  path?: string;
   timeoutMs?: number;
   /** How long a failed upstream of a list is tried after the others (failover.ts). */
   cooldownMs: number;
@@ -43,22 +43,26 @@ export interface HttpProxyOptions {
   firstByteTimeoutMs?: number;
   /** Times one try of an upstream (headers; whole body when small). */
   observe(upstream: string, seconds: number): void;
-  /** Called for each upstream given up on (failover), before the next is tried. */
-  onFailover?(failure: ProviderFailure): void;
   /** MCP session ids the upstream issues, bound to the caller (session-binding.ts). */
   sessions?: SessionBinding;
 }
 
 const noBodyStatus = new Set([204, 205, 304]);
 
+/** Called for each upstream given up on (failover), before the next is tried. */
+export type OnFailover = (failure: ProviderFailure) => void;
+
 /**
  * Forwards the request to the first upstream of `list` that answers (failover.ts says which
- * failures move it on). With one upstream its answer or error is the request's, as it came.
+ * failures move it on), at `path` (the request's path and query as the upstream sees them). With
+ * one upstream its answer or error is the request's, as it came.
  */
 export async function proxyHttp(
   ctx: GatewayContext,
   list: readonly HttpUpstream[],
   o: HttpProxyOptions,
+  path: string,
+  onFailover?: OnFailover,
 ): Promise<void> {
   const replaced = replacedBody(ctx);
   const headers = upstreamRequestHeaders(ctx, o.headerNames, replaced !== undefined);
@@ -77,18 +81,16 @@ export async function proxyHttp(
     const failover = order.length > 1;
     const started = performance.now();
     try {
-      const give = (failure: ProviderFailure, after?: number): void => {
-        tried.failed.push(failure);
-        if (after !== undefined) retryAfter = Math.min(retryAfter ?? after, after);
-        coolDown(upstream, o.cooldownMs, after);
-        o.onFailover?.(failure);
-      };
       let res: HttpForwardResponse;
       try {
+        // Its own name of the model, when it has one (a copy of the request); else the request as it is.
+        const renamed =
+          upstream.providerModel && body !== null ? providerRequest(ctx, upstream, headers, body) : undefined;
         res = await upstream.forward({
           method: ctx.method,
-          path: o.path ?? ctx.url,
-          ...providerRequest(ctx, upstream, headers, body),
+          path,
+          headers: renamed ? renamed.headers : headers,
+          body: renamed ? renamed.body : body,
           signal,
           timeoutMs: o.timeoutMs,
           trace: ctx.state.trace,
@@ -96,22 +98,29 @@ export async function proxyHttp(
       } catch (err) {
         const reason = failover ? failureOfError(err) : undefined;
         if (reason === undefined || signal.aborted) throw err;
-        give({ upstream: upstream.name, reason });
+        giveUp(tried, upstream, o, onFailover, { upstream: upstream.name, reason });
         if (last) throw noProviderError(tried.failed, retryAfter);
         continue;
       }
       if (failover && failedStatus(res.status)) {
         discard(res);
-        give(
+        const after = retryAfterMs(res.headers['retry-after']);
+        if (after !== undefined) retryAfter = Math.min(retryAfter ?? after, after);
+        giveUp(
+          tried,
+          upstream,
+          o,
+          onFailover,
           { upstream: upstream.name, reason: 'status', status: res.status },
-          retryAfterMs(res.headers['retry-after']),
+          after,
         );
         if (last) throw noProviderError(tried.failed, retryAfter);
         continue;
       }
       // upstreamResponseHeaders leaves lower-case names and no undefined value: adopted, not copied.
-      const init = { status: res.status, headers: upstreamResponseHeaders(res.headers), headersNormalised: true };
-      o.sessions?.answer(ctx, init.headers);
+      const status = res.status;
+      const answerHeaders = upstreamResponseHeaders(res.headers);
+      o.sessions?.answer(ctx, answerHeaders);
       try {
         const answer = await answerBody(ctx, res);
         // A stream that ends or fails before its first byte gave the client nothing: the next may answer.
@@ -125,15 +134,22 @@ export async function proxyHttp(
         }
         if (first !== 'data') {
           (answer as Readable).destroy();
-          give({ upstream: upstream.name, reason: first === 'timeout' ? 'timeout' : 'broken' });
+          giveUp(tried, upstream, o, onFailover, {
+            upstream: upstream.name,
+            reason: first === 'timeout' ? 'timeout' : 'broken',
+          });
           if (last) throw noProviderError(tried.failed, retryAfter);
           continue;
         }
         ctx.state.answer = new Answer(ctx, {
-          ...init,
+          status,
+          headers: answerHeaders,
+          headersNormalised: true,
           body: answer,
           cancel: signal,
-          readTimeout: wholeReadTimeout(upstream.name, o.timeoutMs ?? res.timeoutMs),
+          // Only a stream is read later (a small answer is in already): no bound made for nothing.
+          readTimeout:
+            answer instanceof Readable ? wholeReadTimeout(upstream.name, o.timeoutMs ?? res.timeoutMs) : undefined,
         });
       } catch (err) {
         // The upstream's deadline passed while the body was read: a timeout (504), not a cut-short answer.
@@ -142,13 +158,13 @@ export async function proxyHttp(
         if (!timedOut && !isUninspectable(err)) throw err;
         // Read whole, nothing of it reached the client: the next upstream may answer instead.
         if (failover && !signal.aborted) {
-          give({ upstream: upstream.name, reason: timedOut ? 'timeout' : 'broken' });
+          giveUp(tried, upstream, o, onFailover, { upstream: upstream.name, reason: timedOut ? 'timeout' : 'broken' });
           if (last) throw noProviderError(tried.failed, retryAfter);
           continue;
         }
         if (timedOut) throw cause;
         // Cut short while read whole: the stages' readers refuse it, and it is never sent as a success.
-        ctx.state.answer = Answer.broken(ctx, init, err);
+        ctx.state.answer = Answer.broken(ctx, { status, headers: answerHeaders, headersNormalised: true }, err);
       }
       tried.served = upstream.name;
       if (failover) recovered(upstream);
@@ -157,6 +173,20 @@ export async function proxyHttp(
       o.observe(upstream.name, (performance.now() - started) / 1000);
     }
   }
+}
+
+/** An upstream given up on: recorded, cooled down, reported (`after`: its Retry-After, ms). */
+function giveUp(
+  tried: ProvidersTried,
+  upstream: HttpUpstream,
+  o: HttpProxyOptions,
+  onFailover: OnFailover | undefined,
+  failure: ProviderFailure,
+  after?: number,
+): void {
+  tried.failed.push(failure);
+  coolDown(upstream, o.cooldownMs, after);
+  onFailover?.(failure);
 }
 
 /** A streamed answer a stage reads whole must be in within the response timeout (else 504). */
@@ -179,9 +209,9 @@ function providerRequest(
   ctx: GatewayContext,
   upstream: HttpUpstream,
   headers: Record<string, string | string[]>,
-  body: Buffer | string | null,
-): { headers: Record<string, string | string[]>; body: Buffer | string | null } {
-  if (!upstream.providerModel || body === null) return { headers, body };
+  body: Buffer | string,
+): { headers: Record<string, string | string[]>; body: Buffer | string } {
+  if (!upstream.providerModel) return { headers, body };
   // The parsed body as the stages left it, unless a JSON-RPC message replaced it (then the bytes say).
   const json = ctx.state.json !== undefined && bodyChangeOf(ctx) !== 'rpc' ? ctx.state.json : parseJson(body);
   if (json === null || typeof json !== 'object' || Array.isArray(json)) return { headers, body };

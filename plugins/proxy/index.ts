@@ -24,7 +24,7 @@ import {
   type Stage,
   type Upstream,
 } from '../../runtime/index.ts';
-import { proxyLegacyHttp } from './era-2025-client.ts';
+import { mayMapLegacy, proxyLegacyHttp } from './era-2025-client.ts';
 import { heldSessionsOf, modernVersionOf, proxyModern } from './era-2026.ts';
 import { proxyModernHttp } from './era-2026-http.ts';
 import { requestHeaderNames } from './headers.ts';
@@ -212,7 +212,7 @@ export default definePlugin<ProxyOptions>({
           } finally {
             http.observe(mcp.name, (performance.now() - started) / 1000);
           }
-        } else if (mcp) {
+        } else if (mcp && mayMapLegacy(ctx, mcp, options.upstream_era)) {
           // A legacy client of an upstream that speaks only 2026-07-28: era-2025-client.ts.
           const started = performance.now();
           let forwarded = false;
@@ -223,7 +223,7 @@ export default definePlugin<ProxyOptions>({
           }
           if (!forwarded) return;
         }
-        return proxyHttp(ctx, list, { ...http, path, onFailover: onFailover?.(ctx.state.requestId) });
+        return proxyHttp(ctx, list, http, path, onFailover?.(ctx.state.requestId));
       };
     }
 

@@ -35,10 +35,10 @@ export interface RequestCore {
   answeredAtStop(ctx: GatewayContext): void;
 }
 
-/** When a request started (process.hrtime), and whether its access line was written already. */
+/** When a request started (performance.now(), ms), and whether its access line was written already. */
 const startedAt = Symbol('request started');
 const logged = Symbol('request logged');
-type Timed = GatewayContext & { [startedAt]?: bigint; [logged]?: boolean };
+type Timed = GatewayContext & { [startedAt]?: number; [logged]?: boolean };
 
 export function createRequestCore(
   metrics: MetricsKit,
@@ -87,17 +87,18 @@ export function createRequestCore(
     answeredAtStop(ctx: Timed) {
       const started = ctx[startedAt];
       if (accessLog && started !== undefined && !ctx[logged]) {
-        logRequest(ctx, Number(process.hrtime.bigint() - started) / 1e9);
+        logRequest(ctx, (performance.now() - started) / 1e3);
       }
     },
 
     async handle(graph, ctx: Timed) {
-      const started = process.hrtime.bigint();
+      // A double, not a BigInt: no allocation for the start or the duration.
+      const started = performance.now();
       ctx[startedAt] = started;
       const config = graph.loaded.config;
       const requestId = requestIdOf(ctx, config.request_id_header);
       ctx.set(config.request_id_header, requestId);
-      if (config.request_id_header.toLowerCase() !== 'x-request-id') ctx.set('X-Request-Id', requestId);
+      if (alsoXRequestId(config.request_id_header)) ctx.set('X-Request-Id', requestId);
       ctx.state = newRequestState(config, requestId);
       const trace = ctx.state.trace!;
       if (tracing) {
@@ -162,7 +163,7 @@ export function createRequestCore(
         graph.inflight--;
         inflight.n--;
         if (!pipelineRan) graph.info.refusedRequests = (graph.info.refusedRequests ?? 0) + 1;
-        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        const seconds = (performance.now() - started) / 1e3;
         const routeId = ctx.state.route;
         const method = ctx.method;
         requestsOf(routeId, method, statusText(ctx.status)).inc();
@@ -173,6 +174,17 @@ export function createRequestCore(
       }
     },
   };
+}
+
+/** Whether the service's request id header is not X-Request-Id (which then carries the id too): asked once per name. */
+let idHeader = 'x-request-id';
+let idHeaderOther = false;
+function alsoXRequestId(header: string): boolean {
+  if (header !== idHeader) {
+    idHeader = header;
+    idHeaderOther = header.toLowerCase() !== 'x-request-id';
+  }
+  return idHeaderOther;
 }
 
 /** A status code as a label value: the common ones made once. */

@@ -39,7 +39,10 @@ export function enterRoute(state: GatewayState, route: CompiledRoute, graph: Ser
 /** W3C trace context: keep the caller's trace id with a new span id, or start a new trace. */
 export function childTraceparent(incoming: string): string {
   const m = incoming ? traceparentPattern.exec(incoming) : null;
-  const traceId = m && m[1] !== zeroTraceId ? m[1] : randomHex(16);
-  const flags = m ? m[3] : '01';
-  return `00-${traceId}-${randomHex(8)}-${flags}`;
+  // A new trace: its id and the span id drawn at once (one hex string, cut in two).
+  if (!m || m[1] === zeroTraceId) {
+    const ids = randomHex(24);
+    return `00-${ids.slice(0, 32)}-${ids.slice(32)}-${m ? m[3] : '01'}`;
+  }
+  return `00-${m[1]}-${randomHex(8)}-${m[3]}`;
 }

@@ -36,6 +36,26 @@ export interface DrainedListeners {
   answeredAtStop(ctx: GatewayContext): void;
 }
 
+/** What a tracked response holds until it closes (GraphDrain.track). */
+interface Held {
+  drain: GraphDrain;
+  graph: ServiceGraph;
+  exchange: Exchange;
+  connections: ConnectionTracker;
+  connection: ConnectionRecord | undefined;
+  socket: ServerResponse['socket'];
+}
+const held = Symbol('drain held');
+type HeldResponse = ServerResponse & { [held]?: Held };
+
+/** 'close' is emitted once per response: released once. */
+function onHeldClose(this: HeldResponse): void {
+  const h = this[held];
+  if (!h) return;
+  this[held] = undefined;
+  h.drain.released(h);
+}
+
 export class GraphDrain {
   /** Responses not finished yet, per graph (a streamed body outlives its pipeline). */
   private readonly openResponses = new WeakMap<ServiceGraph, number>();
@@ -54,24 +74,26 @@ export class GraphDrain {
    * cases), so that a reload or a stop waits for streamed bodies too.
    */
   track(ctx: GatewayContext, graph: ServiceGraph, connections: ConnectionTracker): void {
+    const res = ctx.res as HeldResponse;
     const exchange = this.exchanges.add(ctx, graph.dialect);
-    this.holdUntilSent(graph, ctx.res, connections.requestStarted(ctx.req.socket), connections, exchange);
+    this.openResponses.set(graph, (this.openResponses.get(graph) ?? 0) + 1);
+    // One record and a listener shared by every response (not a closure and a once-wrapper each).
+    res[held] = {
+      drain: this,
+      graph,
+      exchange,
+      connections,
+      connection: connections.requestStarted(ctx.req.socket),
+      socket: res.socket,
+    };
+    res.on('close', onHeldClose);
   }
 
-  private holdUntilSent(
-    graph: ServiceGraph,
-    res: ServerResponse,
-    connection: ConnectionRecord | undefined,
-    connections: ConnectionTracker,
-    exchange: Exchange,
-  ): void {
-    this.openResponses.set(graph, (this.openResponses.get(graph) ?? 0) + 1);
-    const socket = res.socket;
-    res.once('close', () => {
-      this.openResponses.set(graph, (this.openResponses.get(graph) ?? 1) - 1);
-      this.exchanges.done(exchange);
-      if (connection) connections.answered(connection, socket);
-    });
+  /** The response of a tracked request closed (sent, or its connection gone). */
+  released(h: Held): void {
+    this.openResponses.set(h.graph, (this.openResponses.get(h.graph) ?? 1) - 1);
+    this.exchanges.done(h.exchange);
+    if (h.connection) h.connections.answered(h.connection, h.socket);
   }
 
   /** True while a request, a response body or an upgraded connection still uses `graph`. */

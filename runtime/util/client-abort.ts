@@ -33,7 +33,8 @@ export class ClientAbort extends EventEmitter {
     if (watched) return watched;
     const signal = new ClientAbort();
     (res as Watched)[watcher] = signal;
-    res.once('close', onResponseClose);
+    // `on`, not `once`: a response closes once, and `once` would wrap the listener per response.
+    res.on('close', onResponseClose);
     return signal;
   }
 
