@@ -17,7 +17,7 @@
  * Each figure is split into scavenging (Heap::CollectGarbage), compiling (Runtime_Compile*:
  * TurboFan still compiles after the warm-up, e.g. when a full collection dropped optimised code
  * that held a map no live object had) and the rest. Slow (callgrind runs node ~50x slower):
- * CHUNKS=20000 takes ~25 minutes per checkout on the loaded 2-core machine.
+ * CHUNKS=20000 takes 15-25 minutes per checkout on the loaded 2-core machine.
  *
  * Env: CHUNKS (N, default 5000), WARM (20000), GC_EVERY (chunks per slice, default 5000; 0: one
  * slice, V8 collects as it sees fit), CHUNK_CHARS (4), TEXT (`prose` or `mixed`, as in
