@@ -82,12 +82,12 @@ export async function filterOf(checkout: string): Promise<() => SseFilter> {
     });
 }
 
-/** `n` OpenAI chunks of `size` characters of `text` repeated. */
-export function benchEvents(n: number, size: number, text: string): SseEvent[] {
+/** `n` OpenAI chunks of `size` characters of `text` repeated (from chunk `from` of the answer on). */
+export function benchEvents(n: number, size: number, text: string, from = 0): SseEvent[] {
   const out: SseEvent[] = [];
   const head = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'm' };
-  const long = text.repeat(Math.ceil((n * size) / text.length) + 1);
-  for (let i = 0; i < n; i++) {
+  const long = text.repeat(Math.ceil(((from + n) * size) / text.length) + 1);
+  for (let i = from; i < from + n; i++) {
     const piece = long.slice(i * size, (i + 1) * size);
     out.push({
       data: JSON.stringify({

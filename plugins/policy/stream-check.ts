@@ -306,6 +306,20 @@ interface Held {
   waited?: boolean;
 }
 
+/**
+ * A Held with every field from the start: one shape (setting `waited` or `rest` later would make
+ * a new one, which V8's optimised code checks for and drops at the next full collection when no
+ * held event has it: the stream's hot code compiled again after every one).
+ */
+function held(
+  event: SseEvent,
+  chunk: Readonly<Record<string, unknown>> | undefined,
+  source: OpenAIChunk | undefined,
+  text: string,
+): Held {
+  return { event, chunk, source, text, rest: undefined, waited: false };
+}
+
 /** The verdict of an event that is held (nothing goes out now): one, read-only, for every such event. */
 const HOLD: SseVerdict = Object.freeze({ events: Object.freeze([]) as unknown as SseEvent[] });
 
@@ -356,7 +370,7 @@ class ReleaseCheck extends StreamCheckBase {
       const text = c.text;
       this.events++;
       this.lastChunk = c;
-      this.#tools.push({ event, chunk: c.json, text });
+      this.#tools.push(held(event, c.json, undefined, text));
       this.#toolText += text;
       return finishes(c.json) ? this.#settle([], false) : HOLD;
     }
@@ -367,7 +381,7 @@ class ReleaseCheck extends StreamCheckBase {
     }
     if (text === '') {
       if (this.#held.length === 0) return undefined;
-      this.#held.push({ event, source: c, text: '' }); // keeps its place behind the held text
+      this.#held.push(held(event, undefined, c, '')); // keeps its place behind the held text
       return HOLD;
     }
     // Nothing held, or a held word that the chunk goes on with.
@@ -428,7 +442,7 @@ class ReleaseCheck extends StreamCheckBase {
     this.chars += text.length;
     this.lastChunk = c;
     this.unscanned += text.length;
-    this.#held.push({ event, source: c, text });
+    this.#held.push(held(event, undefined, c, text));
     this.#heldChars += text.length;
     const keep = this.#heldChars + this.#context;
     this.window += text;
@@ -605,13 +619,13 @@ class ReleaseCheck extends StreamCheckBase {
       // The common cut (plain content, nothing to mask): two strings, no objects.
       const data = touched ? undefined : splitData(h, cut);
       if (data) {
-        out.push({ ...h.event, data: data[0] });
+        out.push(withData(h.event, data[0]));
         const source = h.chunk ?? h.source ?? (h.rest as NonNullable<Held['rest']>).chunk;
         const at = h.chunk || h.source ? cut : (h.rest as NonNullable<Held['rest']>).at + cut;
         h.rest = { chunk: source, text: h.rest?.text ?? h.text, at };
         h.chunk = undefined;
         h.source = undefined;
-        h.event = { ...h.event, data: data[1] };
+        h.event = withData(h.event, data[1]);
         h.text = h.text.slice(cut);
         this.#heldChars -= cut;
         this.#released += cut;
@@ -652,6 +666,11 @@ function masked(h: Held, start: number, spans: Span[], mask: (text: string, span
   if (!h.chunk) return h.event;
   const chunk = maskChunk(h.chunk, start, spans, mask);
   return chunk === undefined ? h.event : { ...h.event, data: JSON.stringify(chunk) };
+}
+
+/** `e` with other data. */
+function withData(e: SseEvent, data: string): SseEvent {
+  return e.event === undefined && e.id === undefined ? { data } : { ...e, data };
 }
 
 /** A blank or line break: what ends a word. */
