@@ -19,7 +19,7 @@ export interface FitLimits {
   /** Old-generation heap of a worker, MiB: a fit that needs more fails alone. */
   memoryMb: number;
   /** Niceness of a worker's thread (0: the process's); see fit-worker.ts. */
-  nice?: number;
+  nice: number;
 }
 
 export type FitResult = Extract<FitReply, { ok: true }>;
@@ -94,7 +94,7 @@ export class FitRunner {
   private spawn(): Worker {
     const worker = startTypeScriptWorker(WORKER_MODULE, {
       resourceLimits: { maxOldGenerationSizeMb: this.limits.memoryMb },
-      workerData: { nice: this.limits.nice ?? 0 } satisfies FitWorkerData,
+      workerData: { nice: this.limits.nice } satisfies FitWorkerData,
     });
     // A busy worker's errors are its fit's (run() listens); an idle one that fails is dropped on
     // exit, and an 'error' nobody listens to would take the process down.

@@ -17,7 +17,7 @@ export interface FitWorkerData {
 // with other processes starved (a bootstrap of 1000: 30-44 s and past 120 s instead of 3-7 s),
 // past its time limit (504). An operator who prefers the loop to win raises `nice`; Linux applies
 // it to this thread only. Only ever lowered: raising a priority needs privileges.
-const nice = (workerData as FitWorkerData | undefined)?.nice ?? 0;
+const { nice } = workerData as FitWorkerData; // always given by fit-runner.ts
 try {
   if (nice > getPriority()) setPriority(nice);
 } catch {
