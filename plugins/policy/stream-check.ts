@@ -187,8 +187,11 @@ abstract class StreamCheckBase implements OpenAIStreamReader {
 
   /** The verdict's spans in absolute offsets (`base`: where the checked text starts, by default the window). */
   protected absolute(spans: Span[], base = this.chars - this.window.length): Span[] {
-    // Ranges that left the window can no longer matter.
-    this.#masked = this.#masked.filter((r) => r.end > base);
+    // Ranges that left the window can no longer matter. The window, not the checked text: an open
+    // check reads less context than a settled one, which would find a span masked and forgotten
+    // in between and take it for a leak (a false block).
+    const windowStart = this.chars - this.window.length;
+    this.#masked = this.#masked.filter((r) => r.end > windowStart);
     return spans.map((sp) => ({ ...sp, start: sp.start + base, end: sp.end + base }));
   }
 

@@ -351,4 +351,16 @@ describe('the trigger tested per chunk (incremental), against the whole-answer c
     expect(got.blocked).toBe(true);
     expect(got.text).not.toContain('Tr!ckyOne');
   });
+
+  it('an answer that ends in held text after masked spans is masked, not blocked as a late redaction', async () => {
+    // The settled check at the end reads more context than the open ones: the spans masked before
+    // it are still known (they were forgotten once out of an open check's text: a false block).
+    const text = `${'Call me on 020 7946 0958 or write to ops@example.org before 5 pm. Our plan: ship v2.1, then review. '.repeat(6)}Thanks`;
+    const pieces = cut(
+      text,
+      Array.from({ length: text.length / 4 }, (_, i) => (4 * i) / text.length),
+    );
+    await agrees(text, pieces, 0, TRIGGER);
+    await agrees(text, pieces);
+  });
 });
