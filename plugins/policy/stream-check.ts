@@ -343,7 +343,8 @@ const then = <T, U>(x: Step<T>, f: (value: T) => U): Step<U> => (x instanceof Pr
  * its chunk, the current token or the start of what may become a key waits for what follows. A
  * chunk of plain content is cut there; any other waits whole. Past `holdbackChars` held, the
  * window is checked as if the answer ended there (a match cut short counts, as before) and the
- * oldest text goes out: the hold-back is a bound, not an amount always held. A block drops
+ * oldest text goes out: the hold-back is a bound, not an amount always held. While a trigger is
+ * in reach the full check runs once per TRIGGERED_STEP new characters, not per event. A block drops
  * everything held; a redact masks the matched spans as their text is released.
  *
  * A tool call's deltas are held apart, not in the window, until its choice finishes (or `[DONE]`):
