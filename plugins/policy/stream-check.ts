@@ -187,8 +187,11 @@ abstract class StreamCheckBase implements OpenAIStreamReader {
 
   /** The verdict's spans in absolute offsets (`base`: where the checked text starts, by default the window). */
   protected absolute(spans: Span[], base = this.chars - this.window.length): Span[] {
-    // Ranges that left the window can no longer matter.
-    this.#masked = this.#masked.filter((r) => r.end > base);
+    // Ranges that left the window can no longer matter. The window, not the checked text: an open
+    // check reads less context than a settled one, which would find a span masked and forgotten
+    // in between and take it for a leak (a false block).
+    const windowStart = this.chars - this.window.length;
+    this.#masked = this.#masked.filter((r) => r.end > windowStart);
     return spans.map((sp) => ({ ...sp, start: sp.start + base, end: sp.end + base }));
   }
 
@@ -320,6 +323,13 @@ function held(
   return { event, chunk, source, text, rest: undefined, waited: false };
 }
 
+/**
+ * New characters between two full checks of a stream while a trigger is in reach (issue 26): on
+ * text full of numbers and addresses nearly every chunk's window holds one, and a full check at
+ * every chunk cost ~3.5x the pre-issue filter. At most this much more text waits there.
+ */
+const TRIGGERED_STEP = 32;
+
 /** The verdict of an event that is held (nothing goes out now): one, read-only, for every such event. */
 const HOLD: SseVerdict = Object.freeze({ events: Object.freeze([]) as unknown as SseEvent[] });
 
@@ -333,7 +343,8 @@ const then = <T, U>(x: Step<T>, f: (value: T) => U): Step<U> => (x instanceof Pr
  * its chunk, the current token or the start of what may become a key waits for what follows. A
  * chunk of plain content is cut there; any other waits whole. Past `holdbackChars` held, the
  * window is checked as if the answer ended there (a match cut short counts, as before) and the
- * oldest text goes out: the hold-back is a bound, not an amount always held. A block drops
+ * oldest text goes out: the hold-back is a bound, not an amount always held. While a trigger is
+ * in reach the full check runs once per TRIGGERED_STEP new characters, not per event. A block drops
  * everything held; a redact masks the matched spans as their text is released.
  *
  * A tool call's deltas are held apart, not in the window, until its choice finishes (or `[DONE]`):
@@ -355,11 +366,15 @@ class ReleaseCheck extends StreamCheckBase {
   /** Absolute [from, to): a stretch of the answer's text known to hold no trigger (o.trigger). */
   #quietFrom = 0;
   #quietTo = 0;
+  /** The last check of an open window found a trigger in it (a full check was made). */
+  #triggered = false;
+  readonly #triggeredStep: number;
 
   constructor(o: StreamCheckOptions) {
     super(o);
     this.#context = Math.max(0, o.windowChars - o.scanEveryChars);
     this.#openContext = Math.min(this.#context, o.openContextChars ?? this.#context);
+    this.#triggeredStep = Math.min(o.scanEveryChars, TRIGGERED_STEP);
   }
 
   onChunk(c: OpenAIChunk): Verdict | Promise<Verdict> {
@@ -396,6 +411,11 @@ class ReleaseCheck extends StreamCheckBase {
       return HOLD;
     // The operator's step (release_every_chars), once the first text went out.
     if (open && this.#released > 0 && this.unscanned < (this.o.releaseEveryChars ?? 0)) return HOLD;
+    // While a trigger is within reach (text full of numbers, addresses, `key = value`), the last
+    // check was a full one and the next would almost surely be one too: once text went out, a full
+    // check at most once per TRIGGERED_STEP of new text, the text after the last check's release
+    // point held meanwhile (holding is safe; only a check releases). Prose is not affected.
+    if (open && this.#triggered && this.#released > 0 && this.unscanned < this.#triggeredStep) return HOLD;
     // A long held run (a key, a base64 blob) is checked again every so often, not at every chunk:
     // past the bound every scanEveryChars (as the fixed hold-back did), below it once the run grew
     // by a quarter, so its cost stays linear in its length.
@@ -508,6 +528,7 @@ class ReleaseCheck extends StreamCheckBase {
     const keep = this.#heldChars + this.#openContext;
     const text = open && this.window.length > keep ? this.window.slice(this.window.length - keep) : this.window;
     const untriggered = this.#untriggered(text);
+    this.#triggered = this.o.trigger !== undefined && !untriggered;
     // Most checks of a stream of prose: only the release point to ask, no verdict made.
     if (untriggered && open && this.o.releasePoint !== undefined) {
       const at = this.o.releasePoint(text);

@@ -351,4 +351,31 @@ describe('the trigger tested per chunk (incremental), against the whole-answer c
     expect(got.blocked).toBe(true);
     expect(got.text).not.toContain('Tr!ckyOne');
   });
+
+  it('text with a trigger in every sentence: a full check per 32 new characters, not per chunk, and the same text out', async () => {
+    const mixed =
+      'Call me on 020 7946 0958 or write to ops@example.org before 5 pm. The build id is 4411 and the ' +
+      'token field stays empty: config key = value. Our plan for Q3: ship v2.1, then review. ';
+    const text = mixed.repeat(10);
+    const pieces = cut(
+      text,
+      Array.from({ length: text.length / 4 }, (_, i) => (4 * i) / text.length),
+    );
+    scans = 0;
+    await agrees(text, pieces, 0, TRIGGER);
+    // The first ones (nothing released yet) and the closing ones aside (~400 at every chunk before).
+    expect(scans).toBeLessThanOrEqual(Math.ceil(text.length / 32) + 8);
+  });
+
+  it('an answer that ends in held text after masked spans is masked, not blocked as a late redaction', async () => {
+    // The settled check at the end reads more context than the open ones: the spans masked before
+    // it are still known (they were forgotten once out of an open check's text: a false block).
+    const text = `${'Call me on 020 7946 0958 or write to ops@example.org before 5 pm. Our plan: ship v2.1, then review. '.repeat(6)}Thanks`;
+    const pieces = cut(
+      text,
+      Array.from({ length: text.length / 4 }, (_, i) => (4 * i) / text.length),
+    );
+    await agrees(text, pieces, 0, TRIGGER);
+    await agrees(text, pieces);
+  });
 });
