@@ -62,10 +62,36 @@ export function upstreamRequestHeaders(
   if (ctx.state.traceparent) out.traceparent = ctx.state.traceparent;
   if (ctx.state.requestId) out['x-request-id'] = ctx.state.requestId;
   const prior = ctx.req.headers['x-forwarded-for'];
-  out['x-forwarded-for'] = prior ? `${prior}, ${ctx.ip}` : ctx.ip;
-  out['x-forwarded-proto'] = ctx.protocol;
-  if (ctx.host) out['x-forwarded-host'] = ctx.host;
+  const { ip, protocol, host } = clientOf(ctx);
+  out['x-forwarded-for'] = prior ? `${prior}, ${ip}` : ip;
+  out['x-forwarded-proto'] = protocol;
+  if (host) out['x-forwarded-host'] = host;
   return out;
+}
+
+/**
+ * The client's address, protocol and host as Koa's `ctx.ip`, `ctx.protocol` and `ctx.host` give
+ * them, read from the socket and the Host header directly in the common case (no trusted proxy,
+ * HTTP/1, a plain Host): Koa's getters cost several property lookups and a split each, per request.
+ * Anything else (trust_proxy, HTTP/2, a list or userinfo in Host) takes Koa's getters.
+ */
+function clientOf(ctx: GatewayContext): { ip: string; protocol: string; host: string } {
+  const req = ctx.req;
+  const socket = req.socket as (typeof req.socket & { encrypted?: boolean }) | undefined;
+  const host = req.headers.host;
+  if (
+    ctx.app?.proxy === false &&
+    socket &&
+    req.httpVersionMajor < 2 &&
+    (host === undefined || (!host.includes(',') && !host.includes('@') && host.trim() === host))
+  ) {
+    return {
+      ip: socket.remoteAddress || '',
+      protocol: socket.encrypted ? 'https' : 'http',
+      host: host ?? '',
+    };
+  }
+  return { ip: ctx.ip, protocol: ctx.protocol, host: ctx.host };
 }
 
 /** The upstream's response headers minus hop-by-hop ones and those the gateway sets itself. */

@@ -87,9 +87,12 @@ export default definePlugin<ResponseHeadersOptions>({
         } finally {
           // Set before the error (if any) travels on to the dialect: rendering keeps them.
           if (!ctx.headerSent) {
+            // Straight to Node (a string value, a valid name, headers not sent: what ctx.set would
+            // do), without Koa's per-call arrays.
+            const res = ctx.res;
             for (const [name, resolve] of headers) {
               const value = resolve(ctx);
-              if (value !== undefined) ctx.set(name, value);
+              if (value !== undefined) res.setHeader(name, value);
             }
             const answer = ctx.state.answer;
             if (trailers.length > 0 && answer?.isEventStream) {

@@ -97,8 +97,9 @@ export function createRequestCore(
       ctx[startedAt] = started;
       const config = graph.loaded.config;
       const requestId = requestIdOf(ctx, config.request_id_header);
-      ctx.set(config.request_id_header, requestId);
-      if (alsoXRequestId(config.request_id_header)) ctx.set('X-Request-Id', requestId);
+      // Straight to Node: a string, nothing sent yet (what ctx.set does, without its per-call arrays).
+      ctx.res.setHeader(config.request_id_header, requestId);
+      if (alsoXRequestId(config.request_id_header)) ctx.res.setHeader('X-Request-Id', requestId);
       ctx.state = newRequestState(config, requestId);
       const trace = ctx.state.trace!;
       if (tracing) {

@@ -63,9 +63,9 @@ function isAbortSignal(signal: CallerSignal): signal is AbortSignal {
 /**
  * `body_timeout_ms` on a native timer: the body is destroyed with `error()` when no chunk came for
  * `ms`. The chunks are seen where undici hands them to the stream (`push`), so that watching
- * neither reads the body nor changes how it flows.
+ * neither reads the body nor changes how it flows. `deadline`: cleared when the body closes.
  */
-export function watchBodyIdle(body: Readable, ms: number, error: () => Error): void {
+export function watchBodyIdle(body: Readable, ms: number, error: () => Error, deadline?: Deadline): void {
   const timer = setTimeout(() => body.destroy(error()), ms);
   const push = body.push;
   body.push = function watchedPush(this: Readable, chunk: unknown, encoding?: BufferEncoding): boolean {
@@ -73,5 +73,9 @@ export function watchBodyIdle(body: Readable, ms: number, error: () => Error): v
     else timer.refresh();
     return push.call(this, chunk, encoding);
   };
-  body.once('close', () => clearTimeout(timer));
+  // `on`, not `once` (no wrapper): a stream closes once. The deadline (a small answer's) ends with the body too.
+  body.on('close', () => {
+    clearTimeout(timer);
+    deadline?.clear();
+  });
 }

@@ -113,10 +113,13 @@ export class HttpUpstreamImpl implements HttpUpstream {
       });
       this.state.up();
       // A small answer is answered once its body is in: the deadline covers it (a hung body is a 504).
-      if (isSmallAnswer(res.headers)) res.body.once('close', () => deadline.clear());
-      else deadline.clear();
+      const small = isSmallAnswer(res.headers);
+      if (!small) deadline.clear();
       const bodyMs = this.config.body_timeout_ms;
-      if (bodyMs > 0) watchBodyIdle(res.body, bodyMs, () => bodyTimeoutError(this.name, bodyMs));
+      // One 'close' listener clears both the idle watch and a small answer's deadline.
+      if (bodyMs > 0)
+        watchBodyIdle(res.body, bodyMs, () => bodyTimeoutError(this.name, bodyMs), small ? deadline : undefined);
+      else if (small) res.body.on('close', () => deadline.clear()); // `on`: a stream closes once
       return { status: res.statusCode, headers: res.headers, body: res.body, timeoutMs: timeouts.responseMs };
     } catch (err) {
       deadline.clear();

@@ -59,6 +59,11 @@ describe('metrics kit: batched updates', () => {
     expect(sample(text, 't_child_seconds_count{route="a"}')).toBe(3);
     expect(sample(text, 't_child_seconds_bucket{le="1",route="a"}')).toBe(2);
     expect(sample(text, 't_child_seconds_sum{route="a"}')).toBe(3.75);
+    // A counter child's increments are summed until a read: each read sees them once.
+    for (let i = 0; i < 3; i++) counterOf('a', '200').inc();
+    const again = await kit.registry.metrics();
+    expect(sample(again, 't_child_total{route="a",status="200"}')).toBe(304);
+    expect(sample(await kit.registry.metrics(), 't_child_total{route="a",status="200"}')).toBe(304);
   });
 
   it("what a metric's own collect adds is in the same read", async () => {

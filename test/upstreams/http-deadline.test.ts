@@ -54,6 +54,29 @@ describe('the deadline of a small answer', () => {
     expect(elapsed).toBeGreaterThanOrEqual(timeoutMs - 5);
   });
 
+  it('covers its body when a body idle timeout (longer) watches it too', async () => {
+    const watched = createUpstream(
+      'hanging-watched',
+      { kind: 'http', url: fixture.url, timeout_ms: timeoutMs, body_timeout_ms: 60_000 },
+      { logger: silentLogger, configDir: process.cwd() },
+    ) as HttpUpstream;
+    try {
+      const res = await watched.forward(request());
+      let error: unknown;
+      try {
+        for await (const _ of res.body) {
+          // the body never completes
+        }
+      } catch (err) {
+        error = err;
+      }
+      expect(isGatewayError(error) && error.kind).toBe('upstream_timeout');
+      expect(isGatewayError(error) && error.details?.timeout_ms).toBe(timeoutMs);
+    } finally {
+      await watched.close();
+    }
+  });
+
   it('a caller that only resume()s the body sees it end; the process does not crash on the timeout', async () => {
     const res = await upstream.forward(request());
     const closed = new Promise((resolve) => res.body.once('close', resolve));
