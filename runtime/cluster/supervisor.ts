@@ -69,6 +69,12 @@ export class WorkerSupervisor {
     slot.worker = worker;
     slot.ready = false;
     slot.startedAt = Date.now();
+    // A message sent to a worker that just died (SIGKILL, the OOM killer) before its exit is seen
+    // fails with EPIPE as an 'error' on the worker: unheard, it took the primary and the whole
+    // cluster down (a status or metrics request asks every worker). Its exit is handled in onExit.
+    worker.on('error', (err: Error) => {
+      this.logger.warn({ worker_id: worker.id, err: err.message }, 'message to a worker failed');
+    });
     return new Promise((resolve, reject) => {
       const onMessage = (m: unknown) => {
         if (!isMessage(m)) return;

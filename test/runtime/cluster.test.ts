@@ -193,10 +193,26 @@ describe('serve --workers 2', () => {
     }
   });
 
-  it('a worker that dies is forked again', async () => {
+  it('a worker that dies is forked again; the primary survives asking it meanwhile', async () => {
     const before = await status();
     const victim = before.workers[0]?.pid as number;
+    // Status requests make the primary message every worker: one sent to the killed worker
+    // before its exit is seen fails (EPIPE), which once took the primary down with the cluster.
+    let asking = true;
+    const askers = Array.from({ length: 16 }, async () => {
+      let asked = 0;
+      while (asking) {
+        const res = await fetch(`${admin}/admin/config`);
+        await res.arrayBuffer();
+        asked++;
+      }
+      return asked;
+    });
+    await new Promise((r) => setTimeout(r, 50));
     process.kill(victim, 'SIGKILL');
+    await new Promise((r) => setTimeout(r, 500));
+    asking = false;
+    expect((await Promise.all(askers)).every((n) => n > 0)).toBe(true);
     await until(async () => {
       const s = await status();
       return s.cluster.workers_ready === 2 && !s.workers.some((w) => w.pid === victim);
