@@ -47,6 +47,12 @@ export class ConnectionDispatch {
   /** A stop is under way: waiting for the plug before the listening socket is closed. */
   private plug: PlugClose | undefined;
   private host = '127.0.0.1';
+  /** Set before `listenerClosed` (field order): its executor replaces it. */
+  private onListenerClosed: () => void = () => {};
+  /** Resolves once the listening socket is closed (every connection it accepted handed on). */
+  private readonly listenerClosed = new Promise<void>((resolve) => {
+    this.onListenerClosed = resolve;
+  });
 
   constructor(
     private readonly service: number,
@@ -93,15 +99,18 @@ export class ConnectionDispatch {
    * listening socket is closed once the kernel's accept queue is empty and can take no client
    * (the plug, above); elsewhere at once.
    */
-  close(): void {
-    if (this.closed || this.plug) return;
-    this.plug = closeBehindPlug(this.server, this.host, () => this.closeListener());
-    if (!this.plug) this.closeListener();
+  close(): Promise<void> {
+    if (!this.closed && !this.plug) {
+      this.plug = closeBehindPlug(this.server, this.host, () => this.closeListener());
+      if (!this.plug) this.closeListener();
+    }
+    return this.listenerClosed;
   }
 
   private closeListener(): void {
     if (this.closed) return;
     this.closed = true;
+    this.onListenerClosed();
     // Not waited for: net.Server's callback waits until every connection passed on has closed.
     this.server.close();
     this.flush();

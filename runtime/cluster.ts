@@ -188,8 +188,12 @@ export class ClusterPrimary {
    */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      // First: a worker finishes its drain only once told that no more connections come.
-      for (const d of this.dispatch) d.close();
+      // First: a worker finishes its drain only once told that no more connections come. The
+      // workers are told to stop only once the listening sockets are closed: a stopping worker
+      // answers with Connection: close, and its clients reconnecting at once while the listener
+      // closes are the ones a close can reset (server/plug-close.ts); closing takes one accept
+      // queue's worth of connections, at most the plug's 2 s.
+      await Promise.all(this.dispatch.map((d) => d.close()));
       for (const w of this.watchers) w.close();
       this.supervisor.stopRestarting();
       await this.supervisor.stopAll(Math.max(...this.loaded.map((l) => l.config.limits.drain_timeout_ms)));
