@@ -13,6 +13,7 @@ import {
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { checkHeadersAfterReads } from './header-deadlines.ts';
 
 export type UpgradeListener = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
@@ -38,13 +39,13 @@ export interface TlsMaterial {
   key: Buffer;
 }
 
-/** Starts a listener; resolves to the port it is bound to (useful with port 0). */
 /** How this machine reaches a listener bound to `host` (all interfaces: loopback). */
 export function localUrl(host: string, port: number, https = false): string {
   const local = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host;
   return `${https ? 'https' : 'http'}://${local.includes(':') ? `[${local}]` : local}:${port}`;
 }
 
+/** Starts a listener; resolves to the port it is bound to (useful with port 0). */
 export async function startListener(server: Server, host: string, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -97,6 +98,8 @@ export function createListener(
   server.keepAliveTimeout = keepAliveMs;
   server.headersTimeout = headersMs;
   server.requestTimeout = 0;
+  // Node sets up its header-deadline checks on 'listening' (registered first, so already done).
+  server.on('listening', () => checkHeadersAfterReads(server));
   if (onUpgrade) server.on('upgrade', onUpgrade);
   return server;
 }
