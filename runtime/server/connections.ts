@@ -528,7 +528,9 @@ export class ConnectionTracker {
 
   private startSweeping(): void {
     const every = Math.min(1000, Math.max(100, Math.floor(this.limits.bodyIdleMs / 4)));
-    this.sweeper = setInterval(() => this.sweep(), every).unref();
+    // After the turn's reads (header-deadlines.ts): a timer runs before them, and after a stall
+    // a body whose bytes sat unread in the kernel's buffer would look stalled on the client's side.
+    this.sweeper = setInterval(() => setImmediate(() => this.sweep()), every).unref();
   }
 
   private stopSweeping(): void {
