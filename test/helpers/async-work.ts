@@ -195,7 +195,12 @@ export async function startKoaFloor(upstreamUrl: string): Promise<{ url: string;
     if (type) headers['content-type'] = type;
     const accept = ctx.get('accept');
     if (accept) headers.accept = accept;
-    const res = await pool.request({ method: ctx.method as 'POST', path: upstream.pathname + ctx.search, headers, body });
+    const res = await pool.request({
+      method: ctx.method as 'POST',
+      path: upstream.pathname + ctx.search,
+      headers,
+      body,
+    });
     ctx.status = res.statusCode;
     const resType = res.headers['content-type'];
     if (typeof resType === 'string') ctx.type = resType;
