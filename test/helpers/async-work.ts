@@ -152,15 +152,25 @@ export async function sequential(pool: Pool, ask: Ask, n: number): Promise<void>
 }
 
 /** The bench's JSON-RPC echo upstream (bench/typed-proxy/upstream.ts), in a child process. */
-export async function startEchoUpstream(): Promise<{ url: string; child: ChildProcess }> {
-  const file = resolve(import.meta.dirname, '../../bench/typed-proxy/upstream.ts');
+export function startEchoUpstream(): Promise<{ url: string; child: ChildProcess }> {
+  return startBenchServer('bench/typed-proxy/upstream.ts', '/');
+}
+
+/** The bench's OpenAI-compatible backend (bench/safety-filter/backend.ts), in a child process; `url` ends in /v1. */
+export function startChatBackend(): Promise<{ url: string; child: ChildProcess }> {
+  return startBenchServer('bench/safety-filter/backend.ts', '/v1');
+}
+
+/** A bench server (`listening <port>` once it listens) in a child process. */
+async function startBenchServer(path: string, base: string): Promise<{ url: string; child: ChildProcess }> {
+  const file = resolve(import.meta.dirname, '../..', path);
   const child = spawn(process.execPath, ['--import', 'tsx', file], {
     env: { ...process.env, PORT: '0' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const port = await new Promise<number>((done, fail) => {
     let seen = '';
-    const timer = setTimeout(() => fail(new Error(`echo upstream did not start: ${seen}`)), 20000);
+    const timer = setTimeout(() => fail(new Error(`${path} did not start: ${seen}`)), 60000);
     child.stdout?.on('data', (d: Buffer) => {
       seen += d.toString();
       const m = /listening (\d+)/.exec(seen);
@@ -169,9 +179,9 @@ export async function startEchoUpstream(): Promise<{ url: string; child: ChildPr
         done(Number(m[1]));
       }
     });
-    child.once('exit', (code) => fail(new Error(`echo upstream exited (${code}): ${seen}`)));
+    child.once('exit', (code) => fail(new Error(`${path} exited (${code}): ${seen}`)));
   });
-  return { url: `http://127.0.0.1:${port}/`, child };
+  return { url: `http://127.0.0.1:${port}${base}`, child };
 }
 
 /**

@@ -10,14 +10,17 @@
  * the N requests added from one window to the next must create exactly the same resources
  * (deterministic per request), and per request each type must stay within its budget
  * (docs/performance.md, "Work per request": the budgets and their reasons). An `await` more per
- * stage, a timer or a tick more per request fails here, named by type and count.
+ * stage, a timer or a tick more per request fails here, named by type and count. The safety
+ * filter's chat route (configs/safety-filter.yaml, the shipped dev tenant, not streamed) is
+ * counted the same way in front of the bench's chat backend (bench/safety-filter/backend.ts).
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml, stringify } from 'yaml';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import {
   type Ask,
@@ -26,11 +29,13 @@ import {
   divided,
   oneConnection,
   sequential,
+  startChatBackend,
   startEchoUpstream,
   startKoaFloor,
 } from '../helpers/async-work.ts';
 
-const config = join(import.meta.dirname, '../../configs/typed-proxy.yaml');
+const root = join(import.meta.dirname, '../..');
+const config = join(root, 'configs/typed-proxy.yaml');
 const N = 20;
 const WARMUP = 100;
 /** A loaded machine (the suite, other builds) makes hundreds of requests under the hook slow, not different. */
@@ -43,6 +48,15 @@ const TIMEOUT_MS = 120_000;
 const budgets: Record<string, Record<string, number>> = {
   'POST / tools/call': { PROMISE: 72, TickObject: 19, Timeout: 4, Immediate: 5, onerror: 1, UNDICI_REQUEST: 1 },
   'POST /mcp typed send': { PROMISE: 76, TickObject: 19, Timeout: 4, Immediate: 5, onerror: 1, UNDICI_REQUEST: 1 },
+  'safety filter chat': {
+    PROMISE: 98,
+    TickObject: 19,
+    Timeout: 4,
+    Immediate: 5,
+    Microtask: 1,
+    onerror: 1,
+    UNDICI_REQUEST: 1,
+  },
 };
 
 const echoed = (status: number, text: string) => {
@@ -77,6 +91,18 @@ async function workPerRequest(pool: Pool, ask: Ask, ports: number[]): Promise<Re
   const second = divided(difference(c, b), N);
   expect(second, 'the same N requests created other resources the second time: not deterministic').toEqual(first);
   return first;
+}
+
+/** Fails naming each type over its budget, with the count and the floor's. */
+function withinBudget(route: string, work: Record<string, number>, floor: Record<string, number> | undefined): void {
+  const budget = budgets[route];
+  const over = Object.entries(work)
+    .filter(([type, n]) => n > (budget[type] ?? 0))
+    .map(([type, n]) => `${type} per request: ${n}, budget ${budget[type] ?? 0} (floor: ${floor?.[type] ?? '?'})`);
+  expect(
+    over,
+    `${route} creates more async resources than its budget (docs/performance.md, "Work per request")`,
+  ).toEqual([]);
 }
 
 describe('work per request, counted (typed proxy against the Koa + undici floor)', () => {
@@ -133,19 +159,90 @@ describe('work per request, counted (typed proxy against the Koa + undici floor)
       async () => {
         const work = await workPerRequest(connect(svc.url), ask, portsOf(svc.url));
         figures[route] = work;
-        const budget = budgets[route];
-        const over = Object.entries(work)
-          .filter(([type, n]) => n > (budget[type] ?? 0))
-          .map(
-            ([type, n]) =>
-              `${type} per request: ${n}, budget ${budget[type] ?? 0} (floor: ${figures.floor?.[type] ?? '?'})`,
-          );
-        expect(
-          over,
-          `${route} creates more async resources than its budget (docs/performance.md, "Work per request")`,
-        ).toEqual([]);
+        withinBudget(route, work, figures.floor);
       },
       TIMEOUT_MS,
     );
   }
+});
+
+describe('work per request, counted (safety filter chat against the Koa + undici floor)', () => {
+  let backend: { url: string; child: ChildProcess };
+  let svc: StartedService;
+  let floor: { url: string; close: () => Promise<void> };
+  const pools: Pool[] = [];
+  const figures: Record<string, Record<string, number>> = {};
+  /** The bench's chat request (bench/services/cases.ts chatRequest(false)), ~1 KB no rule acts on. */
+  const question =
+    'Our team meets every Monday to plan the week. Last time we agreed to move the design review ' +
+    'to Thursday, to finish the onboarding notes for the two engineers who join next month, and ' +
+    'to load test the indexing service before the search feature ships. ';
+  const chat: Ask = {
+    path: '/v1/chat/completions',
+    body: JSON.stringify({
+      model: 'gpt-4o-mini',
+      stream: false,
+      messages: [
+        { role: 'system', content: 'You are a helpful assistant that writes short, friendly summaries.' },
+        { role: 'user', content: `${question.repeat(3)}Please summarise this for the newsletter.` },
+      ],
+    }),
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json',
+      authorization: 'Bearer sk-dev-local-0001',
+    },
+    check: (status, text) => {
+      if (status !== 200 || !text.includes('"chat.completion"'))
+        throw new Error(`unexpected answer ${status}: ${text}`);
+    },
+  };
+
+  beforeAll(async () => {
+    backend = await startChatBackend();
+    // The shipped dev tenant, its limits beyond what the requests reach (as bench/services/cases.ts).
+    const dir = mkdtempSync(join(tmpdir(), 'sy-hot-path-'));
+    const shipped = parseYaml(readFileSync(join(root, 'configs/safety-filter/tenants.yaml'), 'utf8')) as {
+      tenants: Array<Record<string, unknown>>;
+    };
+    const dev = shipped.tenants.find((t) => t.id === 'dev');
+    const tenants = join(dir, 'tenants.yaml');
+    writeFileSync(tenants, stringify({ tenants: [{ ...dev, requests_per_minute: 1e8, tokens_per_minute: 1e11 }] }));
+    svc = await startService(join(root, 'configs/safety-filter.yaml'), {
+      set: [`upstreams.llm={kind: openai, url: "${backend.url}"}`],
+      env: { FILTER_TENANTS_FILE: tenants, FILTER_AUDIT_PATH: join(dir, 'audit.db') },
+    });
+    floor = await startKoaFloor(`${backend.url}/chat/completions`);
+  }, TIMEOUT_MS);
+  afterAll(async () => {
+    await Promise.all(pools.map((p) => p.destroy()));
+    await svc?.close();
+    await floor?.close();
+    backend?.child.kill('SIGKILL');
+    if (process.env.HOT_PATH_WORK_PRINT === '1') console.info(JSON.stringify(figures, null, 1));
+  });
+
+  const measure = (url: string) => {
+    const pool = oneConnection(url);
+    pools.push(pool);
+    return workPerRequest(pool, chat, [Number(new URL(url).port), Number(new URL(backend.url).port)]);
+  };
+
+  it(
+    'the floor: the same work for every request',
+    async () => {
+      figures.floor = await measure(floor.url);
+      expect(figures.floor.PROMISE).toBeGreaterThan(0);
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    'chat, not streamed: the same work for every request, within its budget',
+    async () => {
+      figures['safety filter chat'] = await measure(svc.url);
+      withinBudget('safety filter chat', figures['safety filter chat'], figures.floor);
+    },
+    TIMEOUT_MS,
+  );
 });
