@@ -72,13 +72,13 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
   // per request"): each stage's run is one `then` on what its handle returned, not an async frame
   // (its promise) plus an `await` (another) per stage.
   const runLast = (ctx: Tracked, last: After): Promise<Resolved> => {
-    let ran: Promise<unknown>;
+    let ran: unknown;
     try {
       ran = last();
     } catch (err) {
       return Promise.reject(afterFailed(err));
     }
-    return ran.then(
+    return Promise.resolve(ran).then(
       () => answerPhase(ctx, count - 1),
       (err) => Promise.reject(afterFailed(err)),
     );
