@@ -51,7 +51,7 @@ export type {
   UpgradedConnection,
   UpgradeInfo,
 } from './plugin.ts';
-export { coreStateFields, definePlugin, defineResource, requestHeader, stateFieldOf } from './plugin.ts';
+export { coreStateFields, definePlugin, defineResource, requestHeader, stateFieldOf, syncStage } from './plugin.ts';
 export type { ClientConnection, ConnectionsSnapshot } from './server/connections.ts';
 export { addressKey, sessionOwner, subjectOf } from './session-owner.ts';
 export type {

@@ -316,6 +316,22 @@ export interface ResourceDefinition<O = Record<string, unknown>, V = unknown> {
 }
 
 /**
+ * A stage written without `async`: one that awaits nothing before it returns next()'s promise
+ * (or throws a decision). What it throws rejects, as an async stage's would; it makes no promise
+ * of its own per request, where an async one makes its frame's and one more to adopt next()'s
+ * (docs/performance.md, "Work per request").
+ */
+export function syncStage(stage: Stage): Stage {
+  return (ctx, next) => {
+    try {
+      return stage(ctx, next);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  };
+}
+
+/**
  * A stage plugin. Its `create` is wrapped so that it always receives its options validated against
  * `options` with the schema's defaults applied (a copy), whoever calls it: the service graph, a hot
  * reload or a test calling `create({...})` directly. So a plugin never repeats a schema default

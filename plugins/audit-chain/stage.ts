@@ -37,6 +37,7 @@ import {
   type SseVerdict,
   type Stage,
   type StageAnswer,
+  syncStage,
 } from '../../runtime/index.ts';
 import { type AuditChain, type AuditEntry, chainOption } from './api.ts';
 
@@ -61,28 +62,38 @@ export default definePlugin<Options>({
     const name = options.chain;
     const chain = env.resource<AuditChain>(name);
     /** The stage writing to `into`: the chain, or a dry run's list of records. */
-    const stage =
-      (into: (ctx: GatewayContext) => AuditChain): Stage =>
-      async (ctx, next) => {
+    const stage = (into: (ctx: GatewayContext) => AuditChain): Stage =>
+      // One `then` on next()'s promise, not an async frame and its awaits: most requests record
+      // nothing (docs/performance.md, "Work per request").
+      syncStage((ctx, next) => {
         const chain = into(ctx);
-        let answer: StageAnswer | undefined;
-        try {
-          answer = (await next()) ?? undefined;
-        } catch (err) {
-          await flush(ctx, chain, true);
-          throw err;
-        }
-        if (answer?.filtered) {
-          // Stages deeper in the pipeline check the stream as it passes and may still decide: each
-          // decision is on record before the client sees anything after it.
-          if (ctx.state.decisions?.some((d) => d.action !== 'allow')) await flush(ctx, chain, false);
-          answer.filterEvents(new AuditedStream(ctx, chain));
-          return;
-        }
-        if (recordsAll(ctx, chain) || recorders.has(ctx) || ctx.state.decisions?.some((d) => d.action !== 'allow')) {
-          await flush(ctx, chain, true);
-        }
-      };
+        return next().then(
+          (answer) => recorded(ctx, chain, answer ?? undefined),
+          async (err) => {
+            await flush(ctx, chain, true);
+            throw err;
+          },
+        );
+      });
+    /** The answer phase: what is on record once the stages behind it answered. */
+    const recorded = (
+      ctx: GatewayContext,
+      chain: AuditChain,
+      answer: StageAnswer | undefined,
+    ): Promise<void> | undefined => {
+      if (answer?.filtered) {
+        // Stages deeper in the pipeline check the stream as it passes and may still decide: each
+        // decision is on record before the client sees anything after it.
+        const audited = () => answer.filterEvents(new AuditedStream(ctx, chain));
+        if (ctx.state.decisions?.some((d) => d.action !== 'allow')) return flush(ctx, chain, false).then(audited);
+        audited();
+        return undefined;
+      }
+      if (recordsAll(ctx, chain) || recorders.has(ctx) || ctx.state.decisions?.some((d) => d.action !== 'allow')) {
+        return flush(ctx, chain, true);
+      }
+      return undefined;
+    };
     return {
       handle: stage(() => chain),
       // A dry run (runtime/dry-run.ts): the same records, kept on the dry run instead of appended.

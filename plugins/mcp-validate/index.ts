@@ -35,6 +35,7 @@ import {
   type RpcSessions,
   readRpcResponse,
   subjectOf,
+  syncStage,
 } from '../../runtime/index.ts';
 import {
   checkModern,
@@ -234,7 +235,9 @@ export default definePlugin<McpValidateOptions>({
     }
 
     return {
-      async handle(ctx, next) {
+      // Not async: every request but a tools/list or an initialize passes next()'s promise on
+      // (docs/performance.md, "Work per request").
+      handle: syncStage((ctx, next) => {
         const rpc = ctx.state.rpc;
         const version = rpc ? checkedVersion(ctx, rpc) : undefined;
         // A modern request belongs to no session, whatever header it carries.
@@ -258,10 +261,13 @@ export default definePlugin<McpValidateOptions>({
             }
           }
         }
-        await next();
-        if (rpc?.method === 'tools/list' && rpc.id !== undefined) await recordParamHeaders(ctx);
-        if (rpc?.method === 'initialize' && sessions && negotiated) await recordNegotiated(ctx, negotiated, sessions);
-      },
+        if (rpc?.method === 'tools/list' && rpc.id !== undefined) return next().then(() => recordParamHeaders(ctx));
+        if (rpc?.method === 'initialize' && sessions && negotiated) {
+          const [map, live] = [negotiated, sessions];
+          return next().then(() => recordNegotiated(ctx, map, live));
+        }
+        return next();
+      }),
       describe: () => ({
         versions: [...supportedVersions],
         own_version: ownVersion,

@@ -5,6 +5,7 @@
  * result) too.
  */
 import {
+  type Answer,
   answerOf,
   type GatewayContext,
   GatewayError,
@@ -14,6 +15,7 @@ import {
   openaiWire,
   type PolicyDecision,
   type RpcResponseMap,
+  type StageAnswer,
 } from '../../runtime/index.ts';
 import type { ClassifierResult, ClassifierSet, ClassifyOptions, Span } from '../classify/api.ts';
 import { redact } from '../classify/api.ts';
@@ -280,10 +282,15 @@ export function egressPhase(s: PolicyShared): {
    * The answer phase: every answer with a body is read. A stream is checked as it passes; any
    * other answer must be JSON (else it cannot be checked, and on_uninspectable decides).
    */
-  async function egress(ctx: GatewayContext, next: Next): Promise<void> {
+  function egress(ctx: GatewayContext, next: Next): Promise<void> {
     // This stage's own answer handle: filters it adds run under its guard and on_uninspectable
-    // (the store itself when a test calls the stage with a next of its own).
-    const answer = (await next()) ?? answerOf(ctx);
+    // (the store itself when a test calls the stage with a next of its own). One `then`, not an
+    // async frame and its await (docs/performance.md, "Work per request").
+    return next().then((handle: StageAnswer | undefined) => checkTheAnswer(ctx, handle ?? answerOf(ctx)));
+  }
+
+  /** The answer's check: a promise only when it reads the answer. */
+  function checkTheAnswer(ctx: GatewayContext, answer: StageAnswer | Answer): Promise<void> | undefined {
     const current = store.current;
     const names = applicable(current, ctx.state.stype?.id ?? null, ctx);
     if (!current.hasPhase(names, 'egress')) return;
@@ -291,14 +298,17 @@ export function egressPhase(s: PolicyShared): {
     // stream). A notification's or a response's answer carries none, and the messages a server
     // sends on its own (a GET stream) are not read (docs/enforcement.md).
     if (ctx.state.rpcKind !== undefined || ctx.state.dialect?.name === 'jsonrpc') {
-      if (ctx.state.rpcKind === 'request') await mapRpcResponses(ctx, checkRpcAnswer, answer);
-      return;
+      return ctx.state.rpcKind === 'request' ? mapRpcResponses(ctx, checkRpcAnswer, answer) : undefined;
     }
     if (!answer.hasBody) return;
     if (answer.isEventStream) {
       answer.filterOpenAIChunks(streamReader(new AnswerStream(ctx, names)));
       return;
     }
+    return checkWhole(ctx, answer);
+  }
+
+  async function checkWhole(ctx: GatewayContext, answer: StageAnswer | Answer): Promise<void> {
     const body = await answer.json();
     if (body === undefined) return;
     const checked = await checkJsonAnswer(body, ctx, openaiAnswers);

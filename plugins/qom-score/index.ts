@@ -14,6 +14,7 @@ import {
   type JsonRpcRequest,
   type JsonSchema,
   jsonrpcWire,
+  syncStage,
 } from '../../runtime/index.ts';
 import type { QomProfile, QomResult, STypeRecord, STypeRegistry } from '../stype-registry/api.ts';
 import { registryOption } from '../stype-registry/api.ts';
@@ -85,7 +86,8 @@ export default definePlugin<QomScoreOptions>({
     }
 
     return {
-      async handle(ctx, next) {
+      // Not async: it awaits nothing (docs/performance.md, "Work per request").
+      handle: syncStage((ctx, next) => {
         const rpc = ctx.state.rpc;
         const record = rpc && ctx.state.stype ? registry.get(ctx.state.stype.id) : undefined;
         if (!rpc || !record) return next();
@@ -108,7 +110,7 @@ export default definePlugin<QomScoreOptions>({
           throw new GatewayError('qom_failed', 'QoM threshold not met', { details });
         }
         return next();
-      },
+      }),
       describe: () => ({
         profile: options.profile ?? "the SType's first profile, else default",
         enforce: options.enforce ?? 'in strict mode',

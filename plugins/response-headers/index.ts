@@ -80,27 +80,31 @@ export default definePlugin<ResponseHeadersOptions>({
       if (!found) throw new Error(`response-headers: trailer "${name}" is not one of the headers it sets`);
       return found;
     });
+    // Set before the error (if any) travels on to the dialect: rendering keeps them.
+    const setHeaders = (ctx: GatewayContext): void => {
+      if (ctx.headerSent) return;
+      // Straight to Node (a string value, a valid name, headers not sent: what ctx.set would
+      // do), without Koa's per-call arrays.
+      const res = ctx.res;
+      for (const [name, resolve] of headers) {
+        const value = resolve(ctx);
+        if (value !== undefined) res.setHeader(name, value);
+      }
+      const answer = ctx.state.answer;
+      if (trailers.length > 0 && answer?.isEventStream) {
+        for (const [name, resolve] of trailers) answer.trailer(name, () => resolve(ctx));
+      }
+    };
     return {
-      async handle(ctx, next) {
-        try {
-          await next();
-        } finally {
-          // Set before the error (if any) travels on to the dialect: rendering keeps them.
-          if (!ctx.headerSent) {
-            // Straight to Node (a string value, a valid name, headers not sent: what ctx.set would
-            // do), without Koa's per-call arrays.
-            const res = ctx.res;
-            for (const [name, resolve] of headers) {
-              const value = resolve(ctx);
-              if (value !== undefined) res.setHeader(name, value);
-            }
-            const answer = ctx.state.answer;
-            if (trailers.length > 0 && answer?.isEventStream) {
-              for (const [name, resolve] of trailers) answer.trailer(name, () => resolve(ctx));
-            }
-          }
-        }
-      },
+      // One `then` on next()'s promise, not an async frame and an await (docs/performance.md, "Work per request").
+      handle: (ctx, next) =>
+        next().then(
+          () => setHeaders(ctx),
+          (err: unknown) => {
+            setHeaders(ctx);
+            throw err;
+          },
+        ),
       describe: () => ({ headers: Object.keys(options.set), trailers: options.trailers ?? [] }),
     };
   },

@@ -68,14 +68,26 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
     return i === count ? runLast(ctx, last) : runStage(ctx, i, last);
   };
 
-  const runLast = async (ctx: Tracked, last: After): Promise<Resolved> => {
+  // No async function of the composer's own on the way of a request (docs/performance.md, "Work
+  // per request"): each stage's run is one `then` on what its handle returned, not an async frame
+  // (its promise) plus an `await` (another) per stage.
+  const runLast = (ctx: Tracked, last: After): Promise<Resolved> => {
+    let ran: unknown;
     try {
-      await last();
+      ran = last();
     } catch (err) {
-      if (typeof err === 'object' && err !== null && !(err instanceof GatewayError)) fromAfter.add(err);
-      throw err;
+      return Promise.reject(afterFailed(err));
     }
-    return answerPhase(ctx, count - 1);
+    return Promise.resolve(ran).then(
+      () => answerPhase(ctx, count - 1),
+      (err) => Promise.reject(afterFailed(err)),
+    );
+  };
+
+  /** Marks an error thrown by the code after the pipeline as not any stage's failure. */
+  const afterFailed = (err: unknown): unknown => {
+    if (typeof err === 'object' && err !== null && !(err instanceof GatewayError)) fromAfter.add(err);
+    return err;
   };
 
   const runStage = (ctx: Tracked, i: number, last: After): Promise<Resolved> => {
@@ -114,42 +126,67 @@ export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logge
     }
   };
 
-  const runPlain = async (ctx: Tracked, i: number, last: After): Promise<Resolved> => {
+  const runPlain = (ctx: Tracked, i: number, last: After): Promise<Resolved> => {
+    const stage = stages[i];
+    let ran: unknown;
+    try {
+      ran = stage.instance.handle(ctx, () => ((ctx[reached] ?? i) > i ? nextTwice(stage) : dispatch(ctx, i + 1, last)));
+    } catch (err) {
+      return failed(ctx, i, last, err);
+    }
+    // A stage that answered without a promise (as `await` would, its answer phase never throws out of here).
+    if (typeof (ran as PromiseLike<unknown> | undefined)?.then !== 'function') {
+      try {
+        return Promise.resolve(ranThrough(ctx, i));
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
+    // Promise.resolve of a native promise is that promise: one `then`, its only promise.
+    return Promise.resolve(ran).then(
+      () => ranThrough(ctx, i),
+      (err) => failed(ctx, i, last, err),
+    );
+  };
+
+  /**
+   * Stage i returned: its answer phase is over. Filters it added through answerOf(ctx) are its
+   * own, and the stage before it begins its answer phase.
+   */
+  const ranThrough = (ctx: Tracked, i: number): Resolved => {
+    ctx.state.answer?.bindFilters(guards[i] as AnswerGuard);
+    return answerPhase(ctx, i - 1);
+  };
+
+  /** Stage i threw or rejected with `err`: a decision passed on, or its failure handled by its on_error. */
+  const failed = async (ctx: Tracked, i: number, last: After, err: unknown): Promise<Resolved> => {
     const stage = stages[i];
     const guard = guards[i] as AnswerGuard;
-    try {
-      await stage.instance.handle(ctx, () => ((ctx[reached] ?? i) > i ? nextTwice(stage) : dispatch(ctx, i + 1, last)));
-    } catch (err) {
-      // Filters it added before failing are still its own.
-      ctx.state.answer?.bindFilters(guard);
-      // An answer this stage could not read: its on_uninspectable decides.
-      if (isUninspectable(err) && !guard.decided(err)) {
-        if (guard.unreadable(ctx, err)) return answerPhase(ctx, i - 1);
-        throw err;
-      }
-      // Typed decisions, and errors from after the pipeline, are not this stage's failure. A later
-      // stage's own failure reaches here already turned into a GatewayError by its guard.
-      if (err instanceof GatewayError || (typeof err === 'object' && err !== null && fromAfter.has(err))) throw err;
-      failures.inc({ stage: stage.id, plugin: stage.plugin, on_error: stage.onError });
-      logger.error(
-        { err, stage: stage.id, on_error: stage.onError, request_id: ctx.state.requestId },
-        `stage failed internally (${stage.onError})`,
-      );
-      const calledNext = (ctx[reached] ?? i) > i;
-      if (stage.onError === 'fail-open' && !calledNext) {
-        const skipped = (ctx.state.annotations.failed_open as string[] | undefined) ?? [];
-        ctx.state.annotations.failed_open = [...skipped, stage.id];
-        await dispatch(ctx, i + 1, last);
-        return answerPhase(ctx, i - 1);
-      }
-      // Failed after the rest ran: keep its answer.
-      if (stage.onError === 'fail-open') return answerPhase(ctx, i - 1);
-      throw new GatewayError('internal_error', 'Internal error', { details: { stage: stage.plugin }, cause: err });
-    }
-    // Its answer phase is over: filters it added through answerOf(ctx) are its own, and the
-    // stage before it begins its answer phase.
+    // Filters it added before failing are still its own.
     ctx.state.answer?.bindFilters(guard);
-    return answerPhase(ctx, i - 1);
+    // An answer this stage could not read: its on_uninspectable decides.
+    if (isUninspectable(err) && !guard.decided(err)) {
+      if (guard.unreadable(ctx, err)) return answerPhase(ctx, i - 1);
+      throw err;
+    }
+    // Typed decisions, and errors from after the pipeline, are not this stage's failure. A later
+    // stage's own failure reaches here already turned into a GatewayError by its guard.
+    if (err instanceof GatewayError || (typeof err === 'object' && err !== null && fromAfter.has(err))) throw err;
+    failures.inc({ stage: stage.id, plugin: stage.plugin, on_error: stage.onError });
+    logger.error(
+      { err, stage: stage.id, on_error: stage.onError, request_id: ctx.state.requestId },
+      `stage failed internally (${stage.onError})`,
+    );
+    const calledNext = (ctx[reached] ?? i) > i;
+    if (stage.onError === 'fail-open' && !calledNext) {
+      const skipped = (ctx.state.annotations.failed_open as string[] | undefined) ?? [];
+      ctx.state.annotations.failed_open = [...skipped, stage.id];
+      await dispatch(ctx, i + 1, last);
+      return answerPhase(ctx, i - 1);
+    }
+    // Failed after the rest ran: keep its answer.
+    if (stage.onError === 'fail-open') return answerPhase(ctx, i - 1);
+    throw new GatewayError('internal_error', 'Internal error', { details: { stage: stage.plugin }, cause: err });
   };
 
   // Its value (no stage's handle) is not the caller's: typed away, no promise more per request.
