@@ -1,47 +1,16 @@
 /**
- * Baseline (b): the least a Koa + undici proxy does. It reads the request body, forwards it with
- * an undici keep-alive Pool (same pool size as a Switchyard `jsonrpc` upstream) and streams the
- * answer back (BARE_BUFFER=1: reads the answer whole and sends it as a Buffer, the cheaper way for
- * small answers and the floor `npm run bench` compares with). No parsing, no validation, no
- * logging: whatever the typed proxy costs beyond this is the price of its pipeline.
+ * Baseline (b): the least a Koa + undici proxy does (koa-floor.ts), as a process. It reads the
+ * request body, forwards it with an undici keep-alive Pool and streams the answer back
+ * (BARE_BUFFER=1: reads the answer whole and sends it as a Buffer, the floor `npm run bench`
+ * compares with). Whatever the typed proxy costs beyond this is the price of its pipeline.
  *
  * Env: PORT (0 = ephemeral; printed as `listening <port>`), UPSTREAM_URL, BARE_BUFFER.
  */
 import { createServer } from 'node:http';
-import Koa from 'koa';
-import { Pool } from 'undici';
+import { koaFloor } from './koa-floor.ts';
 import { serveForBench } from './serve.ts';
 
-const upstream = new URL(process.env.UPSTREAM_URL ?? 'http://127.0.0.1:9000/');
-const pool = new Pool(upstream.origin, { connections: 64, keepAliveTimeout: 60_000 });
-const buffer = process.env.BARE_BUFFER === '1';
-
-async function readBody(stream: AsyncIterable<unknown>): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
-}
-
-const app = new Koa();
-app.use(async (ctx) => {
-  const body = ctx.method === 'GET' || ctx.method === 'HEAD' ? null : await readBody(ctx.req);
-  const headers: Record<string, string> = {};
-  const type = ctx.get('content-type');
-  if (type) headers['content-type'] = type;
-  const accept = ctx.get('accept');
-  if (accept) headers.accept = accept;
-  const res = await pool.request({ method: ctx.method as 'POST', path: upstream.pathname + ctx.search, headers, body });
-  ctx.status = res.statusCode;
-  const resType = res.headers['content-type'];
-  if (typeof resType === 'string') ctx.type = resType;
-  if (buffer) {
-    ctx.body = await readBody(res.body);
-    return;
-  }
-  const length = res.headers['content-length'];
-  ctx.body = res.body;
-  if (typeof length === 'string') ctx.length = Number(length);
-});
+const { app, pool } = koaFloor(process.env.UPSTREAM_URL ?? 'http://127.0.0.1:9000/', process.env.BARE_BUFFER === '1');
 
 serveForBench(createServer({ keepAlive: true }, app.callback()), () => {
   pool.destroy().catch(() => {});

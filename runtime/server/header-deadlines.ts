@@ -6,8 +6,7 @@
  * start of an event-loop turn, before the turn reads the sockets: after the loop was busy for
  * longer than the deadline (a long collection, a starved process, a burst of requests), every
  * connection accepted before the stall whose request sat unread in the kernel's buffer was
- * answered 408 as if its client had been a slowloris (93 of 1,000 comparisons in one loaded test
- * run). Here the check waits for the turn's read phase (one `setImmediate`): what had arrived when
+ * answered 408 as if its client had been a slowloris. Here the check waits for the turn's read phase (one `setImmediate`): what had arrived when
  * the timer fired is parsed first, and only a connection whose headers are still incomplete then
  * is closed, exactly as Node closes it. A real slowloris is closed at most one turn later.
  *

@@ -22,8 +22,8 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
-import Koa from 'koa';
 import { Pool } from 'undici';
+import { koaFloor } from '../../bench/typed-proxy/koa-floor.ts';
 
 const client = new AsyncLocalStorage<true>();
 
@@ -190,32 +190,7 @@ async function startBenchServer(path: string, base: string): Promise<{ url: stri
  * the answer whole and sends it as a Buffer.
  */
 export async function startKoaFloor(upstreamUrl: string): Promise<{ url: string; close: () => Promise<void> }> {
-  const upstream = new URL(upstreamUrl);
-  const pool = new Pool(upstream.origin, { connections: 64, keepAliveTimeout: 60_000 });
-  const readBody = async (stream: AsyncIterable<unknown>): Promise<Buffer> => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of stream) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks);
-  };
-  const app = new Koa();
-  app.use(async (ctx) => {
-    const body = ctx.method === 'GET' || ctx.method === 'HEAD' ? null : await readBody(ctx.req);
-    const headers: Record<string, string> = {};
-    const type = ctx.get('content-type');
-    if (type) headers['content-type'] = type;
-    const accept = ctx.get('accept');
-    if (accept) headers.accept = accept;
-    const res = await pool.request({
-      method: ctx.method as 'POST',
-      path: upstream.pathname + ctx.search,
-      headers,
-      body,
-    });
-    ctx.status = res.statusCode;
-    const resType = res.headers['content-type'];
-    if (typeof resType === 'string') ctx.type = resType;
-    ctx.body = await readBody(res.body);
-  });
+  const { app, pool } = koaFloor(upstreamUrl, true);
   const server: Server = createServer({ keepAlive: true }, app.callback());
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
