@@ -526,7 +526,12 @@ class ReleaseCheck extends StreamCheckBase {
   #scan(open: boolean, atEnd: boolean): Step<SseEvent[] | undefined> {
     this.unscanned = 0;
     const keep = this.#heldChars + this.#openContext;
-    const text = open && this.window.length > keep ? this.window.slice(this.window.length - keep) : this.window;
+    let from = open && this.window.length > keep ? this.window.length - keep : 0;
+    // Never from inside a word the window holds the start of: a detector reads the checked text's
+    // start as a token's start (`-eyJ…` holds no JWT, the `eyJ…` cut from it does), and text the
+    // whole answer's check lets out would be blocked here once it went out.
+    while (from > 0 && !isBlank(this.window.charCodeAt(from - 1))) from--;
+    const text = from > 0 ? this.window.slice(from) : this.window;
     const untriggered = this.#untriggered(text);
     this.#triggered = this.o.trigger !== undefined && !untriggered;
     // Most checks of a stream of prose: only the release point to ask, no verdict made.

@@ -108,7 +108,10 @@ describe.each(backends)('audit chain with several processes on $name', (b) => {
         AUDIT_CONCURRENCY: '4',
         AUDIT_TAG: tag,
         AUDIT_WAIT_GO: '1',
-        AUDIT_PAUSE_MS: '2',
+        // 20 ms between a worker's appends: each process takes at least 0.5 s, so the three
+        // overlap even when a busy machine wakes them a few hundred ms apart (at 2 ms, a run at
+        // load 10-14 saw three blocks one after another, issue 32).
+        AUDIT_PAUSE_MS: '20',
       }),
     );
     await Promise.all(procs.map((p) => p.ready));

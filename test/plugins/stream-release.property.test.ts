@@ -190,7 +190,13 @@ describe('streamed release against the whole-answer check (real detectors, shipp
       // A counterexample CI found (of the test's own oracle: a match's text inside a longer word).
       {
         numRuns: 100,
-        examples: [['12345678-ZThe 12345678-Z😀 Authorization: Bearer wocQwkME~M8ME4A8grzqSKqCiR515gg~sYk4AcUIThe ']],
+        examples: [
+          ['12345678-ZThe 12345678-Z😀 Authorization: Bearer wocQwkME~M8ME4A8grzqSKqCiR515gg~sYk4AcUIThe '],
+          // A JWT-like run whose payload is not JSON, then a word glued to it (2026-11-30).
+          [
+            '-eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ4IYogQAwgQAwgQAwgr-D32uh8888888888888888.wgQAYo4IYo4IYo4IYo4jOme2uG_WOme2uG_WOm6iqtZThe The ',
+          ],
+        ],
       },
     );
   });

@@ -88,7 +88,11 @@ describe('the tokenizer worker', () => {
       `encoding import in a child process: ${imported.toFixed(0)} ms; worker start, load and first count: ${firstCount.toFixed(0)} ms, ` +
         `longest timer gap meanwhile: ${maxGap.toFixed(1)} ms, max loop delay: ${(histogram.max / 1e6).toFixed(1)} ms`,
     );
-    expect(tokens).toBe(await exact(english)); // counted by the tokenizer, not estimated (400)
+    // Counted by the tokenizer in the worker, not estimated (400). A fresh worker's first slices
+    // can use up its 25 ms of tokenizer time on a loaded machine (231 seen at load 10-14, issue
+    // 32): the rest is then completed at the counted ratio, never under the exact count here.
+    expect(tokens).toBeLessThan(estimateTokens(english));
+    expect(tokens).toBeGreaterThanOrEqual(await exact(english));
     expect(tokenizer.available()).toBe(true);
     // The times above depend on the machine and its load, so they are printed, not bounded (issue
     // 32); what keeps the import off this loop is where it is: the worker module imports an

@@ -68,9 +68,15 @@ function start(mode: 'local' | 'http', env: Record<string, string> = {}): Promis
       LOG_LEVEL: 'silent',
       ...env,
     },
-    // A slow page must fail sooner than the shipped 15-20 s here: eight seconds for a page, in both
-    // modes (one second failed ordinary pages on a loaded machine), against a page of a minute.
-    set: ['routes.0.pipeline.1.fan-out.timeout_ms=8000', 'resources.fetcher.total_timeout_ms=8000'],
+    // A slow page must fail sooner than the shipped 15-20 s here: eight seconds for its fetch,
+    // against a page of a minute. In local mode the fetcher's deadline cuts it, and a page's whole
+    // turn (fetch, extraction, chunks; in this process beside the fixtures) gets 30 s: at load
+    // 10-14 ordinary pages missed an 8 s turn (issue 32). In http mode the processor fetches, so
+    // the turn's deadline is what cuts the slow page.
+    set: [
+      `routes.0.pipeline.1.fan-out.timeout_ms=${mode === 'local' ? 30000 : 8000}`,
+      'resources.fetcher.total_timeout_ms=8000',
+    ],
     warmupMs: 500,
   });
 }

@@ -106,16 +106,19 @@ beforeAll(async () => {
 
 afterAll(() => new Promise<void>((r) => upstream.close(() => r())));
 
-const auditPath = join(mkdtempSync(join(tmpdir(), 'typed-proxy-audit-')), 'audit.db');
+const auditDir = mkdtempSync(join(tmpdir(), 'typed-proxy-audit-'));
+const sharedTrail = join(auditDir, 'audit.db');
+/** The audit trail's own chain: records of other blocks' proxies (one still closing after a timed-out setup on a loaded machine) cannot stand in for its own. */
+const auditPath = join(auditDir, 'audit-trail-test.db');
 
-function startProxy(mode: 'strict' | 'permissive'): Promise<StartedService> {
+function startProxy(mode: 'strict' | 'permissive', trail = sharedTrail): Promise<StartedService> {
   return startService('configs/typed-proxy.yaml', {
     set: [`upstreams.everything={kind: jsonrpc, url: "${upstreamUrl}"}`, `mode=${mode}`],
-    env: { PROXY_AUDIT_PATH: auditPath },
+    env: { PROXY_AUDIT_PATH: trail },
   });
 }
 
-/** The records of the proxies' audit trail (the same SQLite chain, opened beside them). */
+/** The records of the audit trail block's proxy (its SQLite chain, opened beside it). */
 async function auditRecords(): Promise<AuditRecord[]> {
   const chain = await openChain({ backend: 'sqlite', path: auditPath });
   try {
@@ -374,7 +377,7 @@ describe('permissive mode', () => {
 describe('the audit trail (one hash-chained record per refusal, with method, tool, SType, session)', () => {
   let svc: StartedService;
   beforeAll(async () => {
-    svc = await startProxy('strict');
+    svc = await startProxy('strict', auditPath);
   });
   afterAll(() => svc?.close());
 
