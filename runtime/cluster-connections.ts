@@ -24,7 +24,7 @@
 import type { Worker } from 'node:cluster';
 import { createServer, type Server as NetServer, type Socket } from 'node:net';
 import { type ConnectionSource, type Server, startConnectionChecks } from './server/listener.ts';
-import { closeBehindPlug, type PlugClose } from './server/plug-close.ts';
+import { closeBehindPlug, type PlugClose, type PlugOutcome } from './server/plug-close.ts';
 
 export type ConnectionMessage =
   | { sy: 'conn'; service: number }
@@ -48,9 +48,9 @@ export class ConnectionDispatch {
   private plug: PlugClose | undefined;
   private host = '127.0.0.1';
   /** Set before `listenerClosed` (field order): its executor replaces it. */
-  private onListenerClosed: () => void = () => {};
+  private onListenerClosed: (how: PlugOutcome | 'at once') => void = () => {};
   /** Resolves once the listening socket is closed (every connection it accepted handed on). */
-  private readonly listenerClosed = new Promise<void>((resolve) => {
+  private readonly listenerClosed = new Promise<PlugOutcome | 'at once'>((resolve) => {
     this.onListenerClosed = resolve;
   });
 
@@ -99,18 +99,18 @@ export class ConnectionDispatch {
    * listening socket is closed once the kernel's accept queue is empty and can take no client
    * (the plug, above); elsewhere at once.
    */
-  close(): Promise<void> {
+  close(): Promise<PlugOutcome | 'at once'> {
     if (!this.closed && !this.plug) {
-      this.plug = closeBehindPlug(this.server, this.host, () => this.closeListener());
-      if (!this.plug) this.closeListener();
+      this.plug = closeBehindPlug(this.server, this.host, (how) => this.closeListener(how));
+      if (!this.plug) this.closeListener('at once');
     }
     return this.listenerClosed;
   }
 
-  private closeListener(): void {
+  private closeListener(how: PlugOutcome | 'at once'): void {
     if (this.closed) return;
     this.closed = true;
-    this.onListenerClosed();
+    this.onListenerClosed(how);
     // Not waited for: net.Server's callback waits until every connection passed on has closed.
     this.server.close();
     this.flush();

@@ -193,7 +193,9 @@ export class ClusterPrimary {
       // answers with Connection: close, and its clients reconnecting at once while the listener
       // closes are the ones a close can reset (server/plug-close.ts); closing takes one accept
       // queue's worth of connections, at most the plug's 2 s.
-      await Promise.all(this.dispatch.map((d) => d.close()));
+      const closed = await Promise.all(this.dispatch.map((d) => d.close()));
+      // Anything but 'plug accepted' (Linux) may have reset a client queued at the close.
+      this.logger.info({ listeners: closed }, 'listening sockets closed');
       for (const w of this.watchers) w.close();
       this.supervisor.stopRestarting();
       await this.supervisor.stopAll(Math.max(...this.loaded.map((l) => l.config.limits.drain_timeout_ms)));

@@ -34,6 +34,9 @@ import { connect, type Server } from 'node:net';
 /** The longest a close waits for its plug before closing anyway (unless the caller says). */
 const plugWaitMs = 2000;
 
+/** How a close behind a plug came to close: its plug accepted (nobody reset), the plug's connection failed, or the wait ran out. */
+export type PlugOutcome = 'plug accepted' | 'plug failed' | 'plug wait over';
+
 export interface PlugClose {
   /**
    * Whether an accepted connection (a socket, or what Node's 'drop' event says of one) is the
@@ -52,7 +55,7 @@ export interface PlugClose {
 export function closeBehindPlug(
   server: Server,
   host: string,
-  close: () => void,
+  close: (how: PlugOutcome) => void,
   waitMs = plugWaitMs,
 ): PlugClose | undefined {
   const handle = (server as Server & { _handle?: { listen?(backlog: number): number } | null })._handle;
@@ -65,31 +68,31 @@ export function closeBehindPlug(
   const remember = () => {
     for (const s of [plug, guard]) if (s.localPort !== undefined) ours.add(`${s.localAddress}:${s.localPort}`);
   };
-  const finish = () => {
+  const finish = (how: PlugOutcome) => {
     if (done) return;
     done = true;
     clearTimeout(timer);
     remember();
     plug.destroy();
     guard.destroy();
-    close();
+    close(how);
   };
   const local = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host;
   const plug = connect({ host: local, port: address.port });
-  plug.on('error', finish);
+  plug.on('error', () => finish('plug failed'));
   // Keeps the queue full once the plug is taken; the close resets it, as it should.
   const guard = connect({ host: local, port: address.port });
   guard.on('error', () => {});
   // Queued after Node's own next-tick connect(2) of both: runs right after them.
   process.nextTick(() => handle.listen?.(0));
-  const timer = setTimeout(finish, Math.max(0, waitMs)).unref();
+  const timer = setTimeout(() => finish('plug wait over'), Math.max(0, waitMs)).unref();
   return {
     isPlug(peer) {
       if (!done) remember();
       if (!ours.has(`${peer.remoteAddress}:${peer.remotePort}`)) return false;
       // The first of the two accepted: nobody is queued ahead of it, the other one (if it got in)
       // holds the queue full behind it.
-      finish();
+      finish('plug accepted');
       return true;
     },
   };
