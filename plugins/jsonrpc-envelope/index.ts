@@ -6,13 +6,17 @@
  * `metadata.explain: true` adds the QoM breakdown.
  */
 import {
+  type Answer,
   answerOf,
   definePlugin,
+  type GatewayContext,
   GatewayError,
   type JsonRpcRequest,
+  type RpcMessage,
   readJsonObject,
   readRpcResponse,
   requestOf,
+  type StageAnswer,
 } from '../../runtime/index.ts';
 import type { RequestedTyping } from '../stype-registry/api.ts';
 
@@ -58,39 +62,47 @@ export default definePlugin({
       requestOf(ctx).setRpc({ jsonrpc: '2.0', id: ctx.state.requestId, method: type, params } as JsonRpcRequest);
       ctx.state.rpcKind = 'request'; // always answered: the typed result comes from its response
 
-      // The answer, bound to this stage (the store itself when a test calls the stage with its own next).
-      const answer = (await next()) ?? answerOf(ctx);
-
-      // The answer phase: the upstream's JSON-RPC response becomes the typed result.
-      const response = await readRpcResponse(ctx, answer);
-      if (!response) throw new GatewayError('upstream_error', 'Upstream returned no JSON-RPC response');
-      if (response.error) throw fromRpcError(response.error as { code?: number; message?: string; data?: unknown });
-      const result = (response.result ?? {}) as Record<string, unknown>;
-      const s = ctx.state;
-      answer.status = 200;
-      answer.setJson({
-        content: toContent(result),
-        metadata: {
-          stype: s.stype?.id ?? null,
-          qom_score: s.qom?.score ?? null,
-          schema_valid: s.validation?.valid ?? null,
-          request_id: s.requestId,
-          ...(result.isError === true ? { is_error: true } : {}),
-          ...(s.requested?.explain && s.qom
-            ? {
-                qom: {
-                  profile: s.qom.profile,
-                  threshold: s.qom.threshold,
-                  dimensions: s.qom.dimensions,
-                  explanation: s.qom.explanation,
-                },
-              }
-            : {}),
-        },
+      // The answer phase, one `then` on next() (docs/performance.md, "Work per request"); the
+      // answer bound to this stage (the store itself when a test calls the stage with its own next).
+      return next().then((handle) => {
+        const answer = handle ?? answerOf(ctx);
+        const response = readRpcResponse(ctx, answer);
+        return response instanceof Promise
+          ? response.then((read) => typedResult(ctx, answer, read))
+          : typedResult(ctx, answer, response);
       });
     };
   },
 });
+
+/** The upstream's JSON-RPC response becomes the typed result. */
+function typedResult(ctx: GatewayContext, answer: StageAnswer | Answer, response: RpcMessage | undefined): void {
+  if (!response) throw new GatewayError('upstream_error', 'Upstream returned no JSON-RPC response');
+  if (response.error) throw fromRpcError(response.error as { code?: number; message?: string; data?: unknown });
+  const result = (response.result ?? {}) as Record<string, unknown>;
+  const s = ctx.state;
+  answer.status = 200;
+  answer.setJson({
+    content: toContent(result),
+    metadata: {
+      stype: s.stype?.id ?? null,
+      qom_score: s.qom?.score ?? null,
+      schema_valid: s.validation?.valid ?? null,
+      request_id: s.requestId,
+      ...(result.isError === true ? { is_error: true } : {}),
+      ...(s.requested?.explain && s.qom
+        ? {
+            qom: {
+              profile: s.qom.profile,
+              threshold: s.qom.threshold,
+              dimensions: s.qom.dimensions,
+              explanation: s.qom.explanation,
+            },
+          }
+        : {}),
+    },
+  });
+}
 
 function field(name: string, problem: string): GatewayError {
   return new GatewayError('bad_request', `"${name}" ${problem}`, { details: { field: name } });

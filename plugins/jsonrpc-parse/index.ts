@@ -57,10 +57,12 @@ export default definePlugin<Options>({
       }
       ctx.state.rpc = msg as unknown as JsonRpcRequest;
       ctx.state.rpcKind = 'id' in msg ? 'request' : 'notification';
-      await next();
+      if (!('id' in msg)) return next();
       // The answer phase: a request must be answered by its response, well formed; anything else
       // (not JSON, not JSON-RPC, another id, a stream that ends without it) is not passed unread.
-      if ('id' in msg) await expectRpcResponse(ctx, msg.id as JsonRpcId);
+      // One `then` on next(), no await of its own (docs/performance.md, "Work per request").
+      const id = msg.id as JsonRpcId;
+      return next().then(() => expectRpcResponse(ctx, id));
     };
   },
 });

@@ -157,7 +157,12 @@ export default definePlugin<McpValidateOptions>({
     async function recordParamHeaders(ctx: GatewayContext): Promise<void> {
       const answer = ctx.state.answer;
       if (!answer || answer.isEventStream || answer.status !== 200) return;
-      const response = await readRpcResponse(ctx).catch(() => undefined);
+      let response: Awaited<ReturnType<typeof readRpcResponse>>;
+      try {
+        response = await readRpcResponse(ctx);
+      } catch {
+        return; // not a JSON-RPC answer: nothing to record
+      }
       const tools = (response?.result as Record<string, unknown> | undefined)?.tools;
       if (!Array.isArray(tools)) return;
       for (const tool of tools) {

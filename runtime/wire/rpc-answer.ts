@@ -18,7 +18,10 @@ export type RpcMessage = Record<string, unknown>;
  * here runs under that stage's guard and `on_uninspectable`), or the store itself (the default,
  * for a caller without a handle).
  */
-export type AnswerView = Pick<Answer, 'hasBody' | 'isEventStream' | 'status' | 'json' | 'setJson' | 'bytes'> & {
+export type AnswerView = Pick<
+  Answer,
+  'hasBody' | 'isEventStream' | 'status' | 'json' | 'readJson' | 'setJson' | 'bytes'
+> & {
   filterEvents(filter: SseFilter): void;
 };
 
@@ -66,30 +69,48 @@ export async function mapRpcResponses(
 /**
  * Checks that the answer carries a well-formed response to request `id` (a JSON body, or an event
  * of the stream before it ends): anything else is refused as not inspectable. An empty error
- * answer (a transport-level status such as 404 for an unknown session) passes as it is.
+ * answer (a transport-level status such as 404 for an unknown session) passes as it is. A promise
+ * only when the body is still to be read: an answer another stage parsed already is checked at
+ * once (throwing), with no async step (docs/performance.md, "Work per request"); `await` it.
  */
-export async function expectRpcResponse(
+export function expectRpcResponse(
   ctx: GatewayContext,
   id: JsonRpcId,
   answer: AnswerView = answerOf(ctx),
-): Promise<void> {
+): Promise<void> | undefined {
   if (!answer.hasBody) return;
   if (answer.isEventStream) {
     answer.filterEvents(new ResponseExpected(ctx, id));
     return;
   }
-  const body = await readRpcBody(answer);
-  if (body === undefined) return;
-  if (!isWellFormed(body) || body.id !== id) throw notResponse(id);
+  const parsed = answer.readJson;
+  if (parsed !== undefined) {
+    isResponseTo(rpcBody(parsed, answer.status), id);
+    return;
+  }
+  return readRpcBody(answer).then((body) => isResponseTo(body, id));
 }
 
-/** The response to the request, from a JSON body or from an event stream read whole (e.g. to unwrap it). */
-export async function readRpcResponse(
+/** Throws unless `body` (undefined: an empty error answer, passed) is a well-formed response to `id`. */
+function isResponseTo(body: RpcMessage | undefined, id: JsonRpcId): void {
+  if (body !== undefined && (!isWellFormed(body) || body.id !== id)) throw notResponse(id);
+}
+
+/**
+ * The response to the request, from a JSON body or from an event stream read whole (e.g. to unwrap
+ * it). A promise only when the body is still to be read (as expectRpcResponse); `await` it.
+ */
+export function readRpcResponse(
   ctx: GatewayContext,
   answer: AnswerView = answerOf(ctx),
-): Promise<RpcMessage | undefined> {
+): RpcMessage | undefined | Promise<RpcMessage | undefined> {
   if (!answer.hasBody) return undefined;
-  if (!answer.isEventStream) return readRpcBody(answer);
+  if (answer.isEventStream) return readStreamResponse(answer);
+  const parsed = answer.readJson;
+  return parsed !== undefined ? rpcBody(parsed, answer.status) : readRpcBody(answer);
+}
+
+async function readStreamResponse(answer: AnswerView): Promise<RpcMessage> {
   const text = (await answer.bytes()).toString('utf8');
   for (const block of text.split(/\r\n\r\n|\n\n|\r\r/)) {
     const data = block
@@ -105,8 +126,12 @@ export async function readRpcResponse(
 }
 
 async function readRpcBody(answer: AnswerView): Promise<RpcMessage | undefined> {
-  const body = await answer.json();
-  if (body === undefined && answer.status >= 400) return undefined;
+  return rpcBody(await answer.json(), answer.status);
+}
+
+/** The JSON-RPC response a parsed answer body is; undefined for an empty error answer. */
+function rpcBody(body: unknown, status: number): RpcMessage | undefined {
+  if (body === undefined && status >= 400) return undefined;
   if (!isRpcResponse(body)) throw new UninspectableAnswer('not_rpc', 'the answer is not a JSON-RPC response');
   return body;
 }
