@@ -67,7 +67,8 @@ export async function proxyHttp(
   const replaced = replacedBody(ctx);
   const headers = upstreamRequestHeaders(ctx, o.headerNames, replaced !== undefined);
   o.sessions?.forward(ctx, headers);
-  const body = replaced ?? (await requestBody(ctx));
+  // A body read already is taken as it is (no async call and await for a value in hand).
+  const body = replaced ?? ctx.state.rawBody ?? (await requestBody(ctx));
   const tried: ProvidersTried = { failed: [] };
   ctx.state.providers = tried;
   const order = list.length > 1 ? tryOrder(list) : list;

@@ -5,13 +5,20 @@
  * where it is created (create.ts, through `around`): the upstream classes stay unaware of tracing. Calls without a
  * `trace` (health probes, a JSON-RPC upstream's own forward inside `call`) pass straight through.
  */
-import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { type Span, SpanKind, SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import { GatewayError } from '../errors.ts';
 import { type RequestTrace, upstreamCallEnded, upstreamCallStarted } from '../observability/request-trace.ts';
 import { startChildSpan, traceparentOf } from '../observability/tracing.ts';
 import type { JsonRpcRequest } from '../state.ts';
 import { around } from './around.ts';
-import type { HttpUpstream, RpcCallOptions, Upstream } from './types.ts';
+import type {
+  HttpForwardRequest,
+  HttpForwardResponse,
+  HttpUpstream,
+  RpcCallOptions,
+  RpcUpstream,
+  Upstream,
+} from './types.ts';
 
 export interface TracedSettings {
   /** An MCP upstream: requests carry the trace context in `params._meta` as well. */
@@ -20,70 +27,105 @@ export interface TracedSettings {
 
 export function traced<U extends Upstream>(upstream: U, settings: TracedSettings = {}): U {
   return around(upstream, {
-    forward: (forward) => async (req) => {
+    // Not async: an untraced call costs one `then` here, no async frame of its own (docs/
+    // performance.md, "Work per request"); a traced one goes through the span's async path.
+    forward: (forward) => (req) => {
       const t = req.trace;
       if (!t) return forward(req);
       // Untraced (tracing off, or not sampled): only timed, with no closures or spans per call.
-      if (!(t.tracer && t.span)) return timed(t, forward(req));
-      const span = startChildSpan(t.tracer, t.span, req.method, SpanKind.CLIENT);
-      const url = (upstream as unknown as HttpUpstream).url;
-      span.setAttributes({
-        'http.request.method': req.method,
-        'server.address': url.hostname,
-        'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
-        // The path only: a query string may carry secrets.
-        'url.full': `${url.origin}${url.pathname.replace(/\/$/, '')}${req.path.split('?')[0]}`,
-        'switchyard.upstream': upstream.name,
-      });
-      req.headers = { ...req.headers, traceparent: traceparentOf(span) };
-      return timedCall(
-        t,
-        span,
-        () => forward(req),
-        (res, s) => {
-          s.setAttribute('http.response.status_code', res.status);
-          if (res.status >= 500) failed(s, String(res.status));
-        },
-      );
+      if (!(t.tracer && t.span)) return timed(t, forward, req);
+      return forwardInSpan(forward, req, t, t.tracer, t.span);
     },
-    call: (call) => async (message: JsonRpcRequest, options?: RpcCallOptions) => {
+    call: (call) => (message: JsonRpcRequest, options?: RpcCallOptions) => {
       const t = options?.trace;
       if (!t) return call(message, options);
-      if (!(t.tracer && t.span)) return timed(t, call(message, options));
-      let span: Span | undefined;
-      if (t.tracer && t.span) {
-        span = startChildSpan(t.tracer, t.span, `${message.method} ${upstream.name}`, SpanKind.CLIENT);
-        span.setAttributes({ ...mcpAttributes(message), 'switchyard.upstream': upstream.name });
-        const traceparent = traceparentOf(span);
-        // Over HTTP the header carries it; a stdio child has no headers: for MCP, `params._meta`
-        // carries it too (SEP-414, the OpenTelemetry MCP conventions), on every transport.
-        options = { ...options, headers: { ...options?.headers, traceparent } };
-        if (settings.mcp) message = withTraceMeta(message, traceparent);
-      }
-      return timedCall(
-        t,
-        span,
-        () => call(message, options),
-        (answer, s) => {
-          if (answer && typeof answer.error === 'object' && answer.error !== null) {
-            const code = (answer.error as { code?: unknown }).code;
-            s.setAttribute('rpc.response.status_code', String(code));
-            failed(s, String(code));
-          }
-        },
-      );
+      if (!(t.tracer && t.span)) return timed(t, call, message, options);
+      return callInSpan(call, message, options, t, t.tracer, t.span);
     },
   });
+
+  function forwardInSpan(
+    forward: HttpUpstream['forward'],
+    req: HttpForwardRequest,
+    t: RequestTrace,
+    tracer: Tracer,
+    parent: Span,
+  ): Promise<HttpForwardResponse> {
+    const span = startChildSpan(tracer, parent, req.method, SpanKind.CLIENT);
+    const url = (upstream as unknown as HttpUpstream).url;
+    span.setAttributes({
+      'http.request.method': req.method,
+      'server.address': url.hostname,
+      'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
+      // The path only: a query string may carry secrets.
+      'url.full': `${url.origin}${url.pathname.replace(/\/$/, '')}${req.path.split('?')[0]}`,
+      'switchyard.upstream': upstream.name,
+    });
+    req.headers = { ...req.headers, traceparent: traceparentOf(span) };
+    return timedCall(
+      t,
+      span,
+      () => forward(req),
+      (res, s) => {
+        s.setAttribute('http.response.status_code', res.status);
+        if (res.status >= 500) failed(s, String(res.status));
+      },
+    );
+  }
+
+  function callInSpan(
+    call: RpcUpstream['call'],
+    message: JsonRpcRequest,
+    options: RpcCallOptions | undefined,
+    t: RequestTrace,
+    tracer: Tracer,
+    parent: Span,
+  ): ReturnType<RpcUpstream['call']> {
+    const span = startChildSpan(tracer, parent, `${message.method} ${upstream.name}`, SpanKind.CLIENT);
+    span.setAttributes({ ...mcpAttributes(message), 'switchyard.upstream': upstream.name });
+    const traceparent = traceparentOf(span);
+    // Over HTTP the header carries it; a stdio child has no headers: for MCP, `params._meta`
+    // carries it too (SEP-414, the OpenTelemetry MCP conventions), on every transport.
+    const traced = { ...options, headers: { ...options?.headers, traceparent } };
+    const sent = settings.mcp ? withTraceMeta(message, traceparent) : message;
+    return timedCall(
+      t,
+      span,
+      () => call(sent, traced),
+      (answer, s) => {
+        if (answer && typeof answer.error === 'object' && answer.error !== null) {
+          const code = (answer.error as { code?: unknown }).code;
+          s.setAttribute('rpc.response.status_code', String(code));
+          failed(s, String(code));
+        }
+      },
+    );
+  }
 }
 
-/** An untraced request's upstream call, counted open for the overhead metric while it runs. */
-async function timed<R>(t: RequestTrace, call: Promise<R>): Promise<R> {
+/**
+ * An untraced request's upstream call, `run(a, b)`, counted open for the overhead metric while
+ * it runs: one `then`, and a throw of `run` is a rejection, as from an async function.
+ */
+function timed<A, B, R>(t: RequestTrace, run: (a: A, b?: B) => Promise<R>, a: A, b?: B): Promise<R> {
   upstreamCallStarted(t);
+  let running: Promise<R>;
   try {
-    return await call;
-  } finally {
+    running = run(a, b);
+  } catch (err) {
     upstreamCallEnded(t);
+    return Promise.reject(err);
   }
+  return running.then(
+    (result) => {
+      upstreamCallEnded(t);
+      return result;
+    },
+    (err: unknown) => {
+      upstreamCallEnded(t);
+      throw err;
+    },
+  );
 }
 
 /**

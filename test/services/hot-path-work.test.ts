@@ -46,10 +46,10 @@ const TIMEOUT_MS = 120_000;
  * when a change cuts work; raise one only with its reason in docs/performance.md.
  */
 const budgets: Record<string, Record<string, number>> = {
-  'POST / tools/call': { PROMISE: 67, TickObject: 19, Timeout: 4, Immediate: 5, onerror: 1, UNDICI_REQUEST: 1 },
-  'POST /mcp typed send': { PROMISE: 71, TickObject: 19, Timeout: 4, Immediate: 5, onerror: 1, UNDICI_REQUEST: 1 },
+  'POST / tools/call': { PROMISE: 62, TickObject: 19, Timeout: 4, Immediate: 5, onerror: 1, UNDICI_REQUEST: 1 },
+  'POST /mcp typed send': { PROMISE: 66, TickObject: 19, Timeout: 4, Immediate: 5, onerror: 1, UNDICI_REQUEST: 1 },
   'safety filter chat': {
-    PROMISE: 98,
+    PROMISE: 95,
     TickObject: 19,
     Timeout: 4,
     Immediate: 5,
