@@ -28,7 +28,8 @@ export interface TracedSettings {
 export function traced<U extends Upstream>(upstream: U, settings: TracedSettings = {}): U {
   return around(upstream, {
     // Not async: an untraced call costs one `then` here, no async frame of its own (docs/
-    // performance.md, "Work per request"); a traced one goes through the span's async path.
+    // performance.md, "Work per request"); a traced one goes through the span's async path,
+    // where a throw (a span that cannot start) is a rejection, as before.
     forward: (forward) => (req) => {
       const t = req.trace;
       if (!t) return forward(req);
@@ -44,7 +45,7 @@ export function traced<U extends Upstream>(upstream: U, settings: TracedSettings
     },
   });
 
-  function forwardInSpan(
+  async function forwardInSpan(
     forward: HttpUpstream['forward'],
     req: HttpForwardRequest,
     t: RequestTrace,
@@ -73,14 +74,14 @@ export function traced<U extends Upstream>(upstream: U, settings: TracedSettings
     );
   }
 
-  function callInSpan(
+  async function callInSpan(
     call: RpcUpstream['call'],
     message: JsonRpcRequest,
     options: RpcCallOptions | undefined,
     t: RequestTrace,
     tracer: Tracer,
     parent: Span,
-  ): ReturnType<RpcUpstream['call']> {
+  ): Promise<Awaited<ReturnType<RpcUpstream['call']>>> {
     const span = startChildSpan(tracer, parent, `${message.method} ${upstream.name}`, SpanKind.CLIENT);
     span.setAttributes({ ...mcpAttributes(message), 'switchyard.upstream': upstream.name });
     const traceparent = traceparentOf(span);
