@@ -9,20 +9,32 @@ import { GatewayError } from './errors.ts';
 import type { GatewayContext } from './state.ts';
 
 export async function readBody(ctx: GatewayContext): Promise<Buffer> {
-  if (ctx.state.rawBody) return ctx.state.rawBody;
-  const buffered = takeBufferedBody(ctx);
-  if (buffered) return buffered;
+  return ctx.state.rawBody ?? takeBufferedBody(ctx) ?? streamedBody(ctx, (raw) => raw);
+}
+
+/**
+ * Reads the body as it arrives (raw-body: the limit, the declared length, an aborted request),
+ * keeps it on the state and calls `then` with it: one promise and one `then`, no async frame.
+ */
+function streamedBody<R>(ctx: GatewayContext, then: (raw: Buffer) => R): Promise<Awaited<R>> {
   const limit = ctx.state.limits.bodyBytes;
   const declared = Number(ctx.get('content-length') || Number.NaN);
-  try {
-    ctx.state.rawBody = await getRawBody(ctx.req, { limit, length: Number.isFinite(declared) ? declared : undefined });
-  } catch (err) {
-    const e = err as { type?: string; status?: number };
-    if (e.type === 'entity.too.large') throw tooLarge(limit);
-    if (e.type === 'request.aborted') throw new GatewayError('bad_request', 'Request aborted by the client');
-    throw new GatewayError('bad_request', 'Could not read the request body', { cause: err });
-  }
-  return ctx.state.rawBody;
+  return getRawBody(ctx.req, { limit, length: Number.isFinite(declared) ? declared : undefined }).then(
+    (raw) => {
+      ctx.state.rawBody = raw;
+      return then(raw) as Awaited<R>; // a promise `then` returns is adopted: the same for the caller
+    },
+    (err) => {
+      throw readFailure(err, limit);
+    },
+  );
+}
+
+function readFailure(err: unknown, limit: number): GatewayError {
+  const e = err as { type?: string; status?: number };
+  if (e.type === 'entity.too.large') return tooLarge(limit);
+  if (e.type === 'request.aborted') return new GatewayError('bad_request', 'Request aborted by the client');
+  return new GatewayError('bad_request', 'Could not read the request body', { cause: err });
 }
 
 /**
@@ -135,11 +147,36 @@ export function requireJsonContentType(ctx: GatewayContext): void {
  * Parses the body as JSON (refusing a body not declared as JSON, see requireJsonContentType). Malformed JSON, non-UTF-8 bytes and nesting deeper than the limit are
  * `parse_error` / `bad_request` GatewayErrors, never crashes.
  */
-export async function readJson(ctx: GatewayContext): Promise<unknown> {
-  if (ctx.state.json !== undefined) return ctx.state.json;
+export function readJson(ctx: GatewayContext): Promise<unknown> {
+  try {
+    // Promise.resolve of the promise withJson returns is that promise: nothing more per read.
+    return Promise.resolve(withJson(ctx, same));
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+const same = <T>(value: T): T => value;
+
+/**
+ * Calls `use` with the parsed JSON body (readJson's checks and errors): at once when it is at hand
+ * (parsed before, or the whole body came with the headers), else once the body is read, and
+ * returns what `use` returns (or a promise of it). When the body is at hand, a refused body is
+ * thrown, not rejected: call it from a stage wrapped in `syncStage`, or `await` it. What it saves
+ * against `await readJson(ctx)` in an async stage: the async frames and their promises, on every
+ * request (docs/performance.md, "Work per request").
+ */
+export function withJson<R>(ctx: GatewayContext, use: (body: unknown) => R): R | Promise<Awaited<R>> {
+  if (ctx.state.json !== undefined) return use(ctx.state.json);
   requireJsonContentType(ctx);
   // A body in whole already is read without a wait (readBody's limit check first: it may throw).
-  const raw = ctx.state.rawBody ?? takeBufferedBody(ctx) ?? (await readBody(ctx));
+  const raw = ctx.state.rawBody ?? takeBufferedBody(ctx);
+  if (raw) return use(parseJson(ctx, raw));
+  return streamedBody(ctx, (read) => use(parseJson(ctx, read)));
+}
+
+/** The body's bytes as JSON, kept on the state (ctx.state.json); readJson's errors. */
+function parseJson(ctx: GatewayContext, raw: Buffer): unknown {
   if (!isUtf8(raw)) throw new GatewayError('parse_error', 'Request body is not valid UTF-8');
   const text = raw.toString('utf8');
   let value: unknown;
@@ -186,10 +223,23 @@ export function jsonDepth(value: unknown, cap = Number.POSITIVE_INFINITY): numbe
 }
 
 /** Reads the body as a JSON object (not array/scalar); anything else is `bad_request`. */
-export async function readJsonObject(ctx: GatewayContext): Promise<Record<string, unknown>> {
-  const value = await readJson(ctx);
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new GatewayError('bad_request', 'Request body must be a JSON object');
+export function readJsonObject(ctx: GatewayContext): Promise<Record<string, unknown>> {
+  try {
+    return Promise.resolve(withJsonObject(ctx, same<Record<string, unknown>>));
+  } catch (err) {
+    return Promise.reject(err);
   }
-  return value as Record<string, unknown>;
+}
+
+/** withJson for a body that must be a JSON object (readJsonObject's error otherwise). */
+export function withJsonObject<R>(
+  ctx: GatewayContext,
+  use: (body: Record<string, unknown>) => R,
+): R | Promise<Awaited<R>> {
+  return withJson(ctx, (value) => {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      throw new GatewayError('bad_request', 'Request body must be a JSON object');
+    }
+    return use(value as Record<string, unknown>);
+  });
 }

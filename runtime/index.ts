@@ -15,7 +15,15 @@ export type { SseEvent, SseFilter, SseVerdict } from './answer/event-stream.ts';
 export { type OnUninspectable, uncheckedHeader } from './answer/guard.ts';
 export { StageAnswer } from './answer/stage-answer.ts';
 export { isUninspectable, type UncheckedReason, UninspectableAnswer } from './answer/uninspectable.ts';
-export { jsonDepth, readBody, readJson, readJsonObject, requireJsonContentType } from './body.ts';
+export {
+  jsonDepth,
+  readBody,
+  readJson,
+  readJsonObject,
+  requireJsonContentType,
+  withJson,
+  withJsonObject,
+} from './body.ts';
 export { isLoopbackHost } from './config/exposure.ts';
 export { recordDecision } from './decisions.ts';
 export type { Dialect, RenderedError } from './dialects.ts';

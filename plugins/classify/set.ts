@@ -66,15 +66,29 @@ export class NamedClassifierSet implements ClassifierSet {
     return out;
   }
 
-  async classify(
+  classify(
     names: string[] | undefined,
     text: string,
     options?: ClassifyOptions,
   ): Promise<Record<string, ClassifierResult>> {
-    const selected = this.#select(names);
+    let selected: Classifier[];
+    try {
+      selected = this.#select(names);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    // The batch's own promise, no async frame around it (docs/performance.md, "Work per request").
     if (this.#batch && selected.every((c) => c.classifySync !== undefined)) {
       return this.#batch.add({ selected, text, options });
     }
+    return this.#classifyEach(selected, text, options);
+  }
+
+  async #classifyEach(
+    selected: Classifier[],
+    text: string,
+    options?: ClassifyOptions,
+  ): Promise<Record<string, ClassifierResult>> {
     // Classifiers that answer at once do so in turn; the others (models) run side by side.
     const results = new Array<ClassifierResult>(selected.length);
     let waiting: Promise<void>[] | undefined;

@@ -13,10 +13,12 @@ import {
   GatewayError,
   type JsonRpcRequest,
   type RpcMessage,
-  readJsonObject,
   readRpcResponse,
   requestOf,
   type StageAnswer,
+  type StageNext,
+  syncStage,
+  withJsonObject,
 } from '../../runtime/index.ts';
 import type { RequestedTyping } from '../stype-registry/api.ts';
 
@@ -33,47 +35,49 @@ export default definePlugin({
   provides: ['rpc', 'rpcKind', 'requested'],
   options: { type: 'object', additionalProperties: false, properties: {} },
   create() {
-    return async (ctx, next) => {
-      const body = await readJsonObject(ctx);
-      const { type, tool, arguments: args, metadata } = body;
-      if (typeof type !== 'string' || type === '') throw field('type', 'is required and must be a non-empty string');
-      if (type === 'tools/call' && (typeof tool !== 'string' || tool === '')) {
-        throw field('tool', 'is required when type is tools/call');
-      }
-      if (args !== undefined && (args === null || typeof args !== 'object' || Array.isArray(args))) {
-        throw field('arguments', 'must be an object');
-      }
-      if (metadata !== undefined && (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata))) {
-        throw field('metadata', 'must be an object');
-      }
-      const meta = (metadata ?? {}) as Record<string, unknown>;
-      for (const key of ['stype', 'qom_profile'] as const) {
-        if (meta[key] !== undefined && typeof meta[key] !== 'string')
-          throw field(`metadata.${key}`, 'must be a string');
-      }
-      const requested: RequestedTyping = {};
-      if (typeof meta.stype === 'string') requested.stype = meta.stype;
-      if (typeof meta.qom_profile === 'string') requested.qomProfile = meta.qom_profile;
-      if (meta.explain === true) requested.explain = true;
-      ctx.state.requested = requested;
-
-      const params = type === 'tools/call' ? { name: tool, arguments: args ?? {} } : ((args ?? {}) as object);
-      // The message that goes upstream instead of the envelope.
-      requestOf(ctx).setRpc({ jsonrpc: '2.0', id: ctx.state.requestId, method: type, params } as JsonRpcRequest);
-      ctx.state.rpcKind = 'request'; // always answered: the typed result comes from its response
-
-      // The answer phase, one `then` on next() (docs/performance.md, "Work per request"); the
-      // answer bound to this stage (the store itself when a test calls the stage with its own next).
-      return next().then((handle) => {
-        const answer = handle ?? answerOf(ctx);
-        const response = readRpcResponse(ctx, answer);
-        return response instanceof Promise
-          ? response.then((read) => typedResult(ctx, answer, read))
-          : typedResult(ctx, answer, response);
-      });
-    };
+    // No async frame: the body is parsed at once when it came with the headers (docs/performance.md).
+    return syncStage((ctx, next) => withJsonObject(ctx, (body) => enveloped(ctx, body, next)));
   },
 });
+
+/** The envelope's fields checked, the JSON-RPC request made of them, then the rest of the pipeline. */
+function enveloped(ctx: GatewayContext, body: Record<string, unknown>, next: StageNext): ReturnType<StageNext> {
+  const { type, tool, arguments: args, metadata } = body;
+  if (typeof type !== 'string' || type === '') throw field('type', 'is required and must be a non-empty string');
+  if (type === 'tools/call' && (typeof tool !== 'string' || tool === '')) {
+    throw field('tool', 'is required when type is tools/call');
+  }
+  if (args !== undefined && (args === null || typeof args !== 'object' || Array.isArray(args))) {
+    throw field('arguments', 'must be an object');
+  }
+  if (metadata !== undefined && (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata))) {
+    throw field('metadata', 'must be an object');
+  }
+  const meta = (metadata ?? {}) as Record<string, unknown>;
+  for (const key of ['stype', 'qom_profile'] as const) {
+    if (meta[key] !== undefined && typeof meta[key] !== 'string') throw field(`metadata.${key}`, 'must be a string');
+  }
+  const requested: RequestedTyping = {};
+  if (typeof meta.stype === 'string') requested.stype = meta.stype;
+  if (typeof meta.qom_profile === 'string') requested.qomProfile = meta.qom_profile;
+  if (meta.explain === true) requested.explain = true;
+  ctx.state.requested = requested;
+
+  const params = type === 'tools/call' ? { name: tool, arguments: args ?? {} } : ((args ?? {}) as object);
+  // The message that goes upstream instead of the envelope.
+  requestOf(ctx).setRpc({ jsonrpc: '2.0', id: ctx.state.requestId, method: type, params } as JsonRpcRequest);
+  ctx.state.rpcKind = 'request'; // always answered: the typed result comes from its response
+
+  // The answer phase, one `then` on next() (docs/performance.md, "Work per request"); the
+  // answer bound to this stage (the store itself when a test calls the stage with its own next).
+  return next().then((handle) => {
+    const answer = handle ?? answerOf(ctx);
+    const response = readRpcResponse(ctx, answer);
+    return response instanceof Promise
+      ? response.then((read) => typedResult(ctx, answer, read))
+      : typedResult(ctx, answer, response);
+  });
+}
 
 /** The upstream's JSON-RPC response becomes the typed result. */
 function typedResult(ctx: GatewayContext, answer: StageAnswer | Answer, response: RpcMessage | undefined): void {

@@ -14,6 +14,7 @@ import {
   type Next,
   openaiWire,
   type PolicyDecision,
+  type RpcMessage,
   type RpcResponseMap,
   type StageAnswer,
 } from '../../runtime/index.ts';
@@ -77,12 +78,30 @@ export function egressPhase(s: PolicyShared): {
    * The egress check of a whole JSON answer, read through its wire format's reader (`wire`):
    * the body to send (the same object when unchanged).
    */
-  async function checkJsonAnswer(body: unknown, ctx: GatewayContext, wire: AnswerWire): Promise<unknown> {
-    const text = wire.text(body);
-    if (text === '') return body;
+  function checkJsonAnswer(body: unknown, ctx: GatewayContext, wire: AnswerWire): Promise<unknown> {
+    let text: string;
+    try {
+      text = wire.text(body);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (text === '') return Promise.resolve(body);
     const started = performance.now();
     // Through classify(), not classifySync: whole answers read in one turn are classified together.
-    const results = await (classifierSet as ClassifierSet).classify(egressNames, text);
+    // One `then`, no async frame (docs/performance.md, "Work per request").
+    return (classifierSet as ClassifierSet)
+      .classify(egressNames, text)
+      .then((results) => decideJsonAnswer(body, ctx, wire, results, started));
+  }
+
+  /** The egress decision on a whole JSON answer's results: the body to send (masked when redacted). */
+  function decideJsonAnswer(
+    body: unknown,
+    ctx: GatewayContext,
+    wire: AnswerWire,
+    results: Record<string, ClassifierResult>,
+    started: number,
+  ): unknown {
     const { decision, matches } = evaluateAnswer(ctx, results);
     if (ctx.state.dryRun) observe(ctx, 'egress', applicableNow(ctx), matches, results, mode(ctx));
     count(matches);
@@ -98,8 +117,8 @@ export function egressPhase(s: PolicyShared): {
   }
 
   /** A JSON-RPC answer (a tool's result, indirect prompt injection): its response, as checked. */
-  const checkRpcAnswer: RpcResponseMap = async (response, ctx) =>
-    (await checkJsonAnswer(response, ctx, rpcAnswers)) as Record<string, unknown>;
+  const checkRpcAnswer: RpcResponseMap = (response, ctx) =>
+    checkJsonAnswer(response, ctx, rpcAnswers) as Promise<RpcMessage>;
 
   /**
    * Where a stream may release up to in a checked window: the least of the classifiers'

@@ -193,37 +193,66 @@ export class Answer {
    * `limits.answer_bytes` or cannot be decoded, GatewayError `upstream_error` when the upstream
    * cut it short.
    */
-  async bytes(): Promise<Buffer> {
+  bytes(): Promise<Buffer> {
+    try {
+      // Promise.resolve of the promise #bytesNow returns is that promise: nothing more per read.
+      return Promise.resolve(this.#bytesNow());
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /**
+   * bytes() at once when the body is held already (and needs no decoding), else a promise: one
+   * `then` on the stream's read, no async frames (docs/performance.md, "Work per request").
+   */
+  #bytesNow(): Buffer | Promise<Buffer> {
     if (this.#broken) throw truncated(this.#broken);
     if (this.#bytes === undefined) {
       if (this.#stream) {
         const stream = this.#stream;
         this.#stream = undefined;
-        this.#bytes = await this.#readStream(stream);
-      } else if (this.#parsed) {
-        this.#bytes = Buffer.from(JSON.stringify(this.#json) ?? '');
-      } else this.#bytes = Buffer.alloc(0);
+        return readWhole(stream, this.#limit, this.#readTimeout).then(
+          (read) => {
+            this.#bytes = read;
+            return this.#decodedBytes(read);
+          },
+          (err) => {
+            throw this.#readFailure(err);
+          },
+        );
+      }
+      this.#bytes = this.#parsed ? Buffer.from(JSON.stringify(this.#json) ?? '') : Buffer.alloc(0);
     }
-    if (this.#encodings.length > 0 && !this.#decoded) {
-      this.#bytes = await decodeBody(this.#bytes, this.#encodings, this.#limit);
-      this.#decoded = true;
-    }
-    if (this.#bytes.length > this.#limit) {
-      throw new UninspectableAnswer('too_large', `the answer is larger than ${this.#limit} bytes`);
-    }
-    return this.#bytes;
+    return this.#decodedBytes(this.#bytes);
   }
 
-  async #readStream(stream: Readable): Promise<Buffer> {
-    try {
-      return await readWhole(stream, this.#limit, this.#readTimeout);
-    } catch (err) {
-      // Neither is the answer's fault to pass or refuse: the client left, or the body never came.
-      if (this.#cancelled) throw new GatewayError('bad_request', 'Request aborted by the client', { cause: err });
-      const cause = (err as { cause?: unknown }).cause;
-      if (cause instanceof GatewayError && cause.kind === 'upstream_timeout') throw cause;
-      throw err;
+  /** The body decoded (once) and within the limit. */
+  #decodedBytes(bytes: Buffer): Buffer | Promise<Buffer> {
+    if (this.#encodings.length > 0 && !this.#decoded) {
+      return decodeBody(bytes, this.#encodings, this.#limit).then((decoded) => {
+        this.#bytes = decoded;
+        this.#decoded = true;
+        return this.#withinLimit(decoded);
+      });
     }
+    return this.#withinLimit(bytes);
+  }
+
+  #withinLimit(bytes: Buffer): Buffer {
+    if (bytes.length > this.#limit) {
+      throw new UninspectableAnswer('too_large', `the answer is larger than ${this.#limit} bytes`);
+    }
+    return bytes;
+  }
+
+  /** Why reading the upstream's stream failed, as the answer's error. */
+  #readFailure(err: unknown): unknown {
+    // Neither is the answer's fault to pass or refuse: the client left, or the body never came.
+    if (this.#cancelled) return new GatewayError('bad_request', 'Request aborted by the client', { cause: err });
+    const cause = (err as { cause?: unknown }).cause;
+    if (cause instanceof GatewayError && cause.kind === 'upstream_timeout') return cause;
+    return err;
   }
 
   /** The JSON body if it was read (or set) already, else undefined: never reads it. */
@@ -236,13 +265,26 @@ export class Answer {
    * UninspectableAnswer when the content type is not JSON or the body does not parse (a cut-short
    * answer included).
    */
-  async json(): Promise<unknown> {
+  json(): Promise<unknown> {
+    try {
+      return Promise.resolve(this.#jsonNow());
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** json() at once when the body is held already, else a promise (as #bytesNow). */
+  #jsonNow(): unknown {
     if (this.#parsed) return this.#json;
     const type = this.contentType;
     if (!jsonType.test(type)) {
       throw new UninspectableAnswer('content_type', `content type "${type || 'none'}" is not JSON`);
     }
-    const bytes = await this.bytes();
+    const bytes = this.#bytesNow();
+    return bytes instanceof Promise ? bytes.then((read) => this.#parse(read)) : this.#parse(bytes);
+  }
+
+  #parse(bytes: Buffer): unknown {
     if (bytes.length === 0) return undefined;
     try {
       this.#json = JSON.parse(bytes.toString('utf8'));

@@ -50,21 +50,33 @@ function isWellFormed(msg: RpcMessage): boolean {
  * event of an event stream as it passes. A GatewayError thrown by `map` answers with that error
  * (a JSON body), or replaces the event by a JSON-RPC error (a stream, whose headers are gone).
  */
-export async function mapRpcResponses(
+export function mapRpcResponses(
   ctx: GatewayContext,
   map: RpcResponseMap,
   answer: AnswerView = answerOf(ctx),
 ): Promise<void> {
-  if (!answer.hasBody) return;
+  if (!answer.hasBody) return done;
   if (answer.isEventStream) {
     answer.filterEvents(new RpcResponseFilter(ctx, map));
-    return;
+    return done;
   }
-  const body = await readRpcBody(answer);
-  if (body === undefined) return;
-  const out = await map(body, ctx);
-  if (out !== body) answer.setJson(out);
+  // Chained, no async frames (docs/performance.md, "Work per request").
+  return answer.json().then((json) => {
+    const body = rpcBody(json, answer.status);
+    if (body === undefined) return;
+    const out = map(body, ctx);
+    if (out instanceof Promise) return out.then((mapped) => replaceChanged(answer, body, mapped));
+    replaceChanged(answer, body, out);
+  });
 }
+
+/** The mapped response becomes the body when it is another object than the one read. */
+function replaceChanged(answer: AnswerView, read: RpcMessage, mapped: RpcMessage): void {
+  if (mapped !== read) answer.setJson(mapped);
+}
+
+/** What mapRpcResponses returns when it has nothing to wait for (one promise for every request). */
+const done: Promise<void> = Promise.resolve();
 
 /**
  * Checks that the answer carries a well-formed response to request `id` (a JSON body, or an event
@@ -125,8 +137,8 @@ async function readStreamResponse(answer: AnswerView): Promise<RpcMessage> {
   throw new UninspectableAnswer('truncated', 'the event stream ended without a JSON-RPC response');
 }
 
-async function readRpcBody(answer: AnswerView): Promise<RpcMessage | undefined> {
-  return rpcBody(await answer.json(), answer.status);
+function readRpcBody(answer: AnswerView): Promise<RpcMessage | undefined> {
+  return answer.json().then((body) => rpcBody(body, answer.status));
 }
 
 /** The JSON-RPC response a parsed answer body is; undefined for an empty error answer. */

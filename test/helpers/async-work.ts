@@ -113,6 +113,22 @@ export function countWork(
   });
 }
 
+/**
+ * A window's stacks (countWork with `stacks`) grouped by type and innermost frame of this project
+ * outside node_modules (`file:line`), per request, most first: where the work comes from.
+ */
+export function byProjectFrame(work: Work, root: string, perRequest: number): Array<[string, number]> {
+  const groups = new Map<string, number>();
+  for (const [stack, n] of work.stacks) {
+    const [type, ...frames] = stack.split('\n');
+    const ours = frames.find((f) => f.includes(root) && !f.includes('node_modules'));
+    // `    at fn (/root/file.ts:12:5)` or `    at /root/file.ts:12:5`: file:line, relative to root.
+    const where = ours ? (/([^\s()]+:\d+):\d+\)?$/.exec(ours)?.[1] ?? ours.trim()).replace(`${root}/`, '') : 'outside';
+    add(groups, `${type} ${where}`, n);
+  }
+  return [...groups].map(([k, n]): [string, number] => [k, n / perRequest]).sort((a, b) => b[1] - a[1]);
+}
+
 /** A map's counts as a plain object, keys sorted, each divided by `per`. */
 export function divided(m: Map<string, number>, per = 1): Record<string, number> {
   const out: Record<string, number> = {};

@@ -24,6 +24,7 @@ import { parse as parseYaml, stringify } from 'yaml';
 import { type StartedService, startService } from '../../runtime/testing.ts';
 import {
   type Ask,
+  byProjectFrame,
   countWork,
   difference,
   divided,
@@ -46,10 +47,10 @@ const TIMEOUT_MS = 120_000;
  * when a change cuts work; raise one only with its reason in docs/performance.md.
  */
 const budgets: Record<string, Record<string, number>> = {
-  'POST / tools/call': { PROMISE: 62, TickObject: 19, Timeout: 4, Immediate: 5, onerror: 1, UNDICI_REQUEST: 1 },
-  'POST /mcp typed send': { PROMISE: 66, TickObject: 19, Timeout: 4, Immediate: 5, onerror: 1, UNDICI_REQUEST: 1 },
+  'POST / tools/call': { PROMISE: 48, TickObject: 19, Timeout: 4, Immediate: 5, onerror: 1, UNDICI_REQUEST: 1 },
+  'POST /mcp typed send': { PROMISE: 52, TickObject: 19, Timeout: 4, Immediate: 5, onerror: 1, UNDICI_REQUEST: 1 },
   'safety filter chat': {
-    PROMISE: 95,
+    PROMISE: 88,
     TickObject: 19,
     Timeout: 4,
     Immediate: 5,
@@ -90,6 +91,12 @@ async function workPerRequest(pool: Pool, ask: Ask, ports: number[]): Promise<Re
   const first = divided(difference(b, a), N);
   const second = divided(difference(c, b), N);
   expect(second, 'the same N requests created other resources the second time: not deterministic').toEqual(first);
+  // HOT_PATH_WORK_STACKS=1: where each route's resources come from, by the innermost project frame.
+  if (process.env.HOT_PATH_WORK_STACKS === '1') {
+    const traced = await countWork(() => sequential(pool, ask, 10), { ports, stacks: true, stackLines: 16 });
+    const lines = byProjectFrame(traced, root, 10).map(([where, n]) => `${String(n).padStart(5)}  ${where}`);
+    console.info(`${ask.path}: resources per request by innermost project frame\n${lines.join('\n')}`);
+  }
   return first;
 }
 

@@ -55,8 +55,10 @@ for (const { driver, skip } of backends) {
       const answers = await Promise.all(
         bodies.map((b) =>
           r.send('POST', '/comparisons/', b).then(
-            async (a) =>
-              a.status === 200 ? (await a.arrayBuffer(), '') : `${a.status} ${(await a.text()).slice(0, 300)}`,
+            async (a) => {
+              const text = await a.text();
+              return a.status === 200 ? '' : `${a.status} ${text.slice(0, 300)}`;
+            },
             (err: Error & { cause?: { code?: string; message?: string } }) =>
               `${err.message}: ${err.cause?.code ?? ''} ${err.cause?.message ?? ''}`,
           ),
