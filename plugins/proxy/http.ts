@@ -123,7 +123,9 @@ export async function proxyHttp(
       const answerHeaders = upstreamResponseHeaders(res.headers);
       o.sessions?.answer(ctx, answerHeaders);
       try {
-        const answer = await answerBody(ctx, res);
+        // A promise only when a small answer is read whole (no async frame around the read).
+        const body = answerBody(ctx, res);
+        const answer = body instanceof Promise ? await body : body;
         // A stream that ends or fails before its first byte gave the client nothing: the next may answer.
         const first =
           failover && answer instanceof Readable
@@ -291,10 +293,10 @@ async function requestBody(ctx: GatewayContext): Promise<Buffer | null> {
  * cheaper than piping a stream (no pipeline, no end-of-stream bookkeeping). Larger ones and event
  * streams stay streams until a stage reads them or the runtime writes them.
  */
-async function answerBody(
+function answerBody(
   ctx: GatewayContext,
   res: HttpForwardResponse,
-): Promise<Buffer | HttpForwardResponse['body'] | null> {
+): Buffer | HttpForwardResponse['body'] | null | Promise<Buffer> {
   if (noBodyStatus.has(res.status) || ctx.method === 'HEAD') {
     res.body.resume();
     return null;

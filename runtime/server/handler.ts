@@ -273,10 +273,9 @@ export function findRoute(graph: ServiceGraph, ctx: GatewayContext): CompiledRou
  * pipeline that ends without an answer is a config mistake, and once every stage's answer phase
  * is done the answer goes out.
  */
-export async function runPipeline(pipeline: Stage, ctx: GatewayContext): Promise<void> {
-  await pipeline(ctx, noTerminalStage.bind(undefined, ctx));
-  // Every stage's answer phase is done: the answer goes out now.
-  commitAnswer(ctx);
+export function runPipeline(pipeline: Stage, ctx: GatewayContext): Promise<void> {
+  // Every stage's answer phase is done: the answer goes out now. One `then`, no async frame.
+  return pipeline(ctx, noTerminalStage.bind(undefined, ctx)).then(() => commitAnswer(ctx));
 }
 
 async function noTerminalStage(ctx: GatewayContext): Promise<void> {

@@ -88,13 +88,15 @@ export class ServiceListeners implements DrainedListeners {
     app.silent = true;
     // Behind a trusted load balancer, take the client address from X-Forwarded-For.
     app.proxy = config.trust_proxy;
-    app.use(async (ctx) => {
+    app.use((ctx) => {
       // Pin the graph at arrival: a reload during this request does not affect it.
       const graph = host.graph;
       this.requestsSeen++;
       drain.track(ctx as unknown as GatewayContext, graph, connections);
-      await core.handle(graph, ctx as unknown as GatewayContext);
-      respondWithStream(ctx);
+      // One `then`, no async frame (docs/performance.md, "Work per request"); handle never rejects.
+      return core.handle(graph, ctx as unknown as GatewayContext).then(() => {
+        respondWithStream(ctx);
+      });
     });
     const serveMain = app.callback();
     // Upgrade requests (WebSockets) on the main listener: see runtime/server/upgrade.ts.
