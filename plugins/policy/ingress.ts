@@ -169,7 +169,16 @@ export function ingressPhase(s: PolicyShared): (ctx: GatewayContext, next: Next)
     return stripped.length > 0 ? { ...response, result: { ...result, tools: kept } } : response;
   };
 
-  async function ingress(ctx: GatewayContext, next: Next): Promise<void> {
+  /** The request's check; a throw is a rejection (an async stage's contract), without an async frame. */
+  function ingress(ctx: GatewayContext, next: Next): Promise<void> {
+    try {
+      return checkRequest(ctx, next);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  function checkRequest(ctx: GatewayContext, next: Next): Promise<void> {
     const started = performance.now();
     const m = mode(ctx);
     const current = store.current;
@@ -213,20 +222,38 @@ export function ingressPhase(s: PolicyShared): (ctx: GatewayContext, next: Next)
         );
       }
     }
-    if (decision.action === 'redact' && m !== 'audit' && isObject(ctx.state.json)) {
-      // Masked in place: the request view sends it re-serialised.
-      if (await openaiWire.maskRequest(ctx.state.json, (text) => maskWith(matches, text)))
-        requestOf(ctx).setJson(ctx.state.json);
-    }
-    addLatency(ctx, started);
+    const json = ctx.state.json;
     const listing = data.method === 'tools/list';
+    if (decision.action === 'redact' && m !== 'audit' && isObject(json)) {
+      // Masked in place: the request view sends it re-serialised.
+      return openaiWire
+        .maskRequest(json, (text) => maskWith(matches, text))
+        .then((masked) => {
+          if (masked) requestOf(ctx).setJson(json);
+          return passOn(ctx, next, started, listing, listing && current.hasPhase(names, 'tools'), m);
+        });
+    }
+    return passOn(ctx, next, started, listing, listing && current.hasPhase(names, 'tools'), m);
+  }
+
+  /** The request goes on; a listing's answer is inspected (`inspect`) or filtered (strict mode) when it comes. */
+  function passOn(
+    ctx: GatewayContext,
+    next: Next,
+    started: number,
+    listing: boolean,
+    inspect: boolean,
+    m: string,
+  ): Promise<void> {
+    addLatency(ctx, started);
     const filter = options.filter_list && m === 'strict' && listing;
-    const inspect = listing && current.hasPhase(names, 'tools');
     if (!filter && !inspect) return next();
-    // This stage's answer handle (the store itself when a test passes a next of its own).
-    const answer = (await next()) ?? answerOf(ctx);
-    if (inspect) await mapRpcResponses(ctx, inspectListing, answer);
-    if (filter) await mapRpcResponses(ctx, filterListing, answer);
+    return next().then(async (handle) => {
+      // This stage's answer handle (the store itself when a test passes a next of its own).
+      const answer = handle ?? answerOf(ctx);
+      if (inspect) await mapRpcResponses(ctx, inspectListing, answer);
+      if (filter) await mapRpcResponses(ctx, filterListing, answer);
+    });
   }
 
   return ingress;

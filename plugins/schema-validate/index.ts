@@ -25,6 +25,7 @@ import {
   type PolicyDecision,
   type RpcResponseMap,
   recordDecision,
+  syncStage,
   type Violation,
 } from '../../runtime/index.ts';
 import type { ResolvedSType, STypeRegistry } from '../stype-registry/api.ts';
@@ -344,7 +345,8 @@ export default definePlugin<SchemaValidateOptions>({
     };
 
     return {
-      async handle(ctx, next) {
+      // No async frame: most requests have no answer phase here (docs/performance.md, "Work per request").
+      handle: syncStage((ctx, next) => {
         const rpc = ctx.state.rpc;
         if (!rpc) return next();
         const mode = effectiveMode(options.mode, ctx.state.mode);
@@ -371,17 +373,18 @@ export default definePlugin<SchemaValidateOptions>({
           const violations = recordFailure(ctx, mode, stype.id, outcome.violations);
           recordDecision(ctx, refusal(stype.id, outcome.violations.length, 'tool-result'));
           ctx.state.answer = Answer.fromJson(ctx, toolError(rpc, stype.id, violations, outcome.violations.length));
-          return;
+          return answered;
         } else failRequest(ctx, mode, stype.id, stype.id, outcome.violations);
 
-        await next();
-
         // The answer phase: the tools the upstream lists (pins), the result (output schema).
-        if (pinMode !== 'off' && rpc.method === 'tools/list') await mapRpcResponses(ctx, listChecks[pinMode]);
-        if (stype && outcome && options.validate_results && registry.get(stype.id)?.output_schema) {
-          await mapRpcResponses(ctx, checkResult);
-        }
-      },
+        const listCheck = pinMode !== 'off' && rpc.method === 'tools/list' ? listChecks[pinMode] : undefined;
+        const results = stype && outcome && options.validate_results && registry.get(stype.id)?.output_schema;
+        if (!listCheck && !results) return next();
+        return next().then(async () => {
+          if (listCheck) await mapRpcResponses(ctx, listCheck);
+          if (results) await mapRpcResponses(ctx, checkResult);
+        });
+      }),
       describe: () => ({
         mode: options.mode ?? 'route',
         validate_results: options.validate_results,
@@ -393,6 +396,9 @@ export default definePlugin<SchemaValidateOptions>({
     };
   },
 });
+
+/** What the stage returns when it answered itself (no next): nothing to wait for. */
+const answered: Promise<void> = Promise.resolve();
 
 function driftDetail(d: Drift): string {
   return `the definition of tool "${d.tool}" changed since it was approved (pinned sha256:${d.pinned}, upstream now lists sha256:${d.observed})`;

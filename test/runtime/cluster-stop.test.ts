@@ -127,6 +127,15 @@ async function workerPids(svc: ServiceProcess): Promise<number[]> {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** When the test last sent a signal (Date.now()). */
 let signalledAt = 0;
+/** How the primary closed its listening sockets (its `listening sockets closed` log lines: 'plug accepted' unless its plug failed or waited too long). */
+function closedHowOf(svc: { stdout(): string }): string[] {
+  return svc
+    .stdout()
+    .split('\n')
+    .filter((line) => line.includes('listening sockets closed'))
+    .map((line) => JSON.stringify((JSON.parse(line) as { listeners?: unknown }).listeners));
+}
+
 function signal(pid: number, name: NodeJS.Signals): void {
   signalledAt = Date.now();
   process.kill(pid, name);
@@ -173,11 +182,7 @@ describe('cluster stop under reconnecting load', () => {
     ]);
     const afterPrimary = await primaryLoad;
     // How the primary closed its listening socket ('plug accepted' unless its plug failed or waited too long).
-    const closedHow = svc
-      .stdout()
-      .split('\n')
-      .filter((line) => line.includes('listening sockets closed'))
-      .map((line) => JSON.stringify((JSON.parse(line) as { listeners?: unknown }).listeners));
+    const closedHow = closedHowOf(svc);
     console.info(`SIGTERM to the primary: ${JSON.stringify({ ...afterPrimary, closedHow })}`);
     expect(code).toBe(0);
     expect(afterPrimary.failed, `listening socket closed: ${closedHow}`).toEqual([]);
@@ -194,9 +199,10 @@ describe('cluster stop under reconnecting load', () => {
     const code = await svc.stop('SIGTERM');
     stopped = true;
     const outcomes = await groupLoad;
-    console.info(`SIGTERM to the group: ${JSON.stringify({ ...outcomes, failed: outcomes.failed })}`);
+    const closedHow = closedHowOf(svc);
+    console.info(`SIGTERM to the group: ${JSON.stringify({ ...outcomes, closedHow })}`);
     expect(code).toBe(0);
-    expect(outcomes.failed).toEqual([]);
+    expect(outcomes.failed, `listening socket closed: ${closedHow}`).toEqual([]);
     expect(outcomes.answered).toBeGreaterThan(20);
   }, 90_000);
 });
