@@ -42,6 +42,11 @@ export class ConnectionDispatch {
   /** Connections accepted while no worker could take them (all restarting). */
   private readonly queue: Socket[] = [];
   private turn = 0;
+  /**
+   * Accepted connections the primary closed instead of handing them on, by reason (logged when
+   * the cluster stops): each may have reset a client that had sent its request.
+   */
+  readonly dropped: Record<string, number> = {};
   /** The listening socket is closed: every connection it will ever pass on is passed on. */
   private closed = false;
   /** A stop is under way: waiting for the plug before the listening socket is closed. */
@@ -114,7 +119,7 @@ export class ConnectionDispatch {
     // Not waited for: net.Server's callback waits until every connection passed on has closed.
     this.server.close();
     this.flush();
-    for (const socket of this.queue.splice(0)) socket.destroy();
+    for (const socket of this.queue.splice(0)) this.drop(socket, 'queued at close');
     this.releaseStopping();
   }
 
@@ -137,7 +142,7 @@ export class ConnectionDispatch {
   private handOn(socket: Socket): void {
     const targets = this.targets();
     if (targets.length === 0) {
-      if (this.closed || this.queue.length >= this.maxQueued) socket.destroy();
+      if (this.closed || this.queue.length >= this.maxQueued) this.drop(socket, 'no worker');
       else {
         this.queue.push(socket);
         socket.once('close', () => {
@@ -173,16 +178,21 @@ export class ConnectionDispatch {
 
   private send(worker: Worker, message: ConnectionMessage, socket?: Socket): void {
     if (!worker.isConnected()) {
-      socket?.destroy();
+      if (socket) this.drop(socket, 'worker gone');
       return;
     }
     try {
       worker.send(message, socket, (err) => {
-        if (err) socket?.destroy();
+        if (err && socket) this.drop(socket, 'send failed');
       });
     } catch {
-      socket?.destroy();
+      if (socket) this.drop(socket, 'send failed');
     }
+  }
+
+  private drop(socket: Socket, reason: string): void {
+    this.dropped[reason] = (this.dropped[reason] ?? 0) + 1;
+    socket.destroy();
   }
 }
 

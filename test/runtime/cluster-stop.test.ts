@@ -127,13 +127,20 @@ async function workerPids(svc: ServiceProcess): Promise<number[]> {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** When the test last sent a signal (Date.now()). */
 let signalledAt = 0;
-/** How the primary closed its listening sockets (its `listening sockets closed` log lines: 'plug accepted' unless its plug failed or waited too long). */
+/**
+ * How the primary closed its listening sockets (its `listening sockets closed` log lines: 'plug
+ * accepted' unless its plug failed or waited too long), and the connections it accepted and
+ * closed instead of handing on (`cluster stopped`: none in a clean stop).
+ */
 function closedHowOf(svc: { stdout(): string }): string[] {
   return svc
     .stdout()
     .split('\n')
-    .filter((line) => line.includes('listening sockets closed'))
-    .map((line) => JSON.stringify((JSON.parse(line) as { listeners?: unknown }).listeners));
+    .filter((line) => line.includes('listening sockets closed') || line.includes('cluster stopped'))
+    .map((line) => {
+      const entry = JSON.parse(line) as { listeners?: unknown; dropped?: unknown };
+      return JSON.stringify(entry.listeners ?? { dropped: entry.dropped });
+    });
 }
 
 function signal(pid: number, name: NodeJS.Signals): void {
