@@ -17,11 +17,13 @@ import {
   type GatewayContext,
   isHttpUpstream,
   isRpcUpstream,
+  type JsonRpcRequest,
   type JsonSchema,
   labelledSeries,
   latencyBuckets,
   type ProviderFailure,
   type Stage,
+  syncStage,
   type Upstream,
 } from '../../runtime/index.ts';
 import { mayMapLegacy, proxyLegacyHttp } from './era-2025-client.ts';
@@ -202,29 +204,41 @@ export default definePlugin<ProxyOptions>({
           : undefined;
       // A modern (2026-07-28) client of one MCP upstream: forwarded, or mapped when it speaks 2025 only.
       const mcp = via !== 'call' && list.length === 1 && list[0]?.kind === 'jsonrpc' ? list[0] : undefined;
-      return async (ctx) => {
-        const path = options.path ?? upstreamPath(ctx.url);
-        const rpc = ctx.state.rpc;
-        if (mcp && rpc && ctx.method === 'POST' && modernVersionOf(rpc) !== undefined) {
-          const started = performance.now();
+      /** A request of the other MCP era than its upstream's, or a modern one: mapped, or forwarded when it need not be. */
+      const acrossEras = async (
+        ctx: GatewayContext,
+        server: NonNullable<typeof mcp>,
+        path: string,
+        /** The request, when it is a modern one (else a legacy client's, to map). */
+        modern: JsonRpcRequest | undefined,
+      ) => {
+        const started = performance.now();
+        if (modern) {
           try {
-            if (await proxyModernHttp(ctx, mcp, rpc, path, options.timeout_ms, options.upstream_era)) return;
+            if (await proxyModernHttp(ctx, server, modern, path, options.timeout_ms, options.upstream_era)) return;
           } finally {
-            http.observe(mcp.name, (performance.now() - started) / 1000);
+            http.observe(server.name, (performance.now() - started) / 1000);
           }
-        } else if (mcp && mayMapLegacy(ctx, mcp, options.upstream_era)) {
+        } else {
           // A legacy client of an upstream that speaks only 2026-07-28: era-2025-client.ts.
-          const started = performance.now();
           let forwarded = false;
           try {
-            forwarded = !(await proxyLegacyHttp(ctx, mcp, path, options.upstream_era, options.timeout_ms));
+            forwarded = !(await proxyLegacyHttp(ctx, server, path, options.upstream_era, options.timeout_ms));
           } finally {
-            if (!forwarded) http.observe(mcp.name, (performance.now() - started) / 1000);
+            if (!forwarded) http.observe(server.name, (performance.now() - started) / 1000);
           }
           if (!forwarded) return;
         }
         return proxyHttp(ctx, list, http, path, onFailover?.(ctx.state.requestId));
       };
+      // No async frame of its own for a request forwarded as it is (docs/performance.md, "Work per request").
+      return syncStage((ctx) => {
+        const path = options.path ?? upstreamPath(ctx.url);
+        const rpc = ctx.state.rpc;
+        const modern = mcp && rpc && ctx.method === 'POST' && modernVersionOf(rpc) !== undefined ? rpc : undefined;
+        if (mcp && (modern || mayMapLegacy(ctx, mcp, options.upstream_era))) return acrossEras(ctx, mcp, path, modern);
+        return proxyHttp(ctx, list, http, path, onFailover?.(ctx.state.requestId));
+      });
     }
 
     const names = typeof options.upstream === 'string' ? [options.upstream] : options.upstream;
