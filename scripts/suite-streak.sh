@@ -25,6 +25,20 @@ commit=$(git -C "$repo" rev-parse --short "$commit") || exit 2
 mkdir -p "$dir"
 summary=$dir/summary.txt
 failed=0
+burners=()
+# The busy loops die with the script, however it ends (a `pkill -f 'for (;;)'` does not match
+# them: the parentheses are a regular-expression group).
+# The run in the background, in a process group of its own, and `wait`ed for: a signal to the
+# script is then handled at once, and stops the whole run (npm, vitest, the services it started).
+run=
+stop() {
+  for p in "${burners[@]}"; do kill "$p" 2>/dev/null; done
+  # npm outlives a SIGTERM while it builds a native module: KILL after a moment.
+  [ -n "$run" ] && kill -- "-$run" 2>/dev/null && sleep 1 && kill -9 -- "-$run" 2>/dev/null
+  return 0
+}
+trap stop EXIT
+trap 'exit 130' INT TERM
 for i in $(seq 1 "$runs"); do
   label=$commit-$([ $load = 1 ] && echo loaded || echo as-is)-$(date -u +%H%M%S)
   clone=$dir/$label
@@ -34,8 +48,11 @@ for i in $(seq 1 "$runs"); do
     for _ in $(seq 1 "$(nproc)"); do node -e 'for (;;);' & burners+=($!); done
   fi
   start=$(date +%s)
-  (cd "$clone" && CI=true bash .ci/run) >"$clone.log" 2>&1
+  setsid bash -c 'cd "$1" && CI=true bash .ci/run' _ "$clone" >"$clone.log" 2>&1 &
+  run=$!
+  wait "$run"
   rc=$?
+  run=
   for p in "${burners[@]}"; do kill "$p" 2>/dev/null; done
   tests=$(sed 's/\x1b\[[0-9;]*m//g' "$clone.log" | grep -E '^ +Tests ' | tail -1 | tr -s ' ')
   took=$(sed 's/\x1b\[[0-9;]*m//g' "$clone.log" | grep -E '^ +Duration ' | tail -1 | awk '{print $2}')
