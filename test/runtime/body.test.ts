@@ -6,7 +6,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { readBody, readJson } from '../../runtime/body.ts';
+import { readBody, readJson, withJson } from '../../runtime/body.ts';
 import type { GatewayContext } from '../../runtime/state.ts';
 import { closeNow, listenLocal } from '../helpers/servers.ts';
 
@@ -116,5 +116,23 @@ describe('request body', () => {
     const port = await serve(readBody, 16);
     const answers = await exchange(port, [post(body)], 1);
     expect(answers.map((a) => JSON.parse(a))).toEqual([{ error: 'payload_too_large' }]);
+  });
+
+  it("withJson: the body once read when it arrives in parts (a promise), with readJson's checks", async () => {
+    const port = await serve((ctx) => Promise.resolve(withJson(ctx, (value) => ({ used: value }))));
+    const whole = post(body);
+    const cut = whole.indexOf('\r\n\r\n') + 10;
+    const answers = await exchange(port, [whole.slice(0, cut), 30, whole.slice(cut)], 1);
+    expect(answers.map((a) => JSON.parse(a))).toEqual([{ value: { used: JSON.parse(body) }, ended: true }]);
+  });
+
+  it('withJson: a body at hand is given at once, and a refused one thrown at once, not rejected', () => {
+    const ctx = (type: string, json?: unknown) =>
+      ({
+        state: { limits: { bodyBytes: 1024, jsonDepth: 64 }, json },
+        get: (name: string) => (name.toLowerCase() === 'content-type' ? type : ''),
+      }) as unknown as GatewayContext;
+    expect(withJson(ctx('application/json', { a: 1 }), (value) => ({ used: value }))).toEqual({ used: { a: 1 } });
+    expect(() => withJson(ctx('text/plain'), (value) => value)).toThrow(/Content-Type must be application\/json/);
   });
 });
