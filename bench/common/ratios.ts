@@ -3,6 +3,8 @@
  * machine load), summarised as the median of the per-round ratios with their spread, and the
  * history line a run appends. Pure functions: tested in test/bench/ratios.test.ts.
  */
+
+import { markdownTable } from './markdown-table.ts';
 import { mid } from './report.ts';
 
 /** The figures of one target in one round that the ratios read. */
@@ -96,8 +98,9 @@ export interface HistoryEntry {
 }
 
 /**
- * The lines a run appends to bench/history/README.md: a heading with the run, then one table row
- * per subject (CPU, p50 and p99 ratios to the floor, and the CPU µs per request behind them).
+ * The lines a run appends to bench/history/README.md (after a blank line): a heading with the run,
+ * then one table row per subject (CPU, p50 and p99 ratios to the floor, and the CPU µs per request
+ * behind them), formatted as Biome formats Markdown.
  */
 export function historyMarkdown(e: HistoryEntry, labels: Record<string, string> = {}): string {
   const cpuOf = (t: string) => e.rows.find((r) => r.target === t)?.cpuUsPerReq;
@@ -107,13 +110,17 @@ export function historyMarkdown(e: HistoryEntry, labels: Record<string, string> 
     '',
     `${e.rounds} round(s), ${e.connections} connections; ratios to the ${e.floor} floor measured in the same round`,
     '',
-    '| route | CPU µs/req | CPU ratio | p50 ratio | p99 ratio |',
-    '| --- | ---: | ---: | ---: | ---: |',
-    ...e.ratios.map(
-      (r) =>
-        `| ${labels[r.subject] ?? r.subject} | ${n(cpuOf(r.subject), 1)} | ${n(r.cpu, 2)}× | ${n(r.p50, 2)}× | ${n(r.p99, 2)}× |`,
+    ...markdownTable(
+      ['route', 'CPU µs/req', 'CPU ratio', 'p50 ratio', 'p99 ratio'],
+      ['left', 'right', 'right', 'right', 'right'],
+      e.ratios.map((r) => [
+        labels[r.subject] ?? r.subject,
+        n(cpuOf(r.subject), 1),
+        `${n(r.cpu, 2)}×`,
+        `${n(r.p50, 2)}×`,
+        `${n(r.p99, 2)}×`,
+      ]),
     ),
-    '',
   ];
   return `${lines.join('\n')}\n`;
 }

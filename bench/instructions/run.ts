@@ -26,6 +26,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { bundleForNode, envNum, runBench, startNodeServer, waitUntilReady } from '../common/harness.ts';
+import { markdownTable } from '../common/markdown-table.ts';
 import type { Target } from '../common/measure.ts';
 import { fmt, gitCommit, machine, printTable, writeResults } from '../common/report.ts';
 import {
@@ -392,12 +393,26 @@ async function main(): Promise<number> {
     const table = [
       `\n### ${result.date.slice(0, 16).replace('T', ' ')} UTC, ${commit}: instructions per request (npm run bench:instructions)\n`,
       `callgrind, V8 ${v8Flags.join(' ') || 'with its helper threads'}, N = ${settings.n}, ${settings.connections} connections; ratio to the Koa + undici floor of the same run\n`,
-      '| target | k instructions/request | ratio to floor | k without the JIT compiler | N / 2N phase | compiler | ratio without compiler |',
-      '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
-      ...rows.map(
-        (r) =>
-          `| ${r.label} | ${fmt(r.perRequest / 1000, 0)} | ${ratioText(r.ratio)} | ${fmt(r.perRequestRun / 1000, 0)} | ` +
-          `${fmt(r.perRequestRunN / 1000, 0)} / ${fmt(r.perRequestRun2N / 1000, 0)} | ${fmt(100 * r.compilerShare, 0)}% | ${ratioText(r.ratioRun)} |`,
+      ...markdownTable(
+        [
+          'target',
+          'k instructions/request',
+          'ratio to floor',
+          'k without the JIT compiler',
+          'N / 2N phase',
+          'compiler',
+          'ratio without compiler',
+        ],
+        ['left', 'right', 'right', 'right', 'right', 'right', 'right'],
+        rows.map((r) => [
+          r.label,
+          fmt(r.perRequest / 1000, 0),
+          ratioText(r.ratio),
+          fmt(r.perRequestRun / 1000, 0),
+          `${fmt(r.perRequestRunN / 1000, 0)} / ${fmt(r.perRequestRun2N / 1000, 0)}`,
+          `${fmt(100 * r.compilerShare, 0)}%`,
+          ratioText(r.ratioRun),
+        ]),
       ),
       '',
     ];

@@ -1,4 +1,7 @@
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { markdownTable } from '../../bench/common/markdown-table.ts';
 import { formatRatio, historyMarkdown, judge, type RoundFigures, ratio } from '../../bench/common/ratios.ts';
 
 const row = (target: string, round: number, cpuUsPerReq: number, p99Ms = 2, p50Ms = 1, rps = 1000): RoundFigures => ({
@@ -67,6 +70,46 @@ describe('bench ratios', () => {
     );
     expect(md).toContain('### 2026-11-29 15:04 UTC, abc1234');
     expect(md).toContain('3 round(s), 32 connections; ratios to the Koa + undici floor measured in the same round');
-    expect(md).toContain('| the service | 250.0 | 2.50× | 2.00× | 2.50× |');
+    expect(md).toContain('| the service |      250.0 |     2.50× |     2.00× |     2.50× |');
+  });
+
+  // CI's lint step (`biome ci`) checks bench/history/README.md: a table a benchmark appends must
+  // come out as Biome lays it out, or the next CI run fails on the committed history.
+  it('appends history that Biome leaves as it is', () => {
+    const entry = historyMarkdown(
+      {
+        date: '2026-11-30T17:20:33.000Z',
+        commit: 'fcb928b',
+        floor: 'Koa + undici, buffers',
+        connections: 32,
+        rounds: 7,
+        rows: [
+          { target: 'a', cpuUsPerReq: 147.63, p50Ms: 1, p99Ms: 2, rps: 1000 },
+          { target: 'b', cpuUsPerReq: 1057.3, p50Ms: 1, p99Ms: 2, rps: 1000 },
+        ],
+        ratios: [
+          { subject: 'a', cpu: 1.7312, p50: 1.61, p99: 1.41 },
+          { subject: 'b', cpu: 10.07, p50: 4.42, p99: 3.33 },
+          { subject: 'c', cpu: Number.NaN, p50: 1, p99: 1 },
+        ],
+      },
+      { a: 'typed proxy, POST /mcp typed send', b: 'x' },
+    );
+    const instructions = markdownTable(
+      ['target', 'k instructions/request', 'ratio'],
+      ['left', 'right', 'right'],
+      [
+        ['floor: Koa + undici, buffers (jsonrpc)', '519', '-'],
+        ['µ', '1,529', '2.95×'],
+      ],
+    ).join('\n');
+    const readme = `# History\n\nSome text.\n\n${entry}\n${instructions}\n`;
+    expect(biomeFormatted(readme, 'README.md')).toBe(readme);
   });
 });
+
+/** What `biome format` makes of `text` as a file named `name` (the project's own Biome and settings). */
+function biomeFormatted(text: string, name: string): string {
+  const biome = join(import.meta.dirname, '../../node_modules/.bin/biome');
+  return execFileSync(biome, ['format', `--stdin-file-path=${name}`], { input: text, encoding: 'utf8' });
+}
