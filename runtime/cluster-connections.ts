@@ -47,6 +47,10 @@ export class ConnectionDispatch {
    * the cluster stops): each may have reset a client that had sent its request.
    */
   readonly dropped: Record<string, number> = {};
+  /** How long the plug's window was (PlugClose.windowMs): logged with the stop. */
+  get plugWindowMs(): number | undefined {
+    return this.plug?.windowMs;
+  }
   /** The listening socket is closed: every connection it will ever pass on is passed on. */
   private closed = false;
   /** A stop is under way: waiting for the plug before the listening socket is closed. */

@@ -195,7 +195,9 @@ export class ClusterPrimary {
       // queue's worth of connections, at most the plug's 2 s.
       const closed = await Promise.all(this.dispatch.map((d) => d.close()));
       // Anything but 'plug accepted' (Linux) may have reset a client queued at the close.
-      this.logger.info({ listeners: closed }, 'listening sockets closed');
+      // The plug's window (ms): a client that connected within it was reset (server/plug-close.ts).
+      const window = this.dispatch.map((d) => d.plugWindowMs);
+      this.logger.info({ listeners: closed, plug_window_ms: window }, 'listening sockets closed');
       for (const w of this.watchers) w.close();
       this.supervisor.stopRestarting();
       await this.supervisor.stopAll(Math.max(...this.loaded.map((l) => l.config.limits.drain_timeout_ms)));

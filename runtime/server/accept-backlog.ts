@@ -35,11 +35,14 @@ interface ListenHandle {
 export async function drainAcceptQueue(
   server: Server,
   deadline: number,
-): Promise<{ accepted: number; queued: number | undefined; ms: number; plug?: boolean }> {
+): Promise<{ accepted: number; queued: number | undefined; ms: number; plug?: boolean; plug_window_ms?: number }> {
   const started = Date.now();
   const queuedAtStart = acceptQueueLength(server);
   const behindPlug = await drainBehindPlug(server, deadline);
-  if (behindPlug) return { accepted: behindPlug.accepted, queued: queuedAtStart, ms: Date.now() - started, plug: true };
+  if (behindPlug) {
+    const { accepted, windowMs } = behindPlug;
+    return { accepted, queued: queuedAtStart, ms: Date.now() - started, plug: true, plug_window_ms: windowMs };
+  }
   // Nothing queued: close at once, as a client that connects from now on is too late (every turn
   // kept open lets in one more that could meet the close).
   if (queuedAtStart === 0) return { accepted: 0, queued: 0, ms: 0 };
@@ -101,7 +104,10 @@ export function acceptQueueLength(server: Server): number | undefined {
  * listeners), or undefined where there is no plug (not Linux): the caller drains otherwise.
  * Resolved from the callback that accepted the plug: the caller closes before the next accept.
  */
-function drainBehindPlug(server: Server, deadline: number): Promise<{ accepted: number }> | undefined {
+function drainBehindPlug(
+  server: Server,
+  deadline: number,
+): Promise<{ accepted: number; windowMs: number | undefined }> | undefined {
   const address = server.address() as AddressInfo | string | null;
   if (address === null || typeof address === 'string') return undefined;
   let accepted = 0;
@@ -125,7 +131,7 @@ function drainBehindPlug(server: Server, deadline: number): Promise<{ accepted: 
   return done.then(() => {
     server.off('connection', onConnection);
     server.off('drop', onDrop);
-    return { accepted };
+    return { accepted, windowMs: plug.windowMs };
   });
 }
 

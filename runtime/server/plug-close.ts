@@ -44,6 +44,13 @@ export interface PlugClose {
    * destroys it).
    */
   isPlug(peer: { remoteAddress?: string; remotePort?: number }): boolean;
+  /**
+   * How long (ms) from the plug's connect(2) to the lowered bound, once lowered: a client whose
+   * handshake completed within it is queued behind the plug and reset by the close. Tens of
+   * microseconds (the guard's connect) unless the process was descheduled meanwhile (a loaded
+   * machine); logged by the callers.
+   */
+  readonly windowMs: number | undefined;
 }
 
 /**
@@ -78,15 +85,27 @@ export function closeBehindPlug(
     close(how);
   };
   const local = host === '0.0.0.0' || host === '' ? '127.0.0.1' : host === '::' ? '::1' : host;
+  let windowMs: number | undefined;
+  let plugConnectedAt = 0;
   const plug = connect({ host: local, port: address.port });
+  // Runs right after Node's next-tick connect(2) of the plug: where the window opens.
+  process.nextTick(() => {
+    plugConnectedAt = performance.now();
+  });
   plug.on('error', () => finish('plug failed'));
   // Keeps the queue full once the plug is taken; the close resets it, as it should.
   const guard = connect({ host: local, port: address.port });
   guard.on('error', () => {});
   // Queued after Node's own next-tick connect(2) of both: runs right after them.
-  process.nextTick(() => handle.listen?.(0));
+  process.nextTick(() => {
+    handle.listen?.(0);
+    windowMs = performance.now() - plugConnectedAt;
+  });
   const timer = setTimeout(() => finish('plug wait over'), Math.max(0, waitMs)).unref();
   return {
+    get windowMs() {
+      return windowMs;
+    },
     isPlug(peer) {
       if (!done) remember();
       if (!ours.has(`${peer.remoteAddress}:${peer.remotePort}`)) return false;

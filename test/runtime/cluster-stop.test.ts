@@ -138,8 +138,10 @@ function closedHowOf(svc: { stdout(): string }): string[] {
     .split('\n')
     .filter((line) => line.includes('listening sockets closed') || line.includes('cluster stopped'))
     .map((line) => {
-      const entry = JSON.parse(line) as { listeners?: unknown; dropped?: unknown };
-      return JSON.stringify(entry.listeners ?? { dropped: entry.dropped });
+      const entry = JSON.parse(line) as { listeners?: unknown; plug_window_ms?: unknown; dropped?: unknown };
+      return JSON.stringify(
+        entry.listeners ? { closed: entry.listeners, plugWindowMs: entry.plug_window_ms } : { dropped: entry.dropped },
+      );
     });
 }
 
