@@ -105,6 +105,7 @@ export interface HistoryEntry {
 export function historyMarkdown(e: HistoryEntry, labels: Record<string, string> = {}): string {
   const cpuOf = (t: string) => e.rows.find((r) => r.target === t)?.cpuUsPerReq;
   const n = (v: number | undefined, d: number) => (v === undefined || !Number.isFinite(v) ? '-' : v.toFixed(d));
+  const times = (v: number) => (Number.isFinite(v) ? `${v.toFixed(2)}×` : '-');
   const lines = [
     `### ${e.date.slice(0, 16).replace('T', ' ')} UTC, ${e.commit}`,
     '',
@@ -116,9 +117,9 @@ export function historyMarkdown(e: HistoryEntry, labels: Record<string, string> 
       e.ratios.map((r) => [
         labels[r.subject] ?? r.subject,
         n(cpuOf(r.subject), 1),
-        `${n(r.cpu, 2)}×`,
-        `${n(r.p50, 2)}×`,
-        `${n(r.p99, 2)}×`,
+        times(r.cpu),
+        times(r.p50),
+        times(r.p99),
       ]),
     ),
   ];

@@ -351,30 +351,30 @@ async function main(): Promise<number> {
     return { ...f, ratio: r, ratioRun: rRun };
   });
   const ratioText = (x: number | undefined) => (x === undefined ? '-' : `${fmt(x, 2)}×`);
-  printTable(
-    [
-      'target',
-      'k instr/req',
-      'N phase',
-      '2N phase',
-      'ratio to floor',
-      'k without compiler',
-      'N / 2N phase',
-      'compiler',
-      'ratio without compiler',
-    ],
-    rows.map((r) => [
-      r.label,
-      fmt(r.perRequest / 1000, 0),
-      fmt(r.perRequestN / 1000, 0),
-      fmt(r.perRequest2N / 1000, 0),
-      ratioText(r.ratio),
-      fmt(r.perRequestRun / 1000, 0),
-      `${fmt(r.perRequestRunN / 1000, 0)} / ${fmt(r.perRequestRun2N / 1000, 0)}`,
-      `${fmt(100 * r.compilerShare, 0)}%`,
-      ratioText(r.ratioRun),
-    ]),
-  );
+  // One table, printed and (BENCH_HISTORY=1) appended to the history.
+  const header = [
+    'target',
+    'k instr/req',
+    'N phase',
+    '2N phase',
+    'ratio to floor',
+    'k without compiler',
+    'N / 2N phase',
+    'compiler',
+    'ratio without compiler',
+  ];
+  const cells = rows.map((r) => [
+    r.label,
+    fmt(r.perRequest / 1000, 0),
+    fmt(r.perRequestN / 1000, 0),
+    fmt(r.perRequest2N / 1000, 0),
+    ratioText(r.ratio),
+    fmt(r.perRequestRun / 1000, 0),
+    `${fmt(r.perRequestRunN / 1000, 0)} / ${fmt(r.perRequestRun2N / 1000, 0)}`,
+    `${fmt(100 * r.compilerShare, 0)}%`,
+    ratioText(r.ratioRun),
+  ]);
+  printTable(header, cells);
   const commit = gitCommit();
   const result = {
     date: new Date().toISOString(),
@@ -394,25 +394,9 @@ async function main(): Promise<number> {
       `\n### ${result.date.slice(0, 16).replace('T', ' ')} UTC, ${commit}: instructions per request (npm run bench:instructions)\n`,
       `callgrind, V8 ${v8Flags.join(' ') || 'with its helper threads'}, N = ${settings.n}, ${settings.connections} connections; ratio to the Koa + undici floor of the same run\n`,
       ...markdownTable(
-        [
-          'target',
-          'k instructions/request',
-          'ratio to floor',
-          'k without the JIT compiler',
-          'N / 2N phase',
-          'compiler',
-          'ratio without compiler',
-        ],
-        ['left', 'right', 'right', 'right', 'right', 'right', 'right'],
-        rows.map((r) => [
-          r.label,
-          fmt(r.perRequest / 1000, 0),
-          ratioText(r.ratio),
-          fmt(r.perRequestRun / 1000, 0),
-          `${fmt(r.perRequestRunN / 1000, 0)} / ${fmt(r.perRequestRun2N / 1000, 0)}`,
-          `${fmt(100 * r.compilerShare, 0)}%`,
-          ratioText(r.ratioRun),
-        ]),
+        header,
+        header.map((_, i) => (i === 0 ? 'left' : 'right')),
+        cells,
       ),
       '',
     ];

@@ -52,49 +52,38 @@ describe('bench ratios', () => {
     expect(judge(r, { cpu: 2 })).toEqual({ cpu: true, p99: undefined });
   });
 
+  /** A history entry with a long label, a wide figure and a ratio that could not be measured. */
+  const entry = historyMarkdown(
+    {
+      date: '2026-11-29T15:04:05.000Z',
+      commit: 'abc1234',
+      floor: 'Koa + undici',
+      connections: 32,
+      rounds: 3,
+      rows: [
+        { target: 'floor', cpuUsPerReq: 100, p50Ms: 1, p99Ms: 2, rps: 1000 },
+        { target: 'svc', cpuUsPerReq: 250, p50Ms: 2, p99Ms: 5, rps: 400 },
+        { target: 'slow', cpuUsPerReq: 1057.3, p50Ms: 1, p99Ms: 2, rps: 1000 },
+      ],
+      ratios: [
+        { subject: 'svc', cpu: 2.5, p50: 2, p99: 2.5 },
+        { subject: 'slow', cpu: 10.07, p50: 4.42, p99: 3.33 },
+        { subject: 'unmeasured', cpu: Number.NaN, p50: 1, p99: 1 },
+      ],
+    },
+    { svc: 'the service', slow: 'typed proxy, POST /mcp typed send' },
+  );
+
   it('writes a history entry as a markdown table of ratios to the floor', () => {
-    const md = historyMarkdown(
-      {
-        date: '2026-11-29T15:04:05.000Z',
-        commit: 'abc1234',
-        floor: 'Koa + undici',
-        connections: 32,
-        rounds: 3,
-        rows: [
-          { target: 'floor', cpuUsPerReq: 100, p50Ms: 1, p99Ms: 2, rps: 1000 },
-          { target: 'svc', cpuUsPerReq: 250, p50Ms: 2, p99Ms: 5, rps: 400 },
-        ],
-        ratios: [{ subject: 'svc', cpu: 2.5, p50: 2, p99: 2.5 }],
-      },
-      { svc: 'the service' },
-    );
-    expect(md).toContain('### 2026-11-29 15:04 UTC, abc1234');
-    expect(md).toContain('3 round(s), 32 connections; ratios to the Koa + undici floor measured in the same round');
-    expect(md).toContain('| the service |      250.0 |     2.50× |     2.00× |     2.50× |');
+    expect(entry).toContain('### 2026-11-29 15:04 UTC, abc1234');
+    expect(entry).toContain('3 round(s), 32 connections; ratios to the Koa + undici floor measured in the same round');
+    expect(entry).toContain('| the service                       |      250.0 |     2.50× |     2.00× |     2.50× |');
+    expect(entry).toContain('| unmeasured                        |          - |         - |     1.00× |     1.00× |');
   });
 
   // CI's lint step (`biome ci`) checks bench/history/README.md: a table a benchmark appends must
   // come out as Biome lays it out, or the next CI run fails on the committed history.
   it('appends history that Biome leaves as it is', () => {
-    const entry = historyMarkdown(
-      {
-        date: '2026-11-30T17:20:33.000Z',
-        commit: 'fcb928b',
-        floor: 'Koa + undici, buffers',
-        connections: 32,
-        rounds: 7,
-        rows: [
-          { target: 'a', cpuUsPerReq: 147.63, p50Ms: 1, p99Ms: 2, rps: 1000 },
-          { target: 'b', cpuUsPerReq: 1057.3, p50Ms: 1, p99Ms: 2, rps: 1000 },
-        ],
-        ratios: [
-          { subject: 'a', cpu: 1.7312, p50: 1.61, p99: 1.41 },
-          { subject: 'b', cpu: 10.07, p50: 4.42, p99: 3.33 },
-          { subject: 'c', cpu: Number.NaN, p50: 1, p99: 1 },
-        ],
-      },
-      { a: 'typed proxy, POST /mcp typed send', b: 'x' },
-    );
     const instructions = markdownTable(
       ['target', 'k instructions/request', 'ratio'],
       ['left', 'right', 'right'],
