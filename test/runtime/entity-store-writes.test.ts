@@ -399,11 +399,17 @@ describe.skipIf(skipPg)('entity store writes on postgres: locks, queue, pool', (
     });
     await running;
     // A read waits for the pool's only connection; a write for the store's only write slot.
-    for (const attempt of [store.get('item', 1), store.create('item', { n: 1 })]) {
-      const err = await attempt.then(
-        () => undefined,
-        (e: unknown) => e,
-      );
+    // Both outcomes are taken at once: the write's 150 ms ends while the read still waits its 2 s,
+    // and a rejection nobody has handled yet fails the run (CI of 5bf29cc).
+    const errors = await Promise.all(
+      [store.get('item', 1), store.create('item', { n: 1 })].map((attempt) =>
+        attempt.then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+      ),
+    );
+    for (const err of errors) {
       expect(err).toBeInstanceOf(StorageBusyError);
       expect(err).toBeInstanceOf(GatewayError);
       const e = err as GatewayError;
