@@ -1,12 +1,13 @@
 /**
  * The deployment files (deploy/) as tests read them, and the container entrypoint run as the
- * image runs it: `sh deploy/docker/entrypoint.sh` with the manifest's environment, on free ports.
+ * image runs it: `sh deploy/docker/entrypoint.sh` with the manifest's environment, on ports it binds itself (0).
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
-import { freePort, until } from './servers.ts';
+import { until } from './servers.ts';
+import { type ReadyLine, readyLine } from './service-process.ts';
 
 export const root = join(import.meta.dirname, '../..');
 export const deployDir = join(root, 'deploy');
@@ -66,16 +67,15 @@ export interface Replica {
 
 /** Runs the entrypoint for real (it execs node) with `env` on free ports; resolves when /health answers. */
 export async function startEntrypoint(env: Record<string, string>): Promise<Replica> {
-  const port = await freePort();
-  const metricsPort = await freePort();
   const child = spawn('sh', [join(deployDir, 'docker/entrypoint.sh')], {
     cwd: root,
     env: {
       ...process.env,
       LOG_FORMAT: 'json',
       ...env,
-      PROXY_PORT: String(port),
-      METRICS_PORT: String(metricsPort),
+      // Port 0, read from the ready banner (service-process.ts `readyLine`: why not a free port).
+      PROXY_PORT: '0',
+      METRICS_PORT: '0',
       PROXY_ADMIN_PORT: '0',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -84,17 +84,22 @@ export async function startEntrypoint(env: Record<string, string>): Promise<Repl
   child.stdout?.on('data', (d: Buffer) => {
     out = (out + d.toString()).slice(-20000);
   });
+  let banner = '';
   child.stderr?.on('data', (d: Buffer) => {
     out = (out + d.toString()).slice(-20000);
+    if (banner.length < 20000) banner += d.toString();
   });
-  const url = `http://127.0.0.1:${port}`;
+  let ready: ReadyLine | undefined;
   await until(async () => {
     if (child.exitCode !== null) throw new Error(`entrypoint exited (${child.exitCode}): ${out.slice(-3000)}`);
-    return fetch(`${url}/health`).then(
+    ready ??= readyLine(banner);
+    if (ready === undefined) return false;
+    return fetch(`${ready.url}/health`).then(
       (r) => r.ok,
       () => false,
     );
   }, 120_000); // waiting only: a cold start on a loaded 2-core machine took over 45 s
+  const { url, metricsPort } = ready as ReadyLine;
   return {
     child,
     url,

@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
-import { freePort, until } from './servers.ts';
+import { until } from './servers.ts';
 
 const root = join(import.meta.dirname, '../..');
 
@@ -34,9 +34,10 @@ export async function spawnService(
     workers?: number;
   } = {},
 ): Promise<ServiceProcess> {
-  const port = await freePort();
-  const metricsPort = await freePort();
-  const set = [`listen.port=${port}`, `metrics.port=${metricsPort}`, 'admin.port=0', ...(options.set ?? [])];
+  // Port 0, the port read from the ready banner: a port picked here and bound by the service
+  // seconds later can be taken in between by another test file's server, which then answered the
+  // readiness probe for a service that had failed to bind (ECONNREFUSED later, issue 32).
+  const set = ['listen.port=0', 'metrics.port=0', 'admin.port=0', ...(options.set ?? [])];
   const child = spawn(
     process.execPath,
     [
@@ -61,20 +62,22 @@ export async function spawnService(
   child.stderr?.on('data', (d: Buffer) => {
     err = (err + d.toString()).slice(-4000);
   });
-  const url = `http://127.0.0.1:${port}`;
   let banner = '';
   child.stderr?.on('data', (d: Buffer) => {
     banner += d.toString();
   });
+  let ready: ReadyLine | undefined;
   await until(async () => {
     if (child.exitCode !== null) throw new Error(`service exited (${child.exitCode}): ${err}${out.slice(-2000)}`);
-    // A cluster says so once every worker is ready ("(2 workers)").
-    if (options.workers !== undefined && !banner.includes(`(${options.workers} workers)`)) return false;
-    return fetch(url).then(
+    // The banner's line: written once the service listens (a cluster's once every worker is ready).
+    ready ??= readyLine(banner, options.workers);
+    if (ready === undefined) return false;
+    return fetch(ready.url).then(
       () => true,
       () => false,
     );
   }, 240_000); // a cold start of several services takes 20-60 s on a loaded 2-core machine, over 90 s with busy loops on both cores (issue 32)
+  const { url, port, metricsPort } = ready as ReadyLine;
   return {
     child,
     url,
@@ -89,4 +92,24 @@ export async function spawnService(
       return code as number | null;
     },
   };
+}
+
+export interface ReadyLine {
+  url: string;
+  port: number;
+  metricsPort: number | undefined;
+}
+
+/**
+ * The ready banner's line of the (first) service, as `switchyard serve` writes it on stderr:
+ * `<name>: http://127.0.0.1:<port>  metrics :<port>  admin :<port>  ok` (a cluster: `(N workers)`).
+ */
+export function readyLine(banner: string, workers?: number): ReadyLine | undefined {
+  for (const line of banner.split('\n')) {
+    const m = /^\S+: (https?:\/\/[^\s/]+:(\d+))(?: {2}metrics :(\d+))?(?: {2}admin :\d+)? {2}(.*)$/.exec(line);
+    if (m === null) continue;
+    if (workers !== undefined && m[4] !== `(${workers} workers)`) continue;
+    return { url: m[1], port: Number(m[2]), metricsPort: m[3] === undefined ? undefined : Number(m[3]) };
+  }
+  return undefined;
 }
