@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, until } from '../helpers/servers.ts';
+import { type ReadyLine, readyLine } from '../helpers/service-process.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'sy-datastore-repl-'));
 const children: ChildProcess[] = [];
@@ -24,12 +25,12 @@ interface Node {
 }
 
 async function startNode(name: string, env: Record<string, string>): Promise<Node> {
-  const [port, metricsPort] = [await freePort(), await freePort()];
+  // Port 0, found from the ready banner (test/helpers/service-process.ts `readyLine`: why not a free port).
   const child = spawn(process.execPath, ['bin/switchyard.js', 'serve', 'configs/datastore.toml'], {
     env: {
       ...process.env,
-      DB_SERVER_PORT: String(port),
-      DB_METRICS_PORT: String(metricsPort),
+      DB_SERVER_PORT: '0',
+      DB_METRICS_PORT: '0',
       DB_STORAGE_PATH: join(dir, `${name}.db`),
       DB_LOGGING_LEVEL: 'warn',
       DB_REPLICATION_TOKEN: 'repl-secret',
@@ -38,15 +39,20 @@ async function startNode(name: string, env: Record<string, string>): Promise<Nod
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
+  let banner = '';
   child.stderr?.on('data', (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-4000);
+    if (banner.length < 20000) banner += d.toString();
   });
   children.push(child);
-  const url = `http://127.0.0.1:${port}`;
+  let ready: ReadyLine | undefined;
   await until(async () => {
     if (child.exitCode !== null) throw new Error(`${name} exited: ${stderr}`);
-    return (await get(`${url}/health`).catch(() => ({ status: 0 }))).status === 200;
+    ready ??= readyLine(banner);
+    if (ready === undefined) return false;
+    return (await get(`${ready.url}/health`).catch(() => ({ status: 0 }))).status === 200;
   }, 30_000);
+  const { url, metricsPort } = ready as ReadyLine;
   return { child, url, metrics: `http://127.0.0.1:${metricsPort}/metrics` };
 }
 
