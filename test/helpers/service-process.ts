@@ -105,7 +105,8 @@ export interface ReadyLine {
  * `<name>: http://127.0.0.1:<port>  metrics :<port>  admin :<port>  ok` (a cluster: `(N workers)`).
  */
 export function readyLine(banner: string, workers?: number): ReadyLine | undefined {
-  for (const line of banner.split('\n')) {
+  // Whole lines only: a chunk of stderr may end inside one.
+  for (const line of banner.split('\n').slice(0, -1)) {
     const m = /^\S+: (https?:\/\/[^\s/]+:(\d+))(?: {2}metrics :(\d+))?(?: {2}admin :\d+)? {2}(.*)$/.exec(line);
     if (m === null) continue;
     if (workers !== undefined && m[4] !== `(${workers} workers)`) continue;
