@@ -6,8 +6,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
-import { until } from './servers.ts';
-import { type ReadyLine, readyLine } from './service-process.ts';
+import { untilReady } from './service-process.ts';
 
 export const root = join(import.meta.dirname, '../..');
 export const deployDir = join(root, 'deploy');
@@ -73,7 +72,7 @@ export async function startEntrypoint(env: Record<string, string>): Promise<Repl
       ...process.env,
       LOG_FORMAT: 'json',
       ...env,
-      // Port 0, read from the ready banner (service-process.ts `readyLine`: why not a free port).
+      // Port 0, read from the ready banner (service-process.ts `untilReady`: why not a free port).
       PROXY_PORT: '0',
       METRICS_PORT: '0',
       PROXY_ADMIN_PORT: '0',
@@ -84,22 +83,18 @@ export async function startEntrypoint(env: Record<string, string>): Promise<Repl
   child.stdout?.on('data', (d: Buffer) => {
     out = (out + d.toString()).slice(-20000);
   });
-  let banner = '';
   child.stderr?.on('data', (d: Buffer) => {
     out = (out + d.toString()).slice(-20000);
-    if (banner.length < 20000) banner += d.toString();
   });
-  let ready: ReadyLine | undefined;
-  await until(async () => {
-    if (child.exitCode !== null) throw new Error(`entrypoint exited (${child.exitCode}): ${out.slice(-3000)}`);
-    ready ??= readyLine(banner);
-    if (ready === undefined) return false;
-    return fetch(`${ready.url}/health`).then(
-      (r) => r.ok,
-      () => false,
-    );
-  }, 120_000); // waiting only: a cold start on a loaded 2-core machine took over 45 s
-  const { url, metricsPort } = ready as ReadyLine;
+  const { url, metricsPort } = await untilReady(child, {
+    probe: (ready) =>
+      fetch(`${ready}/health`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    timeoutMs: 120_000, // waiting only: a cold start on a loaded 2-core machine took over 45 s
+    exited: () => `entrypoint exited (${child.exitCode}): ${out.slice(-3000)}`,
+  });
   return {
     child,
     url,

@@ -34,9 +34,7 @@ export async function spawnService(
     workers?: number;
   } = {},
 ): Promise<ServiceProcess> {
-  // Port 0, the port read from the ready banner: a port picked here and bound by the service
-  // seconds later can be taken in between by another test file's server, which then answered the
-  // readiness probe for a service that had failed to bind (ECONNREFUSED later, issue 32).
+  // Port 0, the port read from the ready banner (untilReady says why).
   const set = ['listen.port=0', 'metrics.port=0', 'admin.port=0', ...(options.set ?? [])];
   const child = spawn(
     process.execPath,
@@ -62,22 +60,18 @@ export async function spawnService(
   child.stderr?.on('data', (d: Buffer) => {
     err = (err + d.toString()).slice(-4000);
   });
-  let banner = '';
-  child.stderr?.on('data', (d: Buffer) => {
-    banner += d.toString();
+  const { url, port, metricsPort } = await untilReady(child, {
+    workers: options.workers,
+    probe: (ready) =>
+      fetch(ready).then(
+        () => true,
+        () => false,
+      ),
+    // A cold start of several services takes 20-60 s on a loaded 2-core machine, over 90 s with
+    // busy loops on both cores (issue 32).
+    timeoutMs: 240_000,
+    exited: () => `service exited (${child.exitCode}): ${err}${out.slice(-2000)}`,
   });
-  let ready: ReadyLine | undefined;
-  await until(async () => {
-    if (child.exitCode !== null) throw new Error(`service exited (${child.exitCode}): ${err}${out.slice(-2000)}`);
-    // The banner's line: written once the service listens (a cluster's once every worker is ready).
-    ready ??= readyLine(banner, options.workers);
-    if (ready === undefined) return false;
-    return fetch(ready.url).then(
-      () => true,
-      () => false,
-    );
-  }, 240_000); // a cold start of several services takes 20-60 s on a loaded 2-core machine, over 90 s with busy loops on both cores (issue 32)
-  const { url, port, metricsPort } = ready as ReadyLine;
   return {
     child,
     url,
@@ -92,6 +86,31 @@ export async function spawnService(
       return code as number | null;
     },
   };
+}
+
+/**
+ * Waits for a spawned `switchyard serve` (`child`, just spawned: its stderr is read from now) to
+ * write its ready banner line and for `probe` of that line's URL to succeed; throws `exited()`
+ * if the process ends first. The service should listen on port 0: a port picked free first and
+ * bound seconds later can be taken in between by another test file's server, which then answers
+ * the probe for a service that failed to bind (issue 32).
+ */
+export async function untilReady(
+  child: ChildProcess,
+  o: { workers?: number; probe: (url: string) => Promise<boolean>; timeoutMs: number; exited: () => string },
+): Promise<ReadyLine> {
+  let banner = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    if (banner.length < 20000) banner += d.toString();
+  });
+  let ready: ReadyLine | undefined;
+  await until(async () => {
+    if (child.exitCode !== null) throw new Error(o.exited());
+    // Written once the service listens (a cluster's once every worker is ready).
+    ready ??= readyLine(banner, o.workers);
+    return ready !== undefined && o.probe(ready.url);
+  }, o.timeoutMs);
+  return ready as ReadyLine;
 }
 
 export interface ReadyLine {

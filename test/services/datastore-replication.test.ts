@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { request } from 'undici';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, until } from '../helpers/servers.ts';
-import { type ReadyLine, readyLine } from '../helpers/service-process.ts';
+import { untilReady } from '../helpers/service-process.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'sy-datastore-repl-'));
 const children: ChildProcess[] = [];
@@ -25,7 +25,7 @@ interface Node {
 }
 
 async function startNode(name: string, env: Record<string, string>): Promise<Node> {
-  // Port 0, found from the ready banner (test/helpers/service-process.ts `readyLine`: why not a free port).
+  // Port 0, found from the ready banner (test/helpers/service-process.ts `untilReady`: why not a free port).
   const child = spawn(process.execPath, ['bin/switchyard.js', 'serve', 'configs/datastore.toml'], {
     env: {
       ...process.env,
@@ -39,20 +39,15 @@ async function startNode(name: string, env: Record<string, string>): Promise<Nod
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
-  let banner = '';
   child.stderr?.on('data', (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-4000);
-    if (banner.length < 20000) banner += d.toString();
   });
   children.push(child);
-  let ready: ReadyLine | undefined;
-  await until(async () => {
-    if (child.exitCode !== null) throw new Error(`${name} exited: ${stderr}`);
-    ready ??= readyLine(banner);
-    if (ready === undefined) return false;
-    return (await get(`${ready.url}/health`).catch(() => ({ status: 0 }))).status === 200;
-  }, 30_000);
-  const { url, metricsPort } = ready as ReadyLine;
+  const { url, metricsPort } = await untilReady(child, {
+    probe: async (ready) => (await get(`${ready}/health`).catch(() => ({ status: 0 }))).status === 200,
+    timeoutMs: 30_000,
+    exited: () => `${name} exited: ${stderr}`,
+  });
   return { child, url, metrics: `http://127.0.0.1:${metricsPort}/metrics` };
 }
 
