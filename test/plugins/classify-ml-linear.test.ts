@@ -15,10 +15,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import {
   FeatureExtractor,
+  type FeatureScheme,
+  normalizeText,
   parseFeatureScheme,
   SHAPE_FEATURES,
   type ShapeFeature,
   shapeValues,
+  TOKEN,
   vectorLength,
 } from '../../plugins/classify/ml/features.ts';
 import { createMlClassifier, mlClassifierSchema } from '../../plugins/classify/ml/index.ts';
@@ -260,6 +263,126 @@ describe('feature scheme', () => {
       const shaped = text.normalize('NFKC').replace(/\s+/g, ' ').trim();
       expect(shapeValues(shaped, names)).toEqual(names.map((n) => SHAPE_FEATURES[n](shaped)));
     }
+  });
+
+  /**
+   * The scheme as docs/models.md states it, with strings: normalizeText, TOKEN's matches, the
+   * n-grams joined and hashed one by one. The extractor reads code units and never builds them.
+   */
+  const fnv = (s: string) => {
+    let h = 0x811c9dc5;
+    for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+    return h >>> 0;
+  };
+  function referenceVector(sch: FeatureScheme, text: string): number[] {
+    const normalized = normalizeText(text);
+    const tokens = normalized.match(TOKEN) ?? [];
+    const padded = ` ${normalized} `;
+    const wordGrams: string[] = [];
+    for (let n = 1; n <= sch.word_ngrams; n++)
+      for (let i = 0; i + n <= tokens.length; i++) wordGrams.push(`w${n}:${tokens.slice(i, i + n).join(' ')}`);
+    const charGrams: string[] = [];
+    for (let i = 0; i < padded.length; i++)
+      for (let n = sch.char_ngrams[0]; n <= sch.char_ngrams[1] && i + n <= padded.length; n++)
+        charGrams.push(`c:${padded.slice(i, i + n)}`);
+    const out = new Array<number>(vectorLength(sch)).fill(0);
+    for (const [grams, weight] of [
+      [wordGrams, sch.word_weight],
+      [charGrams, sch.char_weight],
+    ] as const) {
+      const counts = new Map<number, number>();
+      for (const g of grams) {
+        const h = fnv(g);
+        const slot = h & (sch.dimension - 1);
+        counts.set(slot, (counts.get(slot) ?? 0) + (h & 0x80000000 ? -1 : 1));
+      }
+      const scaled = [...counts].map(([slot, c]) => [slot, Math.sign(c) * Math.log1p(Math.abs(c))] as const);
+      const norm = Math.sqrt(scaled.reduce((sum, [, v]) => sum + v * v, 0));
+      for (const [slot, v] of scaled) if (norm > 0) out[slot] += (v / norm) * weight;
+    }
+    const shaped = text.normalize('NFKC').replace(/\s+/g, ' ').trim();
+    (sch.shape_features ?? []).forEach((name, k) => {
+      out[sch.dimension + k] = (sch.shape_weight ?? 1) * SHAPE_FEATURES[name](shaped);
+    });
+    return out;
+  }
+
+  // Tokens made of prose, the characters suffix attacks use, other scripts, astral code points and
+  // lone surrogates, between every kind of blank: each path of the code-unit reading.
+  const glyphs = fc.oneof(
+    fc.constantFrom('Ignore', 'previous', 'instructions', 'similarlyNow', 'DAN', 'don’t', 'x-ray', '42', '_id'),
+    fc.constantFrom(
+      '.',
+      ',',
+      ';',
+      ':',
+      '!',
+      '?',
+      '"',
+      "'",
+      '(',
+      ')',
+      '[',
+      ']',
+      '-',
+      '**',
+      '](',
+      '\\!--',
+      '{{',
+      '“',
+      '’',
+      '‘',
+    ),
+    fc.constantFrom('Ｉｇｎｏｒｅ', 'ﬁ', 'İstanbul', 'ΣΊΣΥΦΟΣ', 'привет', '日本語', '١٢٣', '𝐀𝐁', '😀', '𠀀'),
+    fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c)),
+    fc.string({ unit: 'binary', maxLength: 4 }),
+    fc.string({ maxLength: 6 }),
+  );
+  const token = fc.array(glyphs, { minLength: 1, maxLength: 3 }).map((g) => g.join(''));
+  const blank = fc.constantFrom(
+    ' ',
+    ' ',
+    ' ',
+    '  ',
+    '\t',
+    '\n',
+    '\r\n',
+    '\u00a0',
+    '\u2003',
+    '\u3000',
+    '\ufeff',
+    '\u2028',
+    '',
+  );
+  const texts = fc
+    .array(fc.tuple(blank, token), { maxLength: 30 })
+    .chain((pairs) => blank.map((end) => pairs.flat().join('') + end));
+
+  it('property: the extractor computes the scheme as documented (strings, n-grams, hashes) on any text', () => {
+    const extractor = new FeatureExtractor(scheme);
+    const out = new Float32Array(vectorLength(scheme));
+    fc.assert(
+      fc.property(texts, (text) => {
+        extractor.extract(text, out);
+        const expected = referenceVector(scheme, text);
+        for (let i = 0; i < out.length; i++) {
+          if (Math.abs(out[i] - expected[i]) > 1e-6) throw new Error(`slot ${i}: ${out[i]} ≠ ${expected[i]}`);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('property: shape features computed together (ASCII read off codes) equal their definitions on any shaped text', () => {
+    const names = Object.keys(SHAPE_FEATURES) as ShapeFeature[];
+    const long = fc.tuple(texts, fc.integer({ min: 1, max: 40 })).map(([t, n]) => t.repeat(n));
+    fc.assert(
+      fc.property(fc.oneof(texts, long), (text) => {
+        const shaped = text.normalize('NFKC').replace(/\s+/g, ' ').trim();
+        expect(shapeValues(shaped, names)).toEqual(names.map((n) => SHAPE_FEATURES[n](shaped)));
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('a reused extractor gives the same vectors as a fresh one', () => {

@@ -101,11 +101,76 @@ export function oddToken(token: string): boolean {
   );
 }
 
+function isAscii(text: string, start = 0, end = text.length): boolean {
+  for (let i = start; i < end; i++) if (text.charCodeAt(i) > 127) return false;
+  return true;
+}
+
+/** ASCII openers ( " ' [ and closers . , ; : ! ? ) " ' ] of OPENERS and CLOSERS, by code. */
+const asciiOpener = (c: number) => c === 40 || c === 34 || c === 39 || c === 91;
+const asciiCloser = (c: number) =>
+  c === 46 || c === 44 || c === 59 || c === 58 || c === 33 || c === 63 || c === 41 || c === 34 || c === 39 || c === 93;
+
+/**
+ * oddToken of the ASCII token text[from, to), on its codes (no string, no code point array, no
+ * case mapping per character): most tokens of most prompts, and the same answer (a test compares
+ * shapeValues with SHAPE_FEATURES).
+ */
+function oddAsciiToken(token: string, from: number, to: number): boolean {
+  let start = from;
+  let end = to;
+  while (start < end && asciiOpener(token.charCodeAt(start))) start++;
+  while (end > start && asciiCloser(token.charCodeAt(end - 1))) end--;
+  // Nothing left: every character is an opener or a closer, which is not odd.
+  if (start === end) return false;
+  let latin = 0;
+  let digits = 0;
+  let symbols = 0;
+  let prevLower = false;
+  let caseSwitch = false;
+  for (let i = start; i < end; i++) {
+    const c = token.charCodeAt(i);
+    if (c >= 97 && c <= 122) {
+      latin++;
+      prevLower = true;
+    } else if (c >= 65 && c <= 90) {
+      latin++;
+      if (prevLower) caseSwitch = true;
+      prevLower = false;
+    } else {
+      prevLower = false;
+      if (c >= 48 && c <= 57) digits++;
+      else if (c !== 39 && c !== 45) symbols++;
+    }
+  }
+  return caseSwitch || symbols >= 2 || (latin > 0 && symbols >= 1) || (latin === 0 && digits === 0 && symbols > 0);
+}
+
+/** SHAPE_FEATURES.tail_symbols of an ASCII tail (its last 400 characters), on codes. */
+function asciiTailSymbols(tail: string): number {
+  let n = 0;
+  let symbols = 0;
+  for (let i = tail.length - 1; i >= 0 && n < 200; i--) {
+    const c = tail.charCodeAt(i);
+    if (c === 32 || (c >= 9 && c <= 13)) continue; // \s
+    n++;
+    const letterOrDigit = (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57);
+    // . , ? ! ' " are not symbols
+    if (!letterOrDigit && c !== 46 && c !== 44 && c !== 63 && c !== 33 && c !== 39 && c !== 34) symbols++;
+  }
+  return n === 0 ? 0 : Math.min(1, (3 * symbols) / n);
+}
+
+/** oddToken of text[start, end), with the ASCII tokens of most prompts read off their codes. */
+function isOdd(text: string, start = 0, end = text.length): boolean {
+  return isAscii(text, start, end) ? oddAsciiToken(text, start, end) : oddToken(text.slice(start, end));
+}
+
 /** Odd tokens ÷ the number of tokens, or ÷ `atLeast` when there are fewer. */
-function oddShare(tokens: string[], atLeast = 1): number {
+function oddShare(tokens: string[], atLeast = 1, isOddToken = oddToken): number {
   if (tokens.length === 0) return 0;
   let odd = 0;
-  for (const t of tokens) if (oddToken(t)) odd++;
+  for (const t of tokens) if (isOddToken(t)) odd++;
   return odd / Math.max(atLeast, tokens.length);
 }
 
@@ -165,23 +230,29 @@ export type ShapeFeature = keyof typeof SHAPE_FEATURES;
 
 /**
  * SHAPE_FEATURES of one text with the work they share done once: the tokens and which are odd
- * (four features read them), the two cues (three read them). Same values as SHAPE_FEATURES
- * (a test compares them); what extraction uses.
+ * (four features read them), the two cues (three read them); ASCII tokens and an ASCII tail read
+ * off their codes. Same values as SHAPE_FEATURES (a test compares them); what extraction uses.
+ * `text` is shaped as extraction gives it: NFKC, whitespace runs → one blank, trimmed.
  */
 export function shapeValues(text: string, names: readonly ShapeFeature[]): number[] {
-  let all: string[] | undefined;
-  let odd: Uint8Array | undefined;
-  const tokens = () => {
-    all ??= words(text);
-    return all;
-  };
+  let odd: number[] | undefined;
+  // Whether each token is odd, read in place: the shaped text has single blanks between its
+  // words and none at its ends.
   const oddFlags = () => {
-    odd ??= Uint8Array.from(tokens(), (t) => (oddToken(t) ? 1 : 0));
+    if (odd === undefined) {
+      odd = [];
+      let start = 0;
+      for (let i = 0; i <= text.length; i++) {
+        if (i < text.length && text.charCodeAt(i) !== 32) continue;
+        if (i > start) odd.push(isOdd(text, start, i) ? 1 : 0);
+        start = i + 1;
+      }
+    }
     return odd;
   };
   // The last 40 tokens: of the whole text when it is at most 1 000 characters (the same tokens).
   const tailShare = (atLeast: number) => {
-    if (text.length > 1000) return oddShare(words(text.slice(-1000)).slice(-40), atLeast);
+    if (text.length > 1000) return oddShare(words(text.slice(-1000)).slice(-40), atLeast, (t) => isOdd(t));
     const flags = oddFlags();
     const from = Math.max(0, flags.length - 40);
     let n = 0;
@@ -221,6 +292,10 @@ export function shapeValues(text: string, names: readonly ShapeFeature[]): numbe
         return isOverride() ? 1 : 0;
       case 'roleplay_override':
         return isRoleplay() && isOverride() ? 1 : 0;
+      case 'tail_symbols': {
+        const tail = text.slice(-400);
+        return isAscii(tail) ? asciiTailSymbols(tail) : SHAPE_FEATURES.tail_symbols(text);
+      }
       default:
         return SHAPE_FEATURES[name](text);
     }
@@ -239,7 +314,42 @@ export const defaultFeatureScheme: FeatureScheme = {
 
 const FNV_OFFSET = 0x811c9dc5;
 const FNV_PRIME = 0x01000193;
-const TOKEN = /[\p{L}\p{N}_]+|[^\s\p{L}\p{N}_]/gu;
+/** The tokens of the word group, as defined; FeatureExtractor reads them off code units (tokenize). */
+export const TOKEN = /[\p{L}\p{N}_]+|[^\s\p{L}\p{N}_]/gu;
+
+const SPACE = 1;
+const TOKEN_CHAR = 2;
+const OTHER = 3;
+/** The class of each BMP code unit (0: not looked up yet), filled from the regular expressions as met. */
+const bmpClasses = new Uint8Array(65536);
+const SPACE_RE = /\s/;
+const TOKEN_CHAR_RE = /^[\p{L}\p{N}_]$/u;
+
+/** SPACE (`\s`), TOKEN_CHAR (`[\p{L}\p{N}_]`) or OTHER (a lone surrogate among them). */
+function classOf(c: number): number {
+  let k = bmpClasses[c];
+  if (k === 0) {
+    const ch = String.fromCharCode(c);
+    k = SPACE_RE.test(ch) ? SPACE : TOKEN_CHAR_RE.test(ch) ? TOKEN_CHAR : OTHER;
+    bmpClasses[c] = k;
+  }
+  return k;
+}
+
+/** 2 when codes[i] and codes[i + 1] (i + 1 < end) are a surrogate pair (one code point), else 1. */
+function unitsAt(codes: Uint16Array, i: number, end: number): number {
+  const c = codes[i];
+  if (c < 0xd800 || c > 0xdbff || i + 1 >= end) return 1;
+  const d = codes[i + 1];
+  return d >= 0xdc00 && d <= 0xdfff ? 2 : 1;
+}
+
+/** Whether the code point at codes[i] (`units` long) is a letter, a digit or _. */
+function isTokenChar(codes: Uint16Array, i: number, units: number): boolean {
+  if (units === 1) return classOf(codes[i]) === TOKEN_CHAR;
+  const cp = (codes[i] - 0xd800) * 0x400 + (codes[i + 1] - 0xdc00) + 0x10000;
+  return TOKEN_CHAR_RE.test(String.fromCodePoint(cp));
+}
 
 function fnvString(hash: number, text: string): number {
   let h = hash;
@@ -281,6 +391,10 @@ export function normalizeText(text: string): string {
   return text.normalize('NFKC').toLowerCase().replace(/\s+/g, ' ').trim();
 }
 
+/** log(1 + c) of the small counts most slots hold, computed once (the same values as Math.log1p). */
+const LOG1P_OF_COUNT = Float64Array.from({ length: 64 }, (_, c) => Math.log1p(c));
+const log1pOfCount = (c: number) => (c < 64 ? LOG1P_OF_COUNT[c] : Math.log1p(c));
+
 /** Signed hashed counts of one feature group, touching only the slots it uses (vectors are sparse). */
 class HashedCounts {
   readonly values: Float32Array;
@@ -309,7 +423,7 @@ class HashedCounts {
     for (let k = 0; k < this.count; k++) {
       const i = this.touched[k];
       const c = this.values[i];
-      const w = c > 0 ? Math.log1p(c) : -Math.log1p(-c);
+      const w = c < 0 ? -log1pOfCount(-c) : log1pOfCount(c);
       this.values[i] = w;
       sum += w * w;
     }
@@ -361,59 +475,109 @@ export class FeatureExtractor {
     return vectorLength(this.scheme);
   }
 
-  /** Token bounds of the last text (start, end pairs), reused between calls. */
+  /** Token bounds of the last text (start, end pairs, indices into `codes`), reused between calls. */
   private bounds = new Int32Array(256);
+  /** The last text normalised and padded with one blank at each end, as UTF-16 code units. */
+  private codes = new Uint16Array(1024);
 
   /**
-   * Hashes the n-grams of `text` into the two groups (no strings are built: a word n-gram's hash
-   * runs over its tokens' characters and the blanks between them, as over the joined string).
-   * Returns the text for the shape features.
+   * Writes ` ${normalizeText(text)} ` into `codes` (the whitespace runs of the NFKC, lowercased text
+   * collapsed to one blank and trimmed, as the text is copied); returns its length.
    */
-  private collect(text: string): string {
-    const normalized = normalizeText(text);
-    const { words, chars, scheme } = this;
+  private normalizeInto(lowered: string): number {
+    if (this.codes.length < lowered.length + 2) this.codes = new Uint16Array(2 * lowered.length + 2);
+    const codes = this.codes;
+    let n = 1;
+    codes[0] = 32;
+    let blank = false;
+    for (let i = 0; i < lowered.length; i++) {
+      const c = lowered.charCodeAt(i);
+      if (classOf(c) === SPACE) {
+        blank = n > 1;
+        continue;
+      }
+      if (blank) {
+        codes[n++] = 32;
+        blank = false;
+      }
+      codes[n++] = c;
+    }
+    codes[n++] = 32;
+    return n;
+  }
 
+  /**
+   * The tokens of `TOKEN` (runs of letters, digits and _, or one other code point) in codes[1, end),
+   * as bounds; returns their number.
+   */
+  private tokenize(end: number): number {
+    const codes = this.codes;
     let tokens = 0;
-    TOKEN.lastIndex = 0;
-    for (let m = TOKEN.exec(normalized); m !== null; m = TOKEN.exec(normalized)) {
+    let i = 1;
+    while (i < end) {
+      if (codes[i] === 32) {
+        i++;
+        continue;
+      }
+      const start = i;
+      let units = unitsAt(codes, i, end);
+      if (isTokenChar(codes, i, units)) {
+        i += units;
+        while (i < end) {
+          units = unitsAt(codes, i, end);
+          if (!isTokenChar(codes, i, units)) break;
+          i += units;
+        }
+      } else i += units;
       if (2 * tokens + 2 > this.bounds.length) {
         const grown = new Int32Array(this.bounds.length * 2);
         grown.set(this.bounds);
         this.bounds = grown;
       }
-      this.bounds[2 * tokens] = m.index;
-      this.bounds[2 * tokens + 1] = m.index + m[0].length;
+      this.bounds[2 * tokens] = start;
+      this.bounds[2 * tokens + 1] = i;
       tokens++;
     }
-    const bounds = this.bounds;
+    return tokens;
+  }
+
+  /**
+   * Hashes the n-grams of `text` into the two groups (no strings are built: a word n-gram's hash
+   * runs over its tokens' characters and the blanks between them, as over the joined string; the
+   * text is read as an array of code units, not through string accessors). Returns the text for
+   * the shape features.
+   */
+  private collect(text: string): string {
+    const nfkc = text.normalize('NFKC');
+    const length = this.normalizeInto(nfkc.toLowerCase());
+    const tokens = this.tokenize(length - 1);
+    const { words, chars, scheme, codes, bounds } = this;
+
     for (let n = 1; n <= scheme.word_ngrams; n++) {
       const prefix = fnvString(FNV_OFFSET, `w${n}:`);
       for (let i = 0; i + n <= tokens; i++) {
         let h = prefix;
         for (let t = i; t < i + n; t++) {
           if (t > i) h = Math.imul(h ^ 32, FNV_PRIME);
-          for (let c = bounds[2 * t]; c < bounds[2 * t + 1]; c++)
-            h = Math.imul(h ^ normalized.charCodeAt(c), FNV_PRIME);
+          for (let c = bounds[2 * t]; c < bounds[2 * t + 1]; c++) h = Math.imul(h ^ codes[c], FNV_PRIME);
         }
         words.add(h >>> 0);
       }
     }
 
-    // The normalised text padded with one blank at each end, read without building it.
-    const length = normalized.length + 2;
-    const at = (i: number) => (i === 0 || i === length - 1 ? 32 : normalized.charCodeAt(i - 1));
     const [minN, maxN] = scheme.char_ngrams;
     const charPrefix = fnvString(FNV_OFFSET, 'c:');
     for (let i = 0; i + minN <= length; i++) {
       let h = charPrefix;
-      for (let k = 0; k < maxN && i + k < length; k++) {
-        h = Math.imul(h ^ at(i + k), FNV_PRIME);
+      const last = Math.min(maxN, length - i);
+      for (let k = 0; k < last; k++) {
+        h = Math.imul(h ^ codes[i + k], FNV_PRIME);
         if (k + 1 >= minN) chars.add(h >>> 0);
       }
     }
     // On the text NFKC-normalised with its whitespace runs collapsed, case kept (a case switch
     // inside a token is one of the signs of an adversarial suffix).
-    return scheme.shape_features ? text.normalize('NFKC').replace(/\s+/g, ' ').trim() : '';
+    return scheme.shape_features ? nfkc.replace(/\s+/g, ' ').trim() : '';
   }
 
   /** Writes the vector of `text` into `out` at `offset` (`length` values, overwritten). */
