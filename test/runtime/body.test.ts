@@ -1,6 +1,7 @@
 /**
  * readBody / readJson: a body already in whole (sent with its headers) is taken from the
- * request's buffer without raw-body; one still arriving goes through raw-body. Both give the same
+ * request's buffer without raw-body, also when it is read before the parser has pushed it (one
+ * microtask later); one still arriving goes through raw-body. Both give the same
  * bytes, end the request (keep-alive goes on) and keep the limits.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -30,16 +31,32 @@ afterEach(async () => {
   server = undefined;
 });
 
-/** A server answering what `read` made of each request's body, and whether the request then ended. */
-async function serve(read: Read, bodyBytes = 1024): Promise<number> {
+/**
+ * A server answering what `read` made of each request's body, whether the request then ended,
+ * and how many 'data' listeners the read put on the request (raw-body's; none when the body was
+ * taken from the request's buffer). `at`: when the body is read: a few microtasks after the
+ * headers came, or at once in the request's callback (as a pipeline whose first stages are
+ * synchronous does), while the parser is still inside the chunk that carried the headers.
+ */
+async function serve(read: Read, bodyBytes = 1024, at: 'later' | 'at once' = 'later'): Promise<number> {
   server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    // As in the gateway: the pipeline reads the body a few microtasks after the headers came.
-    Promise.resolve()
-      .then(() => read(contextOf(req, bodyBytes)))
+    let listened = 0;
+    const on = req.on.bind(req);
+    req.on = ((event: string, listener: (...args: unknown[]) => void) => {
+      if (event === 'data') listened++;
+      return on(event, listener);
+    }) as typeof req.on;
+    const started = at === 'at once' ? read(contextOf(req, bodyBytes)) : Promise.resolve();
+    started
+      .then((value) => (at === 'at once' ? value : read(contextOf(req, bodyBytes))))
       .then(
         (value) => {
           const answer = (ended: boolean) => {
-            const text = JSON.stringify({ value: Buffer.isBuffer(value) ? value.toString() : value, ended });
+            const text = JSON.stringify({
+              value: Buffer.isBuffer(value) ? value.toString() : value,
+              ended,
+              listened,
+            });
             res.setHeader('content-length', Buffer.byteLength(text));
             res.end(text);
           };
@@ -93,9 +110,22 @@ describe('request body', () => {
     const port = await serve(readBody);
     const answers = await exchange(port, [post(body), 20, post(body)], 2);
     expect(answers.map((a) => JSON.parse(a))).toEqual([
-      { value: body, ended: true },
-      { value: body, ended: true },
+      { value: body, ended: true, listened: 0 },
+      { value: body, ended: true, listened: 0 },
     ]);
+  });
+
+  it('takes a body sent with its headers from the buffer when it is read at once, before the parser has pushed it', async () => {
+    for (const read of [readBody, readJson]) {
+      const port = await serve(read, 1024, 'at once');
+      const answers = await exchange(port, [post(body), 20, post(body)], 2);
+      const value = read === readBody ? body : JSON.parse(body);
+      expect(answers.map((a) => JSON.parse(a))).toEqual([
+        { value, ended: true, listened: 0 },
+        { value, ended: true, listened: 0 },
+      ]);
+      if (server) closeNow(server);
+    }
   });
 
   it('reads a body that arrives after its headers, in parts', async () => {
@@ -103,13 +133,21 @@ describe('request body', () => {
     const whole = post(body);
     const cut = whole.indexOf('\r\n\r\n') + 10;
     const answers = await exchange(port, [whole.slice(0, cut), 30, whole.slice(cut)], 1);
-    expect(answers.map((a) => JSON.parse(a))).toEqual([{ value: JSON.parse(body), ended: true }]);
+    expect(answers.map((a) => JSON.parse(a))).toEqual([{ value: JSON.parse(body), ended: true, listened: 1 }]);
+  });
+
+  it('reads a body that arrives after its headers when read at once too', async () => {
+    const port = await serve(readJson, 1024, 'at once');
+    const whole = post(body);
+    const cut = whole.indexOf('\r\n\r\n') + 10;
+    const answers = await exchange(port, [whole.slice(0, cut), 30, whole.slice(cut)], 1);
+    expect(answers.map((a) => JSON.parse(a))).toEqual([{ value: JSON.parse(body), ended: true, listened: 1 }]);
   });
 
   it('parses a body sent with its headers as JSON', async () => {
     const port = await serve(readJson);
     const answers = await exchange(port, [post(body)], 1);
-    expect(answers.map((a) => JSON.parse(a))).toEqual([{ value: JSON.parse(body), ended: true }]);
+    expect(answers.map((a) => JSON.parse(a))).toEqual([{ value: JSON.parse(body), ended: true, listened: 0 }]);
   });
 
   it('refuses a declared length over the limit, whether or not the body is in', async () => {
@@ -123,7 +161,9 @@ describe('request body', () => {
     const whole = post(body);
     const cut = whole.indexOf('\r\n\r\n') + 10;
     const answers = await exchange(port, [whole.slice(0, cut), 30, whole.slice(cut)], 1);
-    expect(answers.map((a) => JSON.parse(a))).toEqual([{ value: { used: JSON.parse(body) }, ended: true }]);
+    expect(answers.map((a) => JSON.parse(a))).toEqual([
+      { value: { used: JSON.parse(body) }, ended: true, listened: 1 },
+    ]);
   });
 
   it('withJson: a body at hand is given at once, and a refused one thrown at once, not rejected', () => {
