@@ -303,7 +303,8 @@ function answerBody(
   }
   const type = res.headers['content-type'];
   const sse = typeof type === 'string' && type.toLowerCase().startsWith('text/event-stream');
-  if (!sse && isSmall(res.headers['content-length'])) return readWhole(res.body, bufferLimit);
+  const length = res.headers['content-length'];
+  if (!sse && isSmall(length)) return readWhole(res.body, bufferLimit, undefined, Number(length));
   return res.body;
 }
 

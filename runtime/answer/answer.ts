@@ -597,9 +597,19 @@ function streamEvents(ctx: GatewayContext): void {
  * iteration). A stream that fails or is destroyed before its end is UninspectableAnswer
  * `truncated`; one that is not whole within `timeout` is destroyed with its error (the cause of
  * the `truncated`). The stream may have been paused explicitly (the first-byte wait of a provider
- * list does): it is resumed here, as a `data` listener alone would not.
+ * list does): it is resumed here, as a `data` listener alone would not. `declaredLength` (an
+ * answer's Content-Length, which the HTTP client holds it to): when that many bytes are in the
+ * stream's buffer already, they are the answer, taken without listeners (bufferedWhole).
  */
-export function readWhole(stream: Readable, limit: number, timeout?: ReadTimeout): Promise<Buffer> {
+export function readWhole(
+  stream: Readable,
+  limit: number,
+  timeout?: ReadTimeout,
+  declaredLength?: number,
+): Promise<Buffer> {
+  const buffered =
+    declaredLength !== undefined && declaredLength <= limit ? bufferedWhole(stream, declaredLength) : undefined;
+  if (buffered) return Promise.resolve(buffered);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -641,6 +651,21 @@ export function readWhole(stream: Readable, limit: number, timeout?: ReadTimeout
     stream.once('close', onClose);
     stream.resume();
   });
+}
+
+/**
+ * The whole body when all `declaredLength` bytes of it are in the stream's buffer (a small answer
+ * comes in the chunk of its headers: the HTTP client has pushed it by the time its promise's
+ * callbacks run), read at once; the stream is then resumed to its end, as a read to the end
+ * leaves it (the client's bookkeeping waits for its 'end' and 'close'). Undefined otherwise.
+ */
+export function bufferedWhole(stream: Readable, declaredLength: number): Buffer | undefined {
+  if (!(declaredLength > 0) || stream.readableLength !== declaredLength) return undefined;
+  if (stream.readableFlowing === true || stream.readableEncoding !== null || stream.readableObjectMode)
+    return undefined;
+  const chunk: unknown = stream.read();
+  stream.resume();
+  return Buffer.isBuffer(chunk) ? chunk : undefined;
 }
 
 /** A bound on the time a whole read may take, and the error it fails with (an upstream_timeout). */
