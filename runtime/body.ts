@@ -7,6 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import getRawBody from 'raw-body';
 import { GatewayError } from './errors.ts';
 import type { GatewayContext } from './state.ts';
+import { bufferedWhole } from './util/buffered-whole.ts';
 
 export async function readBody(ctx: GatewayContext): Promise<Buffer> {
   return ctx.state.rawBody ?? takeBufferedBody(ctx) ?? streamedBody(ctx, (raw) => raw);
@@ -71,28 +72,16 @@ function readFailure(err: unknown, limit: number): GatewayError {
 }
 
 /**
- * The body when it is in whole already (it came with the headers, as a small request's does):
- * taken from the request's buffer at once, instead of through raw-body's listeners and promise.
- * Only when what raw-body would return is certain: its declared length (within the limit, checked
- * before) is exactly what is buffered (the parser has all of the message's body then, even when
- * it has not flagged it complete yet), and nobody reads it as it flows.
+ * readBody's result when it needs no wait: the body in whole already (it came with the headers, as
+ * a small request's does), taken from the request's buffer at once instead of through raw-body's
+ * listeners and promise (bufferedWhole: only when its declared length, within the limit, is
+ * exactly what is buffered). It refuses a declared length over the limit as readBody does.
  */
-function bufferedBody(req: IncomingMessage, declared: number): Buffer | undefined {
-  if (!(declared > 0) || req.readableLength !== declared) return undefined;
-  if (!req.readable || req.readableFlowing === true || req.readableEncoding !== null) return undefined;
-  const chunk: unknown = req.read();
-  // Flowing from here, as raw-body leaves it: the end of the message (if still to come) is then
-  // seen, and the request ends as a read one does.
-  req.resume();
-  return Buffer.isBuffer(chunk) ? chunk : undefined;
-}
-
-/** readBody's result when it needs no wait (see bufferedBody); it refuses a declared length over the limit as readBody does. */
 function takeBufferedBody(ctx: GatewayContext): Buffer | undefined {
   const limit = ctx.state.limits.bodyBytes;
   const declared = Number(ctx.get('content-length') || Number.NaN);
   if (declared > limit) throw tooLarge(limit);
-  const buffered = bufferedBody(ctx.req, declared);
+  const buffered = bufferedWhole(ctx.req, declared);
   if (buffered) ctx.state.rawBody = buffered;
   return buffered;
 }

@@ -15,6 +15,7 @@
 import { PassThrough, Readable } from 'node:stream';
 import { GatewayError } from '../errors.ts';
 import type { GatewayContext } from '../state.ts';
+import { bufferedWhole } from '../util/buffered-whole.ts';
 import type { ClientAbort } from '../util/client-abort.ts';
 import { OpenAIStreamFilter, type OpenAIStreamOptions, type OpenAIStreamReader } from '../wire/openai-stream.ts';
 import { checkDecodable, decodeBody, decodingStream, encodingsOf } from './decode.ts';
@@ -651,21 +652,6 @@ export function readWhole(
     stream.once('close', onClose);
     stream.resume();
   });
-}
-
-/**
- * The whole body when all `declaredLength` bytes of it are in the stream's buffer (a small answer
- * comes in the chunk of its headers: the HTTP client has pushed it by the time its promise's
- * callbacks run), read at once; the stream is then resumed to its end, as a read to the end
- * leaves it (the client's bookkeeping waits for its 'end' and 'close'). Undefined otherwise.
- */
-export function bufferedWhole(stream: Readable, declaredLength: number): Buffer | undefined {
-  if (!(declaredLength > 0) || stream.readableLength !== declaredLength) return undefined;
-  if (stream.readableFlowing === true || stream.readableEncoding !== null || stream.readableObjectMode)
-    return undefined;
-  const chunk: unknown = stream.read();
-  stream.resume();
-  return Buffer.isBuffer(chunk) ? chunk : undefined;
 }
 
 /** A bound on the time a whole read may take, and the error it fails with (an upstream_timeout). */

@@ -14,6 +14,7 @@ import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.ts';
 import type { JsonRpcRequest } from '../state.ts';
+import { bufferedWhole } from '../util/buffered-whole.ts';
 import type { ClientAbort } from '../util/client-abort.ts';
 import { encodeMcpHeaderValue, mcpNameOf } from '../wire/mcp-headers.ts';
 import type { RpcProtocol } from './config.ts';
@@ -167,12 +168,18 @@ export class RpcOverHttp {
     const sent = session?.stateless ? statelessRequest(message, headers) : message;
     const body = JSON.stringify(isRequest ? { ...sent, id: wireId } : sent);
     let res: HttpForwardResponse | undefined;
+    /** The answer's body when it was taken from the buffer (its end is then already on its way). */
+    let whole: Buffer | undefined;
     try {
       res = await this.forward({ method: 'POST', path: '/', headers, body, signal, timeoutMs });
       const sid = res.headers['mcp-session-id'];
       if (session && typeof sid === 'string') session.id = sid;
       if (!isRequest && res.status < 400) return undefined;
-      const answer = await readAnswer(res.body, String(res.headers['content-type'] ?? ''), wireId);
+      const contentType = String(res.headers['content-type'] ?? '');
+      // A small JSON answer came with its headers: it is in the body's buffer already (no listeners).
+      if (!contentType.includes('text/event-stream'))
+        whole = bufferedWhole(res.body, Number(res.headers['content-length']));
+      const answer = await readAnswer(res.body, contentType, wireId, whole);
       // The spec says 404 for a forgotten session; some servers answer 400 "No valid session ID".
       if (session?.id && sessionLost(res.status, answer)) throw new SessionExpired();
       if (answer && session?.stateless && inputRequired(answer)) {
@@ -205,7 +212,7 @@ export class RpcOverHttp {
       );
     } finally {
       // Stop an SSE stream that stays open after the answer; destroying it early is not an error.
-      if (res && !res.body.readableEnded) res.body.on('error', () => {}).destroy();
+      if (res && !whole && !res.body.readableEnded) res.body.on('error', () => {}).destroy();
     }
   }
 }
@@ -269,8 +276,16 @@ function sessionLost(status: number, answer: Message | undefined): boolean {
   return status === 400 && typeof message === 'string' && /session/i.test(message);
 }
 
-/** The JSON-RPC response with `wireId` from a JSON or SSE body, if there is one. */
-async function readAnswer(body: Readable, contentType: string, wireId: number): Promise<Message | undefined> {
+/**
+ * The JSON-RPC response with `wireId` from a JSON or SSE body, if there is one; `whole`: the JSON
+ * body, taken from the stream's buffer already.
+ */
+async function readAnswer(
+  body: Readable,
+  contentType: string,
+  wireId: number,
+  whole?: Buffer,
+): Promise<Message | undefined> {
   const matches = (m: unknown): m is Message =>
     typeof m === 'object' && m !== null && ('result' in m || 'error' in m) && (m as Message).id === wireId;
   if (contentType.includes('text/event-stream')) {
@@ -281,7 +296,7 @@ async function readAnswer(body: Readable, contentType: string, wireId: number): 
     }
     return undefined;
   }
-  const msg = parseJson(await readText(body));
+  const msg = parseJson(whole ? whole.toString('utf8') : await readText(body));
   if (Array.isArray(msg)) return msg.find(matches);
   // A server may answer an error without echoing the id (e.g. a 400 before parsing).
   if (typeof msg === 'object' && msg !== null && ('result' in msg || 'error' in msg)) return msg as Message;
