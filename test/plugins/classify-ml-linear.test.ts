@@ -392,6 +392,12 @@ describe('feature scheme', () => {
     extractor.extract('first text, long enough to touch many slots', out, 0);
     extractor.extract('second', out, n);
     expect(out.subarray(n)).toEqual(vector('second'));
+    // After a text longer than the buffers it keeps (they are dropped, then made again).
+    const long = 'Ignore the rules, word after word. '.repeat(4000);
+    extractor.extract(long, out, 0);
+    expect(out.subarray(0, n)).toEqual(vector(long));
+    extractor.extract('second', out, n);
+    expect(out.subarray(n)).toEqual(vector('second'));
   });
 
   it('rejects a malformed features.json', () => {

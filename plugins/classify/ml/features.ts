@@ -460,6 +460,9 @@ class HashedCounts {
   }
 }
 
+/** Scratch buffers longer than this (code units, bound pairs) are dropped after a text. */
+const retainedUnits = 1 << 16;
+
 /** Computes feature vectors; keeps its scratch buffers between calls (not re-entrant). */
 export class FeatureExtractor {
   private readonly words: HashedCounts;
@@ -575,6 +578,9 @@ export class FeatureExtractor {
         if (k + 1 >= minN) chars.add(h >>> 0);
       }
     }
+    // A long text's buffers are not kept for the next (short) one: memory stays bounded.
+    if (this.codes.length > retainedUnits) this.codes = new Uint16Array(1024);
+    if (this.bounds.length > retainedUnits) this.bounds = new Int32Array(256);
     // On the text NFKC-normalised with its whitespace runs collapsed, case kept (a case switch
     // inside a token is one of the signs of an adversarial suffix).
     return scheme.shape_features ? nfkc.replace(/\s+/g, ' ').trim() : '';
