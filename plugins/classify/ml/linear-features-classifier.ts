@@ -9,10 +9,14 @@
  * exports), no onnxruntime session is made: the logits are a sparse dot product of the text's
  * hashed features with W (FeatureExtractor.dot), which costs a few µs where a session run over a
  * dense 32 775-wide vector cost ~200 µs per text. Any other graph runs in onnxruntime.
+ * A text longer than 16 KiB is scored in a worker thread (long-text-scorer.ts): its features grow
+ * with it (~0.14 ms per KiB) and must not hold the event loop; the same code, the same score.
  */
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
+import type { ClassifierResult } from '../api.ts';
 import { FeatureExtractor, parseFeatureScheme } from './features.ts';
+import { LongTextScorer } from './long-text-scorer.ts';
 import { ModelClassifier } from './model-classifier.ts';
 import { modelDirectory, readJson, requireFile } from './model-files.ts';
 import { type LinearLayer, readLinearLayer } from './onnx-linear.ts';
@@ -41,6 +45,8 @@ export class LinearFeaturesClassifier extends ModelClassifier {
   private outputName = '';
   /** Reused between runs (runs never overlap, see Batcher). */
   private buffer = new Float32Array(0);
+  /** Long texts' scoring off the event loop, when the model is a linear layer. */
+  longTexts: LongTextScorer | undefined;
 
   constructor(
     name: string,
@@ -72,6 +78,12 @@ export class LinearFeaturesClassifier extends ModelClassifier {
       }
       this.layer = layer;
       this.logits = new Float64Array(layer.classes);
+      this.longTexts = new LongTextScorer({
+        scheme,
+        weights: layer.weights,
+        bias: layer.bias,
+        classes: layer.classes,
+      });
       return;
     }
     const session = await createSession(modelFile, this.options.intraOpThreads);
@@ -86,12 +98,37 @@ export class LinearFeaturesClassifier extends ModelClassifier {
     const logits = this.logits;
     logits.set(layer.bias);
     extractor.dot(text, layer.weights, layer.classes, logits);
+    return this.fromLogits(logits, layer.classes);
+  }
+
+  private fromLogits(logits: Float64Array, classes: number): Prediction {
     return predictionFromProbabilities(
-      softmaxRow(logits, 0, layer.classes),
+      softmaxRow(logits, 0, classes),
       this.labels,
       this.positive,
       this.options.threshold,
     );
+  }
+
+  /**
+   * A long text goes to the worker, beside the batches of short ones (it would hold them up); a
+   * short one as before, with no frame of its own (it is on every request's way).
+   */
+  override classify(text: string): Promise<ClassifierResult> {
+    if (!this.loaded) return this.load().then(() => this.classify(text));
+    const longTexts = this.longTexts;
+    if (!longTexts || text.length <= longTexts.limits.chars) return super.classify(text);
+    const started = performance.now();
+    return longTexts
+      .logits(text)
+      .then((logits) => this.result(this.fromLogits(logits, logits.length), performance.now() - started));
+  }
+
+  override classifyMany(texts: string[]): Promise<ClassifierResult[]> {
+    if (!this.loaded) return this.load().then(() => this.classifyMany(texts));
+    const longTexts = this.longTexts;
+    if (!longTexts || texts.every((t) => t.length <= longTexts.limits.chars)) return super.classifyMany(texts);
+    return Promise.all(texts.map((t) => this.classify(t)));
   }
 
   protected async predict(texts: string[]): Promise<Prediction[]> {
@@ -127,6 +164,8 @@ export class LinearFeaturesClassifier extends ModelClassifier {
   }
 
   protected override async release(): Promise<void> {
+    await this.longTexts?.close();
+    this.longTexts = undefined;
     await this.session?.release();
     this.session = undefined;
     this.layer = undefined;

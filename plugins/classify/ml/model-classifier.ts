@@ -50,6 +50,10 @@ export abstract class ModelClassifier implements Classifier {
     };
   }
 
+  protected get loaded(): boolean {
+    return this.status === 'loaded';
+  }
+
   /** Loads once; concurrent callers share the same load. After a failure the next call tries again. */
   load(): Promise<void> {
     if (this.status === 'loaded') return Promise.resolve();
@@ -103,7 +107,7 @@ export abstract class ModelClassifier implements Classifier {
     this.status = 'loading';
   }
 
-  private result(prediction: Prediction, elapsedMs: number): ClassifierResult {
+  protected result(prediction: Prediction, elapsedMs: number): ClassifierResult {
     return {
       classifier: this.name,
       label: prediction.label,
