@@ -9,6 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { readBody, readJson, withJson } from '../../runtime/body.ts';
 import type { GatewayContext } from '../../runtime/state.ts';
+import { countListenersAdded } from '../helpers/listeners.ts';
 import { closeNow, listenLocal } from '../helpers/servers.ts';
 
 /** The fields of a context readBody and readJson use. */
@@ -40,12 +41,7 @@ afterEach(async () => {
  */
 async function serve(read: Read, bodyBytes = 1024, at: 'later' | 'at once' = 'later'): Promise<number> {
   server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    let listened = 0;
-    const on = req.on.bind(req);
-    req.on = ((event: string, listener: (...args: unknown[]) => void) => {
-      if (event === 'data') listened++;
-      return on(event, listener);
-    }) as typeof req.on;
+    const listened = countListenersAdded(req, 'data');
     const started = at === 'at once' ? read(contextOf(req, bodyBytes)) : Promise.resolve();
     started
       .then((value) => (at === 'at once' ? value : read(contextOf(req, bodyBytes))))
@@ -55,7 +51,7 @@ async function serve(read: Read, bodyBytes = 1024, at: 'later' | 'at once' = 'la
             const text = JSON.stringify({
               value: Buffer.isBuffer(value) ? value.toString() : value,
               ended,
-              listened,
+              listened: listened(),
             });
             res.setHeader('content-length', Buffer.byteLength(text));
             res.end(text);

@@ -6,10 +6,10 @@
  */
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Readable } from 'node:stream';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readWhole } from '../../runtime/answer/answer.ts';
+import { countListenersAdded } from '../helpers/listeners.ts';
 import { closeNow, listenLocal } from '../helpers/servers.ts';
 
 const body = Buffer.from(
@@ -33,22 +33,11 @@ afterAll(async () => {
   closeNow(server);
 });
 
-/** Counts the 'data' listeners put on a stream from now on. */
-function countDataListeners(stream: Readable): () => number {
-  let n = 0;
-  const on = stream.on.bind(stream);
-  stream.on = ((event: string, listener: (...args: unknown[]) => void) => {
-    if (event === 'data') n++;
-    return on(event, listener);
-  }) as typeof stream.on;
-  return () => n;
-}
-
 describe('readWhole with the declared length', () => {
   it('takes an answer that came with its headers from the buffer, and the stream ends', async () => {
     for (let i = 0; i < 5; i++) {
       const res = await pool.request({ method: 'GET', path: '/' });
-      const listened = countDataListeners(res.body);
+      const listened = countListenersAdded(res.body, 'data');
       const closed = once(res.body, 'close');
       const read = await readWhole(res.body, 1024, undefined, Number(res.headers['content-length']));
       expect(read.equals(body)).toBe(true);
@@ -60,7 +49,7 @@ describe('readWhole with the declared length', () => {
 
   it('reads an answer whose body comes after its headers as it arrives', async () => {
     const res = await pool.request({ method: 'GET', path: '/later' });
-    const listened = countDataListeners(res.body);
+    const listened = countListenersAdded(res.body, 'data');
     const read = await readWhole(res.body, 1024, undefined, Number(res.headers['content-length']));
     expect(read.equals(body)).toBe(true);
     expect(listened()).toBe(1);
