@@ -59,14 +59,18 @@ describe('linear-features: long texts off the event loop', () => {
 
   it('a text not scored within the time bound fails; the next one gets a new worker', async () => {
     const data = { scheme, weights: layer.weights, bias: layer.bias, classes: layer.classes };
-    const hurried = new LongTextScorer(data, { chars: 1024, timeoutMs: 1, maxWaiting: 4 });
+    const hurried = new LongTextScorer(data, { chars: 1024, timeoutMs: 1, maxWaiting: 4, maxWaitingChars: 1e7 });
     await expect(hurried.logits('word '.repeat(400_000))).rejects.toThrow(/did not score a long text within 1 ms/);
     await hurried.close();
-    const scorer = new LongTextScorer(data, { chars: 1024, timeoutMs: 30_000, maxWaiting: 1 });
+    const scorer = new LongTextScorer(data, { chars: 1024, timeoutMs: 30_000, maxWaiting: 2, maxWaitingChars: 1e7 });
     const first = scorer.logits(long);
-    // Bounded: a second text while one waits (maxWaiting 1) fails at once.
+    const second = scorer.logits(long);
+    // Bounded: a third text while two wait (maxWaiting 2) fails at once, as one over the characters allowed.
     await expect(scorer.logits(long)).rejects.toThrow(/too many long texts waiting/);
-    const logits = await first;
+    await expect(scorer.logits('x'.repeat(1e7))).rejects.toThrow(/too many long texts waiting/);
+    const [logits] = await Promise.all([first, second]);
+    // Answered: the bounds free up.
+    await expect(scorer.logits(long)).resolves.toHaveLength(2);
     expect(1 / (1 + Math.exp(logits[0] - logits[1]))).toBe(mainThreadScore(long));
     await scorer.close();
   });

@@ -1,7 +1,8 @@
 /**
  * Scores long texts for the linear-features model off the event loop, in one worker thread
- * (linear-worker.ts), bounded: at most `maxWaiting` texts sent and not answered (more fail at
- * once), each answered within `timeoutMs` (else the worker is terminated and every text it held
+ * (linear-worker.ts), bounded: at most `maxWaiting` texts and `maxWaitingChars` characters sent
+ * and not answered (more fail at once: each text is copied to the worker), each answered within
+ * `timeoutMs` (else the worker is terminated and every text it held
  * fails). A failure is the classifier's error, which fails its stage closed (classify's
  * `on_error`). The worker starts at the first long text and stays (unreferenced: it keeps no
  * process alive); one that exited or was terminated is replaced at the next.
@@ -17,11 +18,19 @@ export interface LongTextLimits {
   chars: number;
   timeoutMs: number;
   maxWaiting: number;
+  maxWaitingChars: number;
 }
 
-export const longTextLimits: LongTextLimits = { chars: 16 * 1024, timeoutMs: 10_000, maxWaiting: 64 };
+export const longTextLimits: LongTextLimits = {
+  chars: 16 * 1024,
+  timeoutMs: 10_000,
+  maxWaiting: 64,
+  // Four of the safety filter's largest bodies (4 MiB) at once: ~32 MiB of UTF-16 in the worker.
+  maxWaitingChars: 16 * 1024 * 1024,
+};
 
 interface Waiting {
+  chars: number;
   resolve: (logits: Float64Array) => void;
   reject: (err: Error) => void;
   timer: NodeJS.Timeout;
@@ -31,6 +40,7 @@ export class LongTextScorer {
   #worker: Worker | undefined;
   readonly #waiting = new Map<number, Waiting>();
   #nextId = 1;
+  #waitingChars = 0;
   /** Texts sent to the worker so far (the tests count them). */
   sent = 0;
 
@@ -41,8 +51,12 @@ export class LongTextScorer {
 
   /** The model's logits for `text`, computed in the worker. */
   logits(text: string): Promise<Float64Array> {
-    if (this.#waiting.size >= this.limits.maxWaiting) {
-      return Promise.reject(new Error(`too many long texts waiting for the model (at most ${this.limits.maxWaiting})`));
+    if (
+      this.#waiting.size >= this.limits.maxWaiting ||
+      this.#waitingChars + text.length > this.limits.maxWaitingChars
+    ) {
+      const bound = `at most ${this.limits.maxWaiting} texts, ${this.limits.maxWaitingChars} characters`;
+      return Promise.reject(new Error(`too many long texts waiting for the model (${bound})`));
     }
     const worker = this.#started();
     const id = this.#nextId++;
@@ -51,7 +65,8 @@ export class LongTextScorer {
       const timer = setTimeout(() => {
         this.#fail(new Error(`the model did not score a long text within ${this.limits.timeoutMs} ms`));
       }, this.limits.timeoutMs);
-      this.#waiting.set(id, { resolve, reject, timer });
+      this.#waiting.set(id, { chars: text.length, resolve, reject, timer });
+      this.#waitingChars += text.length;
       worker.ref();
       worker.postMessage({ id, text } satisfies LinearJob);
     });
@@ -71,6 +86,7 @@ export class LongTextScorer {
       const waiting = this.#waiting.get(reply.id);
       if (!waiting) return;
       this.#waiting.delete(reply.id);
+      this.#waitingChars -= waiting.chars;
       clearTimeout(waiting.timer);
       if (this.#waiting.size === 0) worker.unref();
       if ('error' in reply) waiting.reject(new Error(`the model failed on a long text: ${reply.error}`));
@@ -88,6 +104,7 @@ export class LongTextScorer {
   #fail(err: Error): void {
     const worker = this.#worker;
     this.#worker = undefined;
+    this.#waitingChars = 0;
     for (const [id, waiting] of this.#waiting) {
       this.#waiting.delete(id);
       clearTimeout(waiting.timer);
