@@ -387,6 +387,10 @@ export function parseFeatureScheme(value: unknown): FeatureScheme {
   return v as FeatureScheme;
 }
 
+/**
+ * Step 1 of the scheme, as defined; FeatureExtractor does the same while it copies the text into
+ * code units (normalizeInto), and a test holds the two to each other.
+ */
 export function normalizeText(text: string): string {
   return text.normalize('NFKC').toLowerCase().replace(/\s+/g, ' ').trim();
 }
