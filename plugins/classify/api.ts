@@ -108,7 +108,23 @@ export interface Classifier {
    * asks it at most chunks). Absent: classifySync is asked.
    */
   releasePoint?(text: string): number;
+  /**
+   * How to build the same classifier in a worker thread, for one that answers at once
+   * (classifySync) with work that grows with the text: the set classifies a text longer than
+   * 16 KiB there (set-worker.ts), so that it does not hold the event loop. Absent: a long text is
+   * classified where the classifier is.
+   */
+  readonly offLoop?: OffLoopSpec;
   close?(): Promise<void>;
+}
+
+/**
+ * A classifier as a worker thread rebuilds it: `module` (a file URL, `import.meta.url`) exports
+ * `createOffLoop(spec)`, which returns it; `spec` is cloned into the worker (plain data).
+ */
+export interface OffLoopSpec {
+  module: string;
+  spec: unknown;
 }
 
 export interface ClassifierSet {

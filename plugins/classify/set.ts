@@ -7,6 +7,10 @@
  * (TurnBatch): the texts of the requests read in one turn go through each classifier in a row,
  * which keeps its code hot (docs/architecture.md, "Per-turn batches"). `batch: false` classifies
  * each text at once instead.
+ *
+ * A text longer than 16 KiB is classified by those classifiers in a worker thread instead
+ * (Classifier.offLoop, set-worker.ts; one job per text for all of them), bounded like the model's
+ * long texts (long-text-worker.ts): their scan grows with the text and must not hold the loop.
  */
 import { TurnBatch } from '../../runtime/index.ts';
 import type {
@@ -16,7 +20,12 @@ import type {
   ClassifierSet,
   ClassifierTrigger,
   ClassifyOptions,
+  OffLoopSpec,
 } from './api.ts';
+import { type LongTextLimits, LongTextWorker, longTextLimits } from './long-text-worker.ts';
+import type { SetWorkerJob } from './set-worker.ts';
+
+const SET_WORKER = new URL('./set-worker.ts', import.meta.url);
 
 type Results = Record<string, ClassifierResult>;
 interface Job {
@@ -30,8 +39,12 @@ export class NamedClassifierSet implements ClassifierSet {
   readonly #batch?: TurnBatch<Job, Results>;
   #all?: Classifier[];
   readonly #selected = new WeakMap<string[], Classifier[]>();
+  readonly #longTextLimits: LongTextLimits;
+  /** The worker of long texts, started at the first one. */
+  longTexts: LongTextWorker<ClassifierResult[]> | undefined;
 
-  constructor(classifiers: Classifier[], options: { batch?: boolean } = {}) {
+  constructor(classifiers: Classifier[], options: { batch?: boolean; longTexts?: LongTextLimits } = {}) {
+    this.#longTextLimits = options.longTexts ?? longTextLimits;
     // not the schema default: the constructor's own, for sets built outside the resource (tests, tools)
     if (options.batch ?? true) this.#batch = new TurnBatch(classifyBatch);
     const byName = new Map<string, Classifier>();
@@ -77,6 +90,9 @@ export class NamedClassifierSet implements ClassifierSet {
     } catch (err) {
       return Promise.reject(err);
     }
+    if (text.length > this.#longTextLimits.chars && selected.some((c) => c.offLoop)) {
+      return this.#classifyLong(selected, text, options);
+    }
     // The batch's own promise, no async frame around it (docs/performance.md, "Work per request").
     if (this.#batch && selected.every((c) => c.classifySync !== undefined)) {
       return this.#batch.add({ selected, text, options });
@@ -107,6 +123,26 @@ export class NamedClassifierSet implements ClassifierSet {
     if (waiting) await Promise.all(waiting);
     const out: Record<string, ClassifierResult> = {};
     for (let i = 0; i < selected.length; i++) out[selected[i].name] = results[i];
+    return out;
+  }
+
+  /** A long text: the classifiers that can go off the loop in one worker job, the others as usual. */
+  async #classifyLong(
+    selected: Classifier[],
+    text: string,
+    options?: ClassifyOptions,
+  ): Promise<Record<string, ClassifierResult>> {
+    const offLoop = selected.filter((c) => c.offLoop !== undefined);
+    const rest = selected.filter((c) => c.offLoop === undefined);
+    this.longTexts ??= new LongTextWorker(SET_WORKER, undefined, 'classifiers', this.#longTextLimits);
+    const job: SetWorkerJob = { classifiers: offLoop.map((c) => c.offLoop as OffLoopSpec), options };
+    const [there, here] = await Promise.all([
+      this.longTexts.run(text, job),
+      rest.length > 0 ? this.#classifyEach(rest, text, options) : undefined,
+    ]);
+    const byName = new Map(offLoop.map((c, i) => [c.name, there[i]]));
+    const out: Record<string, ClassifierResult> = {};
+    for (const c of selected) out[c.name] = byName.get(c.name) ?? (here as Results)[c.name];
     return out;
   }
 
@@ -169,7 +205,9 @@ export class NamedClassifierSet implements ClassifierSet {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([...this.#byName.values()].map((c) => c.close?.()));
+    const longTexts = this.longTexts;
+    this.longTexts = undefined;
+    await Promise.allSettled([...[...this.#byName.values()].map((c) => c.close?.()), longTexts?.close()]);
   }
 
   #select(names: string[] | undefined): Classifier[] {

@@ -9,12 +9,13 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
+import { LongTextWorker } from '../../plugins/classify/long-text-worker.ts';
 import { FeatureExtractor, parseFeatureScheme } from '../../plugins/classify/ml/features.ts';
 import { createMlClassifier } from '../../plugins/classify/ml/index.ts';
 import type { LinearFeaturesClassifier } from '../../plugins/classify/ml/linear-features-classifier.ts';
-import { LongTextScorer } from '../../plugins/classify/ml/long-text-scorer.ts';
 import { readLinearLayer } from '../../plugins/classify/ml/onnx-linear.ts';
 
+const linearWorker = new URL('../../plugins/classify/ml/linear-worker.ts', import.meta.url);
 const modelsDir = resolve(import.meta.dirname, '../../models');
 const modelDir = join(modelsDir, 'prompt-injection-linear');
 const scheme = parseFeatureScheme(JSON.parse(readFileSync(join(modelDir, 'features.json'), 'utf8')));
@@ -59,18 +60,28 @@ describe('linear-features: long texts off the event loop', () => {
 
   it('a text not scored within the time bound fails; the next one gets a new worker', async () => {
     const data = { scheme, weights: layer.weights, bias: layer.bias, classes: layer.classes };
-    const hurried = new LongTextScorer(data, { chars: 1024, timeoutMs: 1, maxWaiting: 4, maxWaitingChars: 1e7 });
-    await expect(hurried.logits('word '.repeat(400_000))).rejects.toThrow(/did not score a long text within 1 ms/);
+    const hurried = new LongTextWorker<Float64Array>(linearWorker, data, 'model', {
+      chars: 1024,
+      timeoutMs: 1,
+      maxWaiting: 4,
+      maxWaitingChars: 1e7,
+    });
+    await expect(hurried.run('word '.repeat(400_000))).rejects.toThrow(/did not answer for a long text within 1 ms/);
     await hurried.close();
-    const scorer = new LongTextScorer(data, { chars: 1024, timeoutMs: 30_000, maxWaiting: 2, maxWaitingChars: 1e7 });
-    const first = scorer.logits(long);
-    const second = scorer.logits(long);
+    const scorer = new LongTextWorker<Float64Array>(linearWorker, data, 'model', {
+      chars: 1024,
+      timeoutMs: 30_000,
+      maxWaiting: 2,
+      maxWaitingChars: 1e7,
+    });
+    const first = scorer.run(long);
+    const second = scorer.run(long);
     // Bounded: a third text while two wait (maxWaiting 2) fails at once, as one over the characters allowed.
-    await expect(scorer.logits(long)).rejects.toThrow(/too many long texts waiting/);
-    await expect(scorer.logits('x'.repeat(1e7))).rejects.toThrow(/too many long texts waiting/);
+    await expect(scorer.run(long)).rejects.toThrow(/too many long texts waiting/);
+    await expect(scorer.run('x'.repeat(1e7))).rejects.toThrow(/too many long texts waiting/);
     const [logits] = await Promise.all([first, second]);
     // Answered: the bounds free up.
-    await expect(scorer.logits(long)).resolves.toHaveLength(2);
+    await expect(scorer.run(long)).resolves.toHaveLength(2);
     expect(1 / (1 + Math.exp(logits[0] - logits[1]))).toBe(mainThreadScore(long));
     await scorer.close();
   });

@@ -9,14 +9,18 @@
  * exports), no onnxruntime session is made: the logits are a sparse dot product of the text's
  * hashed features with W (FeatureExtractor.dot), which costs a few µs where a session run over a
  * dense 32 775-wide vector cost ~200 µs per text. Any other graph runs in onnxruntime.
- * A text longer than 16 KiB is scored in a worker thread (long-text-scorer.ts): its features grow
+ * A text longer than 16 KiB is scored in a worker thread (../long-text-worker.ts): its features grow
  * with it (~0.14 ms per KiB) and must not hold the event loop; the same code, the same score.
  */
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { ClassifierResult } from '../api.ts';
+import { LongTextWorker } from '../long-text-worker.ts';
 import { FeatureExtractor, parseFeatureScheme } from './features.ts';
-import { LongTextScorer } from './long-text-scorer.ts';
+import type { LinearWorkerData } from './linear-worker.ts';
+
+const LINEAR_WORKER = new URL('./linear-worker.ts', import.meta.url);
+
 import { ModelClassifier } from './model-classifier.ts';
 import { modelDirectory, readJson, requireFile } from './model-files.ts';
 import { type LinearLayer, readLinearLayer } from './onnx-linear.ts';
@@ -46,7 +50,7 @@ export class LinearFeaturesClassifier extends ModelClassifier {
   /** Reused between runs (runs never overlap, see Batcher). */
   private buffer = new Float32Array(0);
   /** Long texts' scoring off the event loop, when the model is a linear layer. */
-  longTexts: LongTextScorer | undefined;
+  longTexts: LongTextWorker<Float64Array> | undefined;
 
   constructor(
     name: string,
@@ -78,12 +82,8 @@ export class LinearFeaturesClassifier extends ModelClassifier {
       }
       this.layer = layer;
       this.logits = new Float64Array(layer.classes);
-      this.longTexts = new LongTextScorer({
-        scheme,
-        weights: layer.weights,
-        bias: layer.bias,
-        classes: layer.classes,
-      });
+      const data: LinearWorkerData = { scheme, weights: layer.weights, bias: layer.bias, classes: layer.classes };
+      this.longTexts = new LongTextWorker(LINEAR_WORKER, data, 'model');
       return;
     }
     const session = await createSession(modelFile, this.options.intraOpThreads);
@@ -120,7 +120,7 @@ export class LinearFeaturesClassifier extends ModelClassifier {
     if (!longTexts || text.length <= longTexts.limits.chars) return super.classify(text);
     const started = performance.now();
     return longTexts
-      .logits(text)
+      .run(text)
       .then((logits) => this.result(this.fromLogits(logits, logits.length), performance.now() - started));
   }
 

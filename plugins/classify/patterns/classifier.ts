@@ -19,7 +19,15 @@
  *   only inside a stronger one, and the score is at least the strongest detector's, so the score
  *   on the cut text is at least the match's weight (as this classifier weighs it).
  */
-import type { Classifier, ClassifierInfo, ClassifierResult, ClassifierTrigger, ClassifyOptions, Span } from '../api.ts';
+import type {
+  Classifier,
+  ClassifierInfo,
+  ClassifierResult,
+  ClassifierTrigger,
+  ClassifyOptions,
+  OffLoopSpec,
+  Span,
+} from '../api.ts';
 import { mergeSpans } from '../redact.ts';
 import { FAMILY_LABELS, selectDetectors } from './catalog.ts';
 import { compileTrigger, type Detector, type DetectorGroup, type Finding, pendingOf, TextView } from './detector.ts';
@@ -44,6 +52,11 @@ export interface PatternClassifierSpec {
 
 export const DEFAULT_THRESHOLD = 0.5;
 
+/** The classifier of `spec`, as the set's worker thread builds it for long texts (Classifier.offLoop). */
+export function createOffLoop(spec: PatternClassifierSpec): PatternClassifier {
+  return new PatternClassifier(spec);
+}
+
 export class PatternClassifier implements Classifier {
   readonly name: string;
   /** The longest span in a result: that of the detectors (each span is one match or a piece of one). */
@@ -66,6 +79,8 @@ export class PatternClassifier implements Classifier {
   #cleanDetail: Readonly<Record<string, unknown>> | undefined;
   /** A text it says false of has no finding of any detector (Detector.trigger); undefined: always search. */
   readonly trigger: ClassifierTrigger | undefined;
+  /** Its scan grows with the text: a long text is classified by the same classifier in a worker. */
+  readonly offLoop: OffLoopSpec | undefined;
 
   /**
    * `reference`: run each detector's plain search (`Detector.reference`) instead of the one with
@@ -108,6 +123,7 @@ export class PatternClassifier implements Classifier {
       for (const d of this.#detectors)
         if (d.group) this.#detectors[this.#detectors.indexOf(d)] = { ...d, group: undefined };
     this.trigger = options.reference ? undefined : compileTrigger(this.#detectors);
+    this.offLoop = options.reference ? undefined : { module: import.meta.url, spec };
     this.#groupOf = new Int8Array(this.#detectors.length).fill(-1);
     for (const [i, d] of this.#detectors.entries()) {
       if (!d.group) continue;
