@@ -19,8 +19,12 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { DOCUMENT_SOURCES } from './document-sources.ts';
 import { committedCorpus, dedupe, type LabelledText, PUBLIC_CORPUS, ROOT } from './injection-corpus.ts';
 import { type BuildContext, publicGenerated, SOURCES, type Source } from './injection-sources.ts';
+
+/** Every public source: the prompts, then the long documents. */
+const ALL_SOURCES: Source[] = [...SOURCES, ...DOCUMENT_SOURCES];
 
 const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
 
@@ -80,7 +84,7 @@ function main(): void {
   const mirror = resolve(values.mirror ?? process.env.DETECT_MIRROR_DIR ?? join(ROOT, '.data/mirror'));
   const ctx: BuildContext = { goals: [], questions: [] };
   const all: LabelledText[] = [];
-  for (const source of SOURCES) {
+  for (const source of ALL_SOURCES) {
     const read = (path: string) => {
       const f = source.files.find((x) => x.path === path);
       if (!f) throw new Error(`${source.id}: ${path} is not a pinned file of the source`);
@@ -102,7 +106,7 @@ function main(): void {
   const manifest = {
     created_by: 'scripts/models/assemble-injection-data.ts',
     file: { path: out, sha256: sha256(readFileSync(out)), examples: rows.length },
-    sources: SOURCES.map((s) => ({
+    sources: ALL_SOURCES.map((s) => ({
       id: s.id,
       repo: s.repo,
       commit: s.commit,

@@ -45,7 +45,10 @@ export const SCHEME: FeatureScheme = {
   word_weight: Math.SQRT1_2,
   char_weight: Math.SQRT1_2,
   // The densities, not the shares, of odd tokens: a text of one odd token (an e-mail address
-  // alone) had a share of 1 and read as an adversarial suffix.
+  // alone) had a share of 1 and read as an adversarial suffix. No `length`: on a corpus of short
+  // prompts it learnt that a long text is an attack (11.7 of the logit at 8 000 characters; a
+  // pasted document was refused); with the long documents it still added 2.5 there, and length
+  // is no evidence of intent (docs/models.md, "Training").
   shape_features: [
     'tail_odd_density',
     'tail_symbols',
@@ -53,7 +56,6 @@ export const SCHEME: FeatureScheme = {
     'roleplay',
     'override',
     'roleplay_override',
-    'length',
   ] satisfies ShapeFeature[],
   shape_weight: 0.5,
 };
