@@ -9,14 +9,22 @@ import { freePort } from '../typed-proxy/children.ts';
 
 /**
  * Writes the measured tenant into `dir` (returns the file): the dev tenant's key and policy, the
- * Tier A classifiers, a limit the load cannot reach; its backend is the upstream `upstream`.
+ * Tier A classifiers (or `classifiers`), a request limit the load cannot reach (and `tokensPerMinute`); its backend is the upstream `upstream`.
  */
-export function writeBenchTenants(dir: string, key: string, upstream = 'llm'): string {
+export function writeBenchTenants(
+  dir: string,
+  key: string,
+  upstream = 'llm',
+  classifiers = ['pii', 'secrets', 'prompt_injection'],
+  tokensPerMinute?: number,
+): string {
   const file = join(dir, 'tenants.yaml');
   writeFileSync(
     file,
     `tenants:\n  - id: bench\n    backend: ${upstream}\n    policy: default.yaml\n` +
-      `    requests_per_minute: 100000000\n    classifiers: [pii, secrets, prompt_injection]\n` +
+      `    requests_per_minute: 100000000\n` +
+      (tokensPerMinute === undefined ? '' : `    tokens_per_minute: ${tokensPerMinute}\n`) +
+      `    classifiers: [${classifiers.join(', ')}]\n` +
       `    api_keys: [{ key: ${JSON.stringify(key)} }]\n`,
   );
   return file;
