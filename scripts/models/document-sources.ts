@@ -10,23 +10,12 @@
  * document is in one split only.
  */
 import { benignCategory, type LabelledText, labelled } from './injection-corpus.ts';
-import type { PinnedFile, Source } from './injection-sources.ts';
-import { SeededRandom } from './seeded-random.ts';
-
-function sample<T>(items: T[], n: number, name: string): T[] {
-  return new SeededRandom(seedOf(name)).shuffle([...items]).slice(0, n);
-}
+import { type PinnedFile, type Source, sample, seeded } from './injection-sources.ts';
 
 const MIN_CHARS = 300;
 const MAX_CHARS = 24_000;
 /** One passage per this many characters of a document (at least one). */
 const CHARS_PER_PASSAGE = 6_000;
-
-function seedOf(name: string): number {
-  let h = 2166136261;
-  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
-  return h >>> 0;
-}
 
 /** Passages of one document (see the top of the file), seeded by `name`. */
 export function passages(document: string, name: string): string[] {
@@ -36,7 +25,7 @@ export function passages(document: string, name: string): string[] {
     .map((p) => p.trim())
     .filter((p) => p !== '');
   if (paragraphs.length === 0) return [];
-  const r = new SeededRandom(seedOf(name));
+  const r = seeded(name);
   const total = paragraphs.reduce((n, p) => n + p.length, 0);
   const out: string[] = [];
   for (let k = Math.max(1, Math.round(total / CHARS_PER_PASSAGE)); k > 0; k--) {
@@ -47,6 +36,14 @@ export function passages(document: string, name: string): string[] {
     out.push(text.length > MAX_CHARS ? text.slice(0, MAX_CHARS) : text);
   }
   return out;
+}
+
+/** Each pinned file of `source` one document (`transform`: what of it is the document). */
+function fileDocuments(source: Source, read: (path: string) => string, transform = (text: string) => text) {
+  return documentExamples(
+    source,
+    source.files.map((f) => ({ group: f.path, text: transform(read(f.path)) })),
+  );
 }
 
 function documentExamples(source: Source, documents: Array<{ group: string; text: string }>): LabelledText[] {
@@ -357,10 +354,7 @@ export const DOCUMENT_SOURCES: Source[] = [
     description:
       'The Rust Programming Language, its chapters (Markdown: prose, code, listings): passages, one document per file.',
     build(read) {
-      return documentExamples(
-        this,
-        this.files.map((f) => ({ group: f.path, text: read(f.path) })),
-      );
+      return fileDocuments(this, read);
     },
   },
   {
@@ -393,10 +387,7 @@ export const DOCUMENT_SOURCES: Source[] = [
     files: RUST_BOOK_ZH_FILES,
     description: 'The Rust book in Chinese (every other chapter file): passages, one document per file.',
     build(read) {
-      return documentExamples(
-        this,
-        this.files.map((f) => ({ group: f.path, text: read(f.path) })),
-      );
+      return fileDocuments(this, read);
     },
   },
   {
@@ -408,10 +399,7 @@ export const DOCUMENT_SOURCES: Source[] = [
     description:
       'The Rust book in Japanese (every other chapter file; the English original it keeps in HTML comments is dropped): passages, one document per file.',
     build(read) {
-      return documentExamples(
-        this,
-        this.files.map((f) => ({ group: f.path, text: read(f.path).replace(/<!--[\s\S]*?-->/g, '') })),
-      );
+      return fileDocuments(this, read, (text) => text.replace(/<!--[\s\S]*?-->/g, ''));
     },
   },
   {
@@ -454,10 +442,7 @@ export const DOCUMENT_SOURCES: Source[] = [
     description:
       'The System Design Primer (technical Markdown with links, tables and diagrams; English, Japanese, Chinese): passages, evaluation only.',
     build(read) {
-      return documentExamples(
-        this,
-        this.files.map((f) => ({ group: f.path, text: read(f.path) })),
-      );
+      return fileDocuments(this, read);
     },
   },
   {

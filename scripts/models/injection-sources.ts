@@ -40,13 +40,15 @@ export interface BuildContext {
   questions: string[];
 }
 
-const seeded = (name: string) => {
+/** A random sequence seeded by a name (FNV-1a of it): the same draws for the same source. */
+export const seeded = (name: string) => {
   let h = 2166136261;
   for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
   return new SeededRandom(h >>> 0);
 };
 
-function sample<T>(items: T[], n: number, name: string): T[] {
+/** `n` of `items`, drawn by `seeded(name)`. */
+export function sample<T>(items: T[], n: number, name: string): T[] {
   return seeded(name)
     .shuffle([...items])
     .slice(0, n);
