@@ -7,7 +7,8 @@
  * and status (a build whose classifiers refuse the text answers 400).
  * A long prompt that holds the event loop shows as short chats waiting for it.
  *
- * Env: LONG_SIZES (characters, comma-separated; default 262144,1048576,4000000), LONG_ROUNDS (3).
+ * Env: LONG_SIZES (characters, comma-separated; default 262144,1048576,4000000), LONG_ROUNDS (3),
+ * LONG_SENTENCE (what the long text repeats; e.g. one with an e-mail address: a finding per sentence).
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,7 +25,7 @@ const dir = mkdtempSync(join(tmpdir(), 'switchyard-long-'));
 const key = 'sk-dev-local-0001';
 const sizes = (process.env.LONG_SIZES ?? '262144,1048576,4000000').split(',').map(Number);
 const rounds = Number(process.env.LONG_ROUNDS ?? 3);
-const sentence = 'The weather report says it will be sunny with light winds along the coast. ';
+const sentence = process.env.LONG_SENTENCE ?? 'The weather report says it will be sunny with light winds along the coast. ';
 
 const backend = await startNodeServer(join(root, 'bench/safety-filter/backend.ts'), {}, undefined);
 // The shipped dev tenant's classifiers (Tier A and the model), a token limit no run reaches.

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { parentPort } from 'node:worker_threads';
 import type { Classifier, ClassifierResult, ClassifyOptions, OffLoopSpec } from './api.ts';
 import type { LongTextJob, LongTextReply } from './long-text-worker.ts';
+import { type PackedResult, packResult } from './packed-results.ts';
 
 export interface SetWorkerJob {
   classifiers: OffLoopSpec[];
@@ -40,16 +41,20 @@ function classifierFor(spec: OffLoopSpec): Promise<Classifier> {
   return made;
 }
 
-async function classifyAll(text: string, job: SetWorkerJob): Promise<ClassifierResult[]> {
+async function classifyAll(text: string, job: SetWorkerJob): Promise<PackedResult[]> {
   const classifiers = await Promise.all(job.classifiers.map(classifierFor));
   return classifiers.map((c) =>
-    (c.classifySync as (t: string, o?: ClassifyOptions) => ClassifierResult)(text, job.options),
+    packResult((c.classifySync as (t: string, o?: ClassifyOptions) => ClassifierResult)(text, job.options)),
   );
 }
 
 parentPort?.on('message', (message: LongTextJob) => {
   classifyAll(message.text, message.job as SetWorkerJob).then(
-    (result) => parentPort?.postMessage({ id: message.id, result } satisfies LongTextReply<ClassifierResult[]>),
+    (result) => {
+      // The span arrays are handed over, not copied.
+      const transfer = result.flatMap((r) => [r.bounds.buffer as ArrayBuffer, r.labelOf.buffer as ArrayBuffer]);
+      parentPort?.postMessage({ id: message.id, result } satisfies LongTextReply<PackedResult[]>, transfer);
+    },
     (err: Error) =>
       parentPort?.postMessage({ id: message.id, error: err?.message ?? String(err) } satisfies LongTextReply<never>),
   );

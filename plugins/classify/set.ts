@@ -23,6 +23,7 @@ import type {
   OffLoopSpec,
 } from './api.ts';
 import { type LongTextLimits, LongTextWorker, longTextLimits } from './long-text-worker.ts';
+import { type PackedResult, unpackResult } from './packed-results.ts';
 import type { SetWorkerJob } from './set-worker.ts';
 
 const SET_WORKER = new URL('./set-worker.ts', import.meta.url);
@@ -41,7 +42,7 @@ export class NamedClassifierSet implements ClassifierSet {
   readonly #selected = new WeakMap<string[], Classifier[]>();
   readonly #longTextLimits: LongTextLimits;
   /** The worker of long texts, started at the first one. */
-  longTexts: LongTextWorker<ClassifierResult[]> | undefined;
+  longTexts: LongTextWorker<PackedResult[]> | undefined;
 
   constructor(classifiers: Classifier[], options: { batch?: boolean; longTexts?: LongTextLimits } = {}) {
     this.#longTextLimits = options.longTexts ?? longTextLimits;
@@ -140,7 +141,7 @@ export class NamedClassifierSet implements ClassifierSet {
       this.longTexts.run(text, job),
       rest.length > 0 ? this.#classifyEach(rest, text, options) : undefined,
     ]);
-    const byName = new Map(offLoop.map((c, i) => [c.name, there[i]]));
+    const byName = new Map(offLoop.map((c, i) => [c.name, unpackResult(there[i])]));
     const out: Record<string, ClassifierResult> = {};
     for (const c of selected) out[c.name] = byName.get(c.name) ?? (here as Results)[c.name];
     return out;
