@@ -25,7 +25,8 @@ const dir = mkdtempSync(join(tmpdir(), 'switchyard-long-'));
 const key = 'sk-dev-local-0001';
 const sizes = (process.env.LONG_SIZES ?? '262144,1048576,4000000').split(',').map(Number);
 const rounds = Number(process.env.LONG_ROUNDS ?? 3);
-const sentence = process.env.LONG_SENTENCE ?? 'The weather report says it will be sunny with light winds along the coast. ';
+const sentence =
+  process.env.LONG_SENTENCE ?? 'The weather report says it will be sunny with light winds along the coast. ';
 
 const backend = await startNodeServer(join(root, 'bench/safety-filter/backend.ts'), {}, undefined);
 // The shipped dev tenant's classifiers (Tier A and the model), a token limit no run reaches.
