@@ -54,7 +54,10 @@ function documentExamples(source: Source, documents: Array<{ group: string; text
   );
 }
 
-const RUST_BOOK_FILES: PinnedFile[] = [
+/** A book's chapter files, pinned: [file under src/, SHA-256]. */
+const chapterFiles = (list: string[][]): PinnedFile[] => list.map(([f, sha256]) => ({ path: `src/${f}`, sha256 }));
+
+const RUST_BOOK_FILES: PinnedFile[] = chapterFiles([
   ['ch00-00-introduction.md', '2eba711175d633b5c6bf2585bcb6382fef4eec2b39f18689a1a2b9134dd9d273'],
   ['ch01-00-getting-started.md', '152b24e7ca44a75c8b092d0c4eabce84ee82224978bf666ef627799e97f922db'],
   ['ch01-01-installation.md', '5796f74894f69e71d937ef93be972815294c6047c65038981d4d155e89d890c4'],
@@ -180,10 +183,10 @@ const RUST_BOOK_FILES: PinnedFile[] = [
   ['ch21-01-single-threaded.md', '899122a94a52c45f4c934e1967460a36c7803fcc1b6a933b790e610a9376f04f'],
   ['ch21-02-multithreaded.md', 'ea94b0a16b87464290058c5c650d4e859d3d5d796af955742068a915ee97cd14'],
   ['ch21-03-graceful-shutdown-and-cleanup.md', 'e4c2abaaa676697bc84f66443a4f10ee3ebd19f305e5edcda888e5872ab7ff92'],
-].map(([f, sha256]) => ({ path: `src/${f}`, sha256 }));
+]);
 
 /** Every other chapter file of the Chinese and Japanese translations (to keep the lists short). */
-const RUST_BOOK_ZH_FILES: PinnedFile[] = [
+const RUST_BOOK_ZH_FILES: PinnedFile[] = chapterFiles([
   ['ch00-00-introduction.md', '30a768c545096f5565e754da6d2d4cd0a798d063ef7b4de92306e42a39fd20bb'],
   ['ch01-01-installation.md', 'c488856a03d6e709f0c727f8e8d4cc90eeb21b004a97aea33f1e4513427035f3'],
   ['ch01-03-hello-cargo.md', '10cb2482cbbcd5cd5f2f65a8aafd518837a820cb00d4e1b75bc3f28c0db9b36b'],
@@ -247,8 +250,8 @@ const RUST_BOOK_ZH_FILES: PinnedFile[] = [
   ['ch20-05-macros.md', 'e29e0bf2d1aef3895e0eb1dc010e3a686f6ea9b88f5c15a94fcb2db22dff3cd4'],
   ['ch21-01-single-threaded.md', 'eb098bc90f8254508ea704d8b0178a112ee11d74cf5567036ecbb9df7283fe45'],
   ['ch21-03-graceful-shutdown-and-cleanup.md', 'f7c0b52cd3cbed6ae820141027342232a1d2f66f2604b9bd41151da8b2bf2f8e'],
-].map(([f, sha256]) => ({ path: `src/${f}`, sha256 }));
-const RUST_BOOK_JA_FILES: PinnedFile[] = [
+]);
+const RUST_BOOK_JA_FILES: PinnedFile[] = chapterFiles([
   ['ch00-00-introduction.md', '6cd895a45df74c3bc4722711d9480e43bf23b9fe29f17b846256707a0b705ba1'],
   ['ch01-01-installation.md', 'cabaf7dc79306a5f472ca813399184620cb1a08a40f8afafe6e7f2e41253b1de'],
   ['ch01-03-hello-cargo.md', '0450f7942f9e2d4b801d4acc0bea261bd4983b2fd2041254ae579f995ad518ac'],
@@ -308,7 +311,7 @@ const RUST_BOOK_JA_FILES: PinnedFile[] = [
   ['ch19-05-advanced-functions-and-closures.md', 'a8212a7ca7ed624e27649f3f976f232e2284f9b936526d6acf0faed97c90c42e'],
   ['ch20-00-final-project-a-web-server.md', '7f64460dcb12d1ecaf9b6452a7d24d6f6317c825ea21ec3364b85c79120b74c6'],
   ['ch20-02-multithreaded.md', 'a84d2e8091a7074f5c4abab90e4872b0914be49b32a63324af58323683d9505e'],
-].map(([f, sha256]) => ({ path: `src/${f}`, sha256 }));
+]);
 
 interface XquadFile {
   data: Array<{ title: string; paragraphs: Array<{ context: string; qas: Array<{ question: string }> }> }>;
