@@ -139,7 +139,9 @@ export interface ClassifierSet {
   /**
    * The same without waiting, when every named classifier can answer at once (classifySync);
    * undefined otherwise (then use classify). For checks run many times per request, such as the
-   * egress check of a stream every few hundred characters.
+   * egress check of a stream every few hundred characters. Also undefined for a text over the
+   * set's long-text bound (16 KiB) that a classifier would classify off the event loop
+   * (Classifier.offLoop): classify() sends it to the worker.
    */
   classifySync(
     names: string[] | undefined,

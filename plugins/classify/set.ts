@@ -70,6 +70,8 @@ export class NamedClassifierSet implements ClassifierSet {
     options?: ClassifyOptions,
   ): Record<string, ClassifierResult> | undefined {
     const selected = this.#select(names);
+    // A long text is classify()'s, off the loop (a stream's one huge delta is its whole window).
+    if (text.length > this.#longTextLimits.chars && selected.some((c) => c.offLoop)) return undefined;
     const out: Record<string, ClassifierResult> = {};
     for (const c of selected) {
       if (!c.classifySync) return undefined;

@@ -107,6 +107,18 @@ describe('classifier set: long texts off the event loop', () => {
     expect(allTimeless(results)).toEqual(onMainThread(classifiers, text));
   });
 
+  it('classifySync leaves a long text to classify() (a stream whose one delta is huge)', async () => {
+    const classifiers = specs.map((s) => new PatternClassifier(s));
+    const set = setOf(classifiers);
+    expect(set.classifySync(undefined, long)).toBeUndefined();
+    expect(set.classifySync(undefined, long, { open: true })).toBeUndefined();
+    const short = 'Write to jane.doe@example.org.';
+    expect(set.classifySync(undefined, short)?.pii.label).toBe('pii');
+    const results = await set.classify(undefined, long, { open: true });
+    expect(set.longTexts?.sent).toBe(1);
+    expect(timeless(results.secrets)).toEqual(timeless(classifiers[1].classifySync(long, { open: true })));
+  });
+
   it('keeps short texts on the main thread', async () => {
     const set = setOf(specs.map((s) => new PatternClassifier(s)));
     const results = await set.classify(undefined, 'Write to jane.doe@example.org about the meeting.');

@@ -340,6 +340,22 @@ describe('decisions', () => {
     expect(await counter(none)).toBe(none0 + 3); // its ingress check only
   });
 
+  it('a streamed answer in one delta over 16 KiB is checked off the event loop and still masked', async () => {
+    // The backend sends a 40 000-character answer with an e-mail address in its first sentence as
+    // one delta (model paced-0-40000-40000-pii): the stream check's window is that delta, which the
+    // classifier set classifies in its worker (classifySync leaves long texts to classify()).
+    const stream = await client.chat.completions.create({
+      model: 'paced-0-40000-40000-pii',
+      messages: [{ role: 'user', content: 'write me a long text' }],
+      stream: true,
+    });
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+    expect(text.length).toBeGreaterThan(16 * 1024);
+    expect(text).toContain('[EMAIL]');
+    expect(text).not.toContain('jane.doe@example.org');
+  });
+
   it('malformed requests get 400 invalid_request naming the field', async () => {
     const res = await post('/v1/chat/completions', {
       model: 'gpt-4o-mini',
