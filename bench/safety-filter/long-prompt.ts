@@ -8,7 +8,8 @@
  * A long prompt that holds the event loop shows as short chats waiting for it.
  *
  * Env: LONG_SIZES (characters, comma-separated; default 262144,1048576,4000000), LONG_ROUNDS (3),
- * LONG_SENTENCE (what the long text repeats; e.g. one with an e-mail address: a finding per sentence).
+ * LONG_SENTENCE (what the long text repeats; e.g. one with an e-mail address: a finding per sentence),
+ * LONG_ANSWER=1 (the long text is a streamed answer sent as one delta: see longChat).
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -44,18 +45,29 @@ const url = `http://127.0.0.1:${port}`;
 const shortPool = new Pool(url, { connections: 1 });
 const longPool = new Pool(url, { connections: 1 });
 
-/** A chat's time and status (a short one must be answered: 200). */
-async function chat(pool: Pool, content: string): Promise<{ ms: number; status: number }> {
+/** A chat's time and status (a short one must be answered: 200). `body`: another request body. */
+async function chat(pool: Pool, content: string, body?: unknown): Promise<{ ms: number; status: number }> {
   const started = performance.now();
   const res = await pool.request({
     path: '/v1/chat/completions',
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] }),
+    body: JSON.stringify(body ?? { model: 'gpt-4o-mini', messages: [{ role: 'user', content }] }),
   });
   await res.body.text();
   if (res.statusCode !== 200 && content.length < 1000) throw new Error(`status ${res.statusCode} for a short chat`);
   return { ms: performance.now() - started, status: res.statusCode };
+}
+
+/**
+ * LONG_ANSWER=1: the long text is the answer instead, streamed by the backend as one delta of N
+ * characters with an e-mail address in its first sentence (model `paced-0-N-N-pii`).
+ */
+const longAnswer = process.env.LONG_ANSWER === '1';
+function longChat(size: number, content: string) {
+  if (!longAnswer) return chat(longPool, content);
+  const model = `paced-0-${size}-${size}-pii`;
+  return chat(longPool, content, { model, stream: true, messages: [{ role: 'user', content: 'a long answer' }] });
 }
 
 /** Short chats every 5 ms until `until` settles: the slowest one's latency. */
@@ -81,7 +93,7 @@ for (let r = 0; r < rounds; r++) {
     const content = sentence.repeat(Math.ceil(size / sentence.length)).slice(0, size);
     let longMs = 0;
     let status = 0;
-    const long = chat(longPool, content).then((r) => {
+    const long = longChat(size, content).then((r) => {
       longMs = r.ms;
       status = r.status;
     });

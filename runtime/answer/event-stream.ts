@@ -13,6 +13,7 @@
  * goes out in one write.
  */
 import { Transform, type TransformCallback } from 'node:stream';
+import { EventFramer, type FramedEvent } from './event-framer.ts';
 import { UninspectableAnswer } from './uninspectable.ts';
 
 /** One server-sent event: `data` is its data lines joined with newlines. */
@@ -47,8 +48,6 @@ export interface SseFilter {
   refuse?(err: UninspectableAnswer): SseEvent[];
 }
 
-/** The blank line that ends an event, whatever the line endings. */
-export const EVENT_END = /\r\n\r\n|\n\n|\r\r/;
 const LINE = /\r\n|\n|\r/;
 
 /** What a filter made of a list of events. */
@@ -58,7 +57,11 @@ interface Applied {
 }
 
 export class SseFilterTransform extends Transform {
-  private buffer = '';
+  /** The events the upstream completed, cut in linear time (event-framer.ts). */
+  private readonly framer = new EventFramer();
+  /** Complete events not filtered yet (a filter that waits holds the rest of a chunk's). */
+  private ready: FramedEvent[] = [];
+  private readyAt = 0;
   /** Text ready to be pushed (pushed once per chunk, or before waiting on a filter). */
   private out = '';
   private readonly decoder = new TextDecoder();
@@ -85,7 +88,7 @@ export class SseFilterTransform extends Transform {
       done();
       return;
     }
-    this.buffer += this.decoder.decode(chunk, { stream: true });
+    this.frameText(this.decoder.decode(chunk, { stream: true }));
     let waiting: Promise<void> | undefined;
     try {
       waiting = this.drain();
@@ -93,7 +96,7 @@ export class SseFilterTransform extends Transform {
       done(err as Error);
       return;
     }
-    if (!waiting && this.buffer.length > this.maxEventChars) {
+    if (!waiting && this.framer.pendingLength > this.maxEventChars) {
       done(new UninspectableAnswer('too_large', `an event is longer than ${this.maxEventChars} characters`));
       return;
     }
@@ -106,15 +109,20 @@ export class SseFilterTransform extends Transform {
       done();
       return;
     }
-    this.buffer += this.decoder.decode();
+    this.frameText(this.decoder.decode());
     this.finish().then(() => done(), done);
+  }
+
+  private frameText(text: string): void {
+    for (const e of this.framer.push(text)) this.ready.push(e);
   }
 
   private async finish(): Promise<void> {
     await this.drain();
-    if (!this.ended && this.buffer.trim() !== '') {
+    const rest = this.framer.rest();
+    if (!this.ended && rest.trim() !== '') {
       this.trailing = true;
-      await this.process(this.buffer, '');
+      await this.process(rest, '');
     }
     // Each filter's closing events pass through the filters after it (outer stages see them too).
     for (let f = 0; f < this.filters.length && !this.ended; f++) {
@@ -126,21 +134,19 @@ export class SseFilterTransform extends Transform {
     this.pushOut();
   }
 
-  /** Filters the complete events in the buffer; a promise only when a filter answered with one. */
+  /** Filters the complete events taken; a promise only when a filter answered with one. */
   private drain(): Promise<void> | undefined {
-    let m = EVENT_END.exec(this.buffer);
-    while (m && !this.ended) {
-      const text = this.buffer.slice(0, m.index);
-      const separator = m[0];
-      this.buffer = this.buffer.slice(m.index + separator.length);
+    while (this.readyAt < this.ready.length && !this.ended) {
+      const { text, separator } = this.ready[this.readyAt++];
       const waiting = this.process(text, separator);
       if (waiting) {
         // What passed so far goes out now, not after the wait.
         this.pushOut();
         return waiting.then(() => this.drain());
       }
-      m = EVENT_END.exec(this.buffer);
     }
+    this.ready = [];
+    this.readyAt = 0;
     this.pushOut();
     return undefined;
   }
@@ -180,7 +186,9 @@ export class SseFilterTransform extends Transform {
   private endEarly(): void {
     this.pushOut();
     this.ended = true;
-    this.buffer = '';
+    this.framer.clear();
+    this.ready = [];
+    this.readyAt = 0;
     this.push(null);
     this.onEarlyEnd();
   }

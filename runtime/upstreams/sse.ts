@@ -1,25 +1,27 @@
 /**
  * A minimal Server-Sent Events reader: yields each event's joined `data:` payload as it arrives,
  * so a caller can stop as soon as the message it waits for has come. The framing is the one
- * parser's of the runtime (runtime/answer/event-stream.ts); events without data are skipped.
+ * parser's of the runtime (runtime/answer/event-framer.ts, linear in the text); events without
+ * data are skipped.
  */
 import type { Readable } from 'node:stream';
-import { EVENT_END, parseEvent } from '../answer/event-stream.ts';
+import { EventFramer } from '../answer/event-framer.ts';
+import { parseEvent } from '../answer/event-stream.ts';
 
 export async function* sseData(stream: Readable): AsyncGenerator<string> {
   const decoder = new TextDecoder();
-  let buffer = '';
+  const framer = new EventFramer();
   for await (const chunk of stream) {
-    buffer += decoder.decode(chunk as Buffer, { stream: true });
-    let end = EVENT_END.exec(buffer);
-    while (end) {
-      const data = dataOf(buffer.slice(0, end.index));
-      buffer = buffer.slice(end.index + end[0].length);
+    for (const event of framer.push(decoder.decode(chunk as Buffer, { stream: true }))) {
+      const data = dataOf(event.text);
       if (data !== undefined) yield data;
-      end = EVENT_END.exec(buffer);
     }
   }
-  const data = dataOf(buffer);
+  for (const event of framer.push(decoder.decode())) {
+    const data = dataOf(event.text);
+    if (data !== undefined) yield data;
+  }
+  const data = dataOf(framer.rest());
   if (data !== undefined) yield data;
 }
 
