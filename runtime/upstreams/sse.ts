@@ -8,13 +8,21 @@ import type { Readable } from 'node:stream';
 import { EventFramer } from '../answer/event-framer.ts';
 import { parseEvent } from '../answer/event-stream.ts';
 
-export async function* sseData(stream: Readable): AsyncGenerator<string> {
+/** The longest event read (characters): the default of `limits.answer_bytes`, 16 MiB. */
+export const maxSseEventChars = 16 * 1024 * 1024;
+
+/** Throws (the call fails) when an event grows past `maxEventChars`: an upstream that never ends one. */
+export async function* sseData(stream: Readable, maxEventChars = maxSseEventChars): AsyncGenerator<string> {
   const decoder = new TextDecoder();
   const framer = new EventFramer();
   for await (const chunk of stream) {
     for (const event of framer.push(decoder.decode(chunk as Buffer, { stream: true }))) {
       const data = dataOf(event.text);
       if (data !== undefined) yield data;
+    }
+    if (framer.pendingLength > maxEventChars) {
+      stream.destroy();
+      throw new Error(`an event of the upstream's stream is longer than ${maxEventChars} characters`);
     }
   }
   for (const event of framer.push(decoder.decode())) {

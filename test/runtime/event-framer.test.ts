@@ -70,3 +70,30 @@ describe('SSE event framing', () => {
     expect(framer.pendingLength).toBe(7);
   });
 });
+
+describe('sseData (the gateway reading an upstream event stream)', () => {
+  it('yields each event as it completes, and fails on an event longer than its bound', async () => {
+    const { Readable } = await import('node:stream');
+    const { sseData } = await import('../../runtime/upstreams/sse.ts');
+    const ok = Readable.from(['data: a\n', '\ndata: b\n\n', ': comment\n\n', 'data: c'].map((t) => Buffer.from(t)));
+    const got: string[] = [];
+    for await (const d of sseData(ok)) got.push(d);
+    expect(got).toEqual(['a', 'b', 'c']);
+    // An upstream that never ends its event: the reader stops at the bound instead of growing.
+    let sent = 0;
+    const endless = new Readable({
+      read() {
+        sent++;
+        this.push(Buffer.from(sent === 1 ? 'data: ' : 'x'.repeat(1024)));
+      },
+    });
+    const read = async () => {
+      for await (const _ of sseData(endless, 64 * 1024)) {
+        // nothing completes
+      }
+    };
+    await expect(read()).rejects.toThrow(/longer than 65536 characters/);
+    expect(sent).toBeLessThan(100);
+    expect(endless.destroyed).toBe(true);
+  });
+});
