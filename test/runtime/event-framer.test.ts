@@ -6,6 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { EVENT_END, EventFramer } from '../../runtime/answer/event-framer.ts';
+import { cut } from '../helpers/cut-text.ts';
 
 /** The events of a whole text, cut the plain way (what any chunking must give). */
 function reference(text: string): { events: Array<{ text: string; separator: string }>; rest: string } {
@@ -30,15 +31,7 @@ describe('SSE event framing', () => {
     fc.assert(
       fc.property(fc.array(piece, { maxLength: 60 }), fc.array(fc.nat(), { maxLength: 10 }), (pieces, cuts) => {
         const text = pieces.join('');
-        const at = [...new Set(cuts.map((c) => c % (text.length + 1)))].sort((a, b) => a - b);
-        const chunks: string[] = [];
-        let from = 0;
-        for (const c of at) {
-          chunks.push(text.slice(from, c));
-          from = c;
-        }
-        chunks.push(text.slice(from));
-        expect(framed(chunks)).toMatchObject(reference(text));
+        expect(framed(cut(text, cuts))).toMatchObject(reference(text));
       }),
       { numRuns: 500 },
     );

@@ -9,6 +9,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { SseFilterTransform } from '../../runtime/answer/event-stream.ts';
 import type { SseEvent, SseFilter, SseVerdict } from '../../runtime/index.ts';
+import { cut } from '../helpers/cut-text.ts';
 
 /** Pipes `chunks` through the filters; the text written out, and how often the upstream was cancelled. */
 async function filtered(chunks: string[], filters: SseFilter[]): Promise<{ out: string; cancelled: number }> {
@@ -23,19 +24,6 @@ async function filtered(chunks: string[], filters: SseFilter[]): Promise<{ out: 
     transform.once('error', reject);
   });
   return { out: Buffer.concat(parts).toString(), cancelled };
-}
-
-/** Cuts `text` at the given positions (any, in any order). */
-function cut(text: string, at: number[]): string[] {
-  const points = [...new Set(at.map((p) => p % (text.length + 1)))].sort((a, b) => a - b);
-  const out: string[] = [];
-  let last = 0;
-  for (const p of points) {
-    out.push(text.slice(last, p));
-    last = p;
-  }
-  out.push(text.slice(last));
-  return out.filter((c) => c !== '');
 }
 
 const pass: SseFilter = { onEvent: (event) => ({ events: [event] }) };
