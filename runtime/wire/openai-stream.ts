@@ -81,6 +81,9 @@ const MEMBER = `"(?!choices"|error")${RAW}":${SCALAR}`;
  * would give one choice, that delta and no other text (OpenAIChunk.contentOnly). Linear: every
  * repetition starts with a character the one before cannot take. Anything else is parsed.
  */
+/** Events longer than this are parsed: for them JSON.parse is faster than PLAIN_CHUNK. */
+const plainChunkChars = 64 * 1024;
+
 const PLAIN_CHUNK = new RegExp(
   `^\\{(?:${MEMBER},)*"choices":\\[\\{"index":0,"delta":\\{"content":"((?:[^"\\\\\\x00-\\x1f]|\\\\["\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})*)"\\}(?:,"logprobs":null)?(?:,"finish_reason":null)?\\}\\](?:,${MEMBER})*\\}$`,
 );
@@ -141,7 +144,8 @@ export function chunkOf(event: SseEvent): OpenAIChunk | null {
   chunk = null;
   const data = event.data;
   // The common chunk: its content read without parsing (the JSON is parsed if a reader asks for it).
-  const plain = data.charCodeAt(1) === 0x22 /* " */ ? PLAIN_CHUNK.exec(data) : null;
+  // Not a long one: the expression reads ~10x slower than JSON.parse (a 4 MB delta: ~30 ms).
+  const plain = data.length <= plainChunkChars && data.charCodeAt(1) === 0x22 /* " */ ? PLAIN_CHUNK.exec(data) : null;
   if (plain !== null) {
     const body = plain[1] as string;
     chunk = new OpenAIChunk(event, undefined, body.indexOf('\\') === -1 ? body : (JSON.parse(`"${body}"`) as string));
