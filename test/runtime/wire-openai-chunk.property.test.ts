@@ -136,6 +136,18 @@ describe('the OpenAI wire view: a chunk read without parsing is the chunk parsed
     }
   });
 
+  it('a long chunk (over 64 KiB) is parsed, with the same text: the expression is slower than JSON.parse there', () => {
+    const content = 'Hello "you" '.repeat(10_000);
+    const raw = `{"id":"c","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}},"finish_reason":null}]}`;
+    expect(raw.length).toBeGreaterThan(64 * 1024);
+    const c = chunkOf({ data: raw });
+    expect(c?.contentOnly).toBe(false);
+    expect(c?.text).toBe(content);
+    expect(c?.json).toEqual(JSON.parse(raw));
+    const short = raw.replace(JSON.stringify(content), '"Hello"');
+    expect(chunkOf({ data: short })?.contentOnly).toBe(true);
+  });
+
   it('an event is parsed once for every reader; a copy with other data is read anew', () => {
     const event: SseEvent = { data: '{"choices":[{"index":0,"delta":{"content":"a"}}]}' };
     const first = chunkOf(event);
