@@ -4,9 +4,9 @@
  * that grows with the text (the pattern detectors: ~0.1 s for a 4 MiB prompt) does not hold the
  * event loop. A classifier is built once per spec and kept.
  */
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { parentPort } from 'node:worker_threads';
+// This one module, not runtime/index.ts: a worker thread should not load the whole runtime.
+import { compiledModule } from '../../runtime/util/typescript-worker.ts';
 import type { Classifier, ClassifierResult, ClassifyOptions, OffLoopSpec } from './api.ts';
 import type { LongTextJob, LongTextReply } from './long-text-worker.ts';
 import { type PackedResult, packResult } from './packed-results.ts';
@@ -18,23 +18,19 @@ export interface SetWorkerJob {
 
 const built = new Map<string, Promise<Classifier>>();
 
-/** The module to import: its compiled .js where the build put one beside the .ts (dist/). */
-function moduleUrl(href: string): string {
-  if (!href.endsWith('.ts')) return href;
-  const compiled = href.replace(/\.ts$/, '.js');
-  return existsSync(fileURLToPath(compiled)) ? compiled : href;
-}
-
 function classifierFor(spec: OffLoopSpec): Promise<Classifier> {
   const key = `${spec.module}\0${JSON.stringify(spec.spec)}`;
   let made = built.get(key);
   if (!made) {
-    made = import(moduleUrl(spec.module)).then((m: { createOffLoop?: (spec: unknown) => Classifier }) => {
-      if (typeof m.createOffLoop !== 'function') throw new Error(`${spec.module} exports no createOffLoop`);
-      const c = m.createOffLoop(spec.spec);
-      if (!c.classifySync) throw new Error(`${spec.module}: the classifier it builds does not answer at once`);
-      return c;
-    });
+    // The compiled .js where the build put one beside the .ts (dist/).
+    made = import(compiledModule(spec.module) ?? spec.module).then(
+      (m: { createOffLoop?: (spec: unknown) => Classifier }) => {
+        if (typeof m.createOffLoop !== 'function') throw new Error(`${spec.module} exports no createOffLoop`);
+        const c = m.createOffLoop(spec.spec);
+        if (!c.classifySync) throw new Error(`${spec.module}: the classifier it builds does not answer at once`);
+        return c;
+      },
+    );
     made.catch(() => built.delete(key));
     built.set(key, made);
   }

@@ -71,7 +71,7 @@ export class NamedClassifierSet implements ClassifierSet {
   ): Record<string, ClassifierResult> | undefined {
     const selected = this.#select(names);
     // A long text is classify()'s, off the loop (a stream's one huge delta is its whole window).
-    if (text.length > this.#longTextLimits.chars && selected.some((c) => c.offLoop)) return undefined;
+    if (this.#goesOffLoop(selected, text)) return undefined;
     const out: Record<string, ClassifierResult> = {};
     for (const c of selected) {
       if (!c.classifySync) return undefined;
@@ -93,9 +93,7 @@ export class NamedClassifierSet implements ClassifierSet {
     } catch (err) {
       return Promise.reject(err);
     }
-    if (text.length > this.#longTextLimits.chars && selected.some((c) => c.offLoop)) {
-      return this.#classifyLong(selected, text, options);
-    }
+    if (this.#goesOffLoop(selected, text)) return this.#classifyLong(selected, text, options);
     // The batch's own promise, no async frame around it (docs/performance.md, "Work per request").
     if (this.#batch && selected.every((c) => c.classifySync !== undefined)) {
       return this.#batch.add({ selected, text, options });
@@ -127,6 +125,11 @@ export class NamedClassifierSet implements ClassifierSet {
     const out: Record<string, ClassifierResult> = {};
     for (let i = 0; i < selected.length; i++) out[selected[i].name] = results[i];
     return out;
+  }
+
+  /** Whether `text` is long enough, and one of `selected` able, to be classified in the worker. */
+  #goesOffLoop(selected: Classifier[], text: string): boolean {
+    return text.length > this.#longTextLimits.chars && selected.some((c) => c.offLoop !== undefined);
   }
 
   /** A long text: the classifiers that can go off the loop in one worker job, the others as usual. */

@@ -16,8 +16,6 @@ export interface FramedEvent {
   separator: string;
 }
 
-const NONE: readonly FramedEvent[] = [];
-
 export class EventFramer {
   #parts: string[] = [];
   #length = 0;
@@ -31,35 +29,33 @@ export class EventFramer {
     return this.#length;
   }
 
-  /** Adds text; returns the events it completed, in order. */
-  push(text: string): readonly FramedEvent[] {
-    if (text === '') return NONE;
+  /** Adds text; appends the events it completed to `into`, in order (no array per chunk). */
+  push(text: string, into: FramedEvent[]): void {
+    if (text === '') return;
     const probe = this.#tail + text;
     this.searchedChars += probe.length;
     if (!EVENT_END.test(probe)) {
       this.#parts.push(text);
       this.#length += text.length;
       this.#tail = probe.length > 3 ? probe.slice(-3) : probe;
-      return NONE;
+      return;
     }
     let buffer = this.#parts.length === 0 ? text : this.#parts.join('') + text;
     // The pending text was searched already: the first end is at most 3 characters before `text`.
     let from = Math.max(0, this.#length - 3);
-    const out: FramedEvent[] = [];
     for (;;) {
       const rest = from === 0 ? buffer : buffer.slice(from);
       const m = EVENT_END.exec(rest);
       this.searchedChars += m ? m.index + m[0].length : rest.length;
       if (!m) break;
       const end = from + m.index;
-      out.push({ text: buffer.slice(0, end), separator: m[0] });
+      into.push({ text: buffer.slice(0, end), separator: m[0] });
       buffer = buffer.slice(end + m[0].length);
       from = 0;
     }
     this.#parts = buffer === '' ? [] : [buffer];
     this.#length = buffer.length;
     this.#tail = buffer.length > 3 ? buffer.slice(-3) : buffer;
-    return out;
   }
 
   /** The text after the last complete event (an event the stream ended without a blank line); clears it. */

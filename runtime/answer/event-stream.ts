@@ -60,7 +60,7 @@ export class SseFilterTransform extends Transform {
   /** The events the upstream completed, cut in linear time (event-framer.ts). */
   private readonly framer = new EventFramer();
   /** Complete events not filtered yet (a filter that waits holds the rest of a chunk's). */
-  private ready: FramedEvent[] = [];
+  private readonly ready: FramedEvent[] = [];
   private readyAt = 0;
   /** Text ready to be pushed (pushed once per chunk, or before waiting on a filter). */
   private out = '';
@@ -88,7 +88,7 @@ export class SseFilterTransform extends Transform {
       done();
       return;
     }
-    this.frameText(this.decoder.decode(chunk, { stream: true }));
+    this.framer.push(this.decoder.decode(chunk, { stream: true }), this.ready);
     let waiting: Promise<void> | undefined;
     try {
       waiting = this.drain();
@@ -109,12 +109,8 @@ export class SseFilterTransform extends Transform {
       done();
       return;
     }
-    this.frameText(this.decoder.decode());
+    this.framer.push(this.decoder.decode(), this.ready);
     this.finish().then(() => done(), done);
-  }
-
-  private frameText(text: string): void {
-    for (const e of this.framer.push(text)) this.ready.push(e);
   }
 
   private async finish(): Promise<void> {
@@ -145,7 +141,7 @@ export class SseFilterTransform extends Transform {
         return waiting.then(() => this.drain());
       }
     }
-    this.ready = [];
+    this.ready.length = 0;
     this.readyAt = 0;
     this.pushOut();
     return undefined;
@@ -187,7 +183,7 @@ export class SseFilterTransform extends Transform {
     this.pushOut();
     this.ended = true;
     this.framer.clear();
-    this.ready = [];
+    this.ready.length = 0;
     this.readyAt = 0;
     this.push(null);
     this.onEarlyEnd();

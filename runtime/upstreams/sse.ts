@@ -5,7 +5,7 @@
  * data are skipped.
  */
 import type { Readable } from 'node:stream';
-import { EventFramer } from '../answer/event-framer.ts';
+import { EventFramer, type FramedEvent } from '../answer/event-framer.ts';
 import { parseEvent } from '../answer/event-stream.ts';
 
 /** The longest event read (characters): the default of `limits.answer_bytes`, 16 MiB. */
@@ -15,8 +15,10 @@ export const maxSseEventChars = 16 * 1024 * 1024;
 export async function* sseData(stream: Readable, maxEventChars = maxSseEventChars): AsyncGenerator<string> {
   const decoder = new TextDecoder();
   const framer = new EventFramer();
+  const events: FramedEvent[] = [];
   for await (const chunk of stream) {
-    for (const event of framer.push(decoder.decode(chunk as Buffer, { stream: true }))) {
+    framer.push(decoder.decode(chunk as Buffer, { stream: true }), events);
+    for (const event of events.splice(0)) {
       const data = dataOf(event.text);
       if (data !== undefined) yield data;
     }
@@ -25,7 +27,8 @@ export async function* sseData(stream: Readable, maxEventChars = maxSseEventChar
       throw new Error(`an event of the upstream's stream is longer than ${maxEventChars} characters`);
     }
   }
-  for (const event of framer.push(decoder.decode())) {
+  framer.push(decoder.decode(), events);
+  for (const event of events) {
     const data = dataOf(event.text);
     if (data !== undefined) yield data;
   }

@@ -15,7 +15,17 @@ const entry = new URL('./typescript-worker-entry.mjs', import.meta.url);
 
 export function startTypeScriptWorker(module: URL, options: WorkerOptions = {}): Worker {
   if (!module.pathname.endsWith('.ts')) throw new Error(`startTypeScriptWorker: ${module.href} is not a .ts module`);
-  const compiled = new URL(module.href.replace(/\.ts$/, '.js'));
-  if (existsSync(fileURLToPath(compiled))) return new Worker(compiled, options);
+  const compiled = compiledModule(module.href);
+  if (compiled) return new Worker(new URL(compiled), options);
   return new Worker(entry, { ...options, argv: [...(options.argv ?? []), module.href] });
+}
+
+/**
+ * The compiled `.js` the build put beside a `.ts` module (dist/), if there is one: what a thread
+ * that runs the compiled build imports instead (a worker importing a module URL it was given).
+ */
+export function compiledModule(href: string): string | undefined {
+  if (!href.endsWith('.ts')) return undefined;
+  const compiled = href.replace(/\.ts$/, '.js');
+  return existsSync(fileURLToPath(compiled)) ? compiled : undefined;
 }

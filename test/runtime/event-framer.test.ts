@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { EVENT_END, EventFramer } from '../../runtime/answer/event-framer.ts';
+import { EVENT_END, EventFramer, type FramedEvent } from '../../runtime/answer/event-framer.ts';
 import { cut } from '../helpers/cut-text.ts';
 
 /** The events of a whole text, cut the plain way (what any chunking must give). */
@@ -21,7 +21,8 @@ function reference(text: string): { events: Array<{ text: string; separator: str
 
 function framed(chunks: string[]) {
   const framer = new EventFramer();
-  const events = chunks.flatMap((c) => [...framer.push(c)]);
+  const events: FramedEvent[] = [];
+  for (const c of chunks) framer.push(c, events);
   return { events, rest: framer.rest(), searched: framer.searchedChars };
 }
 
@@ -56,10 +57,12 @@ describe('SSE event framing', () => {
 
   it('the pending length is what a reader bounds (an event that never ends)', () => {
     const framer = new EventFramer();
-    framer.push('data: ');
-    framer.push('x'.repeat(1000));
+    framer.push('data: ', []);
+    framer.push('x'.repeat(1000), []);
     expect(framer.pendingLength).toBe(1006);
-    expect(framer.push('\n\ndata: y')).toEqual([{ text: `data: ${'x'.repeat(1000)}`, separator: '\n\n' }]);
+    const events: FramedEvent[] = [];
+    framer.push('\n\ndata: y', events);
+    expect(events).toEqual([{ text: `data: ${'x'.repeat(1000)}`, separator: '\n\n' }]);
     expect(framer.pendingLength).toBe(7);
   });
 });

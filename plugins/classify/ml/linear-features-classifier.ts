@@ -18,14 +18,13 @@ import type { ClassifierResult } from '../api.ts';
 import { LongTextWorker } from '../long-text-worker.ts';
 import { FeatureExtractor, parseFeatureScheme } from './features.ts';
 import type { LinearWorkerData } from './linear-worker.ts';
-
-const LINEAR_WORKER = new URL('./linear-worker.ts', import.meta.url);
-
 import { ModelClassifier } from './model-classifier.ts';
 import { modelDirectory, readJson, requireFile } from './model-files.ts';
 import { type LinearLayer, readLinearLayer } from './onnx-linear.ts';
 import { createSession, loadOrt, type Ort } from './onnx-session.ts';
 import { labelIndices, type Prediction, predictionFromProbabilities, softmaxRow } from './probabilities.ts';
+
+const LINEAR_WORKER = new URL('./linear-worker.ts', import.meta.url);
 
 export interface LinearFeaturesOptions {
   model: string;
