@@ -272,6 +272,7 @@ function firstBytes(body: Readable, ms: number, signal: ClientAbort): Promise<'d
 
 /** A failed answer's body, read and dropped (the connection stays usable), or cut when it is long. */
 function discard(res: HttpForwardResponse): void {
+  if (res.whole) return; // read already: nothing to drop
   const body = res.body as HttpForwardResponse['body'] & { dump?: (o?: { limit: number }) => Promise<void> };
   if (typeof body.dump === 'function') body.dump({ limit: bufferLimit }).catch(() => {});
   else body.destroy();
@@ -298,9 +299,11 @@ function answerBody(
   res: HttpForwardResponse,
 ): Buffer | HttpForwardResponse['body'] | null | Promise<Buffer> {
   if (noBodyStatus.has(res.status) || ctx.method === 'HEAD') {
-    res.body.resume();
+    if (!res.whole) res.body.resume();
     return null;
   }
+  // Small, and in whole already (the upstream's own read, runtime/upstreams/answer-handler.ts).
+  if (res.whole) return res.whole;
   const type = res.headers['content-type'];
   const sse = typeof type === 'string' && type.toLowerCase().startsWith('text/event-stream');
   const length = res.headers['content-length'];

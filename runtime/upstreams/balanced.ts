@@ -12,6 +12,7 @@
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
+import { whenAnswerEnds } from './answer-handler.ts';
 import { balancingDefaults, type HttpUpstreamConfig, httpDefaults, type ResolvedBalancing } from './config.ts';
 import { EndpointHealth, type EndpointState, OutlierDetector } from './endpoint-health.ts';
 import { type EndpointMetrics, endpointMetrics } from './endpoint-metrics.ts';
@@ -163,7 +164,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
           }
         }
         // One listener for the endpoint's and the budget's count: the answer is the client's now.
-        res.body.once('close', () => {
+        whenAnswerEnds(res, () => {
           e.health.active--;
           budget.live--;
         });
@@ -179,7 +180,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
 
   /** An answer retried: its endpoint's count ends with its body, read to the end or dropped (retry.ts). */
   private letGo(res: HttpForwardResponse, e: Endpoint): void {
-    res.body.once('close', () => e.health.active--);
+    whenAnswerEnds(res, () => e.health.active--);
     discard(res);
   }
 

@@ -1,16 +1,17 @@
 /**
  * `http` / `openai` upstreams (and the transport of `jsonrpc`): an undici keep-alive pool.
- * Responses are handed back as streams, never buffered. A periodic probe (its own one-connection
+ * Small answers (by Content-Length) are handed back whole, others as streams (answer-handler.ts). A periodic probe (its own one-connection
  * client, so long-lived SSE streams filling the pool cannot starve it) runs the active check
  * (active-check.ts) and keeps health() current; failed connects flip it at once. An endpoint the
  * check has marked down stays down until the check passes again, whatever requests say meanwhile.
  */
 import type { Logger } from 'pino';
-import { Client, type Dispatcher, Pool } from 'undici';
+import { Client, Pool } from 'undici';
 import { GatewayError } from '../errors.ts';
 import { ActiveCheck, type CheckStatus } from './active-check.ts';
+import { AnswerHandler } from './answer-handler.ts';
 import type { ResolvedHttpConfig } from './config.ts';
-import { Deadline, watchBodyIdle } from './deadline.ts';
+import { Deadline } from './deadline.ts';
 import { describeFailure, isUnreachable, type Timeouts, timeoutError, toUpstreamError } from './http-errors.ts';
 import { Readiness } from './readiness.ts';
 import type { HttpForwardRequest, HttpForwardResponse, HttpUpstream, UpstreamHealth } from './types.ts';
@@ -100,42 +101,51 @@ export class HttpUpstreamImpl implements HttpUpstream {
       if (v !== undefined && !transportHeaders.has(k.toLowerCase())) headers[k] = v;
     }
     const timeouts = req.timeoutMs ? { ...this.timeouts, responseMs: req.timeoutMs } : this.timeouts;
-    const deadline = new Deadline(timeouts.responseMs, req.signal, () => timeoutError(this.name, timeouts.responseMs));
-    let sent: Promise<Dispatcher.ResponseData>;
-    try {
-      sent = this.pool.request({
-        method: req.method as 'GET',
-        path: this.resolvePath(req.path),
-        headers,
-        body: req.body ?? null,
-        signal: deadline,
-        // The deadline above fires on time; undici's coarse timer is only a backstop.
-        headersTimeout: timeouts.responseMs + backstopMs,
-      });
-    } catch (err) {
-      return Promise.reject(this.#failed(err, deadline, timeouts, req.signal));
-    }
-    // One `then` on undici's promise, no async frame (docs/performance.md, "Work per request").
-    return sent.then(
-      (res) => this.#answered(res, deadline, timeouts.responseMs),
-      (err) => {
-        throw this.#failed(err, deadline, timeouts, req.signal);
-      },
-    );
-  }
-
-  /** The upstream's answer has its headers: the deadline and the body's idle watch set up for the body. */
-  #answered(res: Dispatcher.ResponseData, deadline: Deadline, responseMs: number): HttpForwardResponse {
-    this.state.up();
-    // A small answer is answered once its body is in: the deadline covers it (a hung body is a 504).
-    const small = isSmallAnswer(res.headers);
-    if (!small) deadline.clear();
+    const responseMs = timeouts.responseMs;
     const bodyMs = this.config.body_timeout_ms;
-    // One 'close' listener clears both the idle watch and a small answer's deadline.
-    if (bodyMs > 0)
-      watchBodyIdle(res.body, bodyMs, () => bodyTimeoutError(this.name, bodyMs), small ? deadline : undefined);
-    else if (small) res.body.on('close', () => deadline.clear()); // `on`: a stream closes once
-    return { status: res.statusCode, headers: res.headers, body: res.body, timeoutMs: responseMs };
+    return new Promise((resolve, reject) => {
+      // undici's dispatch with a handler of ours (answer-handler.ts): a small answer comes whole,
+      // without the body stream, async resource and abort listener of undici's `request`.
+      const handler = new AnswerHandler({
+        method: req.method,
+        requestBody: req.body,
+        timeoutMs: responseMs,
+        idleMs: bodyMs,
+        idleError: () => bodyTimeoutError(this.name, bodyMs),
+        settle: (err, answer) => {
+          if (err || !answer) {
+            reject(this.#failed(err, deadline, timeouts, req.signal));
+            return;
+          }
+          // A small answer came whole within the deadline; a streamed one's deadline ends at its
+          // headers (body_timeout_ms watches the rest).
+          deadline.clear();
+          this.state.up();
+          resolve(answer);
+        },
+      });
+      const deadline = new Deadline(
+        responseMs,
+        req.signal,
+        () => timeoutError(this.name, responseMs),
+        (reason) => handler.abort(reason),
+      );
+      try {
+        this.pool.dispatch(
+          {
+            method: req.method as 'GET',
+            path: this.resolvePath(req.path),
+            headers,
+            body: req.body ?? null,
+            // The deadline above fires on time; undici's coarse timer is only a backstop.
+            headersTimeout: responseMs + backstopMs,
+          },
+          handler,
+        );
+      } catch (err) {
+        reject(this.#failed(err, deadline, timeouts, req.signal));
+      }
+    });
   }
 
   /** The request failed before its answer's headers: the error to throw (and the endpoint marked down when unreachable). */
@@ -188,16 +198,4 @@ function bodyTimeoutError(upstream: string, ms: number): GatewayError {
   return new GatewayError('upstream_timeout', `Upstream sent nothing of its answer for ${ms} ms`, {
     details: { upstream, body_timeout_ms: ms },
   });
-}
-
-/** Answers up to this size (by Content-Length, not event streams) must arrive whole within the response timeout. */
-export const smallAnswerBytes = 64 * 1024;
-
-function isSmallAnswer(headers: Record<string, string | string[] | undefined>): boolean {
-  const length = headers['content-length'];
-  if (typeof length !== 'string') return false;
-  const type = headers['content-type'];
-  if (typeof type === 'string' && type.toLowerCase().startsWith('text/event-stream')) return false;
-  const n = Number(length);
-  return n > 0 && n <= smallAnswerBytes;
 }

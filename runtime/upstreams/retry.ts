@@ -114,6 +114,7 @@ export function retryAfterMs(res: HttpForwardResponse, now = Date.now()): number
  * or destroyed past 64 KiB or after a second (a body that never ends), so no socket is left held.
  */
 export function discard(res: HttpForwardResponse): void {
+  if (res.whole) return; // read already: nothing to drop
   const body = res.body as HttpForwardResponse['body'] & {
     dump?(o: { limit: number; signal?: AbortSignal }): Promise<void>;
   };

@@ -97,7 +97,7 @@ export class RpcOverHttp {
         signal: AbortSignal.timeout(timeoutMs),
         timeoutMs,
       });
-      res.body.resume();
+      if (!res.whole) res.body.resume();
     } catch {
       // Gone already, or not answering: the server's own expiry ends it.
     }
@@ -176,10 +176,11 @@ export class RpcOverHttp {
       if (session && typeof sid === 'string') session.id = sid;
       if (!isRequest && res.status < 400) return undefined;
       const contentType = String(res.headers['content-type'] ?? '');
-      // A small JSON answer came with its headers: it is in the body's buffer already (no listeners).
-      if (!contentType.includes('text/event-stream'))
+      // A small answer came whole (answer-handler.ts), or is in the body's buffer already (no listeners).
+      whole = res.whole;
+      if (!whole && !contentType.includes('text/event-stream'))
         whole = bufferedWhole(res.body, Number(res.headers['content-length']));
-      const answer = await readAnswer(res.body, contentType, wireId, whole);
+      const answer = await readAnswer(whole ? undefined : res.body, contentType, wireId, whole);
       // The spec says 404 for a forgotten session; some servers answer 400 "No valid session ID".
       if (session?.id && sessionLost(res.status, answer)) throw new SessionExpired();
       if (answer && session?.stateless && inputRequired(answer)) {
@@ -212,7 +213,7 @@ export class RpcOverHttp {
       );
     } finally {
       // Stop an SSE stream that stays open after the answer; destroying it early is not an error.
-      if (res && !whole && !res.body.readableEnded) res.body.on('error', () => {}).destroy();
+      if (res && !res.whole && !whole && !res.body.readableEnded) res.body.on('error', () => {}).destroy();
     }
   }
 }
@@ -281,7 +282,7 @@ function sessionLost(status: number, answer: Message | undefined): boolean {
  * body, taken from the stream's buffer already.
  */
 async function readAnswer(
-  body: Readable,
+  body: Readable | undefined,
   contentType: string,
   wireId: number,
   whole?: Buffer,
@@ -289,14 +290,14 @@ async function readAnswer(
   const matches = (m: unknown): m is Message =>
     typeof m === 'object' && m !== null && ('result' in m || 'error' in m) && (m as Message).id === wireId;
   if (contentType.includes('text/event-stream')) {
-    for await (const data of sseData(body)) {
+    for await (const data of sseData(body!)) {
       const msg = parseJson(data);
       const found = Array.isArray(msg) ? msg.find(matches) : matches(msg) ? msg : undefined;
       if (found) return found;
     }
     return undefined;
   }
-  const msg = parseJson(whole ? whole.toString('utf8') : await readText(body));
+  const msg = parseJson(whole ? whole.toString('utf8') : await readText(body!));
   if (Array.isArray(msg)) return msg.find(matches);
   // A server may answer an error without echoing the id (e.g. a 400 before parsing).
   if (typeof msg === 'object' && msg !== null && ('result' in msg || 'error' in msg)) return msg as Message;

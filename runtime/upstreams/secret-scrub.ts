@@ -14,6 +14,7 @@
 import { pipeline, type Readable, Transform, type TransformCallback } from 'node:stream';
 import { checkDecodable, decodingStream, encodingsOf } from '../answer/decode.ts';
 import { GatewayError } from '../errors.ts';
+import { wholeAnswer } from './answer-handler.ts';
 import type { HttpForwardResponse } from './types.ts';
 
 /** What replaces `length` bytes of a secret: `[REDACTED***]`, or stars when shorter than the word. */
@@ -67,8 +68,14 @@ export class SecretScrubber {
   /** The answer as the client may see it: headers and (streamed) body scrubbed. */
   answer(res: HttpForwardResponse, upstream: string): HttpForwardResponse {
     let headers = this.headers(res.headers);
-    let source: Readable = res.body;
     const encodings = encodingsOf(headers['content-encoding']);
+    // An answer that came whole is scrubbed whole (a copy: the transport's buffer stays as it was).
+    if (res.whole && encodings.length === 0) {
+      const whole = Buffer.from(res.whole);
+      this.redact(whole);
+      return wholeAnswer(res.status, headers, whole, res.timeoutMs);
+    }
+    let source: Readable = res.body;
     if (encodings.length > 0) {
       try {
         checkDecodable(encodings);
@@ -88,8 +95,8 @@ export class SecretScrubber {
     // Either side ending early ends the other: a client that leaves releases the connection.
     const body = pipeline(source, scrub, () => {});
     if (source !== res.body) scrub.once('close', () => res.body.destroy());
-    // Everything else the transport said (its read deadline, timeoutMs) goes on with the answer.
-    return { ...res, headers, body };
+    // The answer's other fields (timeoutMs) go on with it; never the unscrubbed `whole`.
+    return { status: res.status, headers, body, timeoutMs: res.timeoutMs };
   }
 
   /** Whether `buf` holds a needle. */

@@ -11,6 +11,7 @@
  */
 import { GatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
+import { whenAnswerEnds } from './answer-handler.ts';
 import { around } from './around.ts';
 import type { HttpForwardRequest, HttpForwardResponse, HttpUpstream } from './types.ts';
 
@@ -126,7 +127,7 @@ export function slotted<U extends HttpUpstream>(upstream: U, bounds: SlotBounds,
           release();
           throw err;
         }
-        res.body.once('close', release);
+        whenAnswerEnds(res, release);
         return res;
       },
   });

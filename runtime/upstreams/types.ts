@@ -58,6 +58,13 @@ export interface HttpForwardResponse {
   /** The body as a stream, so SSE and chunked answers pass through unbuffered. */
   body: Readable;
   /**
+   * The whole body, when the answer was small (by Content-Length, at most 64 KiB, not an event
+   * stream) and came complete: `body` is then a stream of it made only when read. A caller that
+   * reads the answer whole takes this instead. A wrapper of `forward` that changes the body
+   * (secret-scrub.ts) changes `whole` too, or leaves it out.
+   */
+  whole?: Buffer;
+  /**
    * The response timeout this request ran under (ms): a caller that reads the body whole bounds
    * the read by it (the upstream's deadline stops at the headers of a streamed answer).
    */

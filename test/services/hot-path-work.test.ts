@@ -47,17 +47,9 @@ const TIMEOUT_MS = 120_000;
  * when a change cuts work; raise one only with its reason in docs/performance.md.
  */
 const budgets: Record<string, Record<string, number>> = {
-  'POST / tools/call': { PROMISE: 37, TickObject: 17, Timeout: 4, Immediate: 6, onerror: 1, UNDICI_REQUEST: 1 },
-  'POST /mcp typed send': { PROMISE: 43, TickObject: 17, Timeout: 4, Immediate: 6, onerror: 1, UNDICI_REQUEST: 1 },
-  'safety filter chat': {
-    PROMISE: 79,
-    TickObject: 17,
-    Timeout: 4,
-    Immediate: 6,
-    Microtask: 1,
-    onerror: 1,
-    UNDICI_REQUEST: 1,
-  },
+  'POST / tools/call': { PROMISE: 34, TickObject: 12, Timeout: 4, Immediate: 5, onerror: 1 },
+  'POST /mcp typed send': { PROMISE: 42, TickObject: 12, Timeout: 4, Immediate: 5, onerror: 1 },
+  'safety filter chat': { PROMISE: 76, TickObject: 12, Timeout: 4, Immediate: 5, Microtask: 1, onerror: 1 },
 };
 
 const echoed = (status: number, text: string) => {
