@@ -77,6 +77,8 @@ export class AnswerHandler implements Dispatcher.DispatchHandler {
       return true;
     }
     const stream = new Readable({
+      // undici's own body stream holds as much before it pauses the socket.
+      highWaterMark: 64 * 1024,
       read: () => resume(),
       destroy: (err, callback) => {
         // Left before its end (the client went away, a reader gave up): the request is cut.
