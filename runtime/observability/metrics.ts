@@ -50,6 +50,8 @@ export function createMetricsKit(registry = new Registry()): MetricsKit {
 
 /** Updates queued before a batch is applied (a few requests' worth: they die young). */
 const batchSize = 256;
+/** Counter series whose sums are kept between flushes (found again without a label hash). */
+const keptSeries = 4096;
 
 /**
  * Makes a counter's `inc(labels, n)` or a histogram's `observe(labels, v)` queue the update and
@@ -70,7 +72,64 @@ function deferUpdates<M extends Counter<string> | Histogram<string>>(metric: M, 
   const values: Array<number | undefined> = [];
   /** Counter children with unit increments pending: one update (one label hash) per child at a flush. */
   const counted: Array<{ labels: Record<string, string | number>; count: number }> = [];
+  /**
+   * A counter's increments by a label object, summed per series until a flush: one prom-client
+   * update (one label hash) per series and flush instead of one per increment. A series is found
+   * by its values in `labelNames` order through nested maps (no key string per increment); an
+   * object with other labels than the counter's goes to the queue, and prom-client refuses it
+   * there as it would have.
+   */
+  const labelNames = (target as unknown as { labelNames: string[] }).labelNames;
+  type Sum = { labels: Record<string, string | number>; sum: number };
+  const sums = method === 'inc' && labelNames.length > 0 ? new Map<unknown, unknown>() : undefined;
+  const summed: Sum[] = [];
+  /** Series kept in `sums`: dropped (at a flush) past `keptSeries`, label values may come from requests. */
+  let seriesKept = 0;
+  const sumInto = (labels: Record<string, string | number>, value: number): boolean => {
+    let count = 0;
+    for (const _ in labels) count++;
+    if (count !== labelNames.length) return false;
+    let node = sums as Map<unknown, unknown>;
+    const last = labelNames.length - 1;
+    for (let i = 0; i < last; i++) {
+      const v = labels[labelNames[i] as string];
+      if (v === undefined) return false;
+      let next = node.get(v) as Map<unknown, unknown> | undefined;
+      if (!next) {
+        next = new Map();
+        node.set(v, next);
+      }
+      node = next;
+    }
+    const v = labels[labelNames[last] as string];
+    if (v === undefined) return false;
+    let pending = node.get(v) as Sum | undefined;
+    if (!pending) {
+      pending = { labels, sum: 0 };
+      node.set(v, pending);
+      seriesKept++;
+    }
+    if (pending.sum === 0) summed.push(pending);
+    pending.sum += value;
+    // Bounded like the queue: series of unbounded label values still flush in batches.
+    if (summed.length >= batchSize) flush();
+    return true;
+  };
   const flush = () => {
+    for (const pending of summed) {
+      const n = pending.sum;
+      pending.sum = 0;
+      try {
+        update(pending.labels, n);
+      } catch (err) {
+        process.emitWarning(`metric ${target.name}: update dropped: ${(err as Error).message}`);
+      }
+    }
+    summed.length = 0;
+    if (sums && seriesKept > keptSeries) {
+      sums.clear();
+      seriesKept = 0;
+    }
     const n = labelsQueue.length;
     for (let i = 0; i < n; i++) {
       try {
@@ -97,6 +156,9 @@ function deferUpdates<M extends Counter<string> | Histogram<string>>(metric: M, 
   };
   target[method] = (labels?: Labels | number, value?: number) => {
     if (typeof labels === 'object' && labels !== null) {
+      // An increment of a counter (one, or a finite amount ≥ 0: anything else is left for
+      // prom-client to refuse) is summed into its series.
+      if (sums && (value === undefined || (value > 0 && Number.isFinite(value))) && sumInto(labels, value ?? 1)) return;
       labelsQueue.push(labels);
       values.push(value);
     } else {
@@ -109,7 +171,6 @@ function deferUpdates<M extends Counter<string> | Histogram<string>>(metric: M, 
   // keeps its children (labelledSeries) pays neither the label object nor the check per update.
   // Wrong labels are dropped with a warning when applied, as a label object's are.
   const ownLabels = (target.labels as (...args: unknown[]) => Record<string, unknown>).bind(metric);
-  const labelNames = (target as unknown as { labelNames: string[] }).labelNames;
   target.labels = (...args: unknown[]) => {
     const child = ownLabels(...args);
     const labels: Record<string, string | number> =
