@@ -70,18 +70,17 @@ function deferUpdates<M extends Counter<string> | Histogram<string>>(metric: M, 
   const update = (target[method] as (labelsOrValue?: Labels | number, value?: number) => unknown).bind(metric);
   const labelsQueue: Labels[] = [];
   const values: Array<number | undefined> = [];
-  /** Counter children with unit increments pending: one update (one label hash) per child at a flush. */
-  const counted: Array<{ labels: Record<string, string | number>; count: number }> = [];
   /**
-   * A counter's increments by a label object, summed per series until a flush: one prom-client
-   * update (one label hash) per series and flush instead of one per increment. A series is found
-   * by its values in `labelNames` order through nested maps (no key string per increment); an
-   * object with other labels than the counter's goes to the queue, and prom-client refuses it
-   * there as it would have.
+   * A counter's increments, summed per series until a flush: one prom-client update (one label
+   * hash) per series and flush instead of one per increment. A child's (`labels()`) unit
+   * increments are summed on the child; a label object's series is found by its values in
+   * `labelNames` order through nested maps (no key string per increment), and an object with
+   * other labels than the counter's goes to the queue, where prom-client refuses it as it would.
    */
   const labelNames = (target as unknown as { labelNames: string[] }).labelNames;
   type Sum = { labels: Record<string, string | number>; sum: number };
   const sums = method === 'inc' && labelNames.length > 0 ? new Map<unknown, unknown>() : undefined;
+  /** The series with a sum pending (each once). */
   const summed: Sum[] = [];
   /** Series kept in `sums`: dropped (at a flush) past `keptSeries`, label values may come from requests. */
   let seriesKept = 0;
@@ -143,16 +142,6 @@ function deferUpdates<M extends Counter<string> | Histogram<string>>(metric: M, 
     }
     labelsQueue.length = 0;
     values.length = 0;
-    for (const child of counted) {
-      const n = child.count;
-      child.count = 0;
-      try {
-        update(child.labels, n);
-      } catch (err) {
-        process.emitWarning(`metric ${target.name}: update dropped: ${(err as Error).message}`);
-      }
-    }
-    counted.length = 0;
   };
   target[method] = (labels?: Labels | number, value?: number) => {
     if (typeof labels === 'object' && labels !== null) {
@@ -179,10 +168,10 @@ function deferUpdates<M extends Counter<string> | Histogram<string>>(metric: M, 
         : Object.fromEntries(labelNames.map((name, i) => [name, args[i] as string | number]));
     // A counter child's `inc()` (by one, the usual call) only counts: integer sums are exact, and a
     // counter's increments commute, so one update of n at the flush adds what n updates of one did.
-    const pending = { labels, count: 0 };
+    const pending: Sum = { labels, sum: 0 };
     const queued = (value?: number) => {
       if (value === undefined && method === 'inc') {
-        if (pending.count++ === 0) counted.push(pending);
+        if (pending.sum++ === 0) summed.push(pending);
         return;
       }
       labelsQueue.push(labels);

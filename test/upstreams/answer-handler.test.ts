@@ -24,18 +24,22 @@ beforeAll(async () => {
   server = createServer((req, res) => handler(req, res));
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  upstream = createUpstream(
-    'answers',
-    { kind: 'http', url: `http://127.0.0.1:${port}`, timeout_ms: 5000 },
-    { logger: silentLogger, configDir: process.cwd() },
-  ) as HttpUpstream;
+  upstream = upstreamOf('answers', server.address() as AddressInfo);
 });
 afterAll(async () => {
   await upstream?.close();
   server?.closeAllConnections();
   server?.close();
 });
+
+/** An `http` upstream (a real undici pool) in front of a server listening at `address`. */
+function upstreamOf(name: string, address: AddressInfo): HttpUpstream {
+  return createUpstream(
+    name,
+    { kind: 'http', url: `http://127.0.0.1:${address.port}`, timeout_ms: 5000 },
+    { logger: silentLogger, configDir: process.cwd() },
+  ) as HttpUpstream;
+}
 
 const get = (method = 'GET') => upstream.forward({ method, path: '/', headers: {} });
 
@@ -208,12 +212,7 @@ describe('an upstream answer cut short', () => {
     });
     tcp.listen(0, '127.0.0.1');
     await once(tcp, 'listening');
-    const { port } = tcp.address() as AddressInfo;
-    cut = createUpstream(
-      'cut',
-      { kind: 'http', url: `http://127.0.0.1:${port}`, timeout_ms: 5000 },
-      { logger: silentLogger, configDir: process.cwd() },
-    ) as HttpUpstream;
+    cut = upstreamOf('cut', tcp.address() as AddressInfo);
   });
   afterAll(async () => {
     await cut?.close();
