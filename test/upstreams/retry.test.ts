@@ -373,6 +373,8 @@ max_pending: 1`,
     await until(() => a.hits === 2); // the slot passed to the waiting one
     a.release();
     expect((await second).status).toBe(200);
+    // Small answers came whole: each gave its slot back once it was in, with no body left to read.
+    expect(await metric(svc, 'switchyard_upstream_active_requests', 'upstream="llm"')).toBe(0);
     expect(await metric(svc, 'switchyard_upstream_pending_overflow_total', 'upstream="llm"')).toBe(1);
     expect(await metric(svc, 'switchyard_upstream_pending_total', 'upstream="llm"')).toBe(1);
   });
