@@ -2,7 +2,8 @@
  * Metrics. Each service owns one prom-client registry, exposed on its metrics listener.
  * Metrics are get-or-create so that a hot reload (a new graph) keeps counting on the same series.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { Histogram } from './histogram.ts';
 
 export interface MetricSpec<L extends string> {
   name: string;
@@ -21,6 +22,7 @@ export interface MetricsKit {
       aggregator?: 'sum' | 'first' | 'min' | 'max' | 'average' | 'omit';
     },
   ): Gauge<L>;
+  /** Our own histogram (histogram.ts), read through the registry like prom-client's. */
   histogram<L extends string>(spec: MetricSpec<L> & { buckets?: number[] }): Histogram<L>;
 }
 
@@ -33,17 +35,15 @@ export function createMetricsKit(registry = new Registry()): MetricsKit {
     counter(spec) {
       return (
         existing(spec.name) ??
-        deferUpdates(new Counter({ ...spec, labelNames: spec.labelNames ?? [], registers: [registry] }), 'inc')
+        deferUpdates(new Counter({ ...spec, labelNames: spec.labelNames ?? [], registers: [registry] }))
       );
     },
     gauge(spec) {
       return existing(spec.name) ?? new Gauge({ ...spec, labelNames: spec.labelNames ?? [], registers: [registry] });
     },
     histogram(spec) {
-      return (
-        existing(spec.name) ??
-        deferUpdates(new Histogram({ ...spec, labelNames: spec.labelNames ?? [], registers: [registry] }), 'observe')
-      );
+      // Our own (histogram.ts): an observation hashes no labels, so it is applied at once.
+      return existing(spec.name) ?? new Histogram(spec, registry);
     },
   };
 }
@@ -54,17 +54,16 @@ const batchSize = 256;
 const keptSeries = 4096;
 
 /**
- * Makes a counter's `inc(labels, n)` or a histogram's `observe(labels, v)` queue the update and
- * apply the queue in one go: every `batchSize` updates, and before every read (prom-client's
- * `get()` runs `collect` first: scrapes, cluster aggregation and tests see every update). Applied
- * one at a time on the request path, each update hashes its labels in code the CPU has not run
- * for a while; in a batch that code runs hot. Measured on the safety filter: ~13 updates per
- * request cost ~15 µs applied at once, a fraction of that batched. Counter and histogram updates
- * commute, so applying them later changes no total; gauges (whose `set` does not) stay immediate,
- * while children from `labels()` queue theirs as well (made once: see labelledSeries; a counter
- * child's increments by one are summed, one update per child at a flush).
+ * Makes a counter's `inc(labels, n)` queue the update and apply the queue in one go: every
+ * `batchSize` updates, and before every read (prom-client's `get()` runs `collect` first: scrapes,
+ * cluster aggregation and tests see every update). Applied one at a time on the request path, each
+ * update hashes its labels in code the CPU has not run for a while; in a batch that code runs hot,
+ * and increments of one series are summed first (one update per series). Increments commute, so
+ * applying them later changes no total; gauges (whose `set` does not) stay immediate. Histograms
+ * are our own (histogram.ts), cheap enough to apply at once.
  */
-function deferUpdates<M extends Counter<string> | Histogram<string>>(metric: M, method: 'inc' | 'observe'): M {
+function deferUpdates(metric: Counter<string>): Counter<string> {
+  const method = 'inc';
   type Labels = Record<string, string | number> | undefined;
   const target = metric as unknown as Record<string, unknown> & { name: string; collect?: () => unknown };
   const update = (target[method] as (labelsOrValue?: Labels | number, value?: number) => unknown).bind(metric);
@@ -79,7 +78,7 @@ function deferUpdates<M extends Counter<string> | Histogram<string>>(metric: M, 
    */
   const labelNames = (target as unknown as { labelNames: string[] }).labelNames;
   type Sum = { labels: Record<string, string | number>; sum: number };
-  const sums = method === 'inc' && labelNames.length > 0 ? new Map<unknown, unknown>() : undefined;
+  const sums = labelNames.length > 0 ? new Map<unknown, unknown>() : undefined;
   /** The series with a sum pending (each once). */
   const summed: Sum[] = [];
   /** Series kept in `sums`: dropped (at a flush) past `keptSeries`, label values may come from requests. */
@@ -170,7 +169,7 @@ function deferUpdates<M extends Counter<string> | Histogram<string>>(metric: M, 
     // counter's increments commute, so one update of n at the flush adds what n updates of one did.
     const pending: Sum = { labels, sum: 0 };
     const queued = (value?: number) => {
-      if (value === undefined && method === 'inc') {
+      if (value === undefined) {
         if (pending.sum++ === 0) summed.push(pending);
         return;
       }
@@ -182,7 +181,7 @@ function deferUpdates<M extends Counter<string> | Histogram<string>>(metric: M, 
   };
   // After the metric's own collect, which may itself add (e.g. what an outside count grew by).
   const own = target.collect;
-  target.collect = function (this: M) {
+  target.collect = function (this: Counter<string>) {
     const done = own?.call(this);
     if (done instanceof Promise) return done.then(flush);
     flush();
