@@ -63,10 +63,9 @@ const keptSeries = 4096;
  * are our own (histogram.ts), cheap enough to apply at once.
  */
 function deferUpdates(metric: Counter<string>): Counter<string> {
-  const method = 'inc';
   type Labels = Record<string, string | number> | undefined;
   const target = metric as unknown as Record<string, unknown> & { name: string; collect?: () => unknown };
-  const update = (target[method] as (labelsOrValue?: Labels | number, value?: number) => unknown).bind(metric);
+  const update = (target.inc as (labelsOrValue?: Labels | number, value?: number) => unknown).bind(metric);
   const labelsQueue: Labels[] = [];
   const values: Array<number | undefined> = [];
   /**
@@ -142,7 +141,7 @@ function deferUpdates(metric: Counter<string>): Counter<string> {
     labelsQueue.length = 0;
     values.length = 0;
   };
-  target[method] = (labels?: Labels | number, value?: number) => {
+  target.inc = (labels?: Labels | number, value?: number) => {
     if (typeof labels === 'object' && labels !== null) {
       // An increment of a counter (one, or a finite amount ≥ 0: anything else is left for
       // prom-client to refuse) is summed into its series.
@@ -177,7 +176,7 @@ function deferUpdates(metric: Counter<string>): Counter<string> {
       values.push(value);
       if (labelsQueue.length >= batchSize) flush();
     };
-    return { ...child, [method]: queued };
+    return { ...child, inc: queued };
   };
   // After the metric's own collect, which may itself add (e.g. what an outside count grew by).
   const own = target.collect;

@@ -13,8 +13,6 @@ import { Readable } from 'node:stream';
 import { type Dispatcher, util } from 'undici';
 import type { HttpForwardResponse } from './types.ts';
 
-type UpstreamAnswer = HttpForwardResponse;
-
 /** Answers up to this size (by Content-Length, not event streams) are collected whole. */
 export const smallAnswerBytes = 64 * 1024;
 
@@ -28,7 +26,7 @@ export interface AnswerHandlerOptions {
   idleMs: number;
   idleError: () => Error;
   /** Called once: with the answer (at its headers, or complete when small), or with why there is none. */
-  settle: (err: Error | null, answer?: UpstreamAnswer) => void;
+  settle: (err: Error | null, answer?: HttpForwardResponse) => void;
 }
 
 type Abort = (reason: Error) => void;
@@ -53,11 +51,6 @@ export class AnswerHandler implements Dispatcher.DispatchHandler {
     if (this.#ended) return;
     if (this.#abort) this.#abort(reason);
     else this.#reason = reason;
-  }
-
-  /** Whether the answer's headers came (the deadline of a streamed answer stops there). */
-  get answered(): boolean {
-    return this.#headers !== undefined;
   }
 
   onConnect(abort: Abort): void {
@@ -134,7 +127,7 @@ export class AnswerHandler implements Dispatcher.DispatchHandler {
     } else this.#settle(err);
   }
 
-  #settle(err: Error | null, answer?: UpstreamAnswer): void {
+  #settle(err: Error | null, answer?: HttpForwardResponse): void {
     if (this.#settled) return;
     this.#settled = true;
     this.o.settle(err, answer);
@@ -142,7 +135,7 @@ export class AnswerHandler implements Dispatcher.DispatchHandler {
 }
 
 /** Small by Content-Length (1 byte to smallAnswerBytes) and not an event stream. */
-export function isSmallAnswer(headers: Record<string, string | string[] | undefined>): boolean {
+function isSmallAnswer(headers: Record<string, string | string[] | undefined>): boolean {
   const length = headers['content-length'];
   if (typeof length !== 'string') return false;
   const type = headers['content-type'];
@@ -157,7 +150,7 @@ export function wholeAnswer(
   headers: HttpForwardResponse['headers'],
   whole: Buffer,
   timeoutMs: number | undefined,
-): UpstreamAnswer {
+): HttpForwardResponse {
   let body: Readable | undefined;
   return {
     status,

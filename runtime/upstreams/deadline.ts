@@ -10,22 +10,17 @@ import type { ClientAbort } from '../util/client-abort.ts';
 type CallerSignal = AbortSignal | ClientAbort;
 
 export class Deadline {
-  aborted = false;
-  /** True when the deadline passed (rather than the caller aborting). */
-  expired = false;
+  private aborted = false;
   private timer: NodeJS.Timeout | undefined;
   private readonly onCallerAbort = () => this.abort(callerAbortError());
 
   constructor(
-    readonly ms: number,
+    ms: number,
     private readonly caller: CallerSignal | undefined,
     timeoutError: () => Error,
     private readonly onAbort: (reason: Error) => void,
   ) {
-    this.timer = setTimeout(() => {
-      this.expired = true;
-      this.abort(timeoutError());
-    }, ms);
+    this.timer = setTimeout(() => this.abort(timeoutError()), ms);
     if (!caller) return;
     if (caller.aborted) this.abort(callerAbortError());
     else if (isAbortSignal(caller)) caller.addEventListener('abort', this.onCallerAbort, { once: true });

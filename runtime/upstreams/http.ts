@@ -1,7 +1,8 @@
 /**
  * `http` / `openai` upstreams (and the transport of `jsonrpc`): an undici keep-alive pool.
- * Small answers (by Content-Length) are handed back whole, others as streams (answer-handler.ts). A periodic probe (its own one-connection
- * client, so long-lived SSE streams filling the pool cannot starve it) runs the active check
+ * Small answers (by Content-Length) are handed back whole, others as streams (answer-handler.ts).
+ * A periodic probe (its own one-connection client, so long-lived SSE streams filling the pool
+ * cannot starve it) runs the active check
  * (active-check.ts) and keeps health() current; failed connects flip it at once. An endpoint the
  * check has marked down stays down until the check passes again, whatever requests say meanwhile.
  */

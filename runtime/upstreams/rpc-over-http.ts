@@ -180,7 +180,7 @@ export class RpcOverHttp {
       whole = res.whole;
       if (!whole && !contentType.includes('text/event-stream'))
         whole = bufferedWhole(res.body, Number(res.headers['content-length']));
-      const answer = await readAnswer(whole ? undefined : res.body, contentType, wireId, whole);
+      const answer = await readAnswer(whole ?? res.body, contentType, wireId);
       // The spec says 404 for a forgotten session; some servers answer 400 "No valid session ID".
       if (session?.id && sessionLost(res.status, answer)) throw new SessionExpired();
       if (answer && session?.stateless && inputRequired(answer)) {
@@ -278,26 +278,21 @@ function sessionLost(status: number, answer: Message | undefined): boolean {
 }
 
 /**
- * The JSON-RPC response with `wireId` from a JSON or SSE body, if there is one; `whole`: the JSON
- * body, taken from the stream's buffer already.
+ * The JSON-RPC response with `wireId` from a JSON or SSE body, if there is one: a stream to read,
+ * or the whole JSON body in hand already.
  */
-async function readAnswer(
-  body: Readable | undefined,
-  contentType: string,
-  wireId: number,
-  whole?: Buffer,
-): Promise<Message | undefined> {
+async function readAnswer(body: Readable | Buffer, contentType: string, wireId: number): Promise<Message | undefined> {
   const matches = (m: unknown): m is Message =>
     typeof m === 'object' && m !== null && ('result' in m || 'error' in m) && (m as Message).id === wireId;
-  if (contentType.includes('text/event-stream')) {
-    for await (const data of sseData(body!)) {
+  if (!Buffer.isBuffer(body) && contentType.includes('text/event-stream')) {
+    for await (const data of sseData(body)) {
       const msg = parseJson(data);
       const found = Array.isArray(msg) ? msg.find(matches) : matches(msg) ? msg : undefined;
       if (found) return found;
     }
     return undefined;
   }
-  const msg = parseJson(whole ? whole.toString('utf8') : await readText(body!));
+  const msg = parseJson(Buffer.isBuffer(body) ? body.toString('utf8') : await readText(body));
   if (Array.isArray(msg)) return msg.find(matches);
   // A server may answer an error without echoing the id (e.g. a 400 before parsing).
   if (typeof msg === 'object' && msg !== null && ('result' in msg || 'error' in msg)) return msg as Message;
