@@ -11,7 +11,10 @@
  * ABLATE_LAYOUTS (3: each variant runs as that many processes whose environments differ in size,
  * since the environment's size alone moves CPU per request by ~4%; a round averages them),
  * ABLATE_BASELINE (another checkout of the repository, with its node_modules: its full filter
- * joins as variant `baseline`, for an A/B of a code change), ABLATE_STREAM=1 (streamed answers).
+ * joins as variant `baseline`, for an A/B of a code change), ABLATE_STREAM=1 (streamed answers),
+ * ABLATE_TENANT (`shipped`, the default: the classifiers of the shipped development tenant, Tier B
+ * included, and a token limit the load cannot reach, as `npm run bench` measures; `tier-a`: the
+ * Tier A classifiers and no token limit, the measured tenant before 2026-12-01).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -23,7 +26,7 @@ import { cpuUsPerRequest, envNum, runBench, runLoad, startNodeServer, waitUntilR
 import { fmt, mid, printTable } from '../common/report.ts';
 import { hasTaskset, type Started, start } from '../typed-proxy/children.ts';
 import { clockTicks } from '../typed-proxy/proc.ts';
-import { filterSets, writeBenchTenants } from './filter-setup.ts';
+import { benchTenantWork, filterSets, writeBenchTenants } from './filter-setup.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -36,6 +39,9 @@ const clk = clockTicks();
 const logDir = mkdtempSync(join(tmpdir(), 'switchyard-ablate-'));
 
 type Pipeline = Array<Record<string, unknown>>;
+
+/** The measured tenant's classifiers and tokens per minute (ABLATE_TENANT). */
+const tenantWork = benchTenantWork(root, process.env.ABLATE_TENANT);
 const stageName = (s: Record<string, unknown>) => Object.keys(s)[0];
 const isEgress = (s: Record<string, unknown>) =>
   stageName(s) === 'policy' && (s.policy as { phase?: string }).phase === 'egress';
@@ -49,6 +55,7 @@ const variants: Record<string, (p: Pipeline) => Pipeline> = {
   'no-validate-body': (p) => p.filter((s) => stageName(s) !== 'validate-body'),
   'no-audit': (p) => p.filter((s) => stageName(s) !== 'audit'),
   'no-classify': (p) => p.filter((s) => stageName(s) !== 'classify'),
+  'no-token-limit': (p) => p.filter((s) => stageName(s) !== 'token-limit'),
   'no-ingress-policy': (p) => p.filter((s) => !isIngress(s)),
   'no-egress-policy': (p) => p.filter((s) => !isEgress(s)),
   'auth+proxy': (p) => p.filter((s) => ['tenant-auth', 'proxy'].includes(stageName(s))),
@@ -104,7 +111,7 @@ async function startVariant(name: string, backendPort: number, layout: number, t
   const id = `${chosen.indexOf(name)}-${layout}`;
   const file = resolve(tree, 'configs', `.ablate-${process.pid}-${id}.yaml`);
   writeFileSync(file, stringify(config, { aliasDuplicateObjects: false }));
-  const tenants = writeBenchTenants(logDir, key);
+  const tenants = writeBenchTenants(logDir, key, 'llm', ...tenantWork);
   const { port, sets } = await filterSets(backendPort);
   // NODE_ARGS: flags for node's command line (V8 flags that only work there, e.g. --single-threaded-gc).
   const nodeArgs = (envOf(name).NODE_ARGS ?? '').split(/\s+/).filter(Boolean);

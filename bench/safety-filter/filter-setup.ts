@@ -3,8 +3,9 @@
  * that put the filter on free ports in front of the bench backend. Shared by run.ts, ablate.ts
  * and profile-filter.ts.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
 import { freePort } from '../typed-proxy/children.ts';
 
 /**
@@ -28,6 +29,25 @@ export function writeBenchTenants(
       `    api_keys: [{ key: ${JSON.stringify(key)} }]\n`,
   );
   return file;
+}
+
+/**
+ * What the measured tenant checks: `shipped` (the default), the classifiers of the shipped
+ * development tenant (configs/safety-filter/tenants.yaml under `root`: Tier B included) and a token
+ * limit the load cannot reach, as `npm run bench` measures; `tier-a`, the Tier A classifiers and no
+ * token limit (what these benchmarks measured before 2026-12-01). The last two arguments of
+ * writeBenchTenants.
+ */
+export function benchTenantWork(root: string, choice = 'shipped'): [string[], number | undefined] {
+  if (choice === 'tier-a') return [['pii', 'secrets', 'prompt_injection'], undefined];
+  if (choice !== 'shipped') throw new Error(`unknown tenant choice "${choice}": shipped or tier-a`);
+  const file = join(root, 'configs/safety-filter/tenants.yaml');
+  const { tenants } = parseYaml(readFileSync(file, 'utf8')) as {
+    tenants: Array<{ id: string; classifiers: string[] }>;
+  };
+  const dev = tenants.find((t) => t.id === 'dev');
+  if (!dev) throw new Error(`${file} has no dev tenant`);
+  return [dev.classifiers, 1e12];
 }
 
 /**

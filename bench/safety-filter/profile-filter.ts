@@ -3,7 +3,8 @@
  * load of the bench's 2 KB chat request (32 connections, PROFILE_SECONDS, default 8) and prints
  * where its time goes: per project frame (the nearest runtime/ or plugins/ function on the stack,
  * as bench:safety's profile does) and per self-time function. For finding hot spots, not figures:
- * the profiler inflates every cost.
+ * the profiler inflates every cost. PROFILE_TENANT: `shipped` (default) or `tier-a` (filter-setup.ts
+ * benchTenantWork).
  */
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,7 +14,7 @@ import { Pool } from 'undici';
 import { startNodeServer, waitUntilReady } from '../common/harness.ts';
 import { start } from '../typed-proxy/children.ts';
 import { analyseProfile } from '../typed-proxy/profile.ts';
-import { filterSets, writeBenchTenants } from './filter-setup.ts';
+import { benchTenantWork, filterSets, writeBenchTenants } from './filter-setup.ts';
 
 const here = fileURLToPath(new URL('../..', import.meta.url));
 /** PROFILE_CHECKOUT: another checkout of the repository (its node_modules present) to profile, e.g. a baseline. */
@@ -22,7 +23,7 @@ const dir = mkdtempSync(join(tmpdir(), 'switchyard-prof-'));
 const seconds = Number(process.env.PROFILE_SECONDS ?? 8);
 const key = 'sk-dev-local-0001';
 const backend = await startNodeServer(join(here, 'bench/safety-filter/backend.ts'), {}, undefined);
-const tenants = writeBenchTenants(dir, key);
+const tenants = writeBenchTenants(dir, key, 'llm', ...benchTenantWork(root, process.env.PROFILE_TENANT));
 const { port, sets } = await filterSets(backend.port);
 const bare = process.env.PROFILE_TARGET === 'bare';
 /** PROFILE_HEAP=1: a sampling heap profile instead (allocation sites, bytes per request). */
