@@ -14,6 +14,7 @@ import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import {
+  collapseSpaces,
   FeatureExtractor,
   type FeatureScheme,
   normalizeText,
@@ -386,6 +387,16 @@ describe('feature scheme', () => {
   const texts = fc
     .array(fc.tuple(blank, token), { maxLength: 30 })
     .chain((pairs) => blank.map((end) => pairs.flat().join('') + end));
+
+  it('property: the shaped text (collapseSpaces) is the text with its whitespace runs made one blank and trimmed', () => {
+    const spaced = fc.array(fc.oneof(token, blank), { maxLength: 30 }).map((parts) => parts.join(''));
+    fc.assert(
+      fc.property(fc.oneof(texts, spaced), (text) => {
+        expect(collapseSpaces(text)).toBe(text.replace(/\s+/g, ' ').trim());
+      }),
+      { numRuns: 2000 },
+    );
+  });
 
   it('property: the extractor computes the scheme as documented (strings, n-grams, hashes) on any text', () => {
     const extractor = new FeatureExtractor(scheme);

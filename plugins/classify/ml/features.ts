@@ -237,14 +237,15 @@ export type ShapeFeature = keyof typeof SHAPE_FEATURES;
 export function shapeValues(text: string, names: readonly ShapeFeature[]): number[] {
   let odd: number[] | undefined;
   // Whether each token is odd, read in place: the shaped text has single blanks between its
-  // words and none at its ends.
+  // words and none at its ends. An ASCII text (most prompts) is known so once, not per token.
   const oddFlags = () => {
     if (odd === undefined) {
       odd = [];
+      const ascii = isAscii(text);
       let start = 0;
       for (let i = 0; i <= text.length; i++) {
         if (i < text.length && text.charCodeAt(i) !== 32) continue;
-        if (i > start) odd.push(isOdd(text, start, i) ? 1 : 0);
+        if (i > start) odd.push((ascii ? oddAsciiToken(text, start, i) : isOdd(text, start, i)) ? 1 : 0);
         start = i + 1;
       }
     }
@@ -395,53 +396,90 @@ export function normalizeText(text: string): string {
   return text.normalize('NFKC').toLowerCase().replace(/\s+/g, ' ').trim();
 }
 
+/**
+ * `text.replace(/\s+/g, ' ').trim()` (JS `\s` is classOf's SPACE), with no copy of the stretches
+ * already written so (most prompts are one stretch: single blanks between words).
+ */
+export function collapseSpaces(text: string): string {
+  const n = text.length;
+  let out = '';
+  // Start of the stretch being kept: text[start, i) has single blanks between non-spaces only.
+  let start = -1;
+  let i = 0;
+  while (i < n) {
+    if (classOf(text.charCodeAt(i)) !== SPACE) {
+      if (start < 0) start = i;
+      i++;
+      continue;
+    }
+    let j = i + 1;
+    while (j < n && classOf(text.charCodeAt(j)) === SPACE) j++;
+    // A run that is not one blank inside the text ends the stretch before it.
+    if (start >= 0 && (j === n || j > i + 1 || text.charCodeAt(i) !== 32)) {
+      out = out === '' ? text.slice(start, i) : `${out} ${text.slice(start, i)}`;
+      start = -1;
+    }
+    i = j;
+  }
+  if (start >= 0) out = out === '' ? text.slice(start) : `${out} ${text.slice(start)}`;
+  return out;
+}
+
 /** log(1 + c) of the small counts most slots hold, computed once (the same values as Math.log1p). */
 const LOG1P_OF_COUNT = Float64Array.from({ length: 64 }, (_, c) => Math.log1p(c));
 const log1pOfCount = (c: number) => (c < 64 ? LOG1P_OF_COUNT[c] : Math.log1p(c));
 
+/**
+ * A slot's count is kept as UNTOUCHED_BIAS + count, so that 0 means "not touched by this text" and
+ * one array read tells both (a count never reaches ±2^30: texts are cut far below that).
+ */
+const UNTOUCHED_BIAS = 1 << 30;
+
 /** Signed hashed counts of one feature group, touching only the slots it uses (vectors are sparse). */
 class HashedCounts {
-  readonly values: Float32Array;
-  private readonly used: Uint8Array;
+  /** UNTOUCHED_BIAS + the slot's signed count; 0 for a slot the text has not touched. */
+  private readonly counts: Int32Array;
   private readonly touched: Int32Array;
   private count = 0;
 
   constructor(private readonly mask: number) {
-    this.values = new Float32Array(mask + 1);
-    this.used = new Uint8Array(mask + 1);
+    this.counts = new Int32Array(mask + 1);
     this.touched = new Int32Array(mask + 1);
   }
 
   add(hash: number): void {
     const i = hash & this.mask;
-    if (this.used[i] === 0) {
-      this.used[i] = 1;
+    const sign = hash & 0x80000000 ? -1 : 1;
+    const c = this.counts[i];
+    if (c === 0) {
       this.touched[this.count++] = i;
-    }
-    this.values[i] += hash & 0x80000000 ? -1 : 1;
+      this.counts[i] = UNTOUCHED_BIAS + sign;
+    } else this.counts[i] = c + sign;
   }
 
-  /** Applies sign(c)·log(1+|c|) to the touched slots; returns weight / their L2 norm (0 when empty). */
-  #logScale(weight: number): number {
+  /** sign(c)·log(1+|c|) of the touched slot i. */
+  #scaled(i: number): number {
+    const c = this.counts[i] - UNTOUCHED_BIAS;
+    return c < 0 ? -log1pOfCount(-c) : log1pOfCount(c);
+  }
+
+  /** weight / the L2 norm of the touched slots' sign(c)·log(1+|c|) (0 when empty). */
+  #scale(weight: number): number {
     let sum = 0;
     for (let k = 0; k < this.count; k++) {
-      const i = this.touched[k];
-      const c = this.values[i];
-      const w = c < 0 ? -log1pOfCount(-c) : log1pOfCount(c);
-      this.values[i] = w;
+      const w = this.#scaled(this.touched[k]);
       sum += w * w;
     }
     return sum > 0 ? weight / Math.sqrt(sum) : 0;
   }
 
-  /** Applies sign(c)·log(1+|c|) and adds the L2-normalised result × weight into `out` at `offset`, then resets. */
+  /** Adds the L2-normalised sign(c)·log(1+|c|) × weight of the touched slots into `out` at `offset`, then resets. */
   flushInto(out: Float32Array, offset: number, weight: number): void {
-    const scale = this.#logScale(weight);
+    const scale = this.#scale(weight);
     for (let k = 0; k < this.count; k++) {
       const i = this.touched[k];
-      out[offset + i] += this.values[i] * scale;
-      this.values[i] = 0;
-      this.used[i] = 0;
+      out[offset + i] += Math.fround(this.#scaled(i)) * scale;
+      this.counts[i] = 0;
     }
     this.count = 0;
   }
@@ -451,14 +489,29 @@ class HashedCounts {
    * Σ_i value_i · weight · W[i, k] to `logits[k]` for the touched slots i only, then resets.
    */
   dotInto(weights: Float32Array, classes: number, weight: number, logits: Float64Array): void {
-    const scale = this.#logScale(weight);
+    const scale = this.#scale(weight);
+    if (classes === 2) {
+      // Two classes (every binary model): the sums kept in locals, in the same order.
+      let l0 = logits[0];
+      let l1 = logits[1];
+      for (let k = 0; k < this.count; k++) {
+        const i = this.touched[k];
+        const v = Math.fround(this.#scaled(i)) * scale;
+        l0 += v * weights[2 * i];
+        l1 += v * weights[2 * i + 1];
+        this.counts[i] = 0;
+      }
+      logits[0] = l0;
+      logits[1] = l1;
+      this.count = 0;
+      return;
+    }
     for (let k = 0; k < this.count; k++) {
       const i = this.touched[k];
-      const v = this.values[i] * scale;
+      const v = Math.fround(this.#scaled(i)) * scale;
       const row = i * classes;
       for (let j = 0; j < classes; j++) logits[j] += v * weights[row + j];
-      this.values[i] = 0;
-      this.used[i] = 0;
+      this.counts[i] = 0;
     }
     this.count = 0;
   }
@@ -587,7 +640,7 @@ export class FeatureExtractor {
     if (this.bounds.length > retainedUnits) this.bounds = new Int32Array(256);
     // On the text NFKC-normalised with its whitespace runs collapsed, case kept (a case switch
     // inside a token is one of the signs of an adversarial suffix).
-    return scheme.shape_features ? nfkc.replace(/\s+/g, ' ').trim() : '';
+    return scheme.shape_features ? collapseSpaces(nfkc) : '';
   }
 
   /** Writes the vector of `text` into `out` at `offset` (`length` values, overwritten). */
