@@ -6,6 +6,23 @@
  */
 export type CountFn = (text: string) => number;
 
+/** The part of a gpt-tokenizer encoding module both threads use. */
+export interface EncodingModule {
+  countTokens(text: string, options?: { disallowedSpecial?: Set<string> }): number;
+}
+
+/**
+ * The encoding's count of a text as a model reads a client's text: the spelling of a special
+ * token (`<|endoftext|>`, `<|fim_prefix|>`) is ordinary text there, counted as such. (By default
+ * gpt-tokenizer throws on it: a prompt or an embeddings input mentioning one would fail the
+ * request on the main thread, and crash the worker, which reloads its ranks, on every such text.)
+ * With no special token disallowed, the text is not searched for them either.
+ */
+export function ordinaryCount(mod: EncodingModule): CountFn {
+  const options = { disallowedSpecial: new Set<string>() };
+  return (text) => mod.countTokens(text, options);
+}
+
 /** What the tokenizer counted of a text's start: `tokens` in its first `chars` characters. */
 export interface Counted {
   tokens: number;

@@ -33,7 +33,15 @@
 import type { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { startTypeScriptWorker } from '../../runtime/index.ts';
-import { type CountBounds, type CountFn, completeCount, countPrefix, estimateTokens } from './bounded-count.ts';
+import {
+  type CountBounds,
+  type CountFn,
+  completeCount,
+  countPrefix,
+  type EncodingModule,
+  estimateTokens,
+  ordinaryCount,
+} from './bounded-count.ts';
 import type { Encoding, TextCounter } from './token-count.ts';
 import type { TokenJob, TokenReply, TokenWorkerReady } from './token-worker.ts';
 
@@ -179,8 +187,7 @@ class SharedTokenizer {
   loadInline(): Promise<void> {
     this.inlineLoading ??= (async () => {
       try {
-        const mod = (await import(`gpt-tokenizer/encoding/${this.encoding}`)) as { countTokens: CountFn };
-        this.inline = (text) => mod.countTokens(text);
+        this.inline = ordinaryCount((await import(`gpt-tokenizer/encoding/${this.encoding}`)) as EncodingModule);
       } catch {
         // Not installed: the worker says so (giveUp) and every count is an estimate.
       }

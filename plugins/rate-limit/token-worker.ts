@@ -8,7 +8,7 @@
  * algorithm of bounded-count.ts (the text arrives already cut to the stage's `exactChars`).
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { type Counted, type CountFn, countPrefix } from './bounded-count.ts';
+import { type Counted, type CountFn, countPrefix, type EncodingModule, ordinaryCount } from './bounded-count.ts';
 
 export interface TokenJob {
   id: number;
@@ -24,8 +24,7 @@ export type TokenWorkerReady = { ready: true } | { ready: false; error: string }
 const { encoding } = workerData as { encoding: string };
 let count: CountFn;
 try {
-  const mod = (await import(`gpt-tokenizer/encoding/${encoding}`)) as { countTokens: CountFn };
-  count = (text) => mod.countTokens(text);
+  count = ordinaryCount((await import(`gpt-tokenizer/encoding/${encoding}`)) as EncodingModule);
   parentPort?.postMessage({ ready: true } satisfies TokenWorkerReady);
 } catch (err) {
   parentPort?.postMessage({ ready: false, error: (err as Error).message } satisfies TokenWorkerReady);

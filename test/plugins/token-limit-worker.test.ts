@@ -172,6 +172,22 @@ describe('the tokenizer worker', () => {
     expect(longCount).toBeGreaterThanOrEqual(countTokens(long));
   });
 
+  it('the spelling of a special token is ordinary text: counted as such on this thread and in the worker, never an error', async () => {
+    const text = 'Which text ends a document, <|endoftext|> or <|endofprompt|>? And <|fim_prefix|>? '.repeat(4);
+    const ordinary = { disallowedSpecial: new Set<string>() };
+    // Here (cl100k_base, loaded on this thread above) and in the worker (o200k_base, not loaded here).
+    const here = acquire('cl100k_base');
+    await here.loadInline();
+    const cl100k = await import('gpt-tokenizer/encoding/cl100k_base');
+    expect(() => cl100k.countTokens(text)).toThrow(/special token/); // the library's default
+    expect(await here.count(text, 65536)).toBe(cl100k.countTokens(text, ordinary));
+    const inWorker = acquire('o200k_base');
+    expect(inWorker.countsInline()).toBe(false);
+    const o200k = await import('gpt-tokenizer/encoding/o200k_base');
+    // Twice: a worker that crashed on the first would be restarting, and the second estimated.
+    for (let i = 0; i < 2; i++) expect(await inWorker.count(text, 65536)).toBe(o200k.countTokens(text, ordinary));
+  });
+
   it('more than 64 texts waiting: the rest are estimated at once, not queued', async () => {
     const tokenizer = acquire('o200k_base');
     expect(await tokenizer.ready()).toBe(true);

@@ -395,6 +395,19 @@ describe('embeddings', () => {
     expect(ids.status).toBe(429);
     expect((await ids.json()).error.details.requested).toBe(2000);
   });
+
+  it('an input that spells a special token (<|endoftext|>) is counted as text, not an internal error', async () => {
+    const input = 'Documents are separated by <|endoftext|> in the training data. '.repeat(20);
+    const res = await fetch(`${svc.url}/v1/embeddings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer sk-embeds' },
+      body: JSON.stringify({ model: 'text-embedding-3-small', input }),
+    });
+    // Counted on the service's thread (a short text): it fits, and the answer's usage settles it.
+    expect(res.status).toBe(200);
+    expect((await res.json()).data).toHaveLength(1);
+    expect(Number(res.headers.get('x-ratelimit-remaining-tokens'))).toBeLessThan(1000);
+  });
 });
 
 describe('answers without usage', () => {
