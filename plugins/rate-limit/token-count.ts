@@ -12,6 +12,10 @@
  * whether the request gave its own cap (the stage caps one that did not: token-stage.ts).
  * Embeddings (`kind: 'embeddings'`): the tokens of `input` (strings counted, token-id arrays by
  * their length), and no completion.
+ * Uncounted (`promptBound`): the prompt at one token per UTF-8 byte of its text, which no count
+ * exceeds; the stage reserves it when the window has room for it (token-stage.ts).
+ *
+ * `requestTokens` reads what a body asks for (no counting); `countPrompt` counts its prompt.
  *
  * Counting is bounded (the algorithm lives here, once; the tokenizer's worker runs it): BPE on
  * hostile text is slow (measured here: about 0.1 ms per KiB of English, but 4-5 ms per KiB of
@@ -49,36 +53,80 @@ export interface Estimate {
   capped: boolean;
 }
 
+/** What a request asks for, read without counting: its text, the tokens known without a tokenizer, its completion. */
+export interface RequestTokens {
+  /** The text the model reads, to count ('' when none). */
+  text: string;
+  /** Prompt tokens known without a tokenizer: the chat format's overhead, token-id inputs. */
+  fixed: number;
+  /** Completion tokens per choice times the choices. */
+  completion: number;
+  choices: number;
+  capped: boolean;
+}
+
 function positiveInt(v: unknown): number | undefined {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 ? v : undefined;
 }
 
-/** The reservation of a chat or completions request body (see the module comment). */
-export async function estimateRequest(body: unknown, o: EstimateOptions): Promise<Estimate> {
+/** What a chat, completions or embeddings request body asks for (see the module comment). */
+export function requestTokens(body: unknown, o: Omit<EstimateOptions, 'count' | 'exactChars'>): RequestTokens {
   const b = (typeof body === 'object' && body !== null && !Array.isArray(body) ? body : {}) as Record<string, unknown>;
   if (o.kind === 'embeddings') {
-    const prompt = await inputTokens(b.input, o);
-    return { prompt, completion: 0, total: prompt, choices: 0, capped: true };
+    const { text, ids } = inputParts(b.input);
+    return { text, fixed: ids, completion: 0, choices: 0, capped: true };
   }
   const messages = Array.isArray(b.messages) ? b.messages.length : 0;
-  const overhead = messages > 0 ? messages * 4 + 3 : 0;
-  const text = openaiWire.requestText(b);
-  const counted = text === '' ? 0 : o.count ? await o.count(text, o.exactChars) : estimateTokens(text);
-  const prompt = overhead + counted;
   const asked = positiveInt(b.max_completion_tokens) ?? positiveInt(b.max_tokens);
   const perChoice = asked ?? o.defaultCompletionTokens;
   // Choices are capped (a body asking 10^6 choices is refused by the backend, not reserved for).
   const choices = Math.min(Math.max(positiveInt(b.n) ?? 1, positiveInt(b.best_of) ?? 1), 128);
-  const completion = perChoice * choices;
-  return { prompt, completion, total: prompt + completion, choices, capped: asked !== undefined };
+  return {
+    text: openaiWire.requestText(b),
+    fixed: messages > 0 ? messages * 4 + 3 : 0,
+    completion: perChoice * choices,
+    choices,
+    capped: asked !== undefined,
+  };
+}
+
+/** The estimate of `asked` with its prompt at `prompt` tokens. */
+export function estimateOf(asked: RequestTokens, prompt: number): Estimate {
+  const { completion, choices, capped } = asked;
+  return { prompt, completion, total: prompt + completion, choices, capped };
+}
+
+/** The prompt's tokens: its text counted with the tokenizer (or estimated without one), plus the fixed ones. */
+export async function countPrompt(
+  asked: RequestTokens,
+  o: Pick<EstimateOptions, 'count' | 'exactChars'>,
+): Promise<number> {
+  const { text } = asked;
+  const counted = text === '' ? 0 : o.count ? await o.count(text, o.exactChars) : estimateTokens(text);
+  return asked.fixed + counted;
 }
 
 /**
- * The tokens of an embeddings `input`: a string or strings (counted, joined by newlines, one
- * count), token ids (their number), or arrays of token ids. Anything else is estimated from its
- * JSON text (the backend refuses it; nothing is reserved for less than it could be).
+ * At most how many tokens the prompt has, without counting: one per UTF-8 byte of its text (a
+ * token is at least one byte, and the tokens of a text cover its bytes once), plus the fixed ones.
  */
-async function inputTokens(input: unknown, o: EstimateOptions): Promise<number> {
+export function promptBound(asked: RequestTokens): number {
+  return asked.fixed + Buffer.byteLength(asked.text, 'utf8');
+}
+
+/** The reservation of a chat or completions request body, its prompt counted (see the module comment). */
+export async function estimateRequest(body: unknown, o: EstimateOptions): Promise<Estimate> {
+  const asked = requestTokens(body, o);
+  return estimateOf(asked, await countPrompt(asked, o));
+}
+
+/**
+ * The parts of an embeddings `input`: its strings (joined by newlines, counted as one text) and
+ * its token ids (their number), from a string or strings, token ids, or arrays of token ids.
+ * Anything else is counted from its JSON text (the backend refuses it; nothing is reserved for
+ * less than it could be).
+ */
+function inputParts(input: unknown): { text: string; ids: number } {
   const texts: string[] = [];
   let ids = 0;
   const items = Array.isArray(input) ? input : [input];
@@ -88,9 +136,7 @@ async function inputTokens(input: unknown, o: EstimateOptions): Promise<number> 
     else if (Array.isArray(item) && item.every((t) => typeof t === 'number')) ids += item.length;
     else if (item !== undefined) texts.push(JSON.stringify(item));
   }
-  const text = texts.join('\n');
-  const counted = text === '' ? 0 : o.count ? await o.count(text, o.exactChars) : estimateTokens(text);
-  return counted + ids;
+  return { text: texts.join('\n'), ids };
 }
 
 /**

@@ -6,7 +6,9 @@
  * tokenizer in a worker thread shared per encoding, token-counter.ts, plus the completion tokens
  * per choice; an embeddings request (a path ending in `/embeddings`): its input's tokens); one
  * that does not fit in what is left of the window is refused (429 `rate_limited`, code `tokens`,
- * Retry-After). After the answer the reservation is settled with the answer's
+ * Retry-After). A request the window has room for even at one token per byte of its prompt (no
+ * text has more tokens than bytes) is admitted uncounted, reserving that bound: counting could
+ * not change its admission or its cap (docs/configuration.md#token-limits). After the answer the reservation is settled with the answer's
  * `usage.total_tokens` (tokens.ts: the difference refunded, or charged when the answer used
  * more, as debt into the next windows when the window cannot hold it). Counts are atomic in
  * Redis, so gateway processes sharing a Redis share the budget.
@@ -63,7 +65,7 @@ import { estimateTokens } from './bounded-count.ts';
 import { compileKey, compileLimitPath } from './keys.ts';
 import { createLimiter, type Limiter } from './limiter.ts';
 import { limiterOptions, limiterProperties, limitOrLimiter } from './options.ts';
-import { type Estimate, estimateRequest, generatedText } from './token-count.ts';
+import { countPrompt, type Estimate, estimateOf, generatedText, promptBound, requestTokens } from './token-count.ts';
 import { acquireTokenizer, type Tokenizer } from './token-counter.ts';
 import type { Reservation, ReserveResult, TokenCounter, TokenState } from './tokens.ts';
 
@@ -352,22 +354,32 @@ export default definePlugin<TokenLimitOptions>({
      * What a success without usage used: the prompt's count plus the generated text of a whole
      * answer (usage wins when there is one).
      */
-    async function spentBy(ctx: GatewayContext, json: Json, estimate: Estimate): Promise<number | undefined> {
+    async function spentBy(
+      ctx: GatewayContext,
+      json: Json,
+      promptTokens: () => Promise<number>,
+    ): Promise<number | undefined> {
       if (isObject(json.usage)) {
         countUsage(ctx, json.usage);
         const total = totalOf(json.usage);
         if (total !== undefined) return total;
       }
-      return estimate.prompt + (await countText(generatedText(json)));
+      return (await promptTokens()) + (await countText(generatedText(json)));
     }
 
     /** Settles a whole answer read after the response was written (by a later stage); never throws. */
-    function settleLater(ctx: GatewayContext, r: Reservation, estimate: Estimate, limit: number): void {
+    function settleLater(
+      ctx: GatewayContext,
+      r: Reservation,
+      promptTokens: () => Promise<number>,
+      keepEstimate: () => void,
+      limit: number,
+    ): void {
       ctx.res.once('close', () => {
         const answer = ctx.state.answer;
         const json = answer && answer.status < 400 ? answer.readJson : undefined;
-        if (!isObject(json)) return; // nobody could read it: the estimate stands
-        void spentBy(ctx, json, estimate)
+        if (!isObject(json)) return keepEstimate(); // nobody could read it: the estimate stands
+        void spentBy(ctx, json, promptTokens)
           .then((actual) => (actual === undefined ? undefined : settle(ctx, r, actual, limit)))
           .catch(() => undefined);
       });
@@ -414,21 +426,47 @@ export default definePlugin<TokenLimitOptions>({
         if (limit === undefined) return next();
         const body = await readJson(ctx);
         const kind = embeddingsPath.test(ctx.path) ? 'embeddings' : 'generation';
-        const estimate = await estimateRequest(body, {
-          count: tokenCount,
-          exactChars,
-          defaultCompletionTokens: defaultCompletion,
-          kind,
-        });
+        const asked = requestTokens(body, { defaultCompletionTokens: defaultCompletion, kind });
+        const key = clientKey(ctx);
         // No cap of its own: the cap is what is left after the prompt (at most the default), at
         // least the floor; reserved whole, so the answers of a window never exceed its budget.
-        const capping = !estimate.capped && capField !== 'none' && isObject(body);
-        const need = capping ? estimate.prompt + estimate.choices * minCompletion : estimate.total;
-        const result = await tokens.reserve(clientKey(ctx), estimate.total, limit, capping ? need : undefined);
+        const capping = !asked.capped && capField !== 'none' && isObject(body);
+        // A request that fits even at one token per byte of its prompt is admitted as counting
+        // would admit it (with the same cap: its whole completion fits), without counting: it
+        // reserves that bound, and its answer's usage settles it. One that may not fit is counted.
+        let estimate: Estimate | undefined;
+        let result: ReserveResult | undefined;
+        let promptCounted = true;
+        if (tokenCount && asked.text !== '') {
+          const bound = estimateOf(asked, promptBound(asked));
+          const roomy = await tokens.reserve(key, bound.total, limit);
+          if (roomy.allowed) {
+            [estimate, result, promptCounted] = [bound, roomy, false];
+          }
+        }
+        let need = 0;
+        if (!estimate || !result) {
+          estimate = estimateOf(asked, await countPrompt(asked, { count: tokenCount, exactChars }));
+          need = capping ? estimate.prompt + estimate.choices * minCompletion : estimate.total;
+          result = await tokens.reserve(key, estimate.total, limit, capping ? need : undefined);
+        }
         decisions.inc({ decision: result.allowed ? 'allowed' : 'limited', store: result.store });
         if (sendHeaders) ctx.set(tokenHeaders(result));
         if (!result.allowed || !result.reservation) throw refusal(result, estimate, need, capping, limit);
         const reservation = result.reservation;
+        // The prompt's count, for an answer without usage (the bound is not what it used).
+        const counted = estimate.prompt;
+        const promptTokens = promptCounted
+          ? () => Promise.resolve(counted)
+          : () => countPrompt(asked, { count: tokenCount, exactChars });
+        // An answer that cannot say what it used keeps the reservation, its prompt counted.
+        const completion = estimate.completion;
+        const keepEstimate = () => {
+          if (promptCounted) return;
+          void promptTokens()
+            .then((prompt) => settle(ctx, reservation, prompt + completion, limit))
+            .catch(() => undefined);
+        };
 
         if (capping && isObject(body)) {
           const cap = Math.floor((reservation.points - estimate.prompt) / estimate.choices);
@@ -459,12 +497,12 @@ export default definePlugin<TokenLimitOptions>({
             await settle(ctx, reservation, 0, limit);
           } else if (isObject(answered.readJson)) {
             // A whole answer a later stage read and refused (egress): the backend generated it.
-            const actual = await spentBy(ctx, answered.readJson, estimate);
+            const actual = await spentBy(ctx, answered.readJson, promptTokens);
             if (actual !== undefined) await settle(ctx, reservation, actual, limit);
           } else if (!answered.isEventStream) {
             // Not read yet: a stage after the refusal may still read it.
-            settleLater(ctx, reservation, estimate, limit);
-          }
+            settleLater(ctx, reservation, promptTokens, keepEstimate, limit);
+          } else keepEstimate();
           throw err;
         }
 
@@ -489,25 +527,25 @@ export default definePlugin<TokenLimitOptions>({
             const actual =
               reported !== undefined
                 ? Promise.resolve(reported)
-                : filter.text.tokens(tokenCount).then((generated) => estimate.prompt + generated);
+                : Promise.all([promptTokens(), filter.text.tokens(tokenCount)]).then(([p, generated]) => p + generated);
             void actual.then((n) => settle(ctx, reservation, n, limit)).catch(() => undefined);
           });
           return;
         }
-        if (!answer.hasBody || !/json/.test(answer.contentType)) return;
+        if (!answer.hasBody || !/json/.test(answer.contentType)) return keepEstimate();
         // Read only what can be read whole (a failed read would consume the body): an answer of
         // unknown or too large a size, not read by a stage before, is settled once the response
         // is written, if a stage after this one read it (the egress policy reads every answer);
         // else it keeps the estimate.
         const declared = Number(answer.headers['content-length'] ?? Number.NaN);
         if (answer.readJson === undefined && !(declared <= ctx.state.limits.answerBytes)) {
-          settleLater(ctx, reservation, estimate, limit);
+          settleLater(ctx, reservation, promptTokens, keepEstimate, limit);
           return;
         }
         // An answer that cannot be read after all (cut short, undecodable): on_uninspectable decides.
         const json = await answer.json();
-        if (!isObject(json)) return;
-        const actual = await spentBy(ctx, json, estimate);
+        if (!isObject(json)) return keepEstimate();
+        const actual = await spentBy(ctx, json, promptTokens);
         if (actual === undefined) return;
         const settled = await settle(ctx, reservation, actual, limit);
         if (settled && sendHeaders) ctx.set(tokenHeaders(settled));

@@ -11,10 +11,11 @@
 import { randomUUID } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import fc from 'fast-check';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { estimateTokens } from '../../plugins/rate-limit/bounded-count.ts';
 import { createLimiter, type Limiter } from '../../plugins/rate-limit/limiter.ts';
-import { estimateRequest } from '../../plugins/rate-limit/token-count.ts';
+import { estimateRequest, promptBound, requestTokens } from '../../plugins/rate-limit/token-count.ts';
 import { acquireTokenizer } from '../../plugins/rate-limit/token-counter.ts';
 import { resetDuration } from '../../plugins/rate-limit/token-stage.ts';
 import { silentLogger } from '../../runtime/observability/logger.ts';
@@ -204,6 +205,35 @@ describe('the estimate', () => {
       ).prompt,
     ).toBe(100);
     expect(estimateTokens('a'.repeat(300))).toBe(100);
+  });
+
+  it('property: no text has more tokens than UTF-8 bytes (what a request admitted uncounted relies on), in both encodings', async () => {
+    const encodings = [
+      await import('gpt-tokenizer/encoding/o200k_base'),
+      await import('gpt-tokenizer/encoding/cl100k_base'),
+    ];
+    // As the counter counts (bounded-count.ts ordinaryCount): a special token's spelling is text.
+    const ordinary = { disallowedSpecial: new Set<string>() };
+    const piece = fc.oneof(
+      fc.string({ unit: 'grapheme', maxLength: 40 }),
+      fc.string({ unit: 'binary', maxLength: 40 }),
+      fc.constantFrom('1 2 3 4 5', '!!!!', ' \n\n\t ', '日本語のテキスト', '😀😀', '<|endoftext|>', 'x', ' '),
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 12 }), (parts) => {
+        const text = parts.join('');
+        const bytes = Buffer.byteLength(text, 'utf8');
+        for (const e of encodings) expect(e.countTokens(text, ordinary)).toBeLessThanOrEqual(bytes);
+      }),
+      { numRuns: 500 },
+    );
+    // The bound of a request: its texts' bytes and the chat overhead (4 per message, 3 for the reply).
+    const asked = requestTokens(
+      { messages: [{ role: 'user', content: 'héllo' }], max_tokens: 7 },
+      { defaultCompletionTokens: 100 },
+    );
+    expect(promptBound(asked)).toBe(Buffer.byteLength('héllo') + 4 + 3);
+    expect(asked.completion).toBe(7);
   });
 
   it('a 4 MiB prompt is counted in the worker without holding the event loop: bounded, and not under one token per 3 bytes', async () => {

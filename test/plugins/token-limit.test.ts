@@ -48,6 +48,7 @@ resources:
       - { id: caps, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-caps }] }
       - { id: embeds, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 1000, api_keys: [{ key: sk-embeds }] }
       - { id: floor, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-floor }] }
+      - { id: bound, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 1000, api_keys: [{ key: sk-bound }] }
       - { id: silent, backend: llm, policy: default.yaml, requests_per_minute: 10000, tokens_per_minute: 100000, api_keys: [{ key: sk-silent }] }
   limits: { type: rate-limiter, limit: 10000, window_seconds: 60 }
 routes:
@@ -260,7 +261,8 @@ describe('streamed answers', () => {
     expect(data.some((d) => d.includes('"usage"'))).toBe(false);
     const left = Number(res.headers.get('x-ratelimit-remaining-tokens'));
     const prompt = countTokens('hi') + 4 + 3;
-    expect(left).toBe(100000 - prompt - 50);
+    // The window had room for it even at one token per byte: reserved at that bound, uncounted.
+    expect(left).toBe(100000 - (Buffer.byteLength('hi') + 4 + 3) - 50);
     await new Promise((r) => setTimeout(r, 50));
     const next = await chat('sk-plain', { max_tokens: 1 });
     await next.json();
@@ -268,6 +270,31 @@ describe('streamed answers', () => {
     expect(Number(next.headers.get('x-ratelimit-remaining-tokens'))).toBe(
       100000 - prompt - countTokens(cannedAnswer) - 10,
     );
+  });
+
+  it('a request that fits only as counted is counted: refused by one token over, admitted at exactly the budget', async () => {
+    const content = 'Please summarise the notes from our weekly planning meeting. '.repeat(4);
+    const prompt = countTokens(content) + 4 + 3;
+    // At one token per byte it would not fit: it is counted, and its count decides.
+    expect(Buffer.byteLength(content) + 4 + 3).toBeGreaterThan(prompt);
+    const send = (maxTokens: number) =>
+      fetch(`${svc.url}/plain/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bound' },
+        body: JSON.stringify({
+          model: 'gpt-4o-mini',
+          messages: [{ role: 'user', content }],
+          max_tokens: maxTokens,
+          stream: true,
+        }),
+      });
+    const over = await send(1000 - prompt + 1);
+    expect(over.status).toBe(429);
+    expect((await over.json()).error.details).toMatchObject({ requested: 1001, remaining: 1000 });
+    const exact = await send(1000 - prompt);
+    expect(exact.status).toBe(200);
+    expect(exact.headers.get('x-ratelimit-remaining-tokens')).toBe('0');
+    await exact.text();
   });
 
   it('a client that asked for usage gets the usage chunk, as the backend sent it', async () => {
