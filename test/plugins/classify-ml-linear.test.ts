@@ -289,6 +289,9 @@ describe('feature scheme', () => {
       .filter((e) => e.split === 'test')
       .map((e) => e.text);
     texts.push('', 'x', `${'word '.repeat(300)}sure.]( similarlyNow**ONE "\\!--Two`, 'jane.doe@example.org');
+    // Over 1 000 characters whose last 40 tokens do not fit in the last 1 000 (long words, odd ones
+    // among the first of those 40): the tail is read from the last 1 000 characters, as defined.
+    texts.push(`${'camelCaseWordThatIsLong '.repeat(10)}${'ordinarylongwordwithoutanycaps '.repeat(35)}`.trim());
     for (const text of texts) {
       const shaped = text.normalize('NFKC').replace(/\s+/g, ' ').trim();
       expect(shapeValues(shaped, names)).toEqual(names.map((n) => SHAPE_FEATURES[n](shaped)));

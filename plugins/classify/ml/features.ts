@@ -176,6 +176,51 @@ function oddShare(tokens: string[], atLeast = 1, isOddToken = oddToken): number 
 
 const words = (text: string) => text.split(/\s+/).filter((t) => t !== '');
 
+/** The tail the tail features read: this many last tokens. */
+const TAIL_TOKENS = 40;
+
+interface OddCounts {
+  /** Tokens of the text, and how many of them are odd. */
+  tokens: number;
+  odd: number;
+  /** Odd tokens among the last TAIL_TOKENS, and where the first of those starts. */
+  tailOdd: number;
+  tailStart: number;
+}
+
+/** The last TAIL_TOKENS tokens' oddness and starts, reused from text to text (shapeValues is synchronous). */
+const tailFlags = new Uint8Array(TAIL_TOKENS);
+const tailStarts = new Int32Array(TAIL_TOKENS);
+
+/**
+ * The text's tokens and odd tokens, in one pass and read in place: the shaped text has single
+ * blanks between its words and none at its ends. An ASCII text (most prompts) is known so once.
+ */
+function oddCounts(text: string): OddCounts {
+  const ascii = isAscii(text);
+  let tokens = 0;
+  let odd = 0;
+  let tailOdd = 0;
+  let start = 0;
+  for (let i = 0; i <= text.length; i++) {
+    if (i < text.length && text.charCodeAt(i) !== 32) continue;
+    if (i > start) {
+      const flag = (ascii ? oddAsciiToken(text, start, i) : isOdd(text, start, i)) ? 1 : 0;
+      const slot = tokens % TAIL_TOKENS;
+      // The slot's previous token leaves the tail once TAIL_TOKENS are counted.
+      if (tokens >= TAIL_TOKENS) tailOdd -= tailFlags[slot];
+      tailFlags[slot] = flag;
+      tailStarts[slot] = start;
+      tailOdd += flag;
+      odd += flag;
+      tokens++;
+    }
+    start = i + 1;
+  }
+  const tailStart = tokens === 0 ? 0 : tailStarts[tokens < TAIL_TOKENS ? 0 : tokens % TAIL_TOKENS];
+  return { tokens, odd, tailOdd, tailStart };
+}
+
 /** Dense features of the text's shape, each in [0, 1]. */
 export const SHAPE_FEATURES = {
   /** Share of odd tokens (oddToken) among the last 40 whitespace-separated tokens. */
@@ -235,37 +280,20 @@ export type ShapeFeature = keyof typeof SHAPE_FEATURES;
  * `text` is shaped as extraction gives it: NFKC, whitespace runs → one blank, trimmed.
  */
 export function shapeValues(text: string, names: readonly ShapeFeature[]): number[] {
-  let odd: number[] | undefined;
-  // Whether each token is odd, read in place: the shaped text has single blanks between its
-  // words and none at its ends. An ASCII text (most prompts) is known so once, not per token.
-  const oddFlags = () => {
-    if (odd === undefined) {
-      odd = [];
-      const ascii = isAscii(text);
-      let start = 0;
-      for (let i = 0; i <= text.length; i++) {
-        if (i < text.length && text.charCodeAt(i) !== 32) continue;
-        if (i > start) odd.push((ascii ? oddAsciiToken(text, start, i) : isOdd(text, start, i)) ? 1 : 0);
-        start = i + 1;
-      }
-    }
-    return odd;
-  };
-  // The last 40 tokens: of the whole text when it is at most 1 000 characters (the same tokens).
+  let odd: OddCounts | undefined;
+  // The last 40 tokens: of the whole text, unless they do not all lie in its last 1 000
+  // characters (the definition reads those: a few long tokens, or a token cut by the slice).
   const tailShare = (atLeast: number) => {
-    if (text.length > 1000) return oddShare(words(text.slice(-1000)).slice(-40), atLeast, (t) => isOdd(t));
-    const flags = oddFlags();
-    const from = Math.max(0, flags.length - 40);
-    let n = 0;
-    for (let i = from; i < flags.length; i++) n += flags[i];
-    return flags.length === from ? 0 : n / Math.max(atLeast, flags.length - from);
+    odd ??= oddCounts(text);
+    const last = Math.min(TAIL_TOKENS, odd.tokens);
+    if (text.length > 1000 && (last < TAIL_TOKENS || odd.tailStart < text.length - 1000)) {
+      return oddShare(words(text.slice(-1000)).slice(-40), atLeast, (t) => isOdd(t));
+    }
+    return last === 0 ? 0 : odd.tailOdd / Math.max(atLeast, last);
   };
   const share = (atLeast: number) => {
-    const flags = oddFlags();
-    if (flags.length === 0) return 0;
-    let n = 0;
-    for (const f of flags) n += f;
-    return n / Math.max(atLeast, flags.length);
+    odd ??= oddCounts(text);
+    return odd.tokens === 0 ? 0 : odd.odd / Math.max(atLeast, odd.tokens);
   };
   let roleplay: boolean | undefined;
   let override: boolean | undefined;
