@@ -8,10 +8,11 @@
  * that does not fit in what is left of the window is refused (429 `rate_limited`, code `tokens`,
  * Retry-After). A request the window has room for even at one token per byte of its prompt (no
  * text has more tokens than bytes) is admitted uncounted, reserving that bound: counting could
- * not change its admission or its cap (docs/configuration.md#token-limits). After the answer the reservation is settled with the answer's
- * `usage.total_tokens` (tokens.ts: the difference refunded, or charged when the answer used
- * more, as debt into the next windows when the window cannot hold it). Counts are atomic in
- * Redis, so gateway processes sharing a Redis share the budget.
+ * not change its admission or its cap (docs/configuration.md#token-limits). After the answer the
+ * reservation is settled with the answer's `usage.total_tokens` (tokens.ts: the difference
+ * refunded, or charged when the answer used more, as debt into the next windows when the window
+ * cannot hold it). Counts are atomic in Redis, so gateway processes sharing a Redis share the
+ * budget.
  *
  * The cap (decided here, documented in docs/configuration.md#token-limits): the answer is bounded
  * by the budget, not by the model.
@@ -441,7 +442,9 @@ export default definePlugin<TokenLimitOptions>({
           const bound = estimateOf(asked, promptBound(asked));
           const roomy = await tokens.reserve(key, bound.total, limit);
           if (roomy.allowed) {
-            [estimate, result, promptCounted] = [bound, roomy, false];
+            estimate = bound;
+            result = roomy;
+            promptCounted = false;
           }
         }
         let need = 0;
