@@ -113,6 +113,7 @@ export {
   WriteConflictError,
 } from './store/index.ts';
 // The MCP protocol version the gateway asks for in its own sessions (stdio children, MCP over HTTP).
+export { dropUpstreamAnswer } from './upstreams/drop-answer.ts';
 export { MCP_PROTOCOL_VERSION } from './upstreams/jsonrpc-http.ts';
 export { sessionTagSecret } from './upstreams/session-tags.ts';
 export { sseData } from './upstreams/sse.ts';

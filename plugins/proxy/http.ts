@@ -9,6 +9,7 @@ import {
   Answer,
   bodyChangeOf,
   ClientAbort,
+  dropUpstreamAnswer,
   type GatewayContext,
   GatewayError,
   type HttpForwardResponse,
@@ -104,7 +105,7 @@ export async function proxyHttp(
         continue;
       }
       if (failover && failedStatus(res.status)) {
-        discard(res);
+        dropUpstreamAnswer(res);
         const after = retryAfterMs(res.headers['retry-after']);
         if (after !== undefined) retryAfter = Math.min(retryAfter ?? after, after);
         giveUp(
@@ -268,14 +269,6 @@ function firstBytes(body: Readable, ms: number, signal: ClientAbort): Promise<'d
     body.once('error', onEnd);
     signal.once('abort', onEnd);
   });
-}
-
-/** A failed answer's body, read and dropped (the connection stays usable), or cut when it is long. */
-function discard(res: HttpForwardResponse): void {
-  if (res.whole) return; // read already: nothing to drop
-  const body = res.body as HttpForwardResponse['body'] & { dump?: (o?: { limit: number }) => Promise<void> };
-  if (typeof body.dump === 'function') body.dump({ limit: bufferLimit }).catch(() => {});
-  else body.destroy();
 }
 
 /** The client's body, as it sent it. */

@@ -14,6 +14,7 @@ import { GatewayError } from '../errors.ts';
 import type { MetricsKit } from '../observability/metrics.ts';
 import { whenAnswerEnds } from './answer-handler.ts';
 import { balancingDefaults, type HttpUpstreamConfig, httpDefaults, type ResolvedBalancing } from './config.ts';
+import { dropUpstreamAnswer } from './drop-answer.ts';
 import { EndpointHealth, type EndpointState, OutlierDetector } from './endpoint-health.ts';
 import { type EndpointMetrics, endpointMetrics } from './endpoint-metrics.ts';
 import { HttpUpstreamImpl } from './http.ts';
@@ -21,7 +22,6 @@ import { isUnreachable, timeoutError } from './http-errors.ts';
 import { createPicker, type Picker } from './picker.ts';
 import {
   backoffMs,
-  discard,
   isIdempotent,
   isReplayable,
   pause,
@@ -181,7 +181,7 @@ export class BalancedHttpUpstream implements HttpUpstream {
   /** An answer retried: its endpoint's count ends with its body, read to the end or dropped (retry.ts). */
   private letGo(res: HttpForwardResponse, e: Endpoint): void {
     whenAnswerEnds(res, () => e.health.active--);
-    discard(res);
+    dropUpstreamAnswer(res);
   }
 
   /**

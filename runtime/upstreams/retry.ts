@@ -109,23 +109,6 @@ export function retryAfterMs(res: HttpForwardResponse, now = Date.now()): number
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
-/**
- * Lets go of an answer that is not passed on: its body read to the end (the connection is reused)
- * or destroyed past 64 KiB or after a second (a body that never ends), so no socket is left held.
- */
-export function discard(res: HttpForwardResponse): void {
-  if (res.whole) return; // read already: nothing to drop
-  const body = res.body as HttpForwardResponse['body'] & {
-    dump?(o: { limit: number; signal?: AbortSignal }): Promise<void>;
-  };
-  body.on('error', () => {});
-  if (typeof body.dump === 'function') {
-    body.dump({ limit: 64 * 1024, signal: AbortSignal.timeout(discardMs) }).catch(() => body.destroy());
-  } else body.destroy();
-}
-
-const discardMs = 1000;
-
 type Signal = HttpForwardRequest['signal'];
 
 /** Waits `ms`, or rejects with the client's abort (`bad_request`, as a forward would) when it goes away first. */

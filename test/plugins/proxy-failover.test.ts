@@ -20,20 +20,32 @@ afterAll(async () => {
   for (const close of closers.reverse()) await close();
 });
 
-/** An upstream answering `status` with a body naming it; counts its requests. */
-async function backend(name: string, status: () => number): Promise<{ url: string; hits: () => number }> {
+/**
+ * An upstream answering `status` with a body naming it; counts its requests and the connections
+ * they came on.
+ * `chunked`: the body in two writes without a Content-Length (it streams to the gateway).
+ */
+async function backend(
+  name: string,
+  status: () => number,
+  chunked = false,
+): Promise<{ url: string; hits: () => number; connections: () => number }> {
   let hits = 0;
+  const sockets = new Set<unknown>();
   const server: Server = createServer((req, res) => {
     hits++;
+    sockets.add(req.socket);
     req.resume();
     req.on('end', () => {
       res.writeHead(status(), { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ from: name }));
+      if (!chunked) return res.end(JSON.stringify({ from: name }));
+      res.write(`{"from":`);
+      setTimeout(() => res.end(`"${name}"}`), 5);
     });
   });
   const url = await listenLocal(server);
   closers.push(() => closeNow(server));
-  return { url, hits: () => hits };
+  return { url, hits: () => hits, connections: () => sockets.size };
 }
 
 async function route(names: Record<string, string>, options: Record<string, unknown>) {
@@ -108,6 +120,20 @@ describe('proxy: a list of upstreams', () => {
       expect(await res.json()).toEqual({ from: 'a' });
     }
     expect(b.hits()).toBe(0);
+  });
+
+  it('a failed answer that streams is read to its end and dropped: the next request reuses its connection', async () => {
+    const a = await backend('a', () => 503, true);
+    const b = await backend('b', () => 200);
+    const r = await route({ a: a.url, b: b.url }, { upstream: ['a', 'b'], cooldown_ms: 0 });
+    for (let n = 0; n < 3; n++) {
+      const res = await fetch(`${r.url}/x`, { method: 'POST', body: `{"q":${n}}` });
+      expect(await res.json()).toEqual({ from: 'b' });
+      // Drained in the background: let it finish before the next request asks `a` again.
+      await new Promise((done) => setTimeout(done, 30));
+    }
+    expect(a.hits()).toBe(3);
+    expect(a.connections()).toBe(1);
   });
 
   it('a single upstream answers as before: its 503 goes to the client', async () => {

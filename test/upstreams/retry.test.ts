@@ -18,7 +18,7 @@ import { closeNow, listenLocal, until } from '../helpers/servers.ts';
 import { writeServiceFile } from '../helpers/services.ts';
 
 /** `hold`: kept until release(), then answered with `releaseStatus`; `stream`: an event, then the rest at release(). */
-type Mode = 'ok' | 'hang' | 'reset' | 'sse-cut' | 'hold' | 'stream' | 'endless-503' | number;
+type Mode = 'ok' | 'hang' | 'reset' | 'sse-cut' | 'hold' | 'stream' | 'endless-503' | 'chunked-503' | number;
 
 interface Fixture {
   url: string;
@@ -29,6 +29,8 @@ interface Fixture {
   headers: Record<string, string>;
   /** Requests that reached this fixture (their headers and body arrived), with when. */
   hits: number;
+  /** The connections requests came on. */
+  sockets: Set<unknown>;
   arrivals: number[];
   methods: string[];
   release(): void;
@@ -50,6 +52,7 @@ async function fixture(name: string, mode: Mode = 'ok'): Promise<Fixture> {
       .end(JSON.stringify({ from: name, status }));
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     req.resume();
+    f.sockets.add(req.socket);
     req.once('end', () => {
       f.hits++;
       f.arrivals.push(performance.now());
@@ -66,6 +69,11 @@ async function fixture(name: string, mode: Mode = 'ok'): Promise<Fixture> {
       } else if (mode === 'endless-503') {
         res.writeHead(503, { 'content-type': 'text/plain', 'x-endpoint': name });
         res.write('busy'); // and the body never ends
+      } else if (mode === 'chunked-503') {
+        // No Content-Length: the answer streams to the gateway (it does not come whole).
+        res.writeHead(503, { 'content-type': 'text/plain', 'x-endpoint': name });
+        res.write('busy, ');
+        setTimeout(() => res.end('try again'), 5);
       } else if (mode === 'hold') {
         held.push(res);
       } else if (mode === 'stream') {
@@ -83,6 +91,7 @@ async function fixture(name: string, mode: Mode = 'ok'): Promise<Fixture> {
     releaseStatus: 503,
     headers: {},
     hits: 0,
+    sockets: new Set(),
     arrivals: [],
     methods: [],
     release: () => {
@@ -462,6 +471,22 @@ describe('letting go', () => {
       for await (const _ of res.body);
     }
     expect([a.hits, b.hits]).toEqual([2, 2]);
+  });
+
+  it('a retried answer that streams is read to its end and dropped: its connection is reused', async () => {
+    const a = await fixture('a', 'chunked-503');
+    const upstream = direct({
+      url: a.url,
+      connections: 1,
+      retry: { attempts: 3, on: [503], backoff: { base_ms: 0, max_ms: 0 } },
+    });
+    await upstream.checked?.(2000);
+    const res = await upstream.forward({ method: 'GET', path: '/x', headers: {} });
+    expect(res.status).toBe(503);
+    for await (const _ of res.body);
+    expect(a.hits).toBe(3);
+    // The two answers retried were drained, not cut: the three tries went over one connection.
+    expect(a.sockets.size).toBe(1);
   });
 
   it('a retried answer whose body never ends does not hold its connection', async () => {
