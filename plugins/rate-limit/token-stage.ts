@@ -432,8 +432,8 @@ export default definePlugin<TokenLimitOptions>({
         // No cap of its own: the cap is what is left after the prompt (at most the default), at
         // least the floor; reserved whole, so the answers of a window never exceed its budget.
         const capping = !asked.capped && capField !== 'none' && isObject(body);
-        // A request that fits even at one token per byte of its prompt is admitted as counting
-        // would admit it (with the same cap: its whole completion fits), without counting: it
+        // A request that fits even at one token per byte of its prompt is admitted as an exact
+        // count would admit it (with the same cap: its whole completion fits), without counting: it
         // reserves that bound, and its answer's usage settles it. One that may not fit is counted.
         let estimate: Estimate | undefined;
         let result: ReserveResult | undefined;
