@@ -428,6 +428,21 @@ describe('feature scheme', () => {
     );
   });
 
+  it('property: on ASCII text (read in one pass) the shape features equal their definitions', () => {
+    // Openers and closers at either end of a token and inside it, case switches, digits, symbols:
+    // the states of the one-pass reading (oddCountsAscii), in texts long enough for the tail.
+    const ascii = fc.constantFrom(...'aZ9(["\')].,;:!?-_*/#{}<>'.split(''), 'ab', 'Ab', 'aB', 'AB', '42', '"(', ').');
+    const word = fc.array(ascii, { minLength: 1, maxLength: 6 }).map((g) => g.join(''));
+    const names = Object.keys(SHAPE_FEATURES) as ShapeFeature[];
+    fc.assert(
+      fc.property(fc.array(word, { maxLength: 120 }), (words) => {
+        const shaped = words.join(' ');
+        expect(shapeValues(shaped, names)).toEqual(names.map((n) => SHAPE_FEATURES[n](shaped)));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
   it('a reused extractor gives the same vectors as a fresh one', () => {
     const extractor = new FeatureExtractor(scheme);
     const n = vectorLength(scheme);

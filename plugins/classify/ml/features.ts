@@ -193,11 +193,12 @@ const tailFlags = new Uint8Array(TAIL_TOKENS);
 const tailStarts = new Int32Array(TAIL_TOKENS);
 
 /**
- * The text's tokens and odd tokens, in one pass and read in place: the shaped text has single
- * blanks between its words and none at its ends. An ASCII text (most prompts) is known so once.
+ * The text's tokens and odd tokens, read in place: the shaped text has single blanks between its
+ * words and none at its ends. An ASCII text (most prompts) is read in one pass (oddCountsAscii).
  */
 function oddCounts(text: string): OddCounts {
-  const ascii = isAscii(text);
+  const ascii = oddCountsAscii(text);
+  if (ascii) return ascii;
   let tokens = 0;
   let odd = 0;
   let tailOdd = 0;
@@ -205,7 +206,7 @@ function oddCounts(text: string): OddCounts {
   for (let i = 0; i <= text.length; i++) {
     if (i < text.length && text.charCodeAt(i) !== 32) continue;
     if (i > start) {
-      const flag = (ascii ? oddAsciiToken(text, start, i) : isOdd(text, start, i)) ? 1 : 0;
+      const flag = isOdd(text, start, i) ? 1 : 0;
       const slot = tokens % TAIL_TOKENS;
       // The slot's previous token leaves the tail once TAIL_TOKENS are counted.
       if (tokens >= TAIL_TOKENS) tailOdd -= tailFlags[slot];
@@ -217,8 +218,83 @@ function oddCounts(text: string): OddCounts {
     }
     start = i + 1;
   }
+  return tailCounts(tokens, odd, tailOdd);
+}
+
+function tailCounts(tokens: number, odd: number, tailOdd: number): OddCounts {
   const tailStart = tokens === 0 ? 0 : tailStarts[tokens < TAIL_TOKENS ? 0 : tokens % TAIL_TOKENS];
   return { tokens, odd, tailOdd, tailStart };
+}
+
+/**
+ * oddCounts of an ASCII text in one pass over its codes, each token judged as oddAsciiToken
+ * judges it while it is read: its leading openers skipped, a run of closers held apart until a
+ * character after it shows the run is inside the token (else the token ends with it, and the run
+ * is stripped). Undefined at the first code above 127 (the caller reads such a text per token).
+ */
+function oddCountsAscii(text: string): OddCounts | undefined {
+  const n = text.length;
+  let tokens = 0;
+  let odd = 0;
+  let tailOdd = 0;
+  let start = 0;
+  // The token being read: still in its leading openers; what it holds past them; the symbols among
+  // the closers read since its last other character.
+  let leading = true;
+  let latin = 0;
+  let digits = 0;
+  let symbols = 0;
+  let closerSymbols = 0;
+  let prevLower = false;
+  let caseSwitch = false;
+  for (let i = 0; i <= n; i++) {
+    const c = i < n ? text.charCodeAt(i) : 32;
+    if (c === 32) {
+      if (i > start) {
+        // (A token of openers and closers only has nothing counted: not odd, as oddAsciiToken says.)
+        const flag =
+          caseSwitch || symbols >= 2 || (latin > 0 && symbols >= 1) || (latin === 0 && digits === 0 && symbols > 0)
+            ? 1
+            : 0;
+        const slot = tokens % TAIL_TOKENS;
+        if (tokens >= TAIL_TOKENS) tailOdd -= tailFlags[slot];
+        tailFlags[slot] = flag;
+        tailStarts[slot] = start;
+        tailOdd += flag;
+        odd += flag;
+        tokens++;
+      }
+      start = i + 1;
+      leading = true;
+      latin = digits = symbols = closerSymbols = 0;
+      prevLower = caseSwitch = false;
+      continue;
+    }
+    if (c > 127) return undefined;
+    if (leading && asciiOpener(c)) continue;
+    leading = false;
+    if (asciiCloser(c)) {
+      if (c !== 39) closerSymbols++; // ' is not a symbol inside a token
+      prevLower = false;
+      continue;
+    }
+    // The closers before this character are inside the token.
+    symbols += closerSymbols;
+    closerSymbols = 0;
+    if (c >= 97 && c <= 122) {
+      latin++;
+      prevLower = true;
+    } else if (c >= 65 && c <= 90) {
+      latin++;
+      if (prevLower) caseSwitch = true;
+      prevLower = false;
+    } else {
+      prevLower = false;
+      if (c >= 48 && c <= 57) digits++;
+      else if (c !== 39 && c !== 45) symbols++;
+    }
+  }
+  return tailCounts(tokens, odd, tailOdd);
 }
 
 /** Dense features of the text's shape, each in [0, 1]. */
@@ -468,11 +544,14 @@ class HashedCounts {
   /** UNTOUCHED_BIAS + the slot's signed count; 0 for a slot the text has not touched. */
   private readonly counts: Int32Array;
   private readonly touched: Int32Array;
+  /** #scale's sign(c)·log(1+|c|) of touched[k], read again by the pass that uses them. */
+  private readonly scaled: Float64Array;
   private count = 0;
 
   constructor(private readonly mask: number) {
     this.counts = new Int32Array(mask + 1);
     this.touched = new Int32Array(mask + 1);
+    this.scaled = new Float64Array(mask + 1);
   }
 
   add(hash: number): void {
@@ -491,11 +570,16 @@ class HashedCounts {
     return c < 0 ? -log1pOfCount(-c) : log1pOfCount(c);
   }
 
-  /** weight / the L2 norm of the touched slots' sign(c)·log(1+|c|) (0 when empty). */
+  /**
+   * weight / the L2 norm of the touched slots' sign(c)·log(1+|c|) (0 when empty); each slot's
+   * value is kept in `scaled`, so the next pass reads no count again.
+   */
   #scale(weight: number): number {
+    const { touched, scaled } = this;
     let sum = 0;
     for (let k = 0; k < this.count; k++) {
-      const w = this.#scaled(this.touched[k]);
+      const w = this.#scaled(touched[k]);
+      scaled[k] = w;
       sum += w * w;
     }
     return sum > 0 ? weight / Math.sqrt(sum) : 0;
@@ -506,7 +590,7 @@ class HashedCounts {
     const scale = this.#scale(weight);
     for (let k = 0; k < this.count; k++) {
       const i = this.touched[k];
-      out[offset + i] += Math.fround(this.#scaled(i)) * scale;
+      out[offset + i] += Math.fround(this.scaled[k]) * scale;
       this.counts[i] = 0;
     }
     this.count = 0;
@@ -522,12 +606,13 @@ class HashedCounts {
       // Two classes (every binary model): the sums kept in locals, in the same order.
       let l0 = logits[0];
       let l1 = logits[1];
+      const { touched, scaled, counts } = this;
       for (let k = 0; k < this.count; k++) {
-        const i = this.touched[k];
-        const v = Math.fround(this.#scaled(i)) * scale;
+        const i = touched[k];
+        const v = Math.fround(scaled[k]) * scale;
         l0 += v * weights[2 * i];
         l1 += v * weights[2 * i + 1];
-        this.counts[i] = 0;
+        counts[i] = 0;
       }
       logits[0] = l0;
       logits[1] = l1;
@@ -536,7 +621,7 @@ class HashedCounts {
     }
     for (let k = 0; k < this.count; k++) {
       const i = this.touched[k];
-      const v = Math.fround(this.#scaled(i)) * scale;
+      const v = Math.fround(this.scaled[k]) * scale;
       const row = i * classes;
       for (let j = 0; j < classes; j++) logits[j] += v * weights[row + j];
       this.counts[i] = 0;
@@ -647,7 +732,8 @@ export class FeatureExtractor {
         let h = prefix;
         for (let t = i; t < i + n; t++) {
           if (t > i) h = Math.imul(h ^ 32, FNV_PRIME);
-          for (let c = bounds[2 * t]; c < bounds[2 * t + 1]; c++) h = Math.imul(h ^ codes[c], FNV_PRIME);
+          const to = bounds[2 * t + 1];
+          for (let c = bounds[2 * t]; c < to; c++) h = Math.imul(h ^ codes[c], FNV_PRIME);
         }
         words.add(h >>> 0);
       }
