@@ -193,20 +193,25 @@ const tailFlags = new Uint8Array(TAIL_TOKENS);
 const tailStarts = new Int32Array(TAIL_TOKENS);
 
 /**
- * The text's tokens and odd tokens, read in place: the shaped text has single blanks between its
- * words and none at its ends. An ASCII text (most prompts) is read in one pass (oddCountsAscii).
+ * The text's tokens and odd tokens, in one pass and read in place: the shaped text has single
+ * blanks between its words and none at its ends. A token's ASCII-ness is known as its end is
+ * looked for: an ASCII token (most tokens of most prompts) is judged off its codes.
  */
 function oddCounts(text: string): OddCounts {
-  const ascii = oddCountsAscii(text);
-  if (ascii) return ascii;
+  const n = text.length;
   let tokens = 0;
   let odd = 0;
   let tailOdd = 0;
   let start = 0;
-  for (let i = 0; i <= text.length; i++) {
-    if (i < text.length && text.charCodeAt(i) !== 32) continue;
+  let ascii = true;
+  for (let i = 0; i <= n; i++) {
+    const c = i < n ? text.charCodeAt(i) : 32;
+    if (c !== 32) {
+      if (c > 127) ascii = false;
+      continue;
+    }
     if (i > start) {
-      const flag = isOdd(text, start, i) ? 1 : 0;
+      const flag = (ascii ? oddAsciiToken(text, start, i) : oddToken(text.slice(start, i))) ? 1 : 0;
       const slot = tokens % TAIL_TOKENS;
       // The slot's previous token leaves the tail once TAIL_TOKENS are counted.
       if (tokens >= TAIL_TOKENS) tailOdd -= tailFlags[slot];
@@ -217,84 +222,10 @@ function oddCounts(text: string): OddCounts {
       tokens++;
     }
     start = i + 1;
+    ascii = true;
   }
-  return tailCounts(tokens, odd, tailOdd);
-}
-
-function tailCounts(tokens: number, odd: number, tailOdd: number): OddCounts {
   const tailStart = tokens === 0 ? 0 : tailStarts[tokens < TAIL_TOKENS ? 0 : tokens % TAIL_TOKENS];
   return { tokens, odd, tailOdd, tailStart };
-}
-
-/**
- * oddCounts of an ASCII text in one pass over its codes, each token judged as oddAsciiToken
- * judges it while it is read: its leading openers skipped, a run of closers held apart until a
- * character after it shows the run is inside the token (else the token ends with it, and the run
- * is stripped). Undefined at the first code above 127 (the caller reads such a text per token).
- */
-function oddCountsAscii(text: string): OddCounts | undefined {
-  const n = text.length;
-  let tokens = 0;
-  let odd = 0;
-  let tailOdd = 0;
-  let start = 0;
-  // The token being read: still in its leading openers; what it holds past them; the symbols among
-  // the closers read since its last other character.
-  let leading = true;
-  let latin = 0;
-  let digits = 0;
-  let symbols = 0;
-  let closerSymbols = 0;
-  let prevLower = false;
-  let caseSwitch = false;
-  for (let i = 0; i <= n; i++) {
-    const c = i < n ? text.charCodeAt(i) : 32;
-    if (c === 32) {
-      if (i > start) {
-        // (A token of openers and closers only has nothing counted: not odd, as oddAsciiToken says.)
-        const flag =
-          caseSwitch || symbols >= 2 || (latin > 0 && symbols >= 1) || (latin === 0 && digits === 0 && symbols > 0)
-            ? 1
-            : 0;
-        const slot = tokens % TAIL_TOKENS;
-        if (tokens >= TAIL_TOKENS) tailOdd -= tailFlags[slot];
-        tailFlags[slot] = flag;
-        tailStarts[slot] = start;
-        tailOdd += flag;
-        odd += flag;
-        tokens++;
-      }
-      start = i + 1;
-      leading = true;
-      latin = digits = symbols = closerSymbols = 0;
-      prevLower = caseSwitch = false;
-      continue;
-    }
-    if (c > 127) return undefined;
-    if (leading && asciiOpener(c)) continue;
-    leading = false;
-    if (asciiCloser(c)) {
-      if (c !== 39) closerSymbols++; // ' is not a symbol inside a token
-      prevLower = false;
-      continue;
-    }
-    // The closers before this character are inside the token.
-    symbols += closerSymbols;
-    closerSymbols = 0;
-    if (c >= 97 && c <= 122) {
-      latin++;
-      prevLower = true;
-    } else if (c >= 65 && c <= 90) {
-      latin++;
-      if (prevLower) caseSwitch = true;
-      prevLower = false;
-    } else {
-      prevLower = false;
-      if (c >= 48 && c <= 57) digits++;
-      else if (c !== 39 && c !== 45) symbols++;
-    }
-  }
-  return tailCounts(tokens, odd, tailOdd);
 }
 
 /** Dense features of the text's shape, each in [0, 1]. */
