@@ -504,6 +504,23 @@ describe('ml classifier contract', () => {
     ).toThrow('format hf-sequence-classification needs `model`');
   });
 
+  it('a linear layer scores a short text at once: concurrent calls get their own scores, a closed one loads again', async () => {
+    const c = injectionClassifier();
+    const texts = committedCorpus()
+      .filter((e) => e.split === 'test')
+      .slice(0, 40)
+      .map((e) => e.text);
+    // One at a time, then all in the same turn (no batch shares their scratch buffers).
+    const alone: number[] = [];
+    for (const t of texts) alone.push((await c.classify(t)).score);
+    const together = await Promise.all(texts.map((t) => c.classify(t)));
+    expect(together.map((r) => r.score)).toEqual(alone);
+    expect((await c.classifyMany(texts)).map((r) => r.score)).toEqual(alone);
+    await c.close();
+    expect((await c.classify(texts[0])).score).toBe(alone[0]);
+    await c.close();
+  });
+
   it('status loading → loaded; load is idempotent and shared; classify loads lazily', async () => {
     const c = injectionClassifier();
     expect(c.info()).toEqual({

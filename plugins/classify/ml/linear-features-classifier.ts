@@ -46,7 +46,7 @@ export class LinearFeaturesClassifier extends ModelClassifier {
   private positive: Set<number> | null = null;
   private inputName = '';
   private outputName = '';
-  /** Reused between runs (runs never overlap, see Batcher). */
+  /** Reused between runs (runs never overlap: see Batcher; a linear layer's are synchronous). */
   private buffer = new Float32Array(0);
   /** Long texts' scoring off the event loop, when the model is a linear layer. */
   longTexts: LongTextWorker<Float64Array> | undefined;
@@ -110,17 +110,32 @@ export class LinearFeaturesClassifier extends ModelClassifier {
   }
 
   /**
-   * A long text goes to the worker, beside the batches of short ones (it would hold them up); a
-   * short one as before, with no frame of its own (it is on every request's way).
+   * A long text goes to the worker, beside the short ones (it would hold them up). A short one is
+   * scored at once by a linear layer (its sparse dot product is synchronous: there is no run to
+   * share, so no batch to wait for and no frame of its own: it is on every request's way), by a
+   * session through the batcher.
    */
   override classify(text: string): Promise<ClassifierResult> {
     if (!this.loaded) return this.load().then(() => this.classify(text));
     const longTexts = this.longTexts;
-    if (!longTexts || text.length <= longTexts.limits.chars) return super.classify(text);
+    if (!longTexts || text.length <= longTexts.limits.chars) {
+      const { layer, extractor } = this;
+      return layer && extractor ? this.#scoreNow(layer, extractor, text) : super.classify(text);
+    }
     const started = performance.now();
     return longTexts
       .run(text)
       .then((logits) => this.result(this.fromLogits(logits, logits.length), performance.now() - started));
+  }
+
+  /** A short text's score by the linear layer, now; a throw is a rejection, as from classify(). */
+  #scoreNow(layer: LinearLayer, extractor: FeatureExtractor, text: string): Promise<ClassifierResult> {
+    const started = performance.now();
+    try {
+      return Promise.resolve(this.result(this.predictLinear(layer, extractor, text), performance.now() - started));
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   override classifyMany(texts: string[]): Promise<ClassifierResult[]> {
