@@ -82,18 +82,18 @@ if (baseline) {
     modelOf((await import(pathToFileURL(join(checkout, 'dist/plugins/classify/ml/features.js')).href)) as Features);
   const file = join(resolve(baseline), 'dist/plugins/classify/ml/features.js');
   const base = await compiled(resolve(baseline));
-  const model = await compiled(join(import.meta.dirname, '../..'));
+  const built = await compiled(join(import.meta.dirname, '../..'));
   console.log(`\nthe model's work, this checkout against ${file}, ${pairs} pairs of 50-call blocks:`);
   for (const [label, text] of Object.entries(texts)) {
-    const [ours, theirs] = [model(text).join(), base(text).join()];
+    const [ours, theirs] = [built(text).join(), base(text).join()];
     if (ours !== theirs) throw new Error(`${label}: logits ${ours} here, ${theirs} in the baseline`);
     for (let i = 0; i < 1000; i++) {
-      model(text);
+      built(text);
       base(text);
     }
     const ratios: number[] = [];
     const [here, there]: number[][] = [[], []];
-    const ourBlock = () => perCall(() => model(text), 50);
+    const ourBlock = () => perCall(() => built(text), 50);
     const theirBlock = () => perCall(() => base(text), 50);
     for (let k = 0; k < pairs; k++) {
       // Each side first in every other pair.

@@ -46,7 +46,7 @@ export class LinearFeaturesClassifier extends ModelClassifier {
   private positive: Set<number> | null = null;
   private inputName = '';
   private outputName = '';
-  /** Reused between runs (runs never overlap: see Batcher; a linear layer's are synchronous). */
+  /** Reused between a session's runs (they never overlap, see Batcher). */
   private buffer = new Float32Array(0);
   /** Long texts' scoring off the event loop, when the model is a linear layer. */
   longTexts: LongTextWorker<Float64Array> | undefined;
@@ -110,44 +110,38 @@ export class LinearFeaturesClassifier extends ModelClassifier {
   }
 
   /**
-   * A long text goes to the worker, beside the short ones (it would hold them up). A short one is
-   * scored at once by a linear layer (its sparse dot product is synchronous: there is no run to
-   * share, so no batch to wait for and no frame of its own: it is on every request's way), by a
-   * session through the batcher.
+   * A session's texts go through the batcher (they share runs). A linear layer scores each text on
+   * its own: a long one in the worker (it would hold the event loop), a short one at once (its
+   * sparse dot product is synchronous: no run to share, no batch to wait for, and no frame of its
+   * own: it is on every request's way).
    */
   override classify(text: string): Promise<ClassifierResult> {
     if (!this.loaded) return this.load().then(() => this.classify(text));
-    const longTexts = this.longTexts;
-    if (!longTexts || text.length <= longTexts.limits.chars) {
-      const { layer, extractor } = this;
-      return layer && extractor ? this.#scoreNow(layer, extractor, text) : super.classify(text);
+    const { layer, extractor, longTexts } = this;
+    if (!layer || !extractor) return super.classify(text);
+    if (longTexts && text.length > longTexts.limits.chars) {
+      const started = performance.now();
+      return longTexts
+        .run(text)
+        .then((logits) => this.result(this.fromLogits(logits, logits.length), performance.now() - started));
     }
-    const started = performance.now();
-    return longTexts
-      .run(text)
-      .then((logits) => this.result(this.fromLogits(logits, logits.length), performance.now() - started));
-  }
-
-  /** A short text's score by the linear layer, now; a throw is a rejection, as from classify(). */
-  #scoreNow(layer: LinearLayer, extractor: FeatureExtractor, text: string): Promise<ClassifierResult> {
     const started = performance.now();
     try {
       return Promise.resolve(this.result(this.predictLinear(layer, extractor, text), performance.now() - started));
     } catch (err) {
+      // A throw is a rejection, as from any classify().
       return Promise.reject(err);
     }
   }
 
   override classifyMany(texts: string[]): Promise<ClassifierResult[]> {
     if (!this.loaded) return this.load().then(() => this.classifyMany(texts));
-    const longTexts = this.longTexts;
-    if (!longTexts || texts.every((t) => t.length <= longTexts.limits.chars)) return super.classifyMany(texts);
-    return Promise.all(texts.map((t) => this.classify(t)));
+    return this.layer ? Promise.all(texts.map((t) => this.classify(t))) : super.classifyMany(texts);
   }
 
   protected async predict(texts: string[]): Promise<Prediction[]> {
-    const { session, extractor, layer } = this;
-    if (layer && extractor) return texts.map((text) => this.predictLinear(layer, extractor, text));
+    // A session's batch only: a linear layer scores in classify().
+    const { session, extractor } = this;
     if (!session || !extractor) throw new Error('classifier is closed');
     const dimension = extractor.length;
     const size = texts.length * dimension;
