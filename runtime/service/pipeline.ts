@@ -42,13 +42,18 @@ export interface BuiltStage {
   dryRun?: 'run' | 'skip';
 }
 
+/**
+ * Per request, the index of the deepest stage entered: tells a failing stage whether it had called
+ * next. No per-stage closures or tracking objects on the hot path. One key for every pipeline (one
+ * pipeline runs on a request's context at a time; none runs another inside a stage): with a key per
+ * pipeline, the contexts of different routes had different shapes, and every `ctx.x` read after
+ * routing saw two or three of them (docs/performance.md, "IC sites").
+ */
+const reached = Symbol('pipeline stage reached');
+type Tracked = GatewayContext & { [reached]?: number };
+
 export function composePipeline(stages: BuiltStage[], metrics: MetricsKit, logger: Logger): Stage {
   const failures = stageFailuresCounter(metrics);
-  // Per request, the index of the deepest stage entered (kept on the context under a key of this
-  // pipeline's own): tells a failing stage whether it had called next. No per-stage closures or
-  // tracking objects on the hot path.
-  const reached = Symbol('pipeline stage reached');
-  type Tracked = GatewayContext & { [reached]?: number };
   /** What stage i's `next()` resolves with: its answer handle (none for the pipeline's caller). */
   type Resolved = StageAnswer | undefined;
   const guards = stages.map((s) => new AnswerGuard(s.id, s.onUninspectable, metrics, logger));
