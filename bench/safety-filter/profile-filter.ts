@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { startNodeServer, waitUntilReady } from '../common/harness.ts';
 import { start } from '../typed-proxy/children.ts';
-import { analyseProfile } from '../typed-proxy/profile.ts';
+import { analyseProfile, componentLines } from '../typed-proxy/profile.ts';
 import { benchTenantWork, filterSets, writeBenchTenants } from './filter-setup.ts';
 
 const here = fileURLToPath(new URL('../..', import.meta.url));
@@ -143,14 +143,8 @@ for (const h of report.hotspots.slice(0, Number(process.env.PROFILE_TOP ?? 45)))
     `${(h.share * 100).toFixed(1).padStart(5)}%  ${(h.share * report.busyUsPerRequest).toFixed(1).padStart(6)} µs  ${h.where}`,
   );
 }
-const groups = new Map<string, number>();
-for (const h of report.hotspots) {
-  const g = /^(runtime\/[\w-]+|plugins\/[\w-]+)/.exec(h.where)?.[1] ?? (h.where.startsWith('[') ? h.where : 'other');
-  groups.set(g, (groups.get(g) ?? 0) + h.share * report.busyUsPerRequest);
-}
-console.log('\nby component:');
-for (const [g, us] of [...groups].sort((a, b) => b[1] - a[1]).slice(0, 30))
-  console.log(`${us.toFixed(1).padStart(7)} µs  ${g}`);
+console.log('\nby component (docs/performance.md, "What the goals would take"):');
+for (const line of componentLines(report)) console.log(line);
 console.log(`profile: ${file}`);
 
 interface HeapNode {

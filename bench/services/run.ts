@@ -17,7 +17,7 @@ import { formatRatio, type HistoryEntry, historyMarkdown, judge, type Ratio, rat
 import { fmt, gitCommit, machine, printTable, verdict, writeResults } from '../common/report.ts';
 import { hasTaskset, type Started, stop } from '../typed-proxy/children.ts';
 import { clockTicks } from '../typed-proxy/proc.ts';
-import { analyseProfile, type ProfileReport } from '../typed-proxy/profile.ts';
+import { analyseProfile, componentLines, type ProfileReport } from '../typed-proxy/profile.ts';
 import {
   type Context,
   chatRequest,
@@ -299,6 +299,8 @@ async function profiles(targets: Measured[], rows: Row[]): Promise<Record<string
     for (const h of report.hotspots.slice(0, settings.profileRows)) {
       console.log(`  ${fmt(h.usPerRequest, 1).padStart(7)} µs  ${fmt(h.share * 100, 1).padStart(5)}%  ${h.where}`);
     }
+    console.log('  by component (docs/performance.md, "What the goals would take"):');
+    for (const line of componentLines(report)) console.log(`  ${line}`);
   }
   return out;
 }

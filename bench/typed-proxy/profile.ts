@@ -116,6 +116,67 @@ export async function analyseProfile(
   return { busyUsPerRequest: busy / requests, cpuUsPerRequest: cpuUs / requests, hotspots };
 }
 
+/** A profile's time per request in the groups of docs/performance.md ("What the goals would take"). */
+export interface Components {
+  /** Group → µs per request (the report's `usPerRequest` scale: measured CPU, else sampled busy time). */
+  groups: Record<ComponentGroup, number>;
+  /** Each project directory's µs (runtime/server, plugins/policy, bench/…), largest first. */
+  directories: Array<[string, number]>;
+}
+
+export type ComponentGroup = 'node, undici, V8' | 'bench code' | 'runtime' | 'classifiers' | 'limits' | 'other stages';
+
+/**
+ * Sums a report's hotspots by what they belong to: time outside project frames (Node, libraries,
+ * V8), the runtime, the classifier plugin, the rate and token limits, the other plugins, and code
+ * of bench/ (a floor's own middleware). What a goal needs is read off these (which must become how
+ * much cheaper), not off single functions.
+ */
+export function components(report: ProfileReport): Components {
+  const scale = report.cpuUsPerRequest > 0 ? report.cpuUsPerRequest : report.busyUsPerRequest;
+  const groups: Record<ComponentGroup, number> = {
+    'node, undici, V8': 0,
+    'bench code': 0,
+    runtime: 0,
+    classifiers: 0,
+    limits: 0,
+    'other stages': 0,
+  };
+  const directories = new Map<string, number>();
+  for (const h of report.hotspots) {
+    const us = h.share * scale;
+    const dir = /^((?:runtime|plugins|lib|bench)\/[\w-]+)/.exec(h.where)?.[1];
+    if (dir === undefined) {
+      groups['node, undici, V8'] += us;
+      continue;
+    }
+    directories.set(dir, (directories.get(dir) ?? 0) + us);
+    const group: ComponentGroup = dir.startsWith('bench/')
+      ? 'bench code'
+      : dir.startsWith('plugins/classify')
+        ? 'classifiers'
+        : dir === 'plugins/rate-limit'
+          ? 'limits'
+          : dir.startsWith('plugins/')
+            ? 'other stages'
+            : 'runtime';
+    groups[group] += us;
+  }
+  return { groups, directories: [...directories].sort((a, b) => b[1] - a[1]) };
+}
+
+/** Lines for a console: each group's µs and share, then the largest project directories. */
+export function componentLines(report: ProfileReport, directories = 12): string[] {
+  const { groups, directories: dirs } = components(report);
+  const total = Object.values(groups).reduce((s, v) => s + v, 0);
+  const lines = Object.entries(groups)
+    .filter(([, us]) => us > 0)
+    .map(([g, us]) => `${us.toFixed(1).padStart(7)} µs  ${((100 * us) / (total || 1)).toFixed(1).padStart(5)}%  ${g}`);
+  lines.push(`${total.toFixed(1).padStart(7)} µs          in all`);
+  for (const [dir, us] of dirs.slice(0, directories)) lines.push(`${us.toFixed(1).padStart(7)} µs          ${dir}`);
+  return lines;
+}
+
 /** Where time outside project code went: the package or Node module, or V8's own bucket. */
 function outside(f: CallFrame): string {
   if (!f.url) return `[${f.functionName || 'native'}]`;
