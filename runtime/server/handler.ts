@@ -248,7 +248,8 @@ export function findRoute(graph: ServiceGraph, ctx: GatewayContext): CompiledRou
   const method = ctx.method;
   const path = ctx.path;
   let pathMatched = false;
-  for (const route of graph.routes) {
+  // A path some route declares literally: only the routes that match it (route-table.ts).
+  for (const route of graph.literalPaths.get(path) ?? graph.routes) {
     const m = route.match(path);
     if (!m) continue;
     pathMatched = true;

@@ -18,6 +18,7 @@ import { createUpstream } from '../upstreams/create.ts';
 import type { Upstream } from '../upstreams/types.ts';
 import { canonicalJson } from '../util/hash.ts';
 import { type BuiltStage, composePipeline } from './pipeline.ts';
+import { literalPathRoutes } from './route-table.ts';
 
 export interface CompiledRoute {
   id: string;
@@ -46,6 +47,8 @@ export interface ServiceGraph {
   loaded: LoadedService;
   info: ServiceInfo;
   routes: CompiledRoute[];
+  /** The routes matching each path some route declares literally, in order (route-table.ts). */
+  literalPaths: Map<string, CompiledRoute[]>;
   dialect: Dialect;
   upstreams: Map<string, OwnedUpstream>;
   resources: Map<string, ResourceInstance>;
@@ -74,6 +77,7 @@ export async function buildGraph(loaded: LoadedService, deps: BuildDeps): Promis
     loaded,
     info,
     routes: [],
+    literalPaths: new Map(),
     dialect: dialects[config.dialect] ?? dialects.simple!,
     upstreams,
     resources,
@@ -172,6 +176,7 @@ export async function buildGraph(loaded: LoadedService, deps: BuildDeps): Promis
     for (const s of config.pipeline) shared.push(await buildStage(s, 'service'));
     for (const route of config.routes)
       graph.routes.push(await compileRoute(route, shared, buildStage, deps, config.mode));
+    graph.literalPaths = literalPathRoutes(graph.routes);
     return graph;
   } catch (err) {
     // A graph that fails to build is torn down; the running one is untouched.
