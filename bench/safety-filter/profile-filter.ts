@@ -28,6 +28,13 @@ const { port, sets } = await filterSets(backend.port);
 const bare = process.env.PROFILE_TARGET === 'bare';
 /** PROFILE_HEAP=1: a sampling heap profile instead (allocation sites, bytes per request). */
 const heap = process.env.PROFILE_HEAP === '1';
+/**
+ * PROFILE_GC=1: no profiler; V8's `--trace-gc` lines counted over the measured window instead:
+ * scavenges and mark-compacts per 1,000 requests (an object that lands in the old generation on
+ * every request shows as mark-compacts).
+ */
+const gc = process.env.PROFILE_GC === '1';
+const gcLog = join(dir, 'gc.log');
 const filter = bare
   ? (
       await startNodeServer(
@@ -40,9 +47,11 @@ const filter = bare
   : start(
       process.execPath,
       [
-        ...(heap
-          ? ['--heap-prof', `--heap-prof-dir=${join(dir, 'prof')}`, '--heap-prof-interval=4096']
-          : ['--cpu-prof', `--cpu-prof-dir=${join(dir, 'prof')}`]),
+        ...(gc
+          ? ['--trace-gc']
+          : heap
+            ? ['--heap-prof', `--heap-prof-dir=${join(dir, 'prof')}`, '--heap-prof-interval=4096']
+            : ['--cpu-prof', `--cpu-prof-dir=${join(dir, 'prof')}`]),
         'bin/switchyard.js',
         'serve',
         process.env.PROFILE_CONFIG ?? 'configs/safety-filter.yaml',
@@ -50,6 +59,7 @@ const filter = bare
       ],
       {
         cwd: root,
+        ...(gc ? { logFile: gcLog } : {}),
         env: {
           ...process.env,
           LOG_LEVEL: 'warn',
@@ -116,10 +126,23 @@ const runChunks = async (ms: number) => {
 const load = chunks > 0 ? runChunks : run;
 await load(2000);
 const cpu0 = process.cpuUsage();
+const gcBefore = gc ? gcCounts() : undefined;
 const t0 = process.hrtime.bigint();
 const n = await load(seconds * 1000);
 const t1 = process.hrtime.bigint();
 void cpu0;
+if (gcBefore) {
+  const after = gcCounts();
+  const per = (k: 'scavenges' | 'markCompacts') => ((1000 * (after[k] - gcBefore[k])) / n).toFixed(2);
+  console.log(
+    `${n} ${chunks > 0 ? 'chunks' : 'requests'} in ${seconds} s: per 1,000, ${per('scavenges')} scavenges, ` +
+      `${per('markCompacts')} mark-compacts (--trace-gc)`,
+  );
+  await pool.close();
+  filter.child.kill('SIGTERM');
+  backend.s.child.kill('SIGTERM');
+  process.exit(0);
+}
 await pool.close();
 filter.child.kill('SIGTERM');
 await new Promise((r) => filter.child.once('exit', r));
@@ -171,4 +194,10 @@ function printHeap(file: string, requests: number): void {
   for (const [where, bytes] of [...by].sort((a, b) => b[1] - a[1]).slice(0, 40)) {
     console.log(`${(bytes / requests).toFixed(0).padStart(7)} B  ${where}`);
   }
+}
+
+/** Collections --trace-gc has logged so far. */
+function gcCounts(): { scavenges: number; markCompacts: number } {
+  const text = readFileSync(gcLog, 'utf8');
+  return { scavenges: text.split(': Scavenge').length - 1, markCompacts: text.split(': Mark-Compact').length - 1 };
 }

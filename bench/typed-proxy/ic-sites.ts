@@ -448,7 +448,14 @@ async function main(): Promise<number> {
     execFileSync(process.execPath, [join(root, 'scripts/build.mjs')], { cwd: root, stdio: 'ignore' });
   }
   const logFile = process.env.IC_LOG ? resolve(process.env.IC_LOG) : join(logDir, 'v8-ic.log');
+  // One service per run: the routes' (typed-proxy/…, or safety-filter/… with the bench's LLM backend).
+  const serviceName = routes[0].split('/')[0];
+  if (!routes.every((r) => r.startsWith(`${serviceName}/`))) throw new Error('IC_ROUTES: routes of one service');
   const echo = await startNodeServer(join(root, 'bench/typed-proxy/upstream.ts'), {}, undefined);
+  const backend =
+    serviceName === 'safety-filter'
+      ? await startNodeServer(join(root, 'bench/safety-filter/backend.ts'), {}, undefined)
+      : undefined;
   const context: Context = {
     dir: checkout,
     run,
@@ -462,10 +469,12 @@ async function main(): Promise<number> {
     ],
     suffix: '',
     echoUrl: `http://127.0.0.1:${echo.port}/`,
+    backendUrl: backend ? `http://127.0.0.1:${backend.port}/v1` : undefined,
     typedSet: [],
     readyTimeoutMs: 120_000,
   };
-  const service = SERVICES.find((s) => s.name === 'typed-proxy')!;
+  const service = SERVICES.find((s) => s.name === serviceName);
+  if (!service) throw new Error(`IC_ROUTES: no service "${serviceName}" in bench/services/cases.ts`);
   const subjects = (await service.start(context)).filter((s) => routes.includes(s.key));
   // Marks: [ready, warm, after route 1, after route 2, ...]: segment 0 is the start, 1 the warm-up.
   const marks = [await settledSize(logFile)];
@@ -483,7 +492,7 @@ async function main(): Promise<number> {
   await mapSources(sites.values(), checkout);
   await mapSources(deopts.values(), checkout);
   console.log(
-    `typed proxy (${relative(process.cwd(), checkout) || '.'}, ${run}): ${warmup} warm-up + ${n} measured requests per route ` +
+    `${serviceName} (${relative(process.cwd(), checkout) || '.'}, ${run}): ${warmup} warm-up + ${n} measured requests per route ` +
       `(${subjects.map((s) => s.key).join(', ')}); log ${fmt(statSync(logFile).size / 1e6, 1)} MB`,
   );
   report(sites, { perRequest: n * subjects.length, top, all });

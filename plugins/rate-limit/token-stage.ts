@@ -483,7 +483,9 @@ export default definePlugin<TokenLimitOptions>({
         if (askStreamUsage && isObject(body) && body.stream === true) {
           const so = body.stream_options;
           if (!(isObject(so) && so.include_usage === true)) {
-            body.stream_options = { ...(isObject(so) ? so : {}), include_usage: true };
+            // Written out when the client sent none (most): in Node 20 a spread that adds a key
+            // gives every object a hidden class of its own (docs/architecture.md, "Process tuning").
+            body.stream_options = isObject(so) ? { ...so, include_usage: true } : { include_usage: true };
             requestOf(ctx).setJson(body);
             strip = true;
           }

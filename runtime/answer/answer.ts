@@ -522,7 +522,10 @@ export function respond(ctx: GatewayContext, body: unknown, init: RespondInit = 
   let answer: Answer;
   if (body === null || typeof body === 'string' || Buffer.isBuffer(body) || body instanceof Readable) {
     const type = init.type ?? (typeof body === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream');
-    const headers = { ...init.headers, ...(body === null ? {} : { 'content-type': type }) };
+    // Copied, not spread with the type added: a spread that adds a key gives every object a hidden
+    // class of its own in Node 20 (docs/architecture.md, "Process tuning").
+    const headers: Record<string, HeaderValue> = Object.assign({}, init.headers);
+    if (body !== null) headers['content-type'] = type;
     answer = new Answer(ctx, { status, headers, body: typeof body === 'string' ? Buffer.from(body) : body });
   } else {
     answer = Answer.fromJson(ctx, body, status);
