@@ -304,7 +304,7 @@ async function send(pool: Pool, t: Subject, count: number, connections = 4): Pro
   const worker = async () => {
     while (left-- > 0) {
       const res = await pool.request({
-        path: url.pathname,
+        path: url.pathname + url.search,
         method: (t.method ?? 'POST') as 'POST',
         headers: t.headers,
         body: t.body,

@@ -159,17 +159,11 @@ export function entityOperations(ctx: StoreContext, access: Access): EntityOpera
     const started = performance.now();
     try {
       const { result, returned, scanned } = await run();
-      const event = {
-        ...base,
-        durationMs: performance.now() - started,
-        rowsReturned: returned,
-        entitiesScanned: scanned,
-      };
-      notify(observer?.onQuery?.bind(observer), event);
+      notify(observer?.onQuery?.bind(observer), queryEvent(base, performance.now() - started, returned, scanned));
       return result;
     } catch (err) {
-      const durationMs = performance.now() - started;
-      const event = { ...base, durationMs, rowsReturned: 0, entitiesScanned: 0, error: errorLabel(err) };
+      const event = queryEvent(base, performance.now() - started, 0, 0);
+      event.error = errorLabel(err);
       notify(observer?.onQuery?.bind(observer), event);
       throw err;
     }
@@ -185,15 +179,12 @@ export function entityOperations(ctx: StoreContext, access: Access): EntityOpera
       const reason = ctx.readOnly();
       if (reason !== undefined) throw new ReadOnlyStoreError(reason);
       const { result, affected } = await access.write(run);
-      notify(observer?.onMutation?.bind(observer), {
-        ...base,
-        durationMs: performance.now() - started,
-        rowsAffected: affected,
-      });
+      notify(observer?.onMutation?.bind(observer), mutationEvent(base, performance.now() - started, affected));
       return result;
     } catch (err) {
-      const durationMs = performance.now() - started;
-      notify(observer?.onMutation?.bind(observer), { ...base, durationMs, rowsAffected: 0, error: errorLabel(err) });
+      const event = mutationEvent(base, performance.now() - started, 0);
+      event.error = errorLabel(err);
+      notify(observer?.onMutation?.bind(observer), event);
       throw err;
     }
   }
@@ -509,4 +500,34 @@ export function entityOperations(ctx: StoreContext, access: Access): EntityOpera
       });
     },
   };
+}
+
+/*
+ * The observer's events, written out field by field: spread from their base with the figures
+ * added, every event had a hidden class of its own on Node 20 (docs/architecture.md, "Process
+ * tuning"; bench/typed-proxy/ic-sites.ts found 4-6 inline-cache misses per ranking comparison).
+ */
+function queryEvent(
+  base: Pick<QueryEvent, 'kind' | 'type' | 'shape' | 'requestId'>,
+  durationMs: number,
+  rowsReturned: number,
+  entitiesScanned: number,
+): QueryEvent {
+  return {
+    kind: base.kind,
+    type: base.type,
+    shape: base.shape,
+    requestId: base.requestId,
+    durationMs,
+    rowsReturned,
+    entitiesScanned,
+  };
+}
+
+function mutationEvent(
+  base: Pick<MutationEvent, 'kind' | 'type' | 'requestId'>,
+  durationMs: number,
+  rowsAffected: number,
+): MutationEvent {
+  return { kind: base.kind, type: base.type, requestId: base.requestId, durationMs, rowsAffected };
 }
