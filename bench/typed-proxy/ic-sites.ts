@@ -39,7 +39,6 @@ import { type Context, SERVICES, type Subject } from '../services/cases.ts';
 import { stop } from './children.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const logDir = mkdtempSync(join(tmpdir(), 'switchyard-ic-'));
 
 /** One IC event as V8 11 writes it: `LoadIC,<pc>,<time>,<line>,<column>,<old>,<new>,<map>,<key>,<modifier>,<slow reason>`. */
 const IC_TYPES = new Set([
@@ -425,7 +424,90 @@ export function report(sites: Map<string, Site>, o: { perRequest?: number; top: 
   }
 }
 
-async function main(): Promise<number> {
+export interface IcSitesRun {
+  sites: Map<string, Site>;
+  deopts: Map<string, Deopt>;
+  /** The routes measured, in `routes` order (their segments in `Site.events`: 2 + index). */
+  subjects: Subject[];
+}
+
+/**
+ * Starts the service of `routes` (keys of bench/services/cases.ts, one service) from its shipped
+ * config under V8's IC log, sends each route `warmup` requests and then `n` more, stops it and
+ * parses the log: segment 0 is the start, 1 the warm-up, 2 + i route i's measured requests. The
+ * upstreams it needs (the JSON-RPC echo, the LLM backend) run beside it and are stopped after.
+ */
+export async function measureIcSites(o: {
+  routes: string[];
+  warmup: number;
+  n: number;
+  checkout: string;
+  run: 'dist' | 'source';
+  logDir: string;
+  logFile: string;
+  maps?: boolean;
+}): Promise<IcSitesRun> {
+  // One service per run: the routes' (typed-proxy/…, or safety-filter/… with the bench's LLM backend).
+  const serviceName = o.routes[0].split('/')[0];
+  if (!o.routes.every((r) => r.startsWith(`${serviceName}/`))) throw new Error('IC_ROUTES: routes of one service');
+  const service = SERVICES.find((s) => s.name === serviceName);
+  if (!service) throw new Error(`IC_ROUTES: no service "${serviceName}" in bench/services/cases.ts`);
+  const echo = await startNodeServer(join(root, 'bench/typed-proxy/upstream.ts'), {}, undefined);
+  const backend =
+    serviceName === 'safety-filter'
+      ? await startNodeServer(join(root, 'bench/safety-filter/backend.ts'), {}, undefined)
+      : undefined;
+  try {
+    const context: Context = {
+      dir: o.checkout,
+      run: o.run,
+      logDir: o.logDir,
+      nodeFlags: () => [
+        '--log-ic',
+        '--log-deopt',
+        ...(o.maps ? ['--log-maps'] : []),
+        `--logfile=${o.logFile}`,
+        '--no-logfile-per-isolate',
+      ],
+      suffix: '',
+      echoUrl: `http://127.0.0.1:${echo.port}/`,
+      backendUrl: backend ? `http://127.0.0.1:${backend.port}/v1` : undefined,
+      typedSet: [],
+      readyTimeoutMs: 120_000,
+    };
+    const subjects = (await service.start(context)).filter((s) => o.routes.includes(s.key));
+    if (subjects.length !== o.routes.length)
+      throw new Error(`IC_ROUTES: not all of ${o.routes.join(', ')} are routes of ${serviceName}`);
+    // Marks: [ready, warm, after route 1, after route 2, ...]: segment 0 is the start, 1 the warm-up.
+    const marks = [await settledSize(o.logFile)];
+    const pool = new Pool(new URL(subjects[0].url).origin, { connections: 4 });
+    for (const t of subjects) await send(pool, t, o.warmup);
+    marks.push(await settledSize(o.logFile));
+    for (const t of subjects) {
+      await send(pool, t, o.n);
+      marks.push(await settledSize(o.logFile));
+    }
+    await pool.close();
+    await stop(subjects[0].proc.child);
+    const deopts = new Map<string, Deopt>();
+    const sites = parseIcLog(o.logFile, marks, deopts);
+    return { sites, deopts, subjects };
+  } finally {
+    await Promise.all([stop(echo.s.child), backend ? stop(backend.s.child) : undefined]);
+  }
+}
+
+/**
+ * IC events of project code per request of route i's measured window: a site whose objects come
+ * in ever new hidden classes misses on every request; a settled service misses almost never.
+ */
+export function projectEventsPerRequest(sites: Map<string, Site>, i: number, n: number): number {
+  let events = 0;
+  for (const s of sites.values()) if (s.origin === 'project') events += s.events[2 + i] ?? 0;
+  return events / n;
+}
+
+async function main(logDir: string): Promise<number> {
   const logArg = process.argv.indexOf('--log');
   const top = Math.floor(envNum('IC_TOP', 40));
   const all = process.env.IC_ALL === '1';
@@ -448,47 +530,17 @@ async function main(): Promise<number> {
     execFileSync(process.execPath, [join(root, 'scripts/build.mjs')], { cwd: root, stdio: 'ignore' });
   }
   const logFile = process.env.IC_LOG ? resolve(process.env.IC_LOG) : join(logDir, 'v8-ic.log');
-  // One service per run: the routes' (typed-proxy/…, or safety-filter/… with the bench's LLM backend).
   const serviceName = routes[0].split('/')[0];
-  if (!routes.every((r) => r.startsWith(`${serviceName}/`))) throw new Error('IC_ROUTES: routes of one service');
-  const echo = await startNodeServer(join(root, 'bench/typed-proxy/upstream.ts'), {}, undefined);
-  const backend =
-    serviceName === 'safety-filter'
-      ? await startNodeServer(join(root, 'bench/safety-filter/backend.ts'), {}, undefined)
-      : undefined;
-  const context: Context = {
-    dir: checkout,
+  const { sites, deopts, subjects } = await measureIcSites({
+    routes,
+    warmup,
+    n,
+    checkout,
     run,
     logDir,
-    nodeFlags: () => [
-      '--log-ic',
-      '--log-deopt',
-      ...(process.env.IC_MAPS === '1' ? ['--log-maps'] : []),
-      `--logfile=${logFile}`,
-      '--no-logfile-per-isolate',
-    ],
-    suffix: '',
-    echoUrl: `http://127.0.0.1:${echo.port}/`,
-    backendUrl: backend ? `http://127.0.0.1:${backend.port}/v1` : undefined,
-    typedSet: [],
-    readyTimeoutMs: 120_000,
-  };
-  const service = SERVICES.find((s) => s.name === serviceName);
-  if (!service) throw new Error(`IC_ROUTES: no service "${serviceName}" in bench/services/cases.ts`);
-  const subjects = (await service.start(context)).filter((s) => routes.includes(s.key));
-  // Marks: [ready, warm, after route 1, after route 2, ...]: segment 0 is the start, 1 the warm-up.
-  const marks = [await settledSize(logFile)];
-  const pool = new Pool(new URL(subjects[0].url).origin, { connections: 4 });
-  for (const t of subjects) await send(pool, t, warmup);
-  marks.push(await settledSize(logFile));
-  for (const t of subjects) {
-    await send(pool, t, n);
-    marks.push(await settledSize(logFile));
-  }
-  await pool.close();
-  await stop(subjects[0].proc.child);
-  const deopts = new Map<string, Deopt>();
-  const sites = parseIcLog(logFile, marks, deopts);
+    logFile,
+    maps: process.env.IC_MAPS === '1',
+  });
   await mapSources(sites.values(), checkout);
   await mapSources(deopts.values(), checkout);
   console.log(
@@ -498,8 +550,9 @@ async function main(): Promise<number> {
   report(sites, { perRequest: n * subjects.length, top, all });
   reportDeopts(deopts, { top, all });
   for (const [i, t] of subjects.entries()) {
-    const own = [...sites.values()].filter((s) => s.origin === 'project').reduce((a, s) => a + s.events[2 + i], 0);
-    console.log(`${t.key}: ${fmt(own / n, 2)} project IC events per request in the measured window`);
+    console.log(
+      `${t.key}: ${fmt(projectEventsPerRequest(sites, i, n), 2)} project IC events per request in the measured window`,
+    );
   }
   if (process.env.IC_JSON) {
     const out = [...sites.values()].map((s) => ({
@@ -515,5 +568,6 @@ async function main(): Promise<number> {
 }
 
 if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('ic-sites.ts')) {
-  await runBench(main, { logDir, keepLogs: process.env.BENCH_KEEP_LOGS === '1' });
+  const logDir = mkdtempSync(join(tmpdir(), 'switchyard-ic-'));
+  await runBench(() => main(logDir), { logDir, keepLogs: process.env.BENCH_KEEP_LOGS === '1' });
 }
