@@ -313,10 +313,11 @@ export function createTokenCounter(options: TokenCounterOptions): TokenCounter {
 }
 
 /**
- * A reservation's answer written out field by field, not spread from its state: in Node 20 the
- * object a spread makes ends up in the old generation (docs/architecture.md, "Process tuning"),
- * and this one is made on every request the token limit admits (measured: a loop of reserve and
- * settle spent 27% in the garbage collector, 9 mark-compacts in a million).
+ * A reservation's answer written out field by field, not spread from its state with keys added:
+ * in Node 20 such a spread gives every object a hidden class of its own, made in the old
+ * generation (docs/architecture.md, "Process tuning"), and this one is made on every request the
+ * token limit admits (measured: a reserve and settle 4.3 µs, 27% of it in the collector; written
+ * out 0.72 µs; test/services/hidden-classes.test.ts).
  */
 function reserveResult(state: TokenState, allowed: boolean, reservation?: Reservation): ReserveResult {
   const result: ReserveResult = {
